@@ -1,0 +1,61 @@
+"""``tickwheel.log``: a partition's segmented, durable log of Kafka record batches.
+
+The log stores record batches (format v2) as opaque bytes: it validates their headers
+and CRCs, assigns offsets by patching each batch's base offset and leader epoch, and
+never decodes records. Segments of ``segment.bytes`` carry sparse offset and time
+indexes; reads hand out file slices for ``os.sendfile``; idempotent producers are
+deduplicated; ``flush()`` and the recovery-point checkpoint follow Kafka's durability
+model, and ``Log.open`` recovers a crashed directory to its longest valid prefix.
+``Log`` (``_log``) documents the directory layout and ``_recovery`` the procedure.
+
+Depends on the standard library and ``crc32c`` only; no network, no replication.
+
+Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
+"""
+
+from tickwheel.log._config import LogConfig
+from tickwheel.log._errors import (
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    LogError,
+    LogStorageError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from tickwheel.log._log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+    LogAppendInfo,
+    TimestampAndOffset,
+)
+from tickwheel.log._offset_metadata import LogOffsetMetadata
+from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "CorruptRecordError",
+    "FetchDataInfo",
+    "FileRecordsSlice",
+    "InvalidProducerEpochError",
+    "InvalidRecordError",
+    "Log",
+    "LogAppendInfo",
+    "LogConfig",
+    "LogError",
+    "LogOffsetMetadata",
+    "LogStorageError",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+    "TimestampAndOffset",
+    "UnexpectedAppendOffsetError",
+]

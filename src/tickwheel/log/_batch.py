@@ -1,0 +1,187 @@
+"""Record batch v2 headers: reading, validating and patching them, never decoding records.
+
+A v2 batch (KIP-98) is a 61-byte header followed by its records::
+
+    bytes  0-7   base offset            (rewritten by the leader)
+    bytes  8-11  batch length           (bytes after this field: size = length + 12)
+    bytes 12-15  partition leader epoch (rewritten by the leader)
+    byte  16     magic (2)
+    bytes 17-20  CRC-32C of bytes 21..end
+    bytes 21-22  attributes: codec (bits 0-2), LogAppendTime (3), transactional (4),
+                 control (5)
+    bytes 23-26  last offset delta      (last offset = base offset + delta)
+    bytes 27-34  base timestamp
+    bytes 35-42  max timestamp
+    bytes 43-50  producer id, 51-52 producer epoch, 53-56 base sequence
+    bytes 57-60  record count, then the records
+
+Because the CRC starts at byte 21, rewriting the base offset and leader epoch keeps it
+valid: a leader assigns offsets by sending a patched 16-byte prefix followed by the
+client's own bytes (``os.writev``), so the payload is never copied. Only
+``message.timestamp.type=LogAppendTime`` changes covered bytes (attributes and max
+timestamp); then the 61-byte header is patched and the CRC recomputed over it and the
+untouched records.
+
+Concurrency: pure functions over immutable or caller-owned buffers; thread-safe.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final, NamedTuple
+
+import crc32c
+
+from tickwheel.log._errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+
+LOG_OVERHEAD: Final = 12
+MAGIC_OFFSET: Final = 16
+CRC_OFFSET: Final = 17
+ATTRIBUTES_OFFSET: Final = 21
+MAX_TIMESTAMP_OFFSET: Final = 35
+RECORD_BATCH_OVERHEAD: Final = 61
+CURRENT_MAGIC: Final = 2
+NO_PRODUCER_ID: Final = -1
+
+COMPRESSION_CODEC_MASK: Final = 0x07
+# none, gzip, snappy, lz4, zstd
+MAX_COMPRESSION_CODEC: Final = 4
+TIMESTAMP_TYPE_MASK: Final = 0x08
+TRANSACTIONAL_FLAG_MASK: Final = 0x10
+CONTROL_FLAG_MASK: Final = 0x20
+# The smallest record: length, attributes, timestamp delta, offset delta, key length,
+# value length and header count, one byte each.
+MIN_RECORD_BYTES: Final = 7
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+# Base offset, batch length, partition leader epoch: the leader's 16-byte prefix.
+_PREFIX = struct.Struct(">qii")
+PREFIX_BYTES: Final = _PREFIX.size
+_ATTRIBUTES = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+
+
+class BatchHeader(NamedTuple):
+    """The 61-byte header of a v2 record batch."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes the whole batch takes, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the batch's last record."""
+        return self.base_offset + self.last_offset_delta
+
+
+_make_header = BatchHeader._make
+
+
+def parse_header(buffer: bytes | bytearray | memoryview, position: int) -> BatchHeader:
+    """Read the header at ``position``; the caller ensures 61 bytes are there."""
+    return _make_header(_HEADER.unpack_from(buffer, position))
+
+
+def check_batch(buffer: memoryview, position: int, available_bytes: int) -> BatchHeader:
+    """Validate the framing, magic and CRC of the batch at ``position``; return its header.
+
+    ``available_bytes`` is how many bytes from ``position`` belong to the input.
+    Raises ``CorruptRecordError`` or ``InvalidRecordError`` (an old magic).
+    """
+    if available_bytes <= MAGIC_OFFSET:
+        raise CorruptRecordError(f"truncated batch: {available_bytes} bytes at {position}")
+    magic = buffer[position + MAGIC_OFFSET]
+    if magic != CURRENT_MAGIC:
+        if magic < CURRENT_MAGIC:
+            raise InvalidRecordError(f"record batch magic {magic}: only magic 2 is accepted")
+        raise CorruptRecordError(f"unknown record batch magic {magic}")
+    if available_bytes < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(f"truncated batch header: {available_bytes} bytes at {position}")
+    header = _make_header(_HEADER.unpack_from(buffer, position))
+    size_bytes = header.batch_length + LOG_OVERHEAD
+    if size_bytes < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(f"batch length {header.batch_length} is below the header size")
+    if size_bytes > available_bytes:
+        raise CorruptRecordError(
+            f"truncated batch: length says {size_bytes} bytes, {available_bytes} present"
+        )
+    if crc32c.crc32c(buffer[position + ATTRIBUTES_OFFSET : position + size_bytes]) != header.crc:
+        raise CorruptRecordError(f"CRC mismatch in the batch at offset {header.base_offset}")
+    return header
+
+
+def parse_batches(data: memoryview) -> list[tuple[int, BatchHeader]]:
+    """Validate every batch of a payload (framing, magic, CRC); return (position, header)s."""
+    batches: list[tuple[int, BatchHeader]] = []
+    position = 0
+    total = len(data)
+    while position < total:
+        header = check_batch(data, position, total - position)
+        batches.append((position, header))
+        position += header.batch_length + LOG_OVERHEAD
+    return batches
+
+
+def check_client_batch(header: BatchHeader, max_message_bytes: int) -> None:
+    """Apply the rules a leader enforces on a producer's batch; raise the Kafka error."""
+    size_bytes = header.batch_length + LOG_OVERHEAD
+    if size_bytes > max_message_bytes:
+        raise RecordTooLargeError(
+            f"batch of {size_bytes} bytes exceeds max.message.bytes {max_message_bytes}"
+        )
+    attributes = header.attributes
+    codec = attributes & COMPRESSION_CODEC_MASK
+    if codec > MAX_COMPRESSION_CODEC:
+        raise CorruptRecordError(f"unknown compression codec {codec}")
+    count = header.records_count
+    if count <= 0:
+        raise InvalidRecordError(f"invalid record count {count}")
+    if header.last_offset_delta + 1 != count:
+        raise InvalidRecordError(
+            f"last offset delta {header.last_offset_delta} disagrees with record count {count}"
+        )
+    if codec == 0 and size_bytes - RECORD_BATCH_OVERHEAD < count * MIN_RECORD_BYTES:
+        raise InvalidRecordError(f"{count} records cannot fit in a {size_bytes}-byte batch")
+    if attributes & CONTROL_FLAG_MASK:
+        raise InvalidRecordError("clients may not write control batches")
+    if attributes & TRANSACTIONAL_FLAG_MASK:
+        raise InvalidRecordError("transactional batches are not supported by this log")
+    if header.producer_id > NO_PRODUCER_ID and header.base_sequence < 0:
+        raise InvalidRecordError(f"invalid base sequence {header.base_sequence}")
+
+
+def leader_prefix(base_offset: int, batch_length: int, leader_epoch: int) -> bytes:
+    """The 16 bytes that replace a batch's prefix when the leader assigns its offsets."""
+    return _PREFIX.pack(base_offset, batch_length, leader_epoch)
+
+
+def log_append_time_header(
+    data: memoryview, position: int, base_offset: int, leader_epoch: int, now_ms: int
+) -> bytes:
+    """The batch's header rewritten for LogAppendTime, with its CRC recomputed."""
+    header = parse_header(data, position)
+    size_bytes = header.batch_length + LOG_OVERHEAD
+    patched = bytearray(data[position : position + RECORD_BATCH_OVERHEAD])
+    _PREFIX.pack_into(patched, 0, base_offset, header.batch_length, leader_epoch)
+    _ATTRIBUTES.pack_into(patched, ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_MASK)
+    _TIMESTAMP.pack_into(patched, MAX_TIMESTAMP_OFFSET, now_ms)
+    crc = crc32c.crc32c(memoryview(patched)[ATTRIBUTES_OFFSET:])
+    crc = crc32c.crc32c(data[position + RECORD_BATCH_OVERHEAD : position + size_bytes], crc)
+    _CRC.pack_into(patched, CRC_OFFSET, crc)
+    return bytes(patched)

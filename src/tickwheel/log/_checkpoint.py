@@ -1,0 +1,83 @@
+"""Checkpoint files, written atomically, in Kafka's offset-checkpoint text format.
+
+Kafka keeps ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``replication-offset-checkpoint`` once per log directory, one line per partition::
+
+    0                      <- format version
+    1                      <- number of entries
+    my-topic 3 1234        <- topic, partition, offset
+
+``Log.open`` is handed a single partition directory, so each log keeps its own files of
+the same names and format holding its one entry (topic and partition come from the
+directory name ``<topic>-<partition>``).
+
+A checkpoint is replaced atomically: write ``<name>.tmp``, fsync it, rename it over the
+old file, fsync the directory. A crash leaves either the old or the new file, never a
+torn one; a leftover ``.tmp`` is deleted on the next open.
+
+Concurrency: functions with no shared state; the log calls them under its lock.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+CHECKPOINT_VERSION: Final = 0
+TEMP_SUFFIX: Final = ".tmp"
+_UNKNOWN_PARTITION: Final = -1
+
+
+def topic_partition_of(dir_path: str) -> tuple[str, int]:
+    """Topic and partition from a ``<topic>-<partition>`` directory name."""
+    name = os.path.basename(os.path.normpath(dir_path))
+    topic, _, partition = name.rpartition("-")
+    if topic and partition.isdigit():
+        return topic, int(partition)
+    return name, _UNKNOWN_PARTITION
+
+
+def write_checkpoints(dir_path: str, topic: str, partition: int, offsets: dict[str, int]) -> None:
+    """Atomically replace each named checkpoint file with a one-entry checkpoint.
+
+    Every file is written and fsynced under a temporary name, then all are renamed
+    and the directory is fsynced once.
+    """
+    for name, offset in offsets.items():
+        text = f"{CHECKPOINT_VERSION}\n1\n{topic} {partition} {offset}\n"
+        temp_path = os.path.join(dir_path, name + TEMP_SUFFIX)
+        fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, text.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for name in offsets:
+        os.replace(os.path.join(dir_path, name + TEMP_SUFFIX), os.path.join(dir_path, name))
+    fsync_dir(dir_path)
+
+
+def read_checkpoint(path: str) -> int | None:
+    """The offset in a one-entry checkpoint, or None if the file is absent or malformed."""
+    try:
+        with open(path, encoding="ascii") as file:
+            lines = file.read().splitlines()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    expected_lines = 3
+    if len(lines) != expected_lines or lines[0] != str(CHECKPOINT_VERSION) or lines[1] != "1":
+        return None
+    fields = lines[2].rsplit(" ", 2)
+    try:
+        return int(fields[-1])
+    except ValueError:
+        return None
+
+
+def fsync_dir(dir_path: str) -> None:
+    """fsync a directory, making the creations, renames and unlinks in it durable."""
+    fd = os.open(dir_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

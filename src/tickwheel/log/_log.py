@@ -1,0 +1,834 @@
+"""``Log``: one partition's durable, segmented log of record batches.
+
+On-disk layout of a partition directory (``<log.dirs>/<topic>-<partition>/``, owned by
+the broker)::
+
+    00000000000000000000.log         batches with offsets 0 .. 1233, back to back
+    00000000000000000000.index       sparse offset -> position index (8-byte entries)
+    00000000000000000000.timeindex   sparse timestamp -> offset index (12-byte entries)
+    00000000000000001234.log         the active segment: the only one appended to
+    00000000000000001234.index
+    00000000000000001234.timeindex
+    recovery-point-offset-checkpoint everything below this offset is fsynced
+    log-start-offset-checkpoint      offsets below this were deleted (DeleteRecords)
+    replication-offset-checkpoint    the high watermark at the last flush
+
+Segment files are named by their base offset, 20 digits, as in Kafka; see
+``_segment`` for the files, ``_index`` for the index formats, ``_checkpoint`` for the
+checkpoint format and its atomic replacement, and ``_recovery`` for what ``Log.open``
+does after a crash.
+
+Appends: a leader validates the payload (``_batch``: framing, magic, CRC-32C, record
+count, ``max.message.bytes``), checks idempotent producers (``_producer_state``), then
+writes each batch with a patched 16-byte prefix (base offset and partition leader
+epoch) in one ``os.writev``: the producer's bytes are not copied. A follower writes the
+batches with the offsets they carry. A segment rolls when the append would exceed
+``segment.bytes``, when ``segment.ms`` has passed since its first batch's timestamp,
+when an index is full, or when relative offsets would overflow 32 bits.
+
+Durability follows Kafka: writes land in the page cache; ``flush.messages``,
+``flush.ms`` (checked on append and by ``maybe_flush``) or ``flush()`` fsync the dirty
+segments and their indexes, then checkpoint the recovery point. A rolled segment is
+flushed by the next ``maybe_flush`` (Kafka flushes it in the background at roll).
+
+Reads return whole batches as a ``FileRecordsSlice`` for ``os.sendfile``, with the fetch
+position as ``LogOffsetMetadata``. With no transactions, the last stable offset is the
+high watermark.
+
+Where this log departs from Kafka's, and why:
+
+- no transactions or compaction: transactional and control batches are rejected, the
+  last stable offset is the high watermark, and offsets are contiguous (a follower
+  batch that leaves a gap is an error, which also lets recovery catch a flipped byte
+  in a base offset, a field the CRC does not cover);
+- ``truncate_to`` removes a batch straddling the offset whole and the log end becomes
+  its base offset (Kafka sets the log end to the offset regardless);
+- ``offset_for_timestamp`` answers with a batch (base offset, max timestamp), since
+  records are never decoded;
+- producer state has no snapshots and no ``producer.id.expiration.ms``: it is rebuilt
+  from batch headers on open and after a truncation, so a producer is forgotten when
+  its batches are gone;
+- indexes are sorted arrays in memory written to their files on flush and roll, not
+  memory-mapped files; checkpoint files are kept per partition directory.
+
+Concurrency: thread-safe. One lock (``_lock``) guards all state; every public method
+that reads or changes more than one field takes it, so appends, reads, truncations and
+retention are serialised; the offset properties read one immutable value each. Slices
+returned by ``read`` may be sent from any thread after the call returns: the bytes they
+cover are not rewritten by appends, and a segment deleted meanwhile keeps its
+descriptor open until its last slice is dropped. After ``close()`` every method raises
+``LogStorageError``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, NamedTuple, Self
+
+from tickwheel.log._batch import (
+    LOG_OVERHEAD,
+    PREFIX_BYTES,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    check_client_batch,
+    leader_prefix,
+    log_append_time_header,
+    parse_batches,
+)
+from tickwheel.log._checkpoint import fsync_dir, topic_partition_of, write_checkpoints
+from tickwheel.log._config import LOG_APPEND_TIME, LogConfig
+from tickwheel.log._errors import (
+    LogStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from tickwheel.log._index import NO_TIMESTAMP
+from tickwheel.log._offset_metadata import LogOffsetMetadata
+from tickwheel.log._producer_state import ProducerStateManager
+from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
+from tickwheel.log._recovery import (
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    load_log,
+)
+from tickwheel.log._segment import BatchEntry, LogSegment
+
+# ListOffsets' special timestamps.
+LATEST_TIMESTAMP: Final = -1
+EARLIEST_TIMESTAMP: Final = -2
+MAX_TIMESTAMP: Final = -3
+NO_OFFSET: Final = -1
+_NS_PER_MS: Final = 1_000_000
+
+
+def system_clock_ms() -> int:
+    """Wall-clock time in ms since the epoch: the time record timestamps use."""
+    return time.time_ns() // _NS_PER_MS
+
+
+# A NamedTuple rather than a frozen dataclass: one is made on every append, and a tuple
+# is built several times faster.
+class LogAppendInfo(NamedTuple):
+    """Where an append landed; ``first_offset`` is -1 for an empty payload."""
+
+    first_offset: int
+    last_offset: int
+    num_messages: int
+    max_timestamp: int
+    log_append_time_ms: int
+    log_start_offset: int
+    valid_bytes: int
+    num_batches: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """The answer to a ListOffsets lookup: a batch's timestamp, offset and leader epoch."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+class Log:
+    """A partition's segmented log; create it with ``Log.open``."""
+
+    def __init__(
+        self,
+        dir_path: str,
+        config: LogConfig,
+        clock_ms: Callable[[], int],
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        high_watermark: int,
+        producer_state: ProducerStateManager,
+        checkpointed: dict[str, int],
+    ) -> None:
+        self._lock = threading.RLock()
+        self._dir_path = dir_path
+        self._config = config
+        self._clock_ms = clock_ms
+        self._topic, self._partition = topic_partition_of(dir_path)
+        self._segments = segments
+        self._base_offsets = [segment.base_offset for segment in segments]
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._producers = producer_state
+        self._closed = False
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock_ms()
+        self._rolled_since_flush = False
+        self._checkpointed = dict(checkpointed)
+        self._update_log_end()
+        self._high_watermark = self._metadata_for(high_watermark)
+
+    @classmethod
+    def open(
+        cls,
+        dir_path: str | os.PathLike[str],
+        config: LogConfig,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> Log:
+        """Open (creating if needed) and recover the log in a partition directory.
+
+        ``clock_ms`` returns wall-clock milliseconds (default: ``time.time_ns``); it
+        drives ``segment.ms``, ``flush.ms``, retention and LogAppendTime.
+        """
+        path = os.fspath(dir_path)
+        clock = clock_ms or system_clock_ms
+        loaded = load_log(path, config, clock())
+        log = cls(
+            path,
+            config,
+            clock,
+            loaded.segments,
+            loaded.log_start_offset,
+            loaded.recovery_point,
+            loaded.high_watermark,
+            loaded.producer_state,
+            loaded.checkpointed,
+        )
+        with log._lock:
+            # Recovery may have lowered the recovery point (a cut tail): record it
+            # before anything is appended above it.
+            log._sync_checkpoints()
+        return log
+
+    # -- properties --------------------------------------------------------------------
+
+    @property
+    def dir_path(self) -> str:
+        """The partition directory."""
+        return self._dir_path
+
+    @property
+    def config(self) -> LogConfig:
+        """The settings in force."""
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset a read may ask for."""
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets (LEO)."""
+        return self._log_end.message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        """The log end offset with its segment and position."""
+        return self._log_end
+
+    @property
+    def high_watermark(self) -> int:
+        """The high watermark: consumers read below it."""
+        return self._high_watermark.message_offset
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        """The high watermark with its segment and position."""
+        return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The last stable offset; without transactions, the high watermark."""
+        return self._high_watermark.message_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below this is on disk (fsynced)."""
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        """Total bytes of all segments."""
+        with self._lock:
+            return sum(segment.size_bytes for segment in self._segments)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        """Base offsets of the segments, oldest first."""
+        with self._lock:
+            return list(self._base_offsets)
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply changed topic settings (AlterConfigs) from the next append on."""
+        with self._lock:
+            self._config = config
+            for segment in self._segments:
+                segment.update_config(config)
+
+    # -- appends -----------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
+        """Validate a producer's batches, assign their offsets and epoch, and append them.
+
+        A retried idempotent batch returns its first append's offsets (``duplicate``).
+        Raises ``CorruptRecordError``, ``InvalidRecordError``, ``RecordTooLargeError``,
+        ``RecordBatchTooLargeError``, ``OutOfOrderSequenceError`` or
+        ``InvalidProducerEpochError``; nothing is written then.
+        """
+        data = memoryview(records).cast("B")
+        batches = parse_batches(data)
+        config = self._config
+        num_messages = 0
+        max_timestamp = NO_TIMESTAMP
+        idempotent = False
+        for _, header in batches:
+            check_client_batch(header, config.max_message_bytes)
+            num_messages += header.last_offset_delta + 1
+            max_timestamp = max(max_timestamp, header.max_timestamp)
+            idempotent |= header.producer_id >= 0
+        total_bytes = len(data)
+        with self._lock:
+            self._check_open()
+            if not batches:
+                return self._empty_append_info()
+            if total_bytes > config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"{total_bytes} bytes of batches exceed segment.bytes {config.segment_bytes}"
+                )
+            if idempotent:
+                duplicate = self._producers.check(header for _, header in batches)
+                if duplicate is not None:
+                    return LogAppendInfo(
+                        first_offset=duplicate.first_offset,
+                        last_offset=duplicate.last_offset,
+                        num_messages=duplicate.last_offset - duplicate.first_offset + 1,
+                        max_timestamp=duplicate.max_timestamp_ms,
+                        log_append_time_ms=NO_TIMESTAMP,
+                        log_start_offset=self._log_start_offset,
+                        valid_bytes=0,
+                        num_batches=0,
+                        duplicate=True,
+                    )
+            now_ms = self._clock_ms()
+            append_time = config.message_timestamp_type == LOG_APPEND_TIME
+            if append_time:
+                max_timestamp = now_ms
+            first_offset = self._log_end.message_offset
+            segment = self._maybe_roll(
+                total_bytes, max_timestamp, first_offset, first_offset + num_messages - 1, now_ms
+            )
+            pieces: list[bytes | memoryview] = []
+            entries: list[BatchEntry] = []
+            next_offset = first_offset
+            for position, header in batches:
+                size = header.batch_length + LOG_OVERHEAD
+                last_offset = next_offset + header.last_offset_delta
+                if append_time:
+                    pieces.append(
+                        log_append_time_header(data, position, next_offset, leader_epoch, now_ms)
+                    )
+                    pieces.append(data[position + RECORD_BATCH_OVERHEAD : position + size])
+                    entries.append((next_offset, last_offset, now_ms, size))
+                else:
+                    pieces.append(leader_prefix(next_offset, header.batch_length, leader_epoch))
+                    pieces.append(data[position + PREFIX_BYTES : position + size])
+                    entries.append((next_offset, last_offset, header.max_timestamp, size))
+                next_offset = last_offset + 1
+            segment.append(pieces, entries, total_bytes)
+            if idempotent:
+                for (_, header), entry in zip(batches, entries, strict=True):
+                    if header.producer_id >= 0:
+                        self._producers.record(header, entry[0], entry[2])
+            self._after_append(num_messages, now_ms)
+            return LogAppendInfo(
+                first_offset=first_offset,
+                last_offset=next_offset - 1,
+                num_messages=num_messages,
+                max_timestamp=max_timestamp,
+                log_append_time_ms=now_ms if append_time else NO_TIMESTAMP,
+                log_start_offset=self._log_start_offset,
+                valid_bytes=total_bytes,
+                num_batches=len(batches),
+            )
+
+    def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo:
+        """Append a leader's batches with the offsets they carry.
+
+        Raises ``CorruptRecordError``/``InvalidRecordError`` for a bad batch and
+        ``UnexpectedAppendOffsetError`` unless each batch starts where the previous one
+        (or the log) ends: with no compaction, a gap can only be a replication bug.
+        """
+        data = memoryview(records).cast("B")
+        batches = parse_batches(data)
+        with self._lock:
+            self._check_open()
+            if not batches:
+                return self._empty_append_info()
+            next_offset = self._log_end.message_offset
+            entries: list[BatchEntry] = []
+            for _, header in batches:
+                if header.base_offset != next_offset or header.last_offset_delta < 0:
+                    raise UnexpectedAppendOffsetError(
+                        f"batch at offset {header.base_offset} does not follow {next_offset}",
+                        first_offset=header.base_offset,
+                        last_offset=header.base_offset + header.last_offset_delta,
+                    )
+                last_offset = header.base_offset + header.last_offset_delta
+                entries.append(
+                    (
+                        header.base_offset,
+                        last_offset,
+                        header.max_timestamp,
+                        header.batch_length + LOG_OVERHEAD,
+                    )
+                )
+                next_offset = last_offset + 1
+            now_ms = self._clock_ms()
+            first_offset = entries[0][0]
+            max_timestamp = max(entry[2] for entry in entries)
+            segment = self._maybe_roll(
+                len(data), max_timestamp, first_offset, next_offset - 1, now_ms
+            )
+            segment.append([data], entries, len(data))
+            for header in (header for _, header in batches):
+                if header.producer_id >= 0:
+                    self._producers.record(header, header.base_offset, header.max_timestamp)
+            num_messages = sum(entry[1] - entry[0] + 1 for entry in entries)
+            self._after_append(num_messages, now_ms)
+            return LogAppendInfo(
+                first_offset=first_offset,
+                last_offset=next_offset - 1,
+                num_messages=num_messages,
+                max_timestamp=max_timestamp,
+                log_append_time_ms=NO_TIMESTAMP,
+                log_start_offset=self._log_start_offset,
+                valid_bytes=len(data),
+                num_batches=len(batches),
+            )
+
+    def _empty_append_info(self) -> LogAppendInfo:
+        return LogAppendInfo(
+            first_offset=NO_OFFSET,
+            last_offset=NO_OFFSET,
+            num_messages=0,
+            max_timestamp=NO_TIMESTAMP,
+            log_append_time_ms=NO_TIMESTAMP,
+            log_start_offset=self._log_start_offset,
+            valid_bytes=0,
+            num_batches=0,
+        )
+
+    def _maybe_roll(
+        self,
+        size_bytes: int,
+        max_timestamp_ms: int,
+        first_offset: int,
+        last_offset: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """The segment to append to, rolling first if the append would not fit the active one."""
+        segment = self._segments[-1]
+        if segment.should_roll(size_bytes, max_timestamp_ms, last_offset, now_ms, self._config):
+            return self._roll_at(first_offset, now_ms)
+        return segment
+
+    def _after_append(self, num_messages: int, now_ms: int) -> None:
+        self._update_log_end()
+        self._unflushed_messages += num_messages
+        if (
+            self._unflushed_messages >= self._config.flush_messages
+            or now_ms - self._last_flush_ms >= self._config.flush_ms
+        ):
+            self._flush(now_ms)
+
+    def _update_log_end(self) -> None:
+        segment = self._segments[-1]
+        self._log_end = LogOffsetMetadata(
+            max(segment.next_offset, segment.base_offset), segment.base_offset, segment.size_bytes
+        )
+
+    # -- rolling -----------------------------------------------------------------------
+
+    def roll(self) -> int:
+        """Start a new active segment at the log end; returns its base offset."""
+        with self._lock:
+            self._check_open()
+            return self._roll_at(self._log_end.message_offset, self._clock_ms()).base_offset
+
+    def _roll_at(self, base_offset: int, now_ms: int) -> LogSegment:
+        base_offset = max(base_offset, self._log_end.message_offset)
+        active = self._segments[-1]
+        if active.size_bytes == 0:
+            if active.base_offset == base_offset:
+                return active
+            self._segments.pop()
+            self._base_offsets.pop()
+            active.delete()
+        else:
+            active.persist_indexes()
+        segment = LogSegment.open_file(self._dir_path, base_offset, self._config, now_ms)
+        self._segments.append(segment)
+        self._base_offsets.append(base_offset)
+        self._rolled_since_flush = True
+        self._update_log_end()
+        return segment
+
+    # -- reads -------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding ``start_offset``, up to ``max_bytes``.
+
+        Batches at or beyond ``max_offset`` (e.g. the high watermark) are left out.
+        With ``min_one_message`` the first batch is returned even if larger than
+        ``max_bytes``. Raises ``OffsetOutOfRangeError`` outside [log start, log end].
+        """
+        with self._lock:
+            self._check_open()
+            log_end = self._log_end
+            if start_offset > log_end.message_offset or start_offset < self._log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} is outside [{self._log_start_offset}, "
+                    f"{log_end.message_offset}] of {self._dir_path}"
+                )
+            if max_offset is None or max_offset >= log_end.message_offset:
+                limit = log_end
+            elif max_offset == self._high_watermark.message_offset:
+                limit = self._high_watermark
+            else:
+                limit = self._metadata_for(max(max_offset, self._log_start_offset))
+            if start_offset >= limit.message_offset:
+                metadata = (
+                    limit
+                    if start_offset == limit.message_offset
+                    else self._metadata_for(start_offset)
+                )
+                return self._fetch_info(metadata, self._empty_slice(metadata))
+            index = bisect.bisect_right(self._base_offsets, start_offset) - 1
+            for segment in self._segments[max(index, 0) :]:
+                if segment.base_offset > limit.segment_base_offset:
+                    break
+                max_position = (
+                    limit.relative_position
+                    if segment.base_offset == limit.segment_base_offset
+                    else segment.size_bytes
+                )
+                found = segment.read(start_offset, max_bytes, max_position, min_one_message)
+                if found is not None:
+                    position, records, incomplete = found
+                    metadata = LogOffsetMetadata(start_offset, segment.base_offset, position)
+                    return self._fetch_info(metadata, records, incomplete)
+            return self._fetch_info(limit, self._empty_slice(limit))
+
+    def _fetch_info(
+        self, metadata: LogOffsetMetadata, records: FileRecordsSlice, incomplete: bool = False
+    ) -> FetchDataInfo:
+        return FetchDataInfo(
+            fetch_offset_metadata=metadata,
+            records=records,
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._log_end.message_offset,
+            high_watermark=self._high_watermark.message_offset,
+            last_stable_offset=self._high_watermark.message_offset,
+            first_entry_incomplete=incomplete,
+        )
+
+    def _empty_slice(self, metadata: LogOffsetMetadata) -> FileRecordsSlice:
+        index = bisect.bisect_right(self._base_offsets, metadata.segment_base_offset) - 1
+        segment = self._segments[max(index, 0)]
+        return FileRecordsSlice(segment.file, max(metadata.relative_position, 0), 0)
+
+    def _metadata_for(self, offset: int) -> LogOffsetMetadata:
+        """Metadata of ``offset``: the position of the batch holding it (or the log end)."""
+        if offset >= self._log_end.message_offset:
+            return self._log_end
+        index = bisect.bisect_right(self._base_offsets, offset) - 1
+        for segment in self._segments[max(index, 0) :]:
+            found = segment.translate_offset(offset)
+            if found is not None:
+                return LogOffsetMetadata(offset, segment.base_offset, found[0])
+        return self._log_end
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
+        """ListOffsets: the first batch whose max timestamp is >= ``timestamp_ms``.
+
+        The special timestamps -1 (latest), -2 (earliest) and -3 (max timestamp) are
+        understood. The answer is a batch's base offset (at least the log start) and its
+        max timestamp: records are never decoded, so the first record of that batch
+        may be older than the target. None when no batch is that recent.
+        """
+        with self._lock:
+            self._check_open()
+            if timestamp_ms == LATEST_TIMESTAMP:
+                return TimestampAndOffset(NO_TIMESTAMP, self._log_end.message_offset, NO_OFFSET)
+            if timestamp_ms == EARLIEST_TIMESTAMP:
+                return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, NO_OFFSET)
+            found: tuple[int, BatchHeader] | None = None
+            if timestamp_ms == MAX_TIMESTAMP:
+                best = max(self._segments, key=lambda segment: segment.max_timestamp_ms)
+                if best.max_timestamp_ms != NO_TIMESTAMP:
+                    found = best.find_max_timestamp()
+            else:
+                for segment in self._segments:
+                    if segment.max_timestamp_ms >= timestamp_ms:
+                        found = segment.find_offset_by_timestamp(
+                            timestamp_ms, self._log_start_offset
+                        )
+                        if found is not None:
+                            break
+            if found is None:
+                return None
+            header = found[1]
+            return TimestampAndOffset(
+                header.max_timestamp,
+                max(header.base_offset, self._log_start_offset),
+                header.partition_leader_epoch,
+            )
+
+    # -- high watermark ----------------------------------------------------------------
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log start, log end]; returns it."""
+        with self._lock:
+            self._check_open()
+            clamped = min(max(offset, self._log_start_offset), self._log_end.message_offset)
+            if clamped != self._high_watermark.message_offset:
+                self._high_watermark = self._metadata_for(clamped)
+            return clamped
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Raise the high watermark to ``offset`` (clamped to the log end) if higher."""
+        with self._lock:
+            self._check_open()
+            if min(offset, self._log_end.message_offset) <= self._high_watermark.message_offset:
+                return False
+            self.update_high_watermark(offset)
+            return True
+
+    # -- truncation and deletion ------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding an offset >= ``offset`` (a follower's divergence).
+
+        Batches are atomic: one straddling ``offset`` goes too, and the log end becomes
+        its base offset (if that batch also holds the log start, the log is emptied and
+        restarts at the log start). Returns whether anything was removed.
+        """
+        with self._lock:
+            self._check_open()
+            if offset >= self._log_end.message_offset:
+                return False
+            if offset < self._log_start_offset or offset <= self._segments[0].base_offset:
+                self._truncate_fully(offset)
+                return True
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                doomed = self._segments.pop()
+                self._base_offsets.pop()
+                # Not closed: slices handed out may still be sending from it.
+                doomed.delete()
+            self._segments[-1].truncate_to(offset)
+            if self._segments[-1].next_offset < self._log_start_offset:
+                # The cut batch also held the log start: nothing readable is left.
+                self._truncate_fully(self._log_start_offset)
+            else:
+                self._after_truncation()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset``."""
+        with self._lock:
+            self._check_open()
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        for segment in self._segments:
+            # Not closed: slices handed out may still be sending from it.
+            segment.delete()
+        segment = LogSegment.open_file(self._dir_path, offset, self._config, self._clock_ms())
+        self._segments = [segment]
+        self._base_offsets = [offset]
+        self._log_start_offset = offset
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self._update_log_end()
+        log_end = self._log_end.message_offset
+        # The high watermark's batch may have moved or gone with the cut segment.
+        self._high_watermark = self._metadata_for(
+            max(min(self._high_watermark.message_offset, log_end), self._log_start_offset)
+        )
+        self._producers.rebuild(
+            header
+            for segment in self._segments
+            for _, header in segment.iter_headers(0, segment.size_bytes)
+        )
+        # A recovery point above the new end would make a later open trust bytes
+        # appended after this truncation without checking them: lower it on disk now.
+        self._recovery_point = min(self._recovery_point, log_end)
+        self._sync_checkpoints()
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start to ``offset`` (at most the high watermark).
+
+        Segments wholly below it are deleted. Returns the new log start offset (the
+        low watermark). Raises ``OffsetOutOfRangeError`` above the high watermark.
+        """
+        with self._lock:
+            self._check_open()
+            if offset > self._high_watermark.message_offset or offset < 0:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: the high watermark is "
+                    f"{self._high_watermark.message_offset}"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self._delete_segments_below_log_start()
+                self._sync_checkpoints()
+            return self._log_start_offset
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete old segments by ``retention.ms`` and ``retention.bytes``; returns how many.
+
+        Only segments wholly below the high watermark are eligible; the active one is
+        rolled first if it must go too.
+        """
+        with self._lock:
+            self._check_open()
+            now = self._clock_ms() if now_ms is None else now_ms
+            config = self._config
+            excess_bytes = (
+                sum(segment.size_bytes for segment in self._segments) - config.retention_bytes
+                if config.retention_bytes >= 0
+                else 0
+            )
+            high_watermark = self._high_watermark.message_offset
+            deletable = 0
+            for i, segment in enumerate(self._segments):
+                upper = (
+                    self._segments[i + 1].base_offset
+                    if i + 1 < len(self._segments)
+                    else self._log_end.message_offset
+                )
+                if segment.size_bytes == 0 or upper > high_watermark:
+                    break
+                too_old = (
+                    config.retention_ms >= 0
+                    and now - segment.largest_timestamp_ms() > config.retention_ms
+                )
+                too_big = excess_bytes - segment.size_bytes >= 0 and config.retention_bytes >= 0
+                if not (too_old or too_big):
+                    break
+                excess_bytes -= segment.size_bytes
+                deletable += 1
+            if deletable == 0:
+                return 0
+            if deletable == len(self._segments):
+                self._roll_at(self._log_end.message_offset, now)
+            new_start = self._segments[deletable].base_offset
+            self._log_start_offset = max(self._log_start_offset, new_start)
+            self._delete_segments_below_log_start()
+            return deletable
+
+    def _delete_segments_below_log_start(self) -> None:
+        while len(self._segments) > 1 and self._segments[1].base_offset <= self._log_start_offset:
+            doomed = self._segments.pop(0)
+            self._base_offsets.pop(0)
+            # Not closed: slices handed out may still be sending from it.
+            doomed.delete()
+
+    # -- durability --------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every unflushed segment and index, then checkpoint the recovery point."""
+        with self._lock:
+            self._check_open()
+            self._flush(self._clock_ms())
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flush if ``flush.ms`` has passed or a segment rolled since the last flush."""
+        with self._lock:
+            self._check_open()
+            now = self._clock_ms() if now_ms is None else now_ms
+            due = now - self._last_flush_ms >= self._config.flush_ms
+            if (due and self._unflushed_messages > 0) or self._rolled_since_flush:
+                self._flush(now)
+                return True
+            return False
+
+    def _flush(self, now_ms: int) -> None:
+        try:
+            index = bisect.bisect_right(self._base_offsets, self._recovery_point) - 1
+            for segment in self._segments[max(index, 0) :]:
+                segment.flush()
+            if self._rolled_since_flush:
+                # Make the new segment files' names durable before the checkpoint names
+                # offsets inside them.
+                fsync_dir(self._dir_path)
+            self._recovery_point = self._log_end.message_offset
+            self._sync_checkpoints()
+        except OSError as error:
+            raise LogStorageError(f"flush of {self._dir_path} failed: {error}") from error
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._rolled_since_flush = False
+
+    def _sync_checkpoints(self) -> None:
+        """Write the checkpoints whose offsets differ from what is on disk."""
+        wanted = {
+            RECOVERY_POINT_CHECKPOINT: self._recovery_point,
+            LOG_START_OFFSET_CHECKPOINT: self._log_start_offset,
+            HIGH_WATERMARK_CHECKPOINT: self._high_watermark.message_offset,
+        }
+        changed = {
+            name: offset
+            for name, offset in wanted.items()
+            if self._checkpointed.get(name) != offset
+        }
+        if changed:
+            write_checkpoints(self._dir_path, self._topic, self._partition, changed)
+            self._checkpointed.update(changed)
+
+    def close(self) -> None:
+        """Flush everything and close the files; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._flush(self._clock_ms())
+            finally:
+                self._closed = True
+                for segment in self._segments:
+                    segment.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogStorageError(f"log {self._dir_path} is closed")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self._dir_path!r}, start={self._log_start_offset}, "
+            f"end={self._log_end.message_offset}, hw={self._high_watermark.message_offset})"
+        )

@@ -1,0 +1,176 @@
+"""Opening a partition directory: finding segments, recovering them, rebuilding state.
+
+The procedure ``load_log`` follows on every open (after a clean close or a crash):
+
+1. Delete leftovers of interrupted work: ``*.tmp`` checkpoints, ``*.deleted``,
+   ``*.cleaned`` and ``*.swap`` files, and index files whose ``.log`` file is gone.
+2. Read the checkpoints: recovery point (every byte below it was fsynced with its
+   index files), log start offset, high watermark. A missing one means 0 / the first
+   segment's base offset / 0.
+3. Segments wholly below the recovery point are *loaded*: their index files are
+   read and sanity-checked (whole entries, increasing, inside the file) and only the
+   headers after the last index entry are read to find the end offset and largest
+   timestamp. A segment that fails the check is recovered instead (step 4).
+4. The segment holding the recovery point and every later one are *recovered*:
+   from the recovery point's batch (or from byte 0 if it cannot be found) each batch
+   is read whole and must pass the framing, magic and CRC checks and start at the
+   offset after the previous batch's (each segment starts where the previous one
+   ends). The indexes are rebuilt as the scan goes. At the first batch that fails,
+   the file is cut there (a torn write or a corrupt byte) and every later segment is
+   deleted: the log is the longest valid prefix.
+5. Segments wholly below the log start offset are deleted; an empty directory gets
+   an empty segment at the log start offset.
+6. Producer state is rebuilt by reading every batch header (not the records).
+7. The log end offset is the end of the last segment; the recovery point and the high
+   watermark are clamped into [log start, log end].
+
+Nothing flushed is lost: flushed bytes lie below the recovery point or passed their
+CRC check, and a cut only removes bytes after the first bad one.
+
+Concurrency: runs inside ``Log.open`` before the log is shared.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Final
+
+from tickwheel.log._checkpoint import TEMP_SUFFIX, read_checkpoint
+from tickwheel.log._config import LogConfig
+from tickwheel.log._errors import LogError
+from tickwheel.log._producer_state import ProducerStateManager
+from tickwheel.log._segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    OFFSET_DIGITS,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
+
+RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
+# Suffixes Kafka gives files of unfinished deletes, cleanings and swaps.
+_LEFTOVER_SUFFIXES: Final = (TEMP_SUFFIX, ".deleted", ".cleaned", ".swap")
+# Bigger reads when every header of a segment is wanted.
+_FULL_SCAN_CHUNK_BYTES: Final = 64 * 1024
+
+
+@dataclass(slots=True)
+class LoadedLog:
+    """What ``load_log`` found: the segments and the offsets to start from."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    recovery_point: int
+    high_watermark: int
+    producer_state: ProducerStateManager
+    # The checkpoint files' offsets as found (a missing file counts as its default).
+    checkpointed: dict[str, int]
+
+
+def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
+    """Open, recover and index every segment of a partition directory (steps 1-7 above)."""
+    os.makedirs(dir_path, exist_ok=True)
+    base_offsets = _clean_directory(dir_path)
+    recovery_point = read_checkpoint(os.path.join(dir_path, RECOVERY_POINT_CHECKPOINT)) or 0
+    start_checkpoint = read_checkpoint(os.path.join(dir_path, LOG_START_OFFSET_CHECKPOINT))
+    high_watermark = read_checkpoint(os.path.join(dir_path, HIGH_WATERMARK_CHECKPOINT)) or 0
+    checkpointed = {
+        RECOVERY_POINT_CHECKPOINT: recovery_point,
+        HIGH_WATERMARK_CHECKPOINT: high_watermark,
+    }
+
+    segments = [LogSegment.open_file(dir_path, base, config, now_ms) for base in base_offsets]
+    kept = len(segments)
+    for i, segment in enumerate(segments):
+        next_base = base_offsets[i + 1] if i + 1 < len(segments) else None
+        if i > 0 and segment.base_offset != segments[i - 1].next_offset:
+            # Segments continue each other; a gap or overlap means this one is stray.
+            kept = i
+            break
+        if next_base is not None and next_base <= recovery_point:
+            cut_bytes = 0 if _load(segment, next_base) else segment.recover(0, segment.base_offset)
+        else:
+            cut_bytes = _recover_from(segment, recovery_point)
+        if cut_bytes:
+            kept = i + 1
+            break
+    for later in segments[kept:]:
+        later.close()
+        later.delete()
+    del segments[kept:]
+
+    log_start = start_checkpoint if start_checkpoint is not None else 0
+    if segments:
+        log_start = max(log_start, segments[0].base_offset)
+    while len(segments) > 1 and segments[1].base_offset <= log_start:
+        doomed = segments.pop(0)
+        doomed.close()
+        doomed.delete()
+    if not segments:
+        segments.append(LogSegment.open_file(dir_path, log_start, config, now_ms))
+    log_end = max(segments[-1].next_offset, segments[-1].base_offset)
+    log_start = min(log_start, log_end)
+    checkpointed[LOG_START_OFFSET_CHECKPOINT] = (
+        log_start if start_checkpoint is None else start_checkpoint
+    )
+
+    producer_state = ProducerStateManager()
+    producer_state.rebuild(
+        header
+        for segment in segments
+        for _, header in segment.iter_headers(0, segment.size_bytes, _FULL_SCAN_CHUNK_BYTES)
+    )
+    return LoadedLog(
+        segments=segments,
+        log_start_offset=log_start,
+        recovery_point=min(max(recovery_point, log_start), log_end),
+        high_watermark=min(max(high_watermark, log_start), log_end),
+        producer_state=producer_state,
+        checkpointed=checkpointed,
+    )
+
+
+def _clean_directory(dir_path: str) -> list[int]:
+    """Delete leftovers (step 1); return the base offsets of the segments, sorted."""
+    names = os.listdir(dir_path)
+    base_offsets: set[int] = set()
+    for name in names:
+        stem, dot, _ = name.partition(".")
+        if name.endswith(_LEFTOVER_SUFFIXES):
+            os.unlink(os.path.join(dir_path, name))
+        elif name.endswith(LOG_SUFFIX) and len(stem) == OFFSET_DIGITS and stem.isdigit() and dot:
+            base_offsets.add(int(stem))
+    for name in names:
+        stem = name.partition(".")[0]
+        is_index = name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+        if is_index and stem.isdigit() and int(stem) not in base_offsets:
+            os.unlink(os.path.join(dir_path, name))
+    return sorted(base_offsets)
+
+
+def _load(segment: LogSegment, next_base: int) -> bool:
+    """Load a segment below the recovery point; False if it must be recovered."""
+    if not segment.load():
+        return False
+    if segment.size_bytes == 0:
+        return True
+    first = next(segment.iter_headers(0, segment.size_bytes))[1]
+    return first.base_offset == segment.base_offset and segment.next_offset == next_base
+
+
+def _recover_from(segment: LogSegment, recovery_point: int) -> int:
+    """Recover a segment at or above the recovery point, from its batch when possible."""
+    if segment.base_offset < recovery_point and segment.load():
+        try:
+            found = segment.translate_offset(recovery_point)
+        except LogError:
+            found = None
+        if found is not None and found[1].base_offset == recovery_point:
+            return segment.recover(found[0], recovery_point)
+        if found is None and segment.next_offset == recovery_point:
+            # A clean close: the recovery point is the end, nothing to re-verify.
+            return segment.recover(segment.size_bytes, recovery_point)
+    return segment.recover(0, segment.base_offset)
