@@ -17,7 +17,9 @@ from tickwheel.log import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     Log,
+    LogAppendInfo,
     LogConfig,
+    LogOffsetMetadata,
     LogStorageError,
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
@@ -39,6 +41,29 @@ def _append_many(
         info = log.append_as_leader(batch, 1)
         stored.append(with_offsets(batch, info.first_offset, 1))
     return stored
+
+
+def test_leader_append_reports_every_field(open_log: Opener) -> None:
+    log = open_log()
+    log.append_as_leader(make_batch([b"x"]), 0)
+    one = make_batch([b"a", b"b"], timestamp_ms=1_000, timestamp_step_ms=5)
+    two = make_batch([b"c"], timestamp_ms=900)
+    info = log.append_as_leader(one + two, 3)
+    assert type(info) is LogAppendInfo
+    assert info == LogAppendInfo(
+        first_offset=1,
+        last_offset=3,
+        num_messages=3,
+        max_timestamp=1_005,
+        log_append_time_ms=-1,
+        log_start_offset=0,
+        valid_bytes=len(one) + len(two),
+        num_batches=2,
+        duplicate=False,
+    )
+    end = log.log_end_offset_metadata
+    assert type(end) is LogOffsetMetadata
+    assert end == LogOffsetMetadata(4, 0, log.size_bytes)
 
 
 def test_leader_assigns_consecutive_offsets_and_epoch(open_log: Opener) -> None:

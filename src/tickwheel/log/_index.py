@@ -55,11 +55,6 @@ class _SparseIndex:
     def __len__(self) -> int:
         return len(self.values)
 
-    def _append(self, key: int, value: int) -> None:
-        self.keys.append(key)
-        self.values.append(value)
-        self._file_stale = True
-
     def _truncate_entries(self, count: int) -> None:
         if count < len(self.values):
             del self.keys[count:]
@@ -116,7 +111,10 @@ class OffsetIndex(_SparseIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Index the batch with base ``offset`` starting at byte ``position``."""
-        self._append(offset - self.base_offset, position)
+        # Both columns appended here, with no helper call: every indexed batch passes here.
+        self.keys.append(offset - self.base_offset)
+        self.values.append(position)
+        self._file_stale = True
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or below ``offset``, else (base, 0)."""
@@ -152,8 +150,11 @@ class TimeIndex(_SparseIndex):
 
     def maybe_append(self, max_timestamp_ms: int, offset: int) -> None:
         """Add an entry if ``max_timestamp_ms`` exceeds the last entry's timestamp."""
-        if not self.keys or max_timestamp_ms > self.keys[-1]:
-            self._append(max_timestamp_ms, offset - self.base_offset)
+        keys = self.keys
+        if not keys or max_timestamp_ms > keys[-1]:
+            keys.append(max_timestamp_ms)
+            self.values.append(offset - self.base_offset)
+            self._file_stale = True
 
     def last_timestamp(self) -> int:
         """Timestamp of the last entry, ``NO_TIMESTAMP`` when empty."""

@@ -145,7 +145,9 @@ class LogSegment:
     def _track_batch(
         self, position: int, base_offset: int, last_offset: int, max_timestamp_ms: int, size: int
     ) -> None:
-        self.max_timestamp_ms = max(self.max_timestamp_ms, max_timestamp_ms)
+        # A comparison, not a call to max(): this runs for every appended batch.
+        if max_timestamp_ms > self.max_timestamp_ms:  # noqa: PLR1730
+            self.max_timestamp_ms = max_timestamp_ms
         if position == 0:
             self.rolling_timestamp_ms = max_timestamp_ms
         if self._bytes_since_last_index_entry > self._index_interval_bytes:
