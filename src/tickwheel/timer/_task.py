@@ -1,0 +1,123 @@
+"""``TimerTask`` (what runs at expiry) and ``TimerTaskEntry`` (its place in a bucket).
+
+As in Kafka, a task is bound to at most one entry at a time: adding a task to a timer
+wraps it in a new ``TimerTaskEntry``, and binding the new entry removes the old one,
+so adding a task again *moves* it. An entry is cancelled exactly when its task no
+longer points at it (``task.cancel()`` or a newer binding), which lets the timer drop
+a cancelled entry lazily if it meets one while cascading.
+
+Concurrency: ``cancel()`` and ``TimerTaskEntry.remove()`` may be called from any thread
+at any time. ``remove`` loops until the entry's ``list`` is None because another thread
+may be moving the entry from one bucket to another between our read of ``list`` and
+the bucket's lock (the bucket re-checks membership under its lock). Binding a task
+to a new entry is done by the timer that adds it; two threads adding the *same* task
+to timers at the same moment is a caller race (one binding wins, the other entry is
+dropped as cancelled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tickwheel.timer._task_list import TimerTaskList
+
+
+class TimerTask:
+    """Work to run once, ``delay_ms`` after it is added to a timer.
+
+    Subclass and override ``run()``. ``cancel()`` removes the task from its bucket in
+    O(1); a cancelled task never runs (unless it is added again).
+    """
+
+    __slots__ = ("_entry", "delay_ms")
+
+    def __init__(self, delay_ms: int) -> None:
+        self.delay_ms = delay_ms
+        self._entry: TimerTaskEntry | None = None
+
+    def run(self) -> None:
+        """What happens at expiry; subclasses override it."""
+        raise NotImplementedError(f"{type(self).__name__} must override run()")
+
+    def cancel(self) -> None:
+        """Unbind the task from its entry and unlink the entry from its bucket."""
+        entry = self._entry
+        if entry is not None:
+            # Unbind first: from this moment the entry reads as cancelled, so a
+            # concurrent flush drops it even if it has already taken it off the list.
+            self._entry = None
+            # TimerTaskList.remove, inlined: cancel is the hot path of a purgatory.
+            bucket = entry.list
+            while bucket is not None:
+                with bucket.lock:
+                    if entry.list is bucket:
+                        bucket._entries.remove(entry)
+                        entry.list = None
+                        bucket._counter.value -= 1
+                bucket = entry.list
+
+    @property
+    def timer_task_entry(self) -> TimerTaskEntry | None:
+        """The entry the task is bound to, or None when not pending."""
+        return self._entry
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} delay_ms={self.delay_ms}>"
+
+
+class CallbackTask(TimerTask):
+    """A ``TimerTask`` that calls ``fn()``: what ``SystemTimer.schedule`` returns.
+
+    One slot for the callable (arguments are bound with ``functools.partial`` by
+    ``schedule``): a million pending timers are a million of these.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, delay_ms: int, fn: Callable[[], object]) -> None:
+        self.delay_ms = delay_ms
+        self._entry = None
+        self.fn = fn
+
+    def run(self) -> None:
+        """Call the callback."""
+        self.fn()
+
+    def __repr__(self) -> str:
+        return f"<CallbackTask delay_ms={self.delay_ms} fn={self.fn!r}>"
+
+
+class TimerTaskEntry:
+    """A task's membership of one bucket, with the absolute ``expiration_ms``.
+
+    Creating an entry binds the task to it (removing the task's previous entry).
+    ``list`` is the bucket holding the entry, or None.
+    """
+
+    __slots__ = ("expiration_ms", "list", "task")
+
+    def __init__(self, task: TimerTask, expiration_ms: int) -> None:
+        self.task = task
+        self.expiration_ms = expiration_ms
+        self.list: TimerTaskList | None = None
+        old = task._entry
+        if old is not None:
+            old.remove()
+        task._entry = self
+
+    @property
+    def cancelled(self) -> bool:
+        """True when the task is bound to another entry, or to none."""
+        return self.task._entry is not self
+
+    def remove(self) -> None:
+        """Unlink the entry from whatever bucket holds it (no-op when none)."""
+        bucket = self.list
+        while bucket is not None:
+            bucket.remove(self)
+            bucket = self.list
+
+    def __repr__(self) -> str:
+        return f"<TimerTaskEntry expiration_ms={self.expiration_ms} task={self.task!r}>"

@@ -1,0 +1,119 @@
+"""``TimerTaskList``: one bucket of a timing wheel, and the ``TaskCounter`` they share.
+
+Kafka's bucket is a circular doubly linked list of entries with a sentinel root. Here a
+bucket keeps its entries in a ``set``: add, remove and membership stay O(1), and every
+link operation is one C-level set operation instead of four Python attribute stores.
+Entries of one bucket share one expiration, so the order in which a flush meets them
+carries no meaning. The linked list and a ``dict`` were measured against it (see the
+``tickwheel.timer`` docstring); the API is Kafka's either way.
+
+A bucket has an ``expiration_ms``: the start of the time span it holds, or -1 when it
+holds nothing since its last flush. ``set_expiration`` reports whether the value
+changed, which is exactly when the bucket must be (re)queued: so a bucket is queued
+once per rotation of its wheel, however many entries it takes.
+
+Every bucket of one timer shares one ``TaskCounter`` (Kafka's ``AtomicInteger``), which
+is how ``SystemTimer.size`` counts pending tasks across all wheels in O(1).
+
+Concurrency: a bucket shares one re-entrant ``lock`` with the timer that owns it.
+``add``, ``flush``, ``set_expiration`` and the counter are only touched with that lock
+held (the timer holds it around every wheel operation). ``remove`` may be called from
+any thread (it is how ``TimerTask.cancel`` unlinks) and takes the lock itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+from tickwheel.timer._task import TimerTaskEntry
+
+NO_EXPIRATION_MS = -1
+"""``expiration_ms`` of a bucket that holds nothing since its last flush."""
+
+
+class TaskCounter:
+    """The number of entries in all buckets of one timer (guarded by the timer's lock)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def __repr__(self) -> str:
+        return f"TaskCounter(value={self.value})"
+
+
+class TimerTaskList:
+    """A bucket of ``TimerTaskEntry`` with a shared counter and an expiration."""
+
+    __slots__ = ("_counter", "_entries", "expiration_ms", "lock")
+
+    def __init__(self, counter: TaskCounter, lock: threading.RLock | None = None) -> None:
+        self._counter = counter
+        self._entries: set[TimerTaskEntry] = set()
+        self.expiration_ms = NO_EXPIRATION_MS
+        self.lock = threading.RLock() if lock is None else lock
+
+    def set_expiration(self, expiration_ms: int) -> bool:
+        """Set the bucket's expiration; True only when the value changed."""
+        changed = self.expiration_ms != expiration_ms
+        self.expiration_ms = expiration_ms
+        return changed
+
+    def add(self, entry: TimerTaskEntry) -> None:
+        """Append ``entry``, first removing it from any other bucket (caller holds the lock)."""
+        if entry.list is not None:
+            entry.remove()
+        self._entries.add(entry)
+        entry.list = self
+        self._counter.value += 1
+
+    def remove(self, entry: TimerTaskEntry) -> None:
+        """Unlink ``entry`` if it is in this bucket; safe from any thread."""
+        with self.lock:
+            if entry.list is self:
+                self._entries.remove(entry)
+                entry.list = None
+                self._counter.value -= 1
+
+    def flush(self, f: Callable[[TimerTaskEntry], None]) -> None:
+        """Remove every entry, calling ``f`` on each; reset the expiration.
+
+        The entries are taken off the bucket before ``f`` sees any of them, because
+        ``f`` may add an entry straight back into this bucket (a re-insertion that lands
+        in the same slot of the next rotation) and we must not loop over it again.
+        """
+        for entry in self.detach_all():
+            entry.list = None
+            f(entry)
+
+    def take_all(self) -> list[TimerTaskEntry]:
+        """Remove and return every entry; reset the expiration."""
+        entries = self.detach_all()
+        for entry in entries:
+            entry.list = None
+        return list(entries)
+
+    def detach_all(self) -> set[TimerTaskEntry]:
+        """Swap out the entries and reset the expiration, leaving each ``entry.list`` set.
+
+        For the owner's flush loops: the caller must set every returned entry's ``list``
+        to None (or re-add it) before it releases the lock, so that a concurrent
+        ``remove`` never looks for an entry in a bucket that no longer holds it.
+        """
+        entries = self._entries
+        self._entries = set()
+        self.expiration_ms = NO_EXPIRATION_MS
+        self._counter.value -= len(entries)
+        return entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[TimerTaskEntry]:
+        """The entries in insertion order (a snapshot)."""
+        return iter(list(self._entries))
+
+    def __repr__(self) -> str:
+        return f"<TimerTaskList expiration_ms={self.expiration_ms} entries={len(self._entries)}>"
