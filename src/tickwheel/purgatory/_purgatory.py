@@ -1,0 +1,350 @@
+"""``DelayedOperationPurgatory``: where delayed operations wait for an event or a timeout.
+
+An operation enters with ``try_complete_else_watch(op, keys)`` and leaves in one of
+three ways: an event on one of its keys completes it (``check_and_complete(key)``), its
+timer task expires it, or its owner cancels the key (``cancel_for_key``). Two
+structures hold it meanwhile:
+
+- **Watchers by key**, in ``SHARD_COUNT`` (512) shards, each with its own lock and a
+  dict key -> ``Watchers`` (see ``_watchers``): sharding keeps threads that touch
+  different keys off each other's lock, as in Kafka.
+- **The timer**, a ``SystemTimer`` holding each operation as a ``TimerTask`` until its
+  ``delay_ms`` passes.
+
+``try_complete_else_watch`` follows Kafka 2.x: try once (no other thread can see the
+operation yet); watch it under each key, stopping early if it got completed meanwhile;
+then ``maybe_try_complete`` once more -- an event that fired while we were watching is
+seen now, and every later event finds the operation on its key's list; then add it to
+the timer, and take it off again at once if it completed in between (its
+``force_complete`` may have run ``cancel()`` before the timer bound it).
+
+**Purge.** Completing an operation removes it from the list of the key whose check
+completed it, and from the timer, but not from its other keys' lists. Millions of
+operations that complete before their timeout would pile up there -- the bug that made
+Kafka replace its first purgatory. So the purgatory keeps ``estimated_total`` (one per
+watched operation) and, once ``estimated_total - num_delayed > purge_interval`` (more
+than ``purge_interval`` operations are completed but may still be listed), resets the
+estimate to ``num_delayed`` and filters completed operations out of every list, dropping
+keys left empty. Memory thus stays bounded by the live operations plus about
+``purge_interval`` completed ones per key they were watched under.
+
+Who purges depends on the mode:
+
+- *Threaded* (``reaper_enabled=True``, Kafka's way): the ``ExpirationReaper-<broker_id>-
+  <name>`` thread loops on ``advance_clock(REAPER_POLL_MS)``, which advances the timer
+  and then purges all shards at once if due. Requests never pay for a purge.
+- *Event loop* (``reaper_enabled=False``; the timer is driven by the timer layer's
+  ``AsyncioTimerDriver`` with an ``InlineExecutor``, so expirations and completions run
+  on the loop thread and no thread exists at all): there is no reaper, so the purge
+  rides on the calls the purgatory gets anyway -- every ``try_complete_else_watch`` and
+  ``check_and_complete`` does one *purge step*. A step starts a pass when one is due
+  and purges the next ``PURGE_SHARDS_PER_STEP`` shards of the pass in progress, so a
+  pass is spread over ``SHARD_COUNT / PURGE_SHARDS_PER_STEP`` (32) calls and never
+  stalls the loop for a whole sweep; its cost is the reaper's, paid in slices. Only
+  calls add operations, so stale entries cannot grow between calls: an idle purgatory
+  keeps those of the operations completed or expired since its last calls until the
+  next ones. (Expiries do not step: the timer takes a whole batch of due operations out
+  of its buckets before running the first, so a pass started inside the batch would
+  reset the estimate while the rest of it is neither timed nor completed. A periodic
+  timer task would also do, but it would wake an idle loop every 200 ms and count in
+  ``num_delayed``, which is the timer's size.) ``advance_clock`` stays available to
+  callers that drive the timer themselves; it finishes a pass in progress at once.
+
+Metrics, as Kafka's gauges: ``watched`` (PurgatorySize: list entries, an operation once
+per key, stale ones included), ``num_delayed`` (NumDelayedOperations: the timer's size)
+and ``expired`` (a running count of expirations, behind Kafka's ExpiresPerSec).
+
+The purgatory owns its timer, whether made here or given: ``shutdown`` stops the reaper
+and closes the timer.
+
+Concurrency: every public method may be called from any thread, concurrently (in event
+loop mode they are all called on the loop thread, and the locks are never contended).
+Each shard's lock guards its dict and its lists; ``_stats_lock`` guards
+``_estimated_total`` and ``_expired``; ``_purge_lock`` lets one thread purge at a time
+(the reaper blocks on it, a purge step skips when it is taken) and guards
+``_purge_cursor``. Lock order: ``_purge_lock`` before a shard's lock or ``_stats_lock``;
+those two are never held while taking another lock, and none of the three is held
+while calling operation code or adding to or advancing the timer (reading its ``size``
+takes no lock). An operation's own lock is held around ``try_complete`` and around the
+timer's ``add`` of that operation (so that a check cannot complete it while the timer
+links its entry; the timer's lock nests inside). Operation code (``try_complete``,
+``on_complete``, ``on_expiration``) runs on the calling thread, the timer's executor, or
+the loop thread, and may call back into the purgatory.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Hashable
+from types import TracebackType
+from typing import Generic, TypeVar
+
+from tickwheel.purgatory._operation import DelayedOperation
+from tickwheel.purgatory._reaper import ExpirationReaper
+from tickwheel.purgatory._watchers import Watchers, WatcherShard
+from tickwheel.timer import SystemTimer
+
+T = TypeVar("T", bound=DelayedOperation)
+
+SHARD_COUNT = 512
+"""Watcher shards, each with its own lock (Kafka's ``Shards``)."""
+
+DEFAULT_PURGE_INTERVAL = 1000
+"""Completed-but-listed operations tolerated before a purge (Kafka's default, and
+``{producer,fetch}.purgatory.purge.interval.requests``)."""
+
+PURGE_SHARDS_PER_STEP = 16
+"""Shards one piggy-backed purge step sweeps in event-loop mode (a pass is 32 steps)."""
+
+_NO_PASS = SHARD_COUNT
+"""``_purge_cursor`` when no piggy-backed purge pass is in progress."""
+
+
+class DelayedOperationPurgatory(Generic[T]):
+    """Watches delayed operations by key and expires them through a timer."""
+
+    def __init__(
+        self,
+        name: str,
+        timer: SystemTimer | None = None,
+        *,
+        broker_id: int = 0,
+        purge_interval: int = DEFAULT_PURGE_INTERVAL,
+        reaper_enabled: bool = True,
+        timer_enabled: bool = True,
+    ) -> None:
+        if purge_interval < 0:
+            raise ValueError(f"purge_interval must be >= 0, got {purge_interval}")
+        self.name = name
+        self.broker_id = broker_id
+        self.purge_interval = purge_interval
+        self._timer = SystemTimer(name) if timer is None else timer
+        self._timer_enabled = timer_enabled
+        self._reaper_enabled = reaper_enabled
+        self._shards: tuple[WatcherShard[T], ...] = tuple(
+            WatcherShard() for _ in range(SHARD_COUNT)
+        )
+        self._stats_lock = threading.Lock()
+        self._estimated_total = 0
+        self._expired = 0
+        self._purge_lock = threading.Lock()
+        self._purge_cursor = _NO_PASS
+        self._closed = False
+        # Bound once, so that timing an operation does not allocate a bound method.
+        self._expiration_hook = self._record_expiration
+        self._reaper: ExpirationReaper | None = None
+        if reaper_enabled:
+            # Started here, as in Kafka: the API has no start(), and a purgatory is
+            # usable as soon as it exists.
+            self._reaper = ExpirationReaper(
+                f"ExpirationReaper-{broker_id}-{name}", self.advance_clock, wake=self._timer.wakeup
+            )
+            self._reaper.start()
+
+    # -- operations -------------------------------------------------------------------
+
+    def try_complete_else_watch(self, operation: T, keys: Collection[Hashable]) -> bool:
+        """Complete ``operation`` now if it can be, else watch it under ``keys`` and time it.
+
+        Returns True only if this call completed it. ``keys`` must not be empty; a
+        purgatory that was shut down takes nothing (RuntimeError). Waits for the
+        operation's lock, so call it holding no lock that ``try_complete`` may need --
+        except that lock itself, which re-enters (Kafka gives the same advice).
+        """
+        if not keys:
+            raise ValueError(f"{self.name}: an operation needs at least one watch key")
+        if self._closed:
+            raise RuntimeError(f"purgatory {self.name!r} is shut down")
+        # First try: no other thread can see the operation yet, so a completable one
+        # is neither watched nor timed.
+        with operation._lock:
+            if operation.try_complete():
+                return True
+        shards = self._shards
+        counted = False
+        for key in keys:
+            if operation._completed:
+                # Completed by an event on a key it is already watched under; the
+                # lists it sits in are cleaned by their next check or the purge.
+                return False
+            # Appended here rather than in a WatcherShard method: this loop is the
+            # purgatory's hot path, and a call per key costs ~3% of a request.
+            shard = shards[hash(key) % SHARD_COUNT]
+            with shard.lock:
+                watchers = shard.watchers_by_key.get(key)
+                if watchers is None:
+                    watchers = shard.watchers_by_key[key] = Watchers(key)
+                watchers.operations.append(operation)
+            if not counted:
+                counted = True
+                with self._stats_lock:
+                    self._estimated_total += 1
+        # Watched under every key now: a later event will find it, and this try sees
+        # any event that fired while we were watching.
+        if operation.maybe_try_complete():
+            return True
+        if self._timer_enabled and not operation._completed:
+            self._time(operation)
+        if not self._reaper_enabled:
+            self._purge_step()
+        return False
+
+    def _time(self, operation: T) -> None:
+        # Add to the timer holding the operation's lock: a check cannot complete it
+        # while the timer links its entry, so the cancel() of that completion always
+        # finds the entry in its bucket. (A completion that ignores the lock -- a direct
+        # force_complete from another thread -- can still slip in while the entry is
+        # being linked, leaving it in the timer until it falls due, when it is dropped;
+        # Kafka's timer has the same window.)
+        operation._expiration_hook = self._expiration_hook
+        with operation._lock:
+            if not operation._completed:
+                self._timer.add(operation)
+        # We held the lock: a check that missed it relies on us to try again.
+        if operation._try_complete_pending:
+            operation.maybe_try_complete()
+        if operation.is_completed:
+            # Completed before add() bound the entry: its force_complete found nothing
+            # to cancel, so un-time it here.
+            operation.cancel()
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try to complete the operations watched under ``key``; returns how many it did."""
+        shard = self._shards[hash(key) % SHARD_COUNT]
+        snapshot = shard.snapshot(key)
+        completed = 0
+        if snapshot is not None:
+            watchers, operations = snapshot
+            found_completed = False
+            for operation in operations:
+                if not operation._completed and operation.maybe_try_complete():
+                    completed += 1
+                if operation._completed:
+                    found_completed = True
+            if found_completed:
+                shard.remove_completed(watchers)
+        if not self._reaper_enabled:
+            self._purge_step()
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[T]:
+        """Stop watching ``key`` and un-time its operations; returns those not completed.
+
+        The operations are not completed, and stay watched under their other keys: the
+        caller owns them now (to answer them, or to drop them).
+        """
+        pending: list[T] = []
+        for operation in self._shards[hash(key) % SHARD_COUNT].take_all(key):
+            operation.cancel()
+            if not operation._completed:
+                pending.append(operation)
+        return pending
+
+    # -- metrics ----------------------------------------------------------------------
+
+    @property
+    def watched(self) -> int:
+        """Entries in all watcher lists (Kafka's PurgatorySize); stale ones included."""
+        return sum(shard.count_watched() for shard in self._shards)
+
+    @property
+    def num_delayed(self) -> int:
+        """Operations pending in the timer (Kafka's NumDelayedOperations)."""
+        return self._timer.size
+
+    @property
+    def expired(self) -> int:
+        """How many operations have expired since the purgatory was created."""
+        return self._expired
+
+    @property
+    def timer(self) -> SystemTimer:
+        """The timer expiring this purgatory's operations."""
+        return self._timer
+
+    # -- clock and purge --------------------------------------------------------------
+
+    def advance_clock(self, timeout_ms: int) -> bool:
+        """Advance the timer (waiting up to ``timeout_ms``), then purge if due.
+
+        One step of the reaper; callers that drive the timer themselves (tests with a
+        manual clock) call it directly. Returns whether anything expired.
+        """
+        expired = self._timer.advance_clock(timeout_ms)
+        if self._purge_cursor != _NO_PASS or self._purge_due():
+            with self._purge_lock:
+                # Finish a pass the purge steps left half done, then sweep all shards
+                # if a purge is (still) due.
+                self._sweep(SHARD_COUNT)
+                self._sweep(SHARD_COUNT)
+        return expired
+
+    def _purge_due(self) -> bool:
+        return self._estimated_total - self._timer.size > self.purge_interval
+
+    def _purge_step(self) -> None:
+        if self._purge_cursor == _NO_PASS and not self._purge_due():
+            return
+        if self._purge_lock.acquire(blocking=False):  # else another thread is purging
+            try:
+                self._sweep(PURGE_SHARDS_PER_STEP)
+            finally:
+                self._purge_lock.release()
+
+    def _sweep(self, max_shards: int) -> None:
+        # Purge up to max_shards shards of the pass in progress, first starting a pass
+        # if one is due. Called with _purge_lock held.
+        start = self._purge_cursor
+        if start == _NO_PASS:
+            if not self._purge_due():
+                return
+            # Every completed operation is about to leave the lists, so the estimate
+            # restarts from the live ones. Operations completed during the pass may be
+            # missed and stay counted: a slight overestimate, never a leak.
+            with self._stats_lock:
+                self._estimated_total = self._timer.size
+            start = 0
+        end = min(start + max_shards, SHARD_COUNT)
+        for shard in self._shards[start:end]:
+            shard.purge_completed()
+        self._purge_cursor = end if end < SHARD_COUNT else _NO_PASS
+
+    def _record_expiration(self) -> None:
+        # No purge step here: the timer takes a whole batch of due operations out of
+        # its buckets before running the first, so a pass started now would reset the
+        # estimate while the rest of the batch is neither timed nor completed yet.
+        with self._stats_lock:
+            self._expired += 1
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    @property
+    def reaper_name(self) -> str | None:
+        """The reaper thread's name, ``ExpirationReaper-<broker_id>-<name>``; None without."""
+        return None if self._reaper is None else self._reaper.name
+
+    def shutdown(self) -> None:
+        """Stop the reaper (waiting for it) and close the timer; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._reaper is not None:
+            self._reaper.stop()
+        self._timer.close()
+
+    def __enter__(self) -> DelayedOperationPurgatory[T]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return (
+            f"<DelayedOperationPurgatory {self.name!r} num_delayed={self.num_delayed}"
+            f" expired={self._expired}>"
+        )

@@ -1,0 +1,66 @@
+"""``ExpirationReaper``: the thread that keeps a purgatory's timer moving.
+
+Kafka's ``ExpiredOperationReaper`` is a thread named ``ExpirationReaper-<broker>-<name>``
+that calls the purgatory's ``advanceClock(200)`` in a loop: each call waits up to
+200 ms for the earliest bucket of the timer to expire, expires what is due (the timer's
+executor runs the operations), then purges completed operations from the watcher
+lists if enough have piled up. This module is that loop; what one step does belongs to
+the purgatory (``advance``), so the thread holds no state of its own but a stop flag.
+
+Concurrency: ``start`` and ``stop`` are called by the owner (the purgatory's
+constructor and ``shutdown``); ``stop`` may be called from any thread but the reaper's
+own. The loop runs only on the reaper thread. A step in progress is never interrupted:
+``stop`` waits for it, which takes at most one ``poll_ms`` wait unless ``wake`` makes
+the timer return sooner.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+REAPER_POLL_MS = 200
+"""How long one step waits for the timer (Kafka's ``advanceClock(200L)``)."""
+
+
+class ExpirationReaper:
+    """A daemon thread calling ``advance(poll_ms)`` until stopped."""
+
+    __slots__ = ("_advance", "_poll_ms", "_stopping", "_thread", "_wake")
+
+    def __init__(
+        self,
+        name: str,
+        advance: Callable[[int], object],
+        *,
+        wake: Callable[[], None],
+        poll_ms: int = REAPER_POLL_MS,
+    ) -> None:
+        self._advance = advance
+        self._wake = wake
+        self._poll_ms = poll_ms
+        self._stopping = threading.Event()
+        # A daemon thread: a program that forgets shutdown() can still exit.
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    @property
+    def name(self) -> str:
+        """The thread's name."""
+        return self._thread.name
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the loop to end, wake the timer, and wait for the thread."""
+        self._stopping.set()
+        self._wake()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._advance(self._poll_ms)
+
+    def __repr__(self) -> str:
+        return f"<ExpirationReaper {self._thread.name!r}>"
