@@ -324,16 +324,21 @@ def test_retention_by_bytes_and_time(open_log: Opener, clock: FakeClock) -> None
     log = open_log(LogConfig(segment_bytes=300, retention_bytes=700, retention_ms=-1))
     stored = _append_many(log, 20, timestamp_ms=clock.now_ms)
     assert log.apply_retention() == 0  # nothing is below the high watermark yet
+    # 108-byte batches, two to a 300-byte segment: ten segments of 216 bytes.
+    assert {len(batch) for batch in stored} == {108}
+    assert log.segment_base_offsets == list(range(0, 20, 2))
     log.update_high_watermark(20)
-    deleted = log.apply_retention()
-    assert deleted > 0
-    assert log.size_bytes <= 700 + 300
-    assert log.log_start_offset == log.segment_base_offsets[0]
+    # As in Kafka, a segment goes only if the log stays at least retention.bytes without
+    # it: six go (2160 - 6 * 216 = 864 >= 700), a seventh would leave 648.
+    assert log.apply_retention() == 6
+    assert log.segment_base_offsets == [12, 14, 16, 18]
+    assert log.size_bytes == 4 * 216
+    assert log.log_start_offset == 12
     assert log.read(log.log_start_offset, 1).records.read_bytes() == stored[log.log_start_offset]
 
     log.update_config(LogConfig(segment_bytes=300, retention_ms=1000))
     clock.advance(10_000)
-    assert log.apply_retention() > 0
+    assert log.apply_retention() == 4
     # Everything expired: the active segment was rolled and the log is empty at its end.
     assert log.segment_base_offsets == [20]
     assert (log.log_start_offset, log.log_end_offset) == (20, 20)
@@ -349,6 +354,31 @@ def test_slice_survives_segment_deletion(open_log: Opener) -> None:
     assert info.records.read_bytes() == b"".join(
         stored[: len(split_batches(info.records.read_bytes()))]
     )
+
+
+def test_truncation_invalidates_slices_reaching_past_the_cut_and_only_those(
+    open_log: Opener,
+) -> None:
+    # Two 108-byte batches to a segment: segments at offsets 0, 2, 4 and 6.
+    log = open_log(LogConfig(segment_bytes=300))
+    stored = _append_many(log, 7)
+    assert log.segment_base_offsets == [0, 2, 4, 6]
+    below = log.read(2, 10_000).records  # batches 2-3, a segment below the cut
+    across = log.read(4, 10_000).records  # batches 4-5, the segment cut at offset 5
+    above = log.read(6, 10_000).records  # batch 6, a segment deleted whole
+    assert across.read_bytes() == stored[4] + stored[5]
+
+    assert log.truncate_to(5)
+    assert log.segment_base_offsets == [0, 2, 4]
+    # The slice reaching past the cut reads fewer bytes than it was cut for...
+    assert across.read_bytes() == stored[4]
+    replacement = make_batch([b"new!" * 10], timestamp_ms=5000)
+    assert log.append_as_leader(replacement, 2).first_offset == 5
+    # ... and, once the log grows again, other batches at the same positions.
+    assert across.read_bytes() == stored[4] + with_offsets(replacement, 5, 2)
+    # The others keep their bytes: an unchanged segment, and an unlinked file.
+    assert below.read_bytes() == stored[2] + stored[3]
+    assert above.read_bytes() == stored[6]
 
 
 def test_records_can_be_sent_with_sendfile(open_log: Opener) -> None:

@@ -64,8 +64,8 @@ class ManualPurgatory:
 class CountingTimer(SystemTimer):
     """A SystemTimer that reports every ``advance_clock`` call and its timeout."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
+    def __init__(self, name: str, *, clock: ManualClock | None = None) -> None:
+        super().__init__(name, clock=clock)
         self.timeouts_ms: list[int] = []
         self.advances = 0
         self.advanced = threading.Condition()

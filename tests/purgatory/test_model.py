@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.timer import InlineExecutor, ManualClock, SystemTimer
@@ -131,7 +138,17 @@ class PurgatoryMachine(RuleBasedStateMachine):
             assert entry.op.is_completed is entry.done
 
 
-PurgatoryMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None
-)
-TestPurgatoryModel = PurgatoryMachine.TestCase
+def test_purgatory_against_model() -> None:
+    # The fast tier's smoke run; the long runs below are the thorough search.
+    run_state_machine_as_test(
+        PurgatoryMachine,
+        settings=settings(max_examples=10, stateful_step_count=25, deadline=None),
+    )
+
+
+@pytest.mark.slow
+def test_purgatory_against_model_long_runs() -> None:
+    run_state_machine_as_test(
+        PurgatoryMachine,
+        settings=settings(max_examples=150, stateful_step_count=60, deadline=None),
+    )

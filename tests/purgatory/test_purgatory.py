@@ -300,3 +300,36 @@ def test_purge_drops_empty_watchers_and_keeps_live_operations() -> None:
     for i in range(7):
         assert p.check_and_complete(f"k{i}") == 0
     assert all(op.completions == 0 for op in live)
+
+
+class _CompletesOnSecondTry(FlagOperation):
+    """Not completable when first offered; completable by the time it is watched."""
+
+    def try_complete(self) -> bool:
+        self.tries += 1
+        return self.tries > 1 and self.force_complete()
+
+
+def test_operations_completed_while_being_watched_are_purged_without_any_check() -> None:
+    interval = 50
+    keys_per_operation = 3
+    env = ManualPurgatory(purge_interval=interval)
+    p = env.purgatory
+    steps_per_pass = SHARD_COUNT // PURGE_SHARDS_PER_STEP
+    # Stale operations: up to the interval, plus one, plus those added while a pass of
+    # steps is sweeping (one per call); each is listed under every key.
+    bound = (interval + 1 + steps_per_pass) * keys_per_operation
+    most_watched = 0
+    for i in range(3_000):
+        op = _CompletesOnSecondTry(10_000)
+        # Completed by the try after watching (the call's early return): it stays listed
+        # under every key, and no check_and_complete ever runs to take it off.
+        assert p.try_complete_else_watch(op, [f"a{i % 7}", f"b{i % 11}", f"own-{i}"])
+        assert op.completions == 1
+        if i % 10 == 0:
+            most_watched = max(most_watched, p.watched)
+    # The purge steps came with these calls alone and kept the lists bounded.
+    assert most_watched <= bound
+    assert p.watched <= bound
+    assert p.num_delayed == 0
+    env.purgatory.shutdown()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from tickwheel.purgatory import REAPER_POLL_MS, DelayedOperationPurgatory
+from tickwheel.timer import ManualClock
 
 from .helpers import CountingTimer, FlagOperation
 
@@ -41,6 +43,26 @@ def test_the_reaper_advances_the_timer_every_poll_interval() -> None:
     with DelayedOperationPurgatory[FlagOperation]("poll", timer):
         assert timer.wait_for_advances(2)
     assert set(timer.timeouts_ms) == {REAPER_POLL_MS}
+
+
+def test_the_reaper_rests_instead_of_spinning_when_the_clock_cannot_wait() -> None:
+    # A ManualClock cannot wait: advance_clock(REAPER_POLL_MS) returns at once, with
+    # nothing expired and the clock where it was.
+    timer = CountingTimer("manual", clock=ManualClock())
+    poll_s = REAPER_POLL_MS / 1000
+    started_s = time.monotonic()
+    purgatory: DelayedOperationPurgatory[FlagOperation] = DelayedOperationPurgatory("manual", timer)
+    try:
+        # The reaper keeps stepping: three steps, two rests between them.
+        assert timer.wait_for_advances(3)
+    finally:
+        purgatory.shutdown()
+    elapsed_s = time.monotonic() - started_s
+    # Each step after the first followed a rest of a whole poll interval, so there were
+    # at most elapsed / poll + 1 of them (spinning, it made hundreds of thousands a
+    # second).
+    assert 3 <= timer.advances <= int(elapsed_s / poll_s) + 1
+    assert not any(t.name == "ExpirationReaper-0-manual" for t in threading.enumerate())
 
 
 def test_operations_expire_on_the_timers_executor_thread() -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickwheel.timer import (
+    CallbackTask,
     InlineExecutor,
     ManualClock,
     SystemClock,
@@ -234,10 +236,18 @@ class _SignallingClock(SystemClock):
         return super().wait_ms(condition, timeout_ms)
 
 
-def test_a_waiting_advance_clock_is_woken_by_an_earlier_add() -> None:
+@pytest.mark.parametrize("lag_ms", [0, 17])
+def test_a_waiting_advance_clock_is_woken_by_an_earlier_add(lag_ms: int) -> None:
+    """One wait runs the task, even when the wheel lags the clock (it started earlier).
+
+    With a lag of 17 ms a 5 ms task used to land in a level-1 bucket starting 3 ms ahead,
+    whose expiry only cascaded it: the wait returned True with nothing run. That is what
+    made this test flaky when more than 15 ms passed between SystemTimer() and schedule().
+    """
     fired = threading.Event()
     clock = _SignallingClock()
-    with SystemTimer("woken", clock=clock, executor=InlineExecutor()) as timer:
+    start_ms = clock.now_ms() - lag_ms
+    with SystemTimer("woken", clock=clock, start_ms=start_ms, executor=InlineExecutor()) as timer:
         result: list[bool] = []
         waiter = threading.Thread(target=lambda: result.append(timer.advance_clock(60_000)))
         waiter.start()
@@ -246,6 +256,61 @@ def test_a_waiting_advance_clock_is_woken_by_an_earlier_add() -> None:
         waiter.join(timeout=10)
         assert result == [True]
         assert fired.is_set()
+
+
+def test_an_add_after_the_clock_ran_ahead_of_the_wheel_takes_one_expiry(
+    timer: SystemTimer, clock: ManualClock, recorder: Recorder
+) -> None:
+    """The wheel moves only when the clock is advanced; an add first brings it to now."""
+    clock.advance(17)  # nobody advanced the timer meanwhile
+    timer.schedule(5, recorder, "late")
+    assert timer.next_expiration_ms() == 22  # its own level-0 bucket, not level 1's [20, 40)
+    expired_at_ms = []
+    for _ in range(10):
+        clock.advance(1)
+        if timer.advance_clock(0):
+            expired_at_ms.append(clock.now_ms())
+    assert expired_at_ms == [22]
+    assert recorder.fired == [(22, "late")]
+
+
+def test_the_wheel_does_not_move_past_a_bucket_that_is_due(
+    timer: SystemTimer, clock: ManualClock, recorder: Recorder
+) -> None:
+    """A bucket due but not yet expired keeps the wheel where it is until it expires.
+
+    Moved to 10 while the bucket for 3 waits, the wheel would put an entry due at 23 in
+    that same slot and re-queue a bucket that is queued already.
+    """
+    timer.schedule(3, recorder, "due")
+    clock.advance(10)
+    timer.schedule(13, recorder, "same slot one rotation later")
+    assert timer.wheel.current_time_ms == 0
+    step(timer, clock, 15)
+    assert recorder.fired == [(11, "due"), (23, "same slot one rotation later")]
+
+
+def test_a_task_cancelled_by_one_that_ran_before_it_in_the_same_expiry_does_not_run(
+    timer: SystemTimer, clock: ManualClock
+) -> None:
+    """Both are due at 5; whichever runs first cancels the other, and cancel says it won."""
+    ran: list[str] = []
+    cancel_results: list[bool] = []
+    tasks: dict[str, CallbackTask] = {}
+
+    def run_and_cancel_the_other(name: str) -> None:
+        ran.append(name)
+        other = "second" if name == "first" else "first"
+        cancel_results.append(tasks[other].cancel())
+
+    for name in ("first", "second"):
+        tasks[name] = CallbackTask(5, partial(run_and_cancel_the_other, name))
+        timer.add(tasks[name])
+    step(timer, clock, 5)
+    assert len(ran) == 1
+    assert cancel_results == [True]
+    assert [task.cancel() for task in tasks.values()] == [False, False]
+    assert timer.size == 0
 
 
 def test_wakeup_makes_a_waiting_advance_clock_return() -> None:

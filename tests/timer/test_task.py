@@ -34,18 +34,18 @@ def test_cancel_unlinks_and_is_idempotent() -> None:
     task = TimerTask(10)
     entry = TimerTaskEntry(task, 10)
     bucket.add(entry)
-    task.cancel()
+    assert task.cancel() is True
     assert entry.cancelled
     assert entry.list is None
     assert len(bucket) == 0
     assert counter.value == 0
-    task.cancel()
+    assert task.cancel() is False
     assert counter.value == 0
 
 
 def test_cancel_of_an_unscheduled_task_does_nothing() -> None:
     task = TimerTask(5)
-    task.cancel()
+    assert task.cancel() is False
     assert task.timer_task_entry is None
 
 

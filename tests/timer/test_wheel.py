@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tickwheel.timer import BucketQueue, TaskCounter, TimerTask, TimerTaskEntry, TimingWheel
 
@@ -36,6 +38,34 @@ def test_a_cancelled_entry_is_refused() -> None:
     entry = _entry(5)
     entry.task.cancel()
     assert not _wheel().add(entry)
+
+
+class _CancelledWhilePlaced(TimerTaskEntry):
+    """An entry whose task is cancelled once the wheel has read where it goes.
+
+    What a ``cancel()`` in another thread does when it lands between the wheel's look at
+    the entry and its linking: it finds the entry in no bucket yet, so it only unbinds.
+    """
+
+    @property
+    def expiration_ms(self) -> int:
+        self.task.cancel()
+        return self._expiration_ms
+
+    @expiration_ms.setter
+    def expiration_ms(self, expiration_ms: int) -> None:
+        self._expiration_ms = expiration_ms
+
+
+@pytest.mark.parametrize("expiration_ms", [5, 500, 50_000])
+def test_an_entry_cancelled_while_being_placed_is_not_left_counted(expiration_ms: int) -> None:
+    counter = TaskCounter()
+    wheel = TimingWheel(1, 20, 0, counter, BucketQueue())
+    entry = _CancelledWhilePlaced(TimerTask(expiration_ms), expiration_ms)
+    assert not wheel.add(entry)
+    assert entry.cancelled
+    assert entry.list is None
+    assert counter.value == 0
 
 
 @pytest.mark.parametrize(
@@ -145,6 +175,30 @@ def test_advance_clock_moves_only_past_a_whole_tick_and_cascades_up() -> None:
     assert wheel.current_time_ms == 419
     wheel.advance_clock(10)  # never backwards
     assert wheel.current_time_ms == 419
+
+
+@given(
+    tick_ms=st.integers(1, 7),
+    wheel_size=st.integers(2, 5),
+    times_ms=st.lists(st.integers(0, 5_000), max_size=6),
+    expiration_ms=st.integers(0, 20_000),
+)
+def test_only_level_zero_refuses_an_entry_as_expired(
+    tick_ms: int, wheel_size: int, times_ms: list[int], expiration_ms: int
+) -> None:
+    # add() checks "expired" at level 0 only; this pins the invariant that makes the
+    # check redundant above it, whatever the clock did: every upper wheel's first
+    # unexpired instant is at or below the end of the range of the wheel beneath it.
+    wheel = _wheel(tick_ms=tick_ms, wheel_size=wheel_size)
+    wheel.add(_entry(tick_ms * wheel_size**4))  # build four upper levels
+    for time_ms in sorted(times_ms):
+        wheel.advance_clock(time_ms)
+    lower = wheel
+    while (upper := lower.overflow_wheel) is not None:
+        assert upper.current_time_ms + upper.tick_ms <= lower.current_time_ms + lower.interval_ms
+        lower = upper
+    accepted = wheel.add(_entry(expiration_ms))
+    assert accepted is (expiration_ms >= wheel.current_time_ms + tick_ms)
 
 
 def test_a_bucket_is_queued_once_per_rotation() -> None:

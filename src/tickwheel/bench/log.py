@@ -50,6 +50,8 @@ from typing import Final
 
 import crc32c
 
+from tickwheel.bench._batches import CRC_FIELD, CRC_START, HEADER_BYTES, encode_record
+from tickwheel.bench._batches import make_batch as encode_batch
 from tickwheel.log import Log, LogConfig
 
 DEFAULT_BATCH_BYTES: Final = 16 * 1024
@@ -59,13 +61,8 @@ DEFAULT_BATCHES: Final = 4096
 DEFAULT_ROUNDS: Final = 5
 DEFAULT_FETCH_BYTES: Final = 1024 * 1024
 MIB: Final = 1024 * 1024
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC_START: Final = 21
-_CRC_FIELD: Final = 17
 # The stored CRC, read at its offset in the batch.
-_CRC_FIELD_VALUE = struct.Struct(">17xI")
-_LOG_OVERHEAD: Final = 12
-_MAGIC: Final = 2
+_CRC_FIELD_VALUE = struct.Struct(f">{CRC_FIELD}xI")
 _TIMESTAMP_MS: Final = 1_700_000_000_000
 _SOCKET_BUFFER_BYTES: Final = 4 * MIB
 # The log and its peers alternate every this many batches (4 MiB) or fetches (16 MiB),
@@ -82,54 +79,19 @@ _APPEND_CLOCKS: Final[dict[str, Callable[[], float]]] = {
 }
 
 
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
-
-
-def _record(offset_delta: int, value: bytes) -> bytes:
-    body = b"\x00" + _varint(0) + _varint(offset_delta) + _varint(-1)
-    body += _varint(len(value)) + value + _varint(0)
-    return _varint(len(body)) + body
-
-
 def make_batch(batch_bytes: int, seed: int) -> bytes:
     """A valid v2 batch of ``RECORDS_PER_BATCH`` records totalling exactly ``batch_bytes``."""
     value = bytes([seed % 251]) * _VALUE_BYTES
-    records = [_record(i, value) for i in range(RECORDS_PER_BATCH - 1)]
-    remaining = batch_bytes - _HEADER.size - sum(len(record) for record in records)
+    values = [value] * (RECORDS_PER_BATCH - 1)
+    used = HEADER_BYTES + sum(len(encode_record(i, 0, None, value)) for i in range(len(values)))
+    remaining = batch_bytes - used
     # The last record takes up the rest: find the value length whose record fills it.
-    last = next(
-        record
+    last_length = next(
+        length
         for length in range(remaining, 0, -1)
-        if len(record := _record(RECORDS_PER_BATCH - 1, value[:1] * length)) == remaining
+        if len(encode_record(len(values), 0, None, bytes(length))) == remaining
     )
-    body = b"".join([*records, last])
-    header = bytearray(
-        _HEADER.pack(
-            0,
-            batch_bytes - _LOG_OVERHEAD,
-            -1,
-            _MAGIC,
-            0,
-            0,
-            RECORDS_PER_BATCH - 1,
-            _TIMESTAMP_MS,
-            _TIMESTAMP_MS,
-            -1,
-            -1,
-            -1,
-            RECORDS_PER_BATCH,
-        )
-    )
-    crc = crc32c.crc32c(bytes(header[_CRC_START:]) + body)
-    struct.pack_into(">I", header, _CRC_FIELD, crc)
-    return bytes(header) + body
+    return encode_batch([*values, value[:1] * last_length], timestamp_ms=_TIMESTAMP_MS)
 
 
 def _append_round(
@@ -158,7 +120,7 @@ def _append_round(
 
     def run_floor(chunk: list[bytes]) -> None:
         for batch in chunk:
-            if crc(memoryview(batch)[_CRC_START:]) != _CRC_FIELD_VALUE.unpack_from(batch)[0]:
+            if crc(memoryview(batch)[CRC_START:]) != _CRC_FIELD_VALUE.unpack_from(batch)[0]:
                 raise ValueError("bad CRC in a prepared batch")
             write(floor_fd, batch)
 

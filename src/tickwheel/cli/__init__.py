@@ -14,6 +14,9 @@ from collections.abc import Callable, Sequence
 # verb -> (module with main(argv), one line of help)
 _VERBS: dict[str, tuple[str, str]] = {
     "bench": ("tickwheel.cli._bench", "run a benchmark (tickwheel bench --help lists them)"),
+    "cluster": ("tickwheel.cli._cluster", "run ZooKeeper and N brokers on loopback"),
+    "demo": ("tickwheel.cli._demo", "run the clickstream pipeline: broker -> Spark -> Kafka"),
+    "serve": ("tickwheel.cli._serve", "run a Kafka-compatible broker (server.properties)"),
 }
 
 

@@ -26,6 +26,13 @@ from typing import Final
 CHECKPOINT_VERSION: Final = 0
 TEMP_SUFFIX: Final = ".tmp"
 _UNKNOWN_PARTITION: Final = -1
+_VERSION_LINE: Final = str(CHECKPOINT_VERSION).encode()
+_ONE_ENTRY_LINE: Final = b"1"
+# Version, entry count, the entry.
+_CHECKPOINT_LINES: Final = 3
+# Topic, partition, offset; counted from the end, since a topic taken from an odd
+# directory name may hold spaces.
+_ENTRY_FIELDS: Final = 3
 
 
 def topic_partition_of(dir_path: str) -> tuple[str, int]:
@@ -58,20 +65,30 @@ def write_checkpoints(dir_path: str, topic: str, partition: int, offsets: dict[s
 
 
 def read_checkpoint(path: str) -> int | None:
-    """The offset in a one-entry checkpoint, or None if the file is absent or malformed."""
+    """The offset in a one-entry checkpoint, or None if the file is absent or malformed.
+
+    Malformed is anything but the exact format ``write_checkpoints`` writes: a version
+    line, an entry count of 1, one ``<topic> <partition> <offset>`` line with a
+    non-negative decimal offset, each line ended by a newline (so a file cut short is
+    never read as a smaller offset).
+    """
     try:
-        with open(path, encoding="ascii") as file:
-            lines = file.read().splitlines()
-    except (FileNotFoundError, UnicodeDecodeError):
+        with open(path, "rb") as file:
+            data = file.read()
+    except FileNotFoundError:
         return None
-    expected_lines = 3
-    if len(lines) != expected_lines or lines[0] != str(CHECKPOINT_VERSION) or lines[1] != "1":
+    if not data.endswith(b"\n"):
         return None
-    fields = lines[2].rsplit(" ", 2)
-    try:
-        return int(fields[-1])
-    except ValueError:
+    lines = data[:-1].split(b"\n")
+    if len(lines) != _CHECKPOINT_LINES or lines[:2] != [_VERSION_LINE, _ONE_ENTRY_LINE]:
         return None
+    fields = lines[2].split(b" ")
+    # bytes.isdigit accepts ASCII digits only, where int() would also take signs,
+    # spaces and underscores.
+    if len(fields) < _ENTRY_FIELDS or not fields[-2].removeprefix(b"-").isdigit():
+        return None
+    offset = fields[-1]
+    return int(offset) if offset.isdigit() else None
 
 
 def fsync_dir(dir_path: str) -> None:

@@ -63,11 +63,21 @@ Where this log departs from Kafka's, and why:
 
 Concurrency: thread-safe. One lock (``_lock``) guards all state; every public method
 that reads or changes more than one field takes it, so appends, reads, truncations and
-retention are serialised; the offset properties read one immutable value each. Slices
-returned by ``read`` may be sent from any thread after the call returns: the bytes they
-cover are not rewritten by appends, and a segment deleted meanwhile keeps its
-descriptor open until its last slice is dropped. After ``close()`` every method raises
-``LogStorageError``.
+retention are serialised; the offset properties read one immutable value each. After
+``close()`` every method raises ``LogStorageError``.
+
+Slices returned by ``read`` may be sent from any thread after the call returns, and
+stay valid through appends, rolls, retention and ``delete_records_before``: appends
+only add bytes past a slice's end, and a deleted segment is unlinked but keeps its
+descriptor open until its last slice is dropped. ``truncate_to`` is the exception, as
+in Kafka: it cuts the segment holding ``offset`` in place, and later appends write new
+batches at the positions it freed, so a slice of that segment reaching past the cut
+then reads fewer bytes (``pread`` and ``sendfile`` stop at the end of the file) or
+other batches. Slices wholly below the cut, and slices of segments the truncation
+deletes whole (or that ``truncate_fully_and_start_at`` deletes), keep their bytes.
+Kafka's ``FileRecords`` slices share the segment file the same way, and its
+``writeTo`` fails a send that finds the file truncated under it; a caller that may
+truncate while a slice is in flight must expect the same.
 """
 
 from __future__ import annotations

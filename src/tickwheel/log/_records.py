@@ -9,9 +9,10 @@ unlinked but its descriptor closed only when the last slice referring to it is g
 descriptor. ``Log.close()`` closes descriptors at once.
 
 Concurrency: a ``SegmentFile`` is written only under the owning log's lock; slices only
-``pread``/``sendfile`` the bytes below the size they were cut at, which the log never
-rewrites (it only appends, or truncates after a follower's divergence), so any thread
-may read a slice while the log appends.
+``pread``/``sendfile`` the bytes below the size they were cut at, so any thread may read
+a slice while the log appends. ``Log.truncate_to`` is the one operation that changes
+such bytes: it cuts the file in place and later appends reuse the positions, so a slice
+reaching past the cut then reads fewer or other bytes (see ``_log``).
 """
 
 from __future__ import annotations

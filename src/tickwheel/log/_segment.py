@@ -17,7 +17,8 @@ position, verifying each batch's framing, CRC and offsets, rebuilding both index
 and cuts the file at the first batch that fails (a torn write or a flipped byte).
 
 Concurrency: not thread-safe; the owning log's lock guards every call. Slices handed out
-by ``read`` stay valid while the segment grows.
+by ``read`` stay valid while the segment grows, and after ``delete``; ``truncate_to``
+invalidates those reaching past the cut.
 """
 
 from __future__ import annotations

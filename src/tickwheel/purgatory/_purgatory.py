@@ -32,7 +32,9 @@ Who purges depends on the mode:
 
 - *Threaded* (``reaper_enabled=True``, Kafka's way): the ``ExpirationReaper-<broker_id>-
   <name>`` thread loops on ``advance_clock(REAPER_POLL_MS)``, which advances the timer
-  and then purges all shards at once if due. Requests never pay for a purge.
+  and then purges all shards at once if due (on a timer whose clock cannot wait, it
+  rests between steps instead of spinning; see ``_reaper``). Requests never pay for a
+  purge.
 - *Event loop* (``reaper_enabled=False``; the timer is driven by the timer layer's
   ``AsyncioTimerDriver`` with an ``InlineExecutor``, so expirations and completions run
   on the loop thread and no thread exists at all): there is no reaper, so the purge
@@ -137,7 +139,10 @@ class DelayedOperationPurgatory(Generic[T]):
             # Started here, as in Kafka: the API has no start(), and a purgatory is
             # usable as soon as it exists.
             self._reaper = ExpirationReaper(
-                f"ExpirationReaper-{broker_id}-{name}", self.advance_clock, wake=self._timer.wakeup
+                f"ExpirationReaper-{broker_id}-{name}",
+                self.advance_clock,
+                now_ms=self._timer.clock.now_ms,
+                wake=self._timer.wakeup,
             )
             self._reaper.start()
 
@@ -155,47 +160,52 @@ class DelayedOperationPurgatory(Generic[T]):
             raise ValueError(f"{self.name}: an operation needs at least one watch key")
         if self._closed:
             raise RuntimeError(f"purgatory {self.name!r} is shut down")
-        # First try: no other thread can see the operation yet, so a completable one
-        # is neither watched nor timed.
-        with operation._lock:
-            if operation.try_complete():
+        # Every call takes a purge step in event-loop mode, whichever way it ends: an
+        # operation completed while being watched (the early returns below) leaves
+        # stale entries like any other, and the steps must keep pace with them.
+        try:
+            # First try: no other thread can see the operation yet, so a completable one
+            # is neither watched nor timed.
+            with operation._lock:
+                if operation.try_complete():
+                    return True
+            shards = self._shards
+            counted = False
+            for key in keys:
+                if operation._completed:
+                    # Completed by an event on a key it is already watched under; the
+                    # lists it sits in are cleaned by their next check or the purge.
+                    return False
+                # Appended here rather than in a WatcherShard method: this loop is the
+                # purgatory's hot path, and a call per key costs ~3% of a request.
+                shard = shards[hash(key) % SHARD_COUNT]
+                with shard.lock:
+                    watchers = shard.watchers_by_key.get(key)
+                    if watchers is None:
+                        watchers = shard.watchers_by_key[key] = Watchers(key)
+                    watchers.operations.append(operation)
+                if not counted:
+                    counted = True
+                    with self._stats_lock:
+                        self._estimated_total += 1
+            # Watched under every key now: a later event will find it, and this try sees
+            # any event that fired while we were watching.
+            if operation.maybe_try_complete():
                 return True
-        shards = self._shards
-        counted = False
-        for key in keys:
-            if operation._completed:
-                # Completed by an event on a key it is already watched under; the
-                # lists it sits in are cleaned by their next check or the purge.
-                return False
-            # Appended here rather than in a WatcherShard method: this loop is the
-            # purgatory's hot path, and a call per key costs ~3% of a request.
-            shard = shards[hash(key) % SHARD_COUNT]
-            with shard.lock:
-                watchers = shard.watchers_by_key.get(key)
-                if watchers is None:
-                    watchers = shard.watchers_by_key[key] = Watchers(key)
-                watchers.operations.append(operation)
-            if not counted:
-                counted = True
-                with self._stats_lock:
-                    self._estimated_total += 1
-        # Watched under every key now: a later event will find it, and this try sees
-        # any event that fired while we were watching.
-        if operation.maybe_try_complete():
-            return True
-        if self._timer_enabled and not operation._completed:
-            self._time(operation)
-        if not self._reaper_enabled:
-            self._purge_step()
-        return False
+            if self._timer_enabled and not operation._completed:
+                self._time(operation)
+            return False
+        finally:
+            if not self._reaper_enabled:
+                self._purge_step()
 
     def _time(self, operation: T) -> None:
         # Add to the timer holding the operation's lock: a check cannot complete it
         # while the timer links its entry, so the cancel() of that completion always
         # finds the entry in its bucket. (A completion that ignores the lock -- a direct
         # force_complete from another thread -- can still slip in while the entry is
-        # being linked, leaving it in the timer until it falls due, when it is dropped;
-        # Kafka's timer has the same window.)
+        # being linked; the timer's wheel re-checks the binding after linking, so the
+        # entry never stays counted. Kafka's timer leaves it until it falls due.)
         operation._expiration_hook = self._expiration_hook
         with operation._lock:
             if not operation._completed:

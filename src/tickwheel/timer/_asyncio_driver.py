@@ -24,9 +24,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from tickwheel.timer._clock import MS_PER_S
 from tickwheel.timer._system_timer import SystemTimer
-
-_MS_PER_S = 1000.0
 
 
 class AsyncioTimerDriver:
@@ -96,7 +95,7 @@ class AsyncioTimerDriver:
         if self._handle is not None:
             self._handle.cancel()
         delay_ms = max(0, expiration_ms - self.timer.clock.now_ms())
-        self._handle = loop.call_at(loop.time() + delay_ms / _MS_PER_S, self._fire)
+        self._handle = loop.call_at(loop.time() + delay_ms / MS_PER_S, self._fire)
         self._armed_ms = expiration_ms
 
     def _arm_for_head(self) -> None:

@@ -21,7 +21,9 @@ import time
 from typing import Protocol
 
 _NS_PER_MS = 1_000_000
-_MS_PER_S = 1000.0
+
+MS_PER_S = 1000.0
+"""Milliseconds per second: the one conversion between timer ms and stdlib seconds."""
 
 
 class Clock(Protocol):
@@ -51,7 +53,7 @@ class SystemClock:
 
     def wait_ms(self, condition: threading.Condition, timeout_ms: int) -> bool:
         """Block on ``condition`` for up to ``timeout_ms`` of real time; returns True."""
-        condition.wait(timeout_ms / _MS_PER_S)
+        condition.wait(timeout_ms / MS_PER_S)
         return True
 
     def __repr__(self) -> str:

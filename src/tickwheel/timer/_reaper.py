@@ -3,31 +3,55 @@
 Kafka's purgatory runs an ``ExpiredOperationReaper`` (a ``ShutdownableThread``) whose loop
 is ``timer.advanceClock(200)``: wait up to 200 ms for a bucket to expire, expire what is
 due, repeat. The wait ends early when an ``add`` queues an earlier bucket, so the poll
-interval bounds only how long ``stop()`` may take -- not how late a task runs.
-``stop()`` here wakes the waiting thread at once instead of waiting out the poll.
+interval does not bound how late a task runs. ``stop()`` here does not wait out the
+poll either: it sets the stop flag, which the thread hands to every
+``advance_clock(poll_ms, stopping=...)``, then calls ``timer.wakeup()``. The timer reads
+the flag under its lock before each wait, so a stop that lands after the loop's own
+check of the flag but before the wait begins still ends it at once.
 
-With a clock that cannot wait (``ManualClock``) ``advance_clock`` returns at once; the
-reaper then rests ``poll_ms`` of real time on its stop event between calls instead of
-spinning.
+With a clock that cannot wait (``ManualClock``) ``advance_clock`` returns at once. So
+when a step expired nothing and the timer's clock did not move across it, the step did
+not wait, and the reaper rests ``poll_ms`` of real time on its stop event before the
+next instead of spinning (as the purgatory's reaper does). A step that waited -- and was
+perhaps cut short by a ``wakeup`` -- goes straight back to waiting on the timer, where
+an earlier ``add`` can wake it.
 
 Concurrency: ``start`` and ``stop`` may be called from any thread (``stop`` from the
 reaper thread itself -- e.g. inside a task run by an inline executor -- does not join).
 The thread only calls ``timer.advance_clock``.
+
+``advance_until_stopped`` is the loop itself, shared with ``RoundWheelTimer``'s worker.
 """
 
 from __future__ import annotations
 
 import threading
-import time
+from collections.abc import Callable
+from functools import partial
 from types import TracebackType
 from typing import Self
 
+from tickwheel.timer._clock import MS_PER_S, Clock
 from tickwheel.timer._system_timer import SystemTimer
 
 DEFAULT_POLL_MS = 200
 """Kafka's reaper polls ``advanceClock(200L)``."""
 
-_MS_PER_S = 1000.0
+
+def advance_until_stopped(
+    advance: Callable[[int], bool], clock: Clock, poll_ms: int, stopping: threading.Event
+) -> None:
+    """Call ``advance(poll_ms)`` until ``stopping`` is set, never spinning.
+
+    ``advance`` expires what is due, waiting up to ``poll_ms`` on ``clock`` first, and
+    returns whether anything expired. After a step that expired nothing while ``clock``
+    stood still -- it could not wait -- rest ``poll_ms`` of real time on ``stopping``.
+    """
+    rest_s = poll_ms / MS_PER_S
+    while not stopping.is_set():
+        before_ms = clock.now_ms()
+        if not advance(poll_ms) and clock.now_ms() == before_ms:
+            stopping.wait(rest_s)
 
 
 class TimerReaper:
@@ -62,13 +86,9 @@ class TimerReaper:
             self._thread.join()
 
     def _run(self) -> None:
-        poll_s = self.poll_ms / _MS_PER_S
-        while not self._stopping.is_set():
-            started_s = time.monotonic()
-            if not self.timer.advance_clock(self.poll_ms):
-                rest_s = poll_s - (time.monotonic() - started_s)
-                if rest_s > 0:
-                    self._stopping.wait(rest_s)
+        stopping = self._stopping
+        advance = partial(self.timer.advance_clock, stopping=stopping)
+        advance_until_stopped(advance, self.timer.clock, self.poll_ms, stopping)
 
     def __enter__(self) -> Self:
         self.start()

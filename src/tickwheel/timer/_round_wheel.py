@@ -35,7 +35,6 @@ Tasks run on the executor, never with the lock held.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from functools import partial
 from types import TracebackType
@@ -43,6 +42,7 @@ from typing import Self, cast
 
 from tickwheel.timer._clock import Clock, SystemClock
 from tickwheel.timer._executor import Executor, ThreadExecutor
+from tickwheel.timer._reaper import advance_until_stopped
 from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
 from tickwheel.timer._task_list import TaskCounter, TimerTaskList
 
@@ -51,8 +51,6 @@ DEFAULT_ROUND_TICK_MS = 1
 
 DEFAULT_ROUND_WHEEL_SIZE = 512
 """Netty's ``HashedWheelTimer`` default ``ticksPerWheel``."""
-
-_MS_PER_S = 1000.0
 
 
 class RoundEntry(TimerTaskEntry):
@@ -227,14 +225,11 @@ class RoundWheelTimer:
         return unrun
 
     def _work(self) -> None:
-        tick_s = self.tick_ms / _MS_PER_S
-        while not self._stopping.is_set():
-            started_s = time.monotonic()
-            if not self.advance_clock(self.tick_ms):
-                # A clock that cannot wait (ManualClock) returns at once: rest, do not spin.
-                rest_s = tick_s - (time.monotonic() - started_s)
-                if rest_s > 0:
-                    self._stopping.wait(rest_s)
+        # The reaper's loop: a step waits for the next tick; one that could not wait
+        # (ManualClock) rests a tick instead of spinning. ``stop`` sets ``_stopping`` and
+        # notifies under the lock, and ``advance_clock`` checks it under the lock before
+        # waiting, so a stop is never missed.
+        advance_until_stopped(self.advance_clock, self._clock, self.tick_ms, self._stopping)
 
     def __enter__(self) -> Self:
         return self

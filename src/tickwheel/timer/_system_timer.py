@@ -2,22 +2,26 @@
 
 ``add(task)`` wraps the task in an entry expiring at ``now + delay_ms`` and puts it in
 the wheel; a task with ``delay_ms <= 0``, or one the wheel refuses as already expired,
-is handed to the executor at once.
+is handed to the executor at once. The wheel moves only when the clock is advanced, so
+it may lag the clock while a driver waits; ``add`` first moves it to now when no queued
+bucket is due yet, so that an entry lands in the level its delay calls for.
 ``advance_clock(timeout_ms)`` waits up to ``timeout_ms`` for the earliest bucket to
 expire, then, for it and every other expired bucket, advances the wheel to the bucket's
 expiration and re-adds each of its entries: re-insertion drops an entry to a finer
 wheel, or -- when it is due -- collects it to run. Then the wheel itself moves to
-"now" (every bucket due by now is flushed, so none is left behind), and only then, with
-the lock released, are the due tasks handed to the executor, bucket by bucket in
-expiration order, skipping any task cancelled or added again in the meantime. A task
-that runs is unbound from its entry first, as ``cancel()`` does: the two point at each
-other, and a cycle left behind would live until the cyclic GC found it.
+"now" (every bucket due by now is flushed, so none is left behind), and only then are
+the due tasks handed to the executor, bucket by bucket in expiration order, skipping any
+task cancelled or added again in the meantime. A task that runs is unbound from its
+entry first, as ``cancel()`` does: the two point at each other, and a cycle left behind
+would live until the cyclic GC found it.
 
 What drives ``advance_clock`` is not the timer's business: a ``TimerReaper`` thread
 (Kafka's ExpiredOperationReaper) or an ``AsyncioTimerDriver`` on an event loop. A
 driver may register a *wakeup listener*: it is called, outside the lock, with the new
 earliest expiration whenever ``add`` queues a bucket earlier than all others -- the one
-event that makes an armed wakeup too late.
+event that makes an armed wakeup too late. A driver thread that waits in
+``advance_clock`` passes its stop flag as ``stopping``; its ``stop`` sets the flag, then
+calls ``wakeup()``.
 
 Concurrency: one re-entrant lock guards the wheels, buckets, counter and queue
 (Kafka uses a read-write lock: adds share the read side, ``advance_clock`` takes the
@@ -25,7 +29,11 @@ write side; under CPython's GIL adds cannot run in parallel anyway, and one C-le
 lock costs less than a Python read-write lock on every add). ``add``, ``schedule``,
 ``TimerTask.cancel`` and ``size`` may be called from any thread; ``advance_clock`` is
 meant for one driver at a time but is safe from any thread. Tasks never run with the
-lock held, so a task may add or cancel tasks of the same timer.
+lock held, so a task may add or cancel tasks of the same timer. Binding a task to a new
+entry and ``cancel()``'s unbinding happen outside the lock; every check-then-unbind of a
+binding (an expired task about to run) and the wheel's check after linking an entry
+happen under it, so a task added, cancelled and expiring in different threads at once
+never leaves a cancelled entry linked and counted in ``size``.
 """
 
 from __future__ import annotations
@@ -96,9 +104,6 @@ class SystemTimer:
             lock=self._lock,
         )
         self._run_inline = isinstance(self._executor, InlineExecutor)
-        # Bound once: add() is the hot path.
-        self._now_ms = self._clock.now_ms
-        self._wheel_add = self._wheel.add
         self._waiters = 0
         self._wakeups = 0
         self._wakeup_listener: WakeupListener | None = None
@@ -145,14 +150,41 @@ class SystemTimer:
             task.cancel()
             self._executor.execute(task.run)
             return
-        entry = TimerTaskEntry(task, delay_ms + self._now_ms())
-        with self._lock:
-            accepted = self._wheel_add(entry)
+        now_ms = self._clock.now_ms()
+        entry = TimerTaskEntry(task, delay_ms + now_ms)
+        # acquire/release rather than ``with``: see the ``tickwheel.timer`` docstring.
+        lock = self._lock
+        lock.acquire()
+        try:
+            if now_ms >= self._wheel._expired_below_ms:
+                self._catch_up(now_ms)
+            # Placed, or refused as expired but no longer bound (cancelled or added
+            # again): nothing to run. Refused and still bound: unbind it, it runs now.
+            # The check and the unbind are one step under the lock, as is
+            # TimingWheel.add's check after linking: so an entry of the same task that
+            # another thread adds meanwhile ends up bound and linked, or dropped --
+            # never linked and counted but unbound.
+            nothing_to_run = self._wheel.add(entry) or task._entry is not entry
+            if not nothing_to_run:
+                task._entry = None  # no task <-> entry cycle left behind
+        finally:
+            lock.release()
         if self._queue.head_lowered:
             self._head_lowered()
-        if not accepted and task._entry is entry:
-            task._entry = None  # no task <-> entry cycle left behind
+        if not nothing_to_run:
             self._executor.execute(task.run)
+
+    def _catch_up(self, now_ms: int) -> None:
+        # Called with the lock held, when the wheel lags ``now_ms`` by a tick or more
+        # (it moves only when the clock is advanced, and a driver may be waiting for a
+        # later bucket). Moving it to now first puts an entry in the level its delay
+        # calls for -- a 5 ms delay in level 0 -- instead of a coarser bucket whose start
+        # is already near, which would expire once just to cascade the entry down. Safe
+        # only while no queued bucket is due by now: the slots of the span the wheel
+        # skips are then all empty (see the end of ``advance_clock``).
+        head_ms = self._queue.peek_expiration_ms()
+        if head_ms is None or head_ms > now_ms:
+            self._wheel.advance_clock(now_ms)
 
     def _head_lowered(self) -> None:
         # An add queued a bucket earlier than every other: wake a waiting reaper and
@@ -180,21 +212,26 @@ class SystemTimer:
         with self._lock:
             return self._queue.peek_expiration_ms()
 
-    def advance_clock(self, timeout_ms: int) -> bool:
+    def advance_clock(self, timeout_ms: int, *, stopping: threading.Event | None = None) -> bool:
         """Expire every bucket that is due, waiting up to ``timeout_ms`` for the first.
 
         Returns True when at least one bucket expired. With a clock that cannot wait
         (``ManualClock``) it never blocks: it expires what is due at the clock's time.
+        The wait also ends early on ``wakeup()``, on ``close()``, and -- for a driver
+        that passes its stop flag as ``stopping`` -- once that event is set and
+        ``wakeup()`` called, even if both happened just before the wait began.
         """
         due: list[TimerTaskEntry] = []
         clock = self._clock
         queue = self._queue
         wheel = self._wheel
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             now_ms = clock.now_ms()
             bucket = queue.poll(now_ms)
             if bucket is None and timeout_ms > 0:
-                bucket = self._wait_for_bucket(now_ms + timeout_ms)
+                bucket = self._wait_for_bucket(now_ms + timeout_ms, stopping)
                 now_ms = clock.now_ms()
             expired = bucket is not None
             while bucket is not None:
@@ -202,13 +239,12 @@ class SystemTimer:
                 # Kafka's bucket.flush(addTimerTaskEntry), unrolled for speed: an entry
                 # that expires within the current tick is one the wheel would refuse as
                 # expired, so it is collected without the call (every entry of a level-0
-                # bucket is such an entry).
+                # bucket is such an entry). A refused entry may be a cancelled one: the
+                # run below checks the binding of each.
                 expired_below_ms = wheel._expired_below_ms
                 for entry in bucket.detach_all():
                     entry.list = None
-                    if (
-                        entry.expiration_ms < expired_below_ms or not wheel.add(entry)
-                    ) and entry.task._entry is entry:
+                    if entry.expiration_ms < expired_below_ms or not wheel.add(entry):
                         due.append(entry)
                 bucket = queue.poll(now_ms)
             # Every bucket due by now is flushed, so the wheel may move to now as well
@@ -217,28 +253,60 @@ class SystemTimer:
             queue.head_lowered = False
             if not due:
                 return expired
-        run_inline = self._run_inline
+            if self._run_inline:
+                self._run_inline_locked(due)
+                return True
+            runnable = self._unbind_due(due)
+        finally:
+            lock.release()
         execute = self._executor.execute
-        for entry in due:
-            task = entry.task
-            # Cancelled or added again after it was collected: it must not run.
-            if task._entry is entry:
-                # Unbind, as cancel() does: the task and its entry point at each other,
-                # and a cycle left behind would wait for the cyclic GC to free them.
-                task._entry = None
-                if run_inline:
-                    # What InlineExecutor.execute does, without a call and a bound method.
-                    try:
-                        task.run()
-                    except Exception:
-                        _log.exception("timer task %r failed", task)
-                else:
-                    execute(task.run)
+        for task in runnable:
+            execute(task.run)
         return True
 
-    def _wait_for_bucket(self, deadline_ms: int) -> TimerTaskList | None:
+    # A due task runs only if it is still bound to the collected entry: cancelled or
+    # added again since, it must not. It is unbound before it runs, as cancel() does (the
+    # task and its entry point at each other, and a cycle left behind would wait for the
+    # cyclic GC). The check and the unbind happen under the lock, as TimingWheel.add
+    # re-checks the binding after linking under it: so an entry of the same task that
+    # another thread adds meanwhile ends up bound and linked, or dropped -- never linked
+    # and counted but unbound.
+
+    def _unbind_due(self, due: list[TimerTaskEntry]) -> list[TimerTask]:
+        # Called with the lock held: the tasks to hand to the executor.
+        runnable: list[TimerTask] = []
+        for entry in due:
+            task = entry.task
+            if task._entry is entry:
+                task._entry = None
+                runnable.append(task)
+        return runnable
+
+    def _run_inline_locked(self, due: list[TimerTaskEntry]) -> None:
+        # Called with the lock held. What InlineExecutor.execute does, without a call
+        # and a bound method per task; the lock is released around each task, which may
+        # add or cancel tasks (one cancelled by a task that ran before it is skipped).
+        lock = self._lock
+        for entry in due:
+            task = entry.task
+            if task._entry is entry:
+                task._entry = None
+                lock.release()
+                try:
+                    task.run()
+                except Exception:
+                    _log.exception("timer task %r failed", task)
+                finally:
+                    lock.acquire()
+
+    def _wait_for_bucket(
+        self, deadline_ms: int, stopping: threading.Event | None
+    ) -> TimerTaskList | None:
         # Called with the lock held; the condition releases it while waiting, and an
-        # ``add`` that queues an earlier bucket (or ``close``) wakes us.
+        # ``add`` that queues an earlier bucket (or ``close``, or ``wakeup``) wakes us.
+        # ``stopping`` is read under the lock before every wait, and a driver sets it
+        # before its ``wakeup`` takes the lock to notify: so either we see it set, or we
+        # are already waiting when the notification comes -- a stop is never missed.
         clock = self._clock
         queue = self._queue
         wakeups = self._wakeups
@@ -249,7 +317,7 @@ class SystemTimer:
                 head_ms = queue.peek_expiration_ms()
                 if head_ms is not None and head_ms <= now_ms:
                     return queue.poll(now_ms)
-                if now_ms >= deadline_ms:
+                if now_ms >= deadline_ms or (stopping is not None and stopping.is_set()):
                     return None
                 wake_ms = deadline_ms if head_ms is None else min(deadline_ms, head_ms)
                 if not clock.wait_ms(self._condition, wake_ms - now_ms):
@@ -259,7 +327,12 @@ class SystemTimer:
             self._waiters -= 1
 
     def wakeup(self) -> None:
-        """Make every ``advance_clock`` now waiting return at once (False unless due)."""
+        """Make every ``advance_clock`` now waiting return at once (False unless due).
+
+        A call that has not started waiting yet is not affected: a driver that must
+        stop waits with ``advance_clock(timeout_ms, stopping=event)`` and sets the
+        event before calling ``wakeup``.
+        """
         with self._lock:
             self._wakeups += 1
             self._condition.notify_all()

@@ -7,12 +7,13 @@ longer points at it (``task.cancel()`` or a newer binding), which lets the timer
 a cancelled entry lazily if it meets one while cascading.
 
 Concurrency: ``cancel()`` and ``TimerTaskEntry.remove()`` may be called from any thread
-at any time. ``remove`` loops until the entry's ``list`` is None because another thread
-may be moving the entry from one bucket to another between our read of ``list`` and
-the bucket's lock (the bucket re-checks membership under its lock). Binding a task
-to a new entry is done by the timer that adds it; two threads adding the *same* task
-to timers at the same moment is a caller race (one binding wins, the other entry is
-dropped as cancelled).
+at any time; ``cancel()`` racing with the timer taking the task to run is won by exactly
+one of them, and its result says which. ``remove`` loops until the entry's ``list`` is
+None because another thread may be moving the entry from one bucket to another between
+our read of ``list`` and the bucket's lock (the bucket re-checks membership under its
+lock). Binding a task to a new entry is done by the timer that adds it; two threads
+adding the *same* task to timers at the same moment is a caller race (one binding wins,
+the other entry is dropped as cancelled).
 """
 
 from __future__ import annotations
@@ -41,22 +42,38 @@ class TimerTask:
         """What happens at expiry; subclasses override it."""
         raise NotImplementedError(f"{type(self).__name__} must override run()")
 
-    def cancel(self) -> None:
-        """Unbind the task from its entry and unlink the entry from its bucket."""
+    def cancel(self) -> bool:
+        """Unbind the task from its entry and unlink the entry from its bucket.
+
+        Returns True when the task was pending: it will not run (unless added again).
+        False when there was nothing to cancel: never added, cancelled already, or
+        already taken to run -- as ``java.util.TimerTask.cancel`` reports.
+        """
         entry = self._entry
-        if entry is not None:
-            # Unbind first: from this moment the entry reads as cancelled, so a
-            # concurrent flush drops it even if it has already taken it off the list.
-            self._entry = None
-            # TimerTaskList.remove, inlined: cancel is the hot path of a purgatory.
+        if entry is None:
+            return False
+        # Unbind first: from this moment the entry reads as cancelled, so a concurrent
+        # flush drops it even if it has already taken it off the list. No call lies
+        # between the read of the binding and this unbind, so under the GIL no other
+        # thread runs between them, and the timer's own check-then-unbind of a task it
+        # is about to run holds its lock: exactly one of the two takes the binding.
+        self._entry = None
+        # TimerTaskList.remove, inlined: cancel is the hot path of a purgatory.
+        # acquire/release rather than ``with``: see the ``tickwheel.timer`` docstring.
+        bucket = entry.list
+        while bucket is not None:
+            lock = bucket.lock
+            lock.acquire()
+            try:
+                if entry.list is bucket:
+                    bucket._entries.remove(entry)
+                    entry.list = None
+                    bucket._counter.value -= 1
+                    return True
+            finally:
+                lock.release()
             bucket = entry.list
-            while bucket is not None:
-                with bucket.lock:
-                    if entry.list is bucket:
-                        bucket._entries.remove(entry)
-                        entry.list = None
-                        bucket._counter.value -= 1
-                bucket = entry.list
+        return True
 
     @property
     def timer_task_entry(self) -> TimerTaskEntry | None:

@@ -71,11 +71,15 @@ class TimerTaskList:
 
     def remove(self, entry: TimerTaskEntry) -> None:
         """Unlink ``entry`` if it is in this bucket; safe from any thread."""
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             if entry.list is self:
                 self._entries.remove(entry)
                 entry.list = None
                 self._counter.value -= 1
+        finally:
+            lock.release()
 
     def flush(self, f: Callable[[TimerTaskEntry], None]) -> None:
         """Remove every entry, calling ``f`` on each; reset the expiration.
@@ -112,7 +116,7 @@ class TimerTaskList:
         return len(self._entries)
 
     def __iter__(self) -> Iterator[TimerTaskEntry]:
-        """The entries in insertion order (a snapshot)."""
+        """A snapshot of the entries, in no particular order."""
         return iter(list(self._entries))
 
     def __repr__(self) -> str:

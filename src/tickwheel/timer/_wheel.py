@@ -8,17 +8,8 @@ with the same size, the same task counter and the same bucket queue. Entry ``e``
 in bucket ``(e // tick_ms) % wheel_size``, whose expiration becomes the start of that
 tick, ``(e // tick_ms) * tick_ms``: Kafka's wheel runs a task at its bucket's start.
 
-Levels for ``tick_ms=1, wheel_size=20`` (Kafka's defaults) -- granularity is the tick,
-range is how far ahead a level holds entries::
-
-    level  tick_ms (granularity)   interval_ms (range)
-    0      1 ms                    20 ms
-    1      20 ms                   400 ms
-    2      400 ms                  8 s
-    3      8 s                     160 s
-    4      160 s                   53.3 min
-    5      53.3 min                17.8 h
-    6      17.8 h                  14.8 days
+The table of levels for Kafka's defaults (``tick_ms=1, wheel_size=20``: the
+granularity and range of each) is in the ``tickwheel.timer`` docstring.
 
 Kafka cascades: when an upper bucket expires, its entries are added again and drop to
 a finer wheel, so every task runs within one *level-0* tick of its expiration. Linux's
@@ -31,7 +22,9 @@ that live long enough, and most delayed operations are cancelled before that.
 case touches level 0 or 1 only.
 
 Concurrency: not thread-safe. The owner (``SystemTimer``) holds its lock around every
-call; entries may still be removed concurrently through their bucket's lock.
+call; entries may still be removed concurrently through their bucket's lock, and a task
+may be unbound by ``cancel()`` at any moment -- which is why ``add`` checks the binding
+after linking the entry, not before.
 """
 
 from __future__ import annotations
@@ -98,32 +91,41 @@ class TimingWheel:
         Returns False when the entry is cancelled or already expired (it expires
         before the end of the current tick); the caller then drops or runs it.
         """
-        if entry.task._entry is not entry:
-            return False
         expiration_ms = entry.expiration_ms
+        # Only level 0 can refuse an entry as expired: an upper wheel's time is this
+        # wheel's time rounded down to its tick, so its first unexpired instant is at or
+        # below where this wheel's range ends, and everything passed up lies beyond that.
+        if expiration_ms < self._expired_below_ms:
+            return False
         wheel = self
-        while True:
-            if expiration_ms < wheel._expired_below_ms:
-                return False
-            if expiration_ms < wheel._overflow_from_ms:
-                tick_ms = wheel.tick_ms
-                virtual_id = expiration_ms // tick_ms
-                bucket = wheel._buckets[virtual_id % wheel.wheel_size]
-                # TimerTaskList.add and set_expiration, inlined: this is the hot path.
-                if entry.list is not None:
-                    entry.remove()
-                bucket._entries.add(entry)
-                entry.list = bucket
-                self._counter.value += 1
-                bucket_expiration_ms = virtual_id * tick_ms
-                if bucket.expiration_ms != bucket_expiration_ms:
-                    bucket.expiration_ms = bucket_expiration_ms
-                    self._queue.offer(bucket)
-                return True
+        while expiration_ms >= wheel._overflow_from_ms:
             overflow = wheel._overflow_wheel
-            if overflow is None:
-                overflow = wheel._add_overflow_wheel()
-            wheel = overflow
+            wheel = wheel._add_overflow_wheel() if overflow is None else overflow
+        tick_ms = wheel.tick_ms
+        virtual_id = expiration_ms // tick_ms
+        bucket = wheel._buckets[virtual_id % wheel.wheel_size]
+        # TimerTaskList.add and set_expiration, inlined: this is the hot path.
+        if entry.list is not None:
+            entry.remove()
+        bucket._entries.add(entry)
+        entry.list = bucket
+        self._counter.value += 1
+        if entry.task._entry is not entry:
+            # Cancelled -- perhaps by a cancel() in another thread while we were placing
+            # it. cancel() unbinds first, then unlinks the entry from the bucket it sees;
+            # checking only now, after linking, means that a cancel which looked before
+            # the link (and saw no bucket) is caught here, and one which looked after it
+            # unlinks the entry itself under the lock. Either way no cancelled entry
+            # stays counted.
+            bucket._entries.remove(entry)
+            entry.list = None
+            self._counter.value -= 1
+            return False
+        bucket_expiration_ms = virtual_id * tick_ms
+        if bucket.expiration_ms != bucket_expiration_ms:
+            bucket.expiration_ms = bucket_expiration_ms
+            self._queue.offer(bucket)
+        return True
 
     def advance_clock(self, time_ms: int) -> None:
         """Move ``current_time_ms`` (and the overflow wheels') to the tick holding ``time_ms``."""

@@ -1,0 +1,284 @@
+"""``tickwheel bench spark``: the Kafka source's cost inside Spark, beside Spark's floor.
+
+Two measurements, each run on the ``tickwheel`` source and, in the same run and the same
+SparkSession, on a trivial in-memory Python data source with the same columns (the
+floor: what Spark's Python data source machinery costs when reading is free):
+
+1. Throughput: 1,000,000 small records (8-byte keys, 16-byte values, two partitions)
+   through an ``availableNow`` query into Spark's ``noop`` sink, in one micro-batch (or
+   micro-batches of ``--batch-rows``). Rows/s = rows / the sum of the batches' trigger
+   times, so a query's start-up is left out but each batch's fixed cost (about 0.3 s of
+   planning and checkpoint writes, the same for both sources) is in.
+   Target: at least 200,000 rows/s.
+2. Per-micro-batch overhead: ``--tiny-batches`` micro-batches of ``--tiny-rows`` records
+   (``maxOffsetsPerTrigger``), median trigger time per batch, the first batch left out
+   as warm-up. Target: within 1.3x of the floor's.
+
+Each query runs ``--repeats`` times after one warm-up round, alternating source and
+floor; medians and ratios are printed. The broker is tickwheel's own, in the background
+on loopback, unless ``--bootstrap`` names another. Record the figures in the
+"## Spark" section of docs/benchmarks.md.
+
+Concurrency: single-threaded driver; Spark runs tasks in its own worker processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.streaming.listener import StreamingQueryProgress
+from pyspark.sql.types import StructType
+
+from tickwheel.spark import FORMAT_NAME, local_session, source_schema
+
+THROUGHPUT_TARGET_ROWS_S = 200_000
+OVERHEAD_TARGET_RATIO = 1.3
+PARTITIONS = 2
+KEY_BYTES = 8
+VALUE_BYTES = 16
+ARROW_BATCH_ROWS = 20_000
+FLOOR_SOURCE = "tickwheel_bench_floor"
+QUERY_TIMEOUT_S = 600
+_MS_PER_S = 1000
+_PRODUCER_SETTINGS = {"acks": "all", "linger.ms": "20", "batch.size": str(1 << 20)}
+
+
+class _FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Serves ``total_rows`` prebuilt rows in two partitions; reading costs nothing."""
+
+    def __init__(self, total_rows: int, max_rows: int | None) -> None:
+        self._total_rows = total_rows
+        self._max_rows = max_rows
+
+    def initialOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark API)
+        return {"rows": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 (Spark API)
+        return ReadAllAvailable() if self._max_rows is None else ReadMaxRows(self._max_rows)
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (Spark API)
+        """The data never grows: nothing to record."""
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # noqa: N802 (Spark API)
+        begin = int(start["rows"])
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else self._total_rows
+        return {"rows": min(self._total_rows, begin + budget)}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin, until = int(start["rows"]), int(end["rows"])
+        share = -(-(until - begin) // PARTITIONS)
+        cuts = [min(until, begin + i * share) for i in range(PARTITIONS + 1)]
+        return [InputPartition((a, b)) for a, b in itertools.pairwise(cuts) if b > a]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        begin, until = partition.value
+        template = _template_batch()
+        while begin < until:
+            rows = min(ARROW_BATCH_ROWS, until - begin)
+            yield template.slice(0, rows)
+            begin += rows
+
+
+_template: list[pa.RecordBatch] = []
+
+
+def _template_batch() -> pa.RecordBatch:
+    if not _template:
+        schema = to_arrow_schema(source_schema(include_headers=False), timezone="UTC")
+        rows = ARROW_BATCH_ROWS
+        columns = [
+            pa.array([b"k" * KEY_BYTES] * rows, pa.binary()),
+            pa.array([b"v" * VALUE_BYTES] * rows, pa.binary()),
+            pa.array(["floor"] * rows, pa.string()),
+            pa.array([0] * rows, pa.int32()),
+            pa.array(range(rows), pa.int64()),
+            pa.array([0] * rows, schema.field(5).type),
+            pa.array([0] * rows, pa.int32()),
+        ]
+        _template.append(pa.RecordBatch.from_arrays(columns, schema=schema))
+    return _template[0]
+
+
+class FloorSource(DataSource):
+    """The in-memory peer: options ``rows`` and ``maxOffsetsPerTrigger``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FLOOR_SOURCE
+
+    def schema(self) -> StructType:
+        return source_schema(include_headers=False)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark API)
+        max_rows = self.options.get("maxOffsetsPerTrigger")
+        return _FloorReader(int(self.options["rows"]), None if max_rows is None else int(max_rows))
+
+
+def _produce(bootstrap: str, topic: str, records: int) -> float:
+    """Create ``topic`` and fill it with ``records`` small records; returns seconds taken."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        future.result()
+    producer = Producer({"bootstrap.servers": bootstrap, **_PRODUCER_SETTINGS})
+    value = b"v" * VALUE_BYTES
+    started = time.perf_counter()
+    for n in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, n.to_bytes(KEY_BYTES, "big"), n % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(QUERY_TIMEOUT_S):
+        raise RuntimeError(f"records for {topic} were not all acknowledged")
+    return time.perf_counter() - started
+
+
+def _run(
+    spark: SparkSession, fmt: str, options: dict[str, str], checkpoint: Path
+) -> list[StreamingQueryProgress]:
+    """One availableNow query into the noop sink; returns its progress reports."""
+    reader = spark.readStream.format(fmt)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    query = (
+        reader.load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    if not query.awaitTermination(QUERY_TIMEOUT_S):
+        query.stop()
+        raise RuntimeError(f"{fmt} query did not finish in {QUERY_TIMEOUT_S} s")
+    return list(query.recentProgress)
+
+
+def _rows_per_s(progress: list[StreamingQueryProgress]) -> float:
+    rows = sum(p.numInputRows for p in progress)
+    trigger_ms = sum(p.durationMs["triggerExecution"] for p in progress)
+    return rows * _MS_PER_S / trigger_ms
+
+
+def _batch_ms(progress: list[StreamingQueryProgress]) -> float:
+    return statistics.median(p.durationMs["triggerExecution"] for p in progress[1:])
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmark; returns 0, or 1 when a target is missed."""
+    parser = argparse.ArgumentParser(prog="tickwheel bench spark", description=__doc__)
+    parser.add_argument("--bootstrap", help="an existing broker (default: start tickwheel's)")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument(
+        "--batch-rows", type=int, help="maxOffsetsPerTrigger (default: all in one micro-batch)"
+    )
+    parser.add_argument("--tiny-batches", type=int, default=20)
+    parser.add_argument("--tiny-rows", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    with contextlib.ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tw-bench-")))
+        bootstrap = args.bootstrap or _start_broker(stack, workdir)
+        return _bench(args, bootstrap, workdir)
+
+
+def _start_broker(stack: contextlib.ExitStack, workdir: Path) -> str:
+    from tickwheel.server import BackgroundBroker, BrokerConfig  # noqa: PLC0415 (only without --bootstrap)
+
+    config = BrokerConfig.from_properties(
+        {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(workdir / "broker")}
+    )
+    broker = stack.enter_context(BackgroundBroker(config))
+    return str(broker.bootstrap_servers)
+
+
+def _bench(args: argparse.Namespace, bootstrap: str, workdir: Path) -> int:
+    tag = str(int(time.time()))
+    big, tiny = f"bench-big-{tag}", f"bench-tiny-{tag}"
+    tiny_records = args.tiny_batches * args.tiny_rows
+    print(f"broker {bootstrap}: producing {args.records:,} + {tiny_records} records", flush=True)
+    produce_s = _produce(bootstrap, big, args.records)
+    _produce(bootstrap, tiny, tiny_records)
+    print(f"  produced in {produce_s:.1f} s; starting Spark (local[2])", flush=True)
+    spark = local_session("tickwheel-bench")
+    spark.dataSource.register(FloorSource)
+    kafka = {"kafka.bootstrap.servers": bootstrap, "startingOffsets": "earliest"}
+    per_batch = {} if args.batch_rows is None else {"maxOffsetsPerTrigger": str(args.batch_rows)}
+    cases = {
+        "throughput": (
+            {**kafka, "subscribe": big, **per_batch},
+            {"rows": str(args.records), **per_batch},
+            _rows_per_s,
+        ),
+        "overhead": (
+            {**kafka, "subscribe": tiny, "maxOffsetsPerTrigger": str(args.tiny_rows)},
+            {"rows": str(tiny_records), "maxOffsetsPerTrigger": str(args.tiny_rows)},
+            _batch_ms,
+        ),
+    }
+    results: dict[tuple[str, str], list[float]] = {}
+    run = 0
+    # Round 0 warms up the JVM, the Python workers and their cached clients; only the
+    # rounds after it are counted.
+    for repeat in range(args.repeats + 1):
+        for case, (source_options, floor_options, measure) in cases.items():
+            for fmt, options in ((FORMAT_NAME, source_options), (FLOOR_SOURCE, floor_options)):
+                run += 1
+                progress = _run(spark, fmt, options, workdir / f"checkpoint-{run}")
+                value = measure(progress)
+                if repeat:
+                    results.setdefault((case, fmt), []).append(value)
+                label = f"repeat {repeat}" if repeat else "warm-up "
+                print(f"  {label} {case:<10} {fmt:<22} {value:>12,.1f}", flush=True)
+    spark.stop()
+    return _report(results)
+
+
+def _report(results: dict[tuple[str, str], list[float]]) -> int:
+    median = {key: statistics.median(values) for key, values in results.items()}
+    source_rows = median[("throughput", FORMAT_NAME)]
+    floor_rows = median[("throughput", FLOOR_SOURCE)]
+    source_ms = median[("overhead", FORMAT_NAME)]
+    floor_ms = median[("overhead", FLOOR_SOURCE)]
+    overhead_ratio = source_ms / floor_ms
+    rows_ok = source_rows >= THROUGHPUT_TARGET_ROWS_S
+    overhead_ok = overhead_ratio <= OVERHEAD_TARGET_RATIO
+    print()
+    print("| measure | tickwheel source | in-memory floor | ratio | target |")
+    print("|---|---|---|---|---|")
+    print(
+        f"| rows/s into noop (median) | {source_rows:,.0f} | {floor_rows:,.0f}"
+        f" | {source_rows / floor_rows:.2f}x of floor"
+        f" | >= {THROUGHPUT_TARGET_ROWS_S:,} {'met' if rows_ok else 'MISSED'} |"
+    )
+    print(
+        f"| ms per tiny micro-batch (median) | {source_ms:.0f} | {floor_ms:.0f}"
+        f" | {overhead_ratio:.2f}x | <= {OVERHEAD_TARGET_RATIO}x"
+        f" {'met' if overhead_ok else 'MISSED'} |"
+    )
+    return 0 if rows_ok and overhead_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

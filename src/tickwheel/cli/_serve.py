@@ -1,0 +1,95 @@
+"""``tickwheel serve [server.properties] [--override NAME=VALUE ...]``: run a broker.
+
+Reads Kafka's ``server.properties`` format (the file is optional; without it every
+setting has Kafka's default, listening on ``PLAINTEXT://127.0.0.1:9092``), applies
+``--override`` settings on top (``kafka-server-start.sh``'s flag), logs where it
+listens, and runs until SIGINT or SIGTERM, then stops cleanly: connections closed,
+logs flushed, checkpoints written. With ``zookeeper.connect`` set it joins that
+cluster; otherwise it runs alone. A listener that cannot be opened (the port is
+taken) is reported on stderr with exit status 2, like a bad setting.
+
+Concurrency: one process, one event loop; the signal handlers run on that loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import gc
+import logging
+import signal
+import sys
+
+from tickwheel.server import Broker, BrokerConfig, ConfigError
+
+_LISTEN_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL})
+"""Why a listener cannot be opened: the port is taken, or the address is not ours."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tickwheel serve",
+        description="Run a Kafka-compatible broker, alone or in a cluster (zookeeper.connect).",
+    )
+    parser.add_argument("properties", nargs="?", help="a server.properties file")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a property, overriding the file (repeatable)",
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return parser
+
+
+def _overrides(pairs: list[str]) -> dict[str, str]:
+    overrides = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--override expects NAME=VALUE, got {pair!r}")
+        overrides[name.strip()] = value.strip()
+    return overrides
+
+
+async def _serve(config: BrokerConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    async with Broker(config):
+        # Everything loaded so far (modules, kio's schema classes, open logs) lives as
+        # long as the process: move it out of the collector's view, so that a full
+        # collection scans only what requests allocate and never stalls the loop for
+        # ~100 ms (measured before this: a 117 ms gen-2 collection).
+        gc.freeze()
+        await stop.wait()
+        logging.getLogger(__name__).info("signal received, stopping")
+
+
+def main(argv: list[str]) -> int:
+    """Run the broker until a signal; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        overrides = _overrides(args.override)
+        config = (
+            BrokerConfig.from_file(args.properties, overrides)
+            if args.properties
+            else BrokerConfig.from_properties(overrides)
+        )
+    except (ConfigError, OSError) as exc:
+        print(f"tickwheel serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve(config))
+    except OSError as exc:
+        if exc.errno not in _LISTEN_ERRNOS:
+            raise
+        print(f"tickwheel serve: cannot listen on {config.listeners}: {exc}", file=sys.stderr)
+        return 2
+    return 0

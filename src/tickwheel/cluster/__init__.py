@@ -1,0 +1,86 @@
+"""Multi-broker clusters coordinated through Apache ZooKeeper, in Kafka's classic layout.
+
+A broker configured with ``zookeeper.connect`` runs a ``ClusterNode``: it registers
+in ZooKeeper, watches the brokers, topics and partition states (``_znodes`` gives
+the layout and its JSON, the same as Kafka's ZooKeeper mode), keeps a
+``MetadataCache``, and makes this broker leader or follower of its replicas, with
+the replica layer's fetchers and ISR manager doing the replication. New topics get
+replicas as Kafka's ``AdminUtils`` assigns them (``assign_replicas``).
+
+For users and tests: ``ZooKeeperServer`` runs Debian's ZooKeeper standalone, and
+``LocalCluster`` runs it with N broker processes on loopback (``tickwheel cluster``).
+
+Sits between ``tickwheel.replica`` (which it drives) and ``tickwheel.server`` (which
+starts it); knows nothing of the API handlers.
+
+Concurrency: ``ClusterNode`` lives on the broker's event loop (ZooKeeper calls in
+worker threads); ``ZooKeeperServer`` and ``LocalCluster`` belong to one thread.
+"""
+
+from tickwheel.cluster._assignment import AssignmentError, assign_replicas
+from tickwheel.cluster._local import BrokerProcess, LocalCluster
+from tickwheel.cluster._metadata import (
+    NO_CONTROLLER,
+    MetadataCache,
+    PartitionMetadata,
+    TopicMetadata,
+)
+from tickwheel.cluster._node import ClusterNode, ClusterSettings
+from tickwheel.cluster._wire import BrokerChannel, KafkaFetchTransport
+from tickwheel.cluster._zk import (
+    BrokerIdTakenError,
+    TopicExistsError,
+    ZkClient,
+    ZkSettings,
+    split_connect,
+)
+from tickwheel.cluster._znodes import (
+    BrokerEndpoint,
+    TopicAssignment,
+    ZnodeError,
+    broker_path,
+    decode_broker,
+    decode_partition_state,
+    decode_topic,
+    encode_broker,
+    encode_partition_state,
+    encode_topic,
+    partition_state_path,
+    topic_path,
+)
+from tickwheel.cluster._zookeeper import ZooKeeperError, ZooKeeperServer, free_port
+
+__all__ = [
+    "NO_CONTROLLER",
+    "AssignmentError",
+    "BrokerChannel",
+    "BrokerEndpoint",
+    "BrokerIdTakenError",
+    "BrokerProcess",
+    "ClusterNode",
+    "ClusterSettings",
+    "KafkaFetchTransport",
+    "LocalCluster",
+    "MetadataCache",
+    "PartitionMetadata",
+    "TopicAssignment",
+    "TopicExistsError",
+    "TopicMetadata",
+    "ZkClient",
+    "ZkSettings",
+    "ZnodeError",
+    "ZooKeeperError",
+    "ZooKeeperServer",
+    "assign_replicas",
+    "broker_path",
+    "decode_broker",
+    "decode_partition_state",
+    "decode_topic",
+    "encode_broker",
+    "encode_partition_state",
+    "encode_topic",
+    "free_port",
+    "partition_state_path",
+    "split_connect",
+    "topic_path",
+]

@@ -1,0 +1,253 @@
+"""``LocalCluster``: ZooKeeper and N brokers on loopback, each in its own process.
+
+What ``tickwheel cluster`` runs and what the cluster tests use. Under one base
+directory it keeps ZooKeeper's data (``zookeeper/``) and one log directory per broker
+(``broker-<id>/``, beside its output in ``broker-<id>.log``). Each broker is
+``python -m tickwheel.cli serve`` with Kafka's properties as overrides: its
+``broker.id``, a loopback listener on its own port, its ``log.dirs`` and
+``zookeeper.connect`` (with the chroot given, if any), plus any extra properties.
+
+``start`` returns once every broker has registered in ZooKeeper; ``stop`` sends each
+broker SIGTERM (a clean stop: logs flushed, checkpoints written, registration
+removed) and waits for it, then stops ZooKeeper. A ``BrokerProcess`` can also be
+killed (SIGKILL), paused (SIGSTOP), resumed (SIGCONT) and started again on the same
+port and directory. Processes are only ever signalled by the PIDs started here.
+
+Concurrency: one owner thread; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from kazoo.client import KazooClient  # type: ignore[import-untyped]
+
+from tickwheel.cluster._znodes import (
+    broker_path,
+    decode_partition_state,
+    partition_state_path,
+)
+from tickwheel.cluster._zookeeper import DEFAULT_TICK_MS, ZooKeeperServer, free_port
+from tickwheel.replica import LeaderAndIsr
+
+LOOPBACK = "127.0.0.1"
+DEFAULT_START_TIMEOUT_S = 60.0
+_STOP_TIMEOUT_S = 30.0
+_POLL_INTERVAL_S = 0.05
+
+
+class BrokerProcess:
+    """One broker of a ``LocalCluster``: a ``tickwheel serve`` process."""
+
+    def __init__(
+        self, broker_id: int, port: int, log_dir: Path, properties: Mapping[str, str]
+    ) -> None:
+        self.broker_id = broker_id
+        self.port = port
+        self.log_dir = log_dir
+        self.properties = dict(properties)
+        self.output = log_dir.with_suffix(".log")
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` of this broker."""
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """The process id while it runs."""
+        return None if self._process is None else self._process.pid
+
+    @property
+    def running(self) -> bool:
+        """Whether the process is alive (paused counts as alive)."""
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> None:
+        """Start the broker process (it registers in ZooKeeper once listening)."""
+        overrides = {
+            **self.properties,
+            "broker.id": str(self.broker_id),
+            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            "log.dirs": str(self.log_dir),
+        }
+        command = [sys.executable, "-m", "tickwheel.cli", "serve"]
+        for name, value in overrides.items():
+            command += ["--override", f"{name}={value}"]
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with self.output.open("ab") as output:
+            # Its own session: a Ctrl-C meant for the owner reaches it only through
+            # ``stop``, in order (brokers first, ZooKeeper last).
+            self._process = subprocess.Popen(
+                command,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def _signal(self, signum: signal.Signals) -> None:
+        if self._process is None or self._process.poll() is not None:
+            raise RuntimeError(f"broker {self.broker_id} is not running")
+        self._process.send_signal(signum)
+
+    def pause(self) -> None:
+        """Freeze the process (SIGSTOP): it keeps its sockets but does nothing."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused process run again (SIGCONT)."""
+        self._signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        """Kill the process at once (SIGKILL), as a crash would."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
+    def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> int | None:
+        """Stop cleanly (SIGTERM; SIGKILL after ``timeout_s``); returns the exit status."""
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            # A paused process must run to handle SIGTERM.
+            process.send_signal(signal.SIGCONT)
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return process.returncode
+
+
+class LocalCluster:
+    """ZooKeeper plus ``num_brokers`` broker processes under ``base_dir``."""
+
+    def __init__(
+        self,
+        base_dir: str | Path,
+        num_brokers: int = 3,
+        *,
+        properties: Mapping[str, str] | None = None,
+        zookeeper_port: int = 0,
+        base_port: int = 0,
+        chroot: str = "",
+        zookeeper_tick_ms: int = DEFAULT_TICK_MS,
+    ) -> None:
+        if num_brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.base_dir = Path(base_dir)
+        self.zookeeper = ZooKeeperServer(
+            self.base_dir / "zookeeper", port=zookeeper_port, tick_ms=zookeeper_tick_ms
+        )
+        self.chroot = chroot
+        common = {**(properties or {}), "zookeeper.connect": self.zookeeper_connect}
+        self.brokers = [
+            BrokerProcess(
+                broker_id,
+                base_port + broker_id if base_port else free_port(LOOPBACK),
+                self.base_dir / f"broker-{broker_id}",
+                common,
+            )
+            for broker_id in range(num_brokers)
+        ]
+        self._zk: KazooClient | None = None
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """``zookeeper.connect`` for this cluster's brokers, chroot included."""
+        return self.zookeeper.connect + self.chroot
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every broker's ``host:port``, comma-separated."""
+        return ",".join(b.bootstrap_servers for b in self.brokers)
+
+    def start(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> Self:
+        """Start ZooKeeper, then every broker; wait until all have registered."""
+        self.zookeeper.start()
+        try:
+            for broker in self.brokers:
+                broker.start()
+            for broker in self.brokers:
+                self.wait_registered(broker.broker_id, timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _client(self) -> KazooClient:
+        if self._zk is None:
+            # The chroot exists once a broker has started; until then read from the root.
+            self._zk = KazooClient(hosts=self.zookeeper.connect)
+            self._zk.start()
+        return self._zk
+
+    def _path(self, path: str) -> str:
+        return self.chroot + path
+
+    def is_registered(self, broker_id: int) -> bool:
+        """Whether broker ``broker_id`` is registered in ZooKeeper now."""
+        return self._client().exists(self._path(broker_path(broker_id))) is not None
+
+    def wait_registered(self, broker_id: int, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
+        """Wait until broker ``broker_id`` has registered (its process must be running)."""
+        broker = self.brokers[broker_id]
+        deadline = time.monotonic() + timeout_s
+        while not self.is_registered(broker_id):
+            if not broker.running:
+                raise RuntimeError(
+                    f"broker {broker_id} exited before registering; see {broker.output}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"broker {broker_id} did not register in {timeout_s} s")
+            time.sleep(_POLL_INTERVAL_S)
+
+    def read_znode(self, path: str) -> bytes | None:
+        """The data of a znode (``path`` below the chroot), or None if it does not exist."""
+        client = self._client()
+        if client.exists(self._path(path)) is None:
+            return None
+        data: bytes = client.get(self._path(path))[0]
+        return data
+
+    def partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        """A partition's ``LeaderAndIsr`` as ZooKeeper holds it now, or None."""
+        path = self._path(partition_state_path(topic, partition))
+        client = self._client()
+        if client.exists(path) is None:
+            return None
+        data, stat = client.get(path)
+        return decode_partition_state(path, data, int(stat.version))
+
+    def stop(self) -> None:
+        """Stop every broker cleanly, then ZooKeeper; idempotent."""
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+            self._zk = None
+        for broker in self.brokers:
+            broker.stop()
+        self.zookeeper.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,146 @@
+"""``MetadataCache``: what this broker knows of the cluster, as ZooKeeper last told it.
+
+Kafka's ``MetadataCache``: the live brokers and their endpoints, each topic's replica
+assignment and config overrides, each partition's ``LeaderAndIsr`` (with the znode
+version it was read at), the controller and the cluster id. The ZooKeeper watches
+feed it; Metadata responses, CreateTopics and the leader/follower transitions read it.
+
+Updates never go backwards: a partition state older (by znode version) than the one
+held is ignored, since a watch may report a state this broker already wrote itself.
+
+Concurrency: owned by the broker's event loop; every method is called on that thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from tickwheel.cluster._znodes import BrokerEndpoint
+from tickwheel.replica import NO_LEADER, LeaderAndIsr, TopicPartition
+
+NO_CONTROLLER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    """One partition as a Metadata response describes it."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+    @property
+    def has_leader(self) -> bool:
+        """Whether the partition has a live leader."""
+        return self.leader != NO_LEADER
+
+
+@dataclass(slots=True)
+class TopicMetadata:
+    """A topic's assignment (partition -> replicas) and config overrides."""
+
+    assignment: dict[int, tuple[int, ...]]
+    configs: dict[str, str] = field(default_factory=dict)
+    topic_id: str = ""
+
+
+class MetadataCache:
+    """Brokers, topics, partition states, controller and cluster id."""
+
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.topics: dict[str, TopicMetadata] = {}
+        self.partition_states: dict[TopicPartition, LeaderAndIsr] = {}
+        self.controller_id = NO_CONTROLLER
+        self.cluster_id = ""
+
+    # -- updates ---------------------------------------------------------------------
+
+    def set_brokers(self, brokers: Iterable[BrokerEndpoint]) -> None:
+        """Replace the live brokers."""
+        self.brokers = {b.broker_id: b for b in brokers}
+
+    def set_topic(
+        self,
+        name: str,
+        assignment: Mapping[int, tuple[int, ...]],
+        configs: Mapping[str, str],
+        topic_id: str = "",
+    ) -> None:
+        """Add a topic or replace its assignment and configs (partitions may only grow)."""
+        self.topics[name] = TopicMetadata(dict(assignment), dict(configs), topic_id)
+
+    def remove_topic(self, name: str) -> list[TopicPartition]:
+        """Forget a deleted topic; returns its partitions."""
+        info = self.topics.pop(name, None)
+        gone = [TopicPartition(name, p) for p in (info.assignment if info else ())]
+        for tp in [tp for tp in self.partition_states if tp.topic == name]:
+            del self.partition_states[tp]
+            if tp not in gone:
+                gone.append(tp)
+        return gone
+
+    def set_partition_state(self, tp: TopicPartition, state: LeaderAndIsr) -> bool:
+        """Record ``state`` unless an equal or newer version is held; True if recorded."""
+        held = self.partition_states.get(tp)
+        if held is not None and held.version >= state.version:
+            return False
+        self.partition_states[tp] = state
+        return True
+
+    # -- queries ---------------------------------------------------------------------
+
+    def broker(self, broker_id: int) -> BrokerEndpoint | None:
+        """The endpoint of a live broker, or None."""
+        return self.brokers.get(broker_id)
+
+    def live_controller_id(self) -> int:
+        """The controller if it is a live broker, else ``NO_CONTROLLER`` (a controller
+        whose session has not expired yet may already be gone)."""
+        return self.controller_id if self.controller_id in self.brokers else NO_CONTROLLER
+
+    def contains_partition(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` exists in the cluster (whoever hosts it)."""
+        info = self.topics.get(tp.topic)
+        return info is not None and tp.partition in info.assignment
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        """The assigned replicas of ``tp`` (empty if unknown)."""
+        info = self.topics.get(tp.topic)
+        return () if info is None else info.assignment.get(tp.partition, ())
+
+    def leader(self, tp: TopicPartition) -> int:
+        """The live leader of ``tp``, or ``NO_LEADER``."""
+        state = self.partition_states.get(tp)
+        if state is None or state.leader not in self.brokers:
+            return NO_LEADER
+        return state.leader
+
+    def partition_metadata(self, topic: str) -> list[PartitionMetadata]:
+        """Every partition of ``topic`` for a Metadata response (empty if unknown).
+
+        A partition whose state is unknown, or whose leader is not live, is described
+        with no leader: a response must never name a leader missing from its brokers.
+        """
+        info = self.topics.get(topic)
+        if info is None:
+            return []
+        described = []
+        for partition, replicas in sorted(info.assignment.items()):
+            tp = TopicPartition(topic, partition)
+            state = self.partition_states.get(tp)
+            described.append(
+                PartitionMetadata(
+                    partition=partition,
+                    leader=self.leader(tp),
+                    leader_epoch=state.leader_epoch if state is not None else -1,
+                    replicas=replicas,
+                    isr=state.isr if state is not None else (),
+                    offline_replicas=tuple(r for r in replicas if r not in self.brokers),
+                )
+            )
+        return described

@@ -1,0 +1,613 @@
+"""``ClusterNode``: a broker's membership in a ZooKeeper-coordinated cluster.
+
+What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr path of
+``ReplicaManager`` do together, for one broker:
+
+1. ``start`` opens the ZooKeeper session, reads (or sets) the cluster id, registers
+   this broker's endpoint, runs for controller, and watches the live brokers, the
+   topics, each topic's assignment and each partition's state.
+2. Every watch event goes to the event loop through one queue and is applied in
+   order: the ``MetadataCache`` is updated, then each affected partition assigned to
+   this broker is reconciled with its ``LeaderAndIsr``:
+
+   - the state names this broker as leader at an epoch it does not lead yet →
+     stop fetching it, ``become_leader``, and let the ``IsrManager`` track followers;
+   - it names another broker → ``become_follower`` and fetch it from that leader
+     (``ReplicaFetcherManager``, over ``KafkaFetchTransport``);
+   - the same leader and epoch with a newer version → only the ISR changed.
+
+3. ``create_topic`` (CreateTopics, auto-creation) assigns replicas like Kafka's
+   ``AdminUtils`` and writes the topic with each partition's first state (leader: the
+   first live replica; ISR: the live replicas) in one transaction, then waits until
+   this broker's cache knows every partition's leader, as Kafka's
+   ``DelayedCreatePartitions`` does. ``delete_topic`` and ``add_partitions`` too.
+4. ISR changes that the leader decides are written by ``_write_state``: conditional
+   on the znode version, and reflected in the cache once they win.
+5. ``allocate_producer_id`` hands out producer ids from blocks claimed in ZooKeeper,
+   so idempotent producers get ids unique in the cluster, as Kafka's do.
+
+Leader failover is a later step: the controller election is here (``/controller``,
+``/controller_epoch``) and every state carries its controller epoch and version, so
+the controller can re-elect leaders with the same conditional writes.
+
+Concurrency: the node lives on the broker's event loop; ZooKeeper calls run in worker
+threads (``asyncio.to_thread``); watch callbacks run on kazoo's thread and only post
+events to the loop (``call_soon_threadsafe``). The watched-path sets they share are
+guarded by ``_watch_lock``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.cluster._assignment import AssignmentError, assign_replicas
+from tickwheel.cluster._metadata import NO_CONTROLLER, MetadataCache, TopicMetadata
+from tickwheel.cluster._wire import KafkaFetchTransport
+from tickwheel.cluster._zk import TopicExistsError, ZkClient, ZkSettings
+from tickwheel.cluster._znodes import (
+    BROKER_IDS_PATH,
+    CONTROLLER_EPOCH_PATH,
+    CONTROLLER_PATH,
+    TOPICS_PATH,
+    BrokerEndpoint,
+    TopicAssignment,
+    ZnodeError,
+    broker_path,
+    decode_broker,
+    decode_controller,
+    decode_partition_state,
+    decode_topic,
+    decode_topic_config,
+    new_topic_id,
+    parse_int_children,
+    partition_state_path,
+    topic_config_path,
+    topic_path,
+)
+from tickwheel.log import LogConfig
+from tickwheel.replica import (
+    NO_LEADER,
+    FetcherConfig,
+    IsrManager,
+    LeaderAndIsr,
+    ReplicaFetcherManager,
+    ReplicaManager,
+    TopicPartition,
+    become_follower,
+    become_leader,
+)
+
+_log = logging.getLogger(__name__)
+_MS_PER_S = 1000.0
+_INITIAL_LEADER_EPOCH = 0
+_BACKGROUND_CREATE_TIMEOUT_MS = 30_000
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""Producer ids claimed per write to ZooKeeper (Kafka's block size)."""
+
+LogConfigFor = Callable[[Mapping[str, str]], LogConfig]
+"""A topic's ``LogConfig`` from its config overrides (the broker's defaults below)."""
+TopicListener = Callable[[str, TopicMetadata | None], None]
+"""Told of every topic created or changed (its metadata) or deleted (None)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """What a broker needs to join a cluster (Kafka's names in ``BrokerConfig``)."""
+
+    broker_id: int
+    zookeeper: ZkSettings
+    cluster_id: str = "tickwheel"
+    replica_lag_time_max_ms: int = 30_000
+    replica_socket_timeout_ms: int = 30_000
+    fetcher: FetcherConfig = field(default_factory=FetcherConfig)
+
+
+# -- events from the watches -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _BrokersChanged:
+    brokers: tuple[BrokerEndpoint, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicChanged:
+    name: str
+    assignment: TopicAssignment
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicDeleted:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class _StateChanged:
+    tp: TopicPartition
+    state: LeaderAndIsr
+
+
+@dataclass(frozen=True, slots=True)
+class _ControllerChanged:
+    controller_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Barrier:
+    """Set once every event queued before it has been applied."""
+
+    applied: asyncio.Event
+
+
+_Event = (
+    _BrokersChanged | _TopicChanged | _TopicDeleted | _StateChanged | _ControllerChanged | _Barrier
+)
+
+
+class ClusterNode:
+    """This broker in the cluster: ZooKeeper session, metadata cache, replication."""
+
+    def __init__(
+        self,
+        settings: ClusterSettings,
+        replica_manager: ReplicaManager,
+        log_config_for: LogConfigFor,
+    ) -> None:
+        self.settings = settings
+        self.broker_id = settings.broker_id
+        self.cache = MetadataCache()
+        self.topic_listener: TopicListener | None = None
+        self._replica_manager = replica_manager
+        self._log_config_for = log_config_for
+        self._zk = ZkClient(settings.zookeeper)
+        self._transport = KafkaFetchTransport(
+            self.cache.broker,
+            client_id=f"tickwheel-replica-{settings.broker_id}",
+            timeout_ms=settings.replica_socket_timeout_ms,
+        )
+        self._fetchers = ReplicaFetcherManager(replica_manager, self._transport, settings.fetcher)
+        self.isr_manager = IsrManager(
+            replica_manager,
+            self._write_state,
+            replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._events: asyncio.Queue[_Event] = asyncio.Queue()
+        self._changed = asyncio.Condition()
+        self._apply_task: asyncio.Task[None] | None = None
+        self._watch_lock = threading.Lock()
+        self._watched_topics: set[str] = set()
+        self._watched_states: set[TopicPartition] = set()
+        self._stopping = False
+        self._background: set[asyncio.Task[None]] = set()
+        self._next_producer_id = 0
+        self._producer_id_block_end = 0
+        self._producer_id_lock = asyncio.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self, advertised: BrokerEndpoint) -> None:
+        """Join the cluster advertising ``advertised``.
+
+        The broker registers last, once its cache holds what ZooKeeper held and a
+        controller is known, and returns once it sees itself among the live brokers:
+        from then on its Metadata answers describe the whole cluster (a client that
+        finds the registration must not get an empty or controller-less answer).
+        """
+        self._loop = asyncio.get_running_loop()
+        self._apply_task = self._loop.create_task(self._apply_events(), name="cluster-metadata")
+        zk = self._zk
+        await asyncio.to_thread(zk.start)
+        self.cache.cluster_id = await asyncio.to_thread(zk.cluster_id, self.settings.cluster_id)
+        self._replica_manager.follower_fetch_listener = self.isr_manager.on_follower_fetch
+        self._replica_manager.partition_exists = self.partition_known
+        self.isr_manager.start()
+        await asyncio.to_thread(self._install_watches)
+        # The watches delivered their first data before the thread returned, so those
+        # events are queued ahead of this barrier.
+        synced = _Barrier(asyncio.Event())
+        self._events.put_nowait(synced)
+        await synced.applied.wait()
+        timeout_ms = self.settings.zookeeper.connection_timeout_ms
+        await self.wait_until(lambda: self.cache.controller_id != NO_CONTROLLER, timeout_ms)
+        await asyncio.to_thread(zk.register_broker, advertised)
+        await self.wait_until(lambda: self.broker_id in self.cache.brokers, timeout_ms)
+        _log.info(
+            "broker %d joined cluster %s through ZooKeeper %s (controller: broker %d)",
+            self.broker_id,
+            self.cache.cluster_id,
+            self.settings.zookeeper.connect,
+            self.cache.controller_id,
+        )
+
+    def _install_watches(self) -> None:
+        zk = self._zk
+        zk.watch_children(BROKER_IDS_PATH, self._on_broker_ids)
+        zk.watch_children(TOPICS_PATH, self._on_topics)
+        zk.watch_data(CONTROLLER_PATH, self._on_controller)
+
+    async def stop(self) -> None:
+        """Leave the cluster: stop fetching and tracking, close the ZooKeeper session."""
+        self._stopping = True
+        for task in self._background:
+            task.cancel()
+        if self._apply_task is not None:
+            self._apply_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._apply_task
+        self._replica_manager.follower_fetch_listener = None
+        self._replica_manager.partition_exists = None
+        await self.isr_manager.stop()
+        await self._fetchers.shutdown()
+        await self._transport.close()
+        await asyncio.to_thread(self._zk.stop)
+
+    # -- watch callbacks (kazoo's thread) ------------------------------------------------
+
+    def _post(self, event: _Event) -> None:
+        loop = self._loop
+        if loop is None or self._stopping:
+            return
+        # The loop may already be closed while kazoo delivers a last event.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._events.put_nowait, event)
+
+    def _on_broker_ids(self, children: list[str]) -> bool | None:
+        if self._stopping:
+            return False
+        brokers = []
+        for broker_id in parse_int_children(children):
+            found = self._zk.get(broker_path(broker_id))
+            if found is None:
+                continue
+            try:
+                brokers.append(decode_broker(broker_id, found[0]))
+            except ZnodeError as exc:
+                _log.warning("ignoring broker %d: %s", broker_id, exc)
+        self._post(_BrokersChanged(tuple(brokers)))
+        return None
+
+    def _on_topics(self, children: list[str]) -> bool | None:
+        if self._stopping:
+            return False
+        with self._watch_lock:
+            new = [name for name in children if name not in self._watched_topics]
+            gone = [name for name in self._watched_topics if name not in children]
+            self._watched_topics.update(new)
+            self._watched_topics.difference_update(gone)
+        for name in gone:
+            self._post(_TopicDeleted(name))
+        for name in new:
+            self._zk.watch_data(topic_path(name), self._topic_watcher(name))
+        return None
+
+    def _topic_watcher(self, name: str) -> Callable[[bytes | None, Any], bool | None]:
+        def on_assignment(data: bytes | None, _stat: Any) -> bool | None:
+            if self._stopping:
+                return False
+            if data is None:
+                return False
+            try:
+                assignment = decode_topic(name, data)
+                config = self._zk.get(topic_config_path(name))
+                configs = decode_topic_config(name, config[0]) if config else {}
+            except ZnodeError as exc:
+                _log.warning("ignoring topic %s: %s", name, exc)
+                return None
+            self._post(_TopicChanged(name, assignment, configs))
+            for partition in assignment.partitions:
+                tp = TopicPartition(name, partition)
+                with self._watch_lock:
+                    if tp in self._watched_states:
+                        continue
+                    self._watched_states.add(tp)
+                self._zk.watch_data(partition_state_path(name, partition), self._state_watcher(tp))
+            return None
+
+        return on_assignment
+
+    def _state_watcher(self, tp: TopicPartition) -> Callable[[bytes | None, Any], bool | None]:
+        path = partition_state_path(tp.topic, tp.partition)
+
+        def on_state(data: bytes | None, stat: Any) -> bool | None:
+            if self._stopping:
+                return False
+            if data is None or stat is None:
+                with self._watch_lock:
+                    self._watched_states.discard(tp)
+                return False
+            try:
+                state = decode_partition_state(path, data, int(stat.version))
+            except ZnodeError as exc:
+                _log.warning("ignoring the state of %s: %s", tp, exc)
+                return None
+            self._post(_StateChanged(tp, state))
+            return None
+
+        return on_state
+
+    def _on_controller(self, data: bytes | None, _stat: Any) -> bool | None:
+        if self._stopping:
+            return False
+        if data is None:
+            self._post(_ControllerChanged(NO_CONTROLLER))
+            epoch = self._zk.elect_controller(self.broker_id)
+            if epoch is not None:
+                _log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+            return None
+        try:
+            self._post(_ControllerChanged(decode_controller(data)))
+        except ZnodeError as exc:
+            _log.warning("ignoring the controller znode: %s", exc)
+        return None
+
+    # -- applying events (the loop) ------------------------------------------------------
+
+    async def _apply_events(self) -> None:
+        while True:
+            event = await self._events.get()
+            try:
+                await self._apply(event)
+            except Exception:
+                _log.exception("applying %s failed", event)
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def _apply(self, event: _Event) -> None:
+        cache = self.cache
+        if isinstance(event, _Barrier):
+            event.applied.set()
+        elif isinstance(event, _BrokersChanged):
+            cache.set_brokers(event.brokers)
+        elif isinstance(event, _ControllerChanged):
+            cache.controller_id = event.controller_id
+        elif isinstance(event, _TopicChanged):
+            cache.set_topic(
+                event.name,
+                event.assignment.partitions,
+                event.configs,
+                event.assignment.topic_id,
+            )
+            if self.topic_listener is not None:
+                self.topic_listener(event.name, cache.topics[event.name])
+            for partition in event.assignment.partitions:
+                await self._reconcile(TopicPartition(event.name, partition))
+        elif isinstance(event, _TopicDeleted):
+            await self._delete_local(event.name)
+        elif cache.set_partition_state(event.tp, event.state):
+            await self._reconcile(event.tp)
+
+    async def _delete_local(self, name: str) -> None:
+        gone = self.cache.remove_topic(name)
+        await self._fetchers.unfollow(gone)
+        for tp in gone:
+            self.isr_manager.stopped_leading(tp)
+        self._replica_manager.delete_partitions(gone)
+        if self.topic_listener is not None:
+            self.topic_listener(name, None)
+        _log.info("topic %s deleted", name)
+
+    async def _reconcile(self, tp: TopicPartition) -> None:
+        """Make this broker's replica of ``tp`` what its cached state says."""
+        cache = self.cache
+        replicas = cache.replicas(tp)
+        state = cache.partition_states.get(tp)
+        if self.broker_id not in replicas or state is None:
+            return
+        try:
+            log_config = self._log_config_for(cache.topics[tp.topic].configs)
+        except ValueError as exc:
+            _log.error("cannot host %s: invalid topic config: %s", tp, exc)
+            return
+        partition = self._replica_manager.get_partition(tp)
+        same_epoch = partition is not None and partition.leader_epoch == state.leader_epoch
+        if state.leader == self.broker_id:
+            if same_epoch and partition is not None and partition.is_leader:
+                self.isr_manager.state_changed(tp, state)
+                return
+            await self._fetchers.unfollow([tp])
+            partition = become_leader(self._replica_manager, tp, state, replicas, log_config)
+            self.isr_manager.became_leader(partition, state)
+            _log.info("%s: leader at epoch %d, ISR %s", tp, state.leader_epoch, list(state.isr))
+        elif state.leader != NO_LEADER:
+            if same_epoch and partition is not None and partition.leader_id == state.leader:
+                partition.isr = set(state.isr)
+                return
+            self.isr_manager.stopped_leading(tp)
+            become_follower(self._replica_manager, tp, state, replicas, log_config)
+            await self._fetchers.follow(tp, state.leader, state.leader_epoch)
+            _log.info("%s: following %d at epoch %d", tp, state.leader, state.leader_epoch)
+
+    async def _write_state(self, tp: TopicPartition, proposed: LeaderAndIsr) -> LeaderAndIsr | None:
+        written = await asyncio.to_thread(self._zk.set_partition_state, tp, proposed)
+        if written is not None:
+            self.cache.set_partition_state(tp, written)
+        return written
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
+        """Wait until ``predicate()`` holds after some metadata change; False on timeout."""
+        try:
+            async with asyncio.timeout(timeout_ms / _MS_PER_S), self._changed:
+                await self._changed.wait_for(predicate)
+        except TimeoutError:
+            return predicate()
+        return True
+
+    # -- topic administration --------------------------------------------------------
+
+    async def live_broker_ids(self) -> list[int]:
+        """The brokers registered in ZooKeeper now: what new topics are checked against
+        (as Kafka's admin path reads them), fresher than the cache's watch."""
+        return parse_int_children(await asyncio.to_thread(self._zk.children, BROKER_IDS_PATH))
+
+    async def plan_assignment(
+        self,
+        num_partitions: int,
+        replication_factor: int,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+        *,
+        start_partition: int = 0,
+    ) -> dict[int, tuple[int, ...]]:
+        """The replicas of new partitions: ``assignment`` checked, or Kafka's.
+
+        Raises ``AssignmentError`` (INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS or
+        INVALID_REPLICA_ASSIGNMENT) when it cannot be made with the live brokers.
+        """
+        live = set(await self.live_broker_ids())
+        if assignment is None:
+            return assign_replicas(
+                live, num_partitions, replication_factor, start_partition=start_partition
+            )
+        planned = {p: tuple(replicas) for p, replicas in assignment.items()}
+        sizes = {len(replicas) for replicas in planned.values()}
+        for partition, replicas in planned.items():
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise AssignmentError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"partition {partition} has an empty or duplicated replica list",
+                )
+            unknown = set(replicas) - live
+            if unknown:
+                raise AssignmentError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"partition {partition} names brokers that are not live: {sorted(unknown)}",
+                )
+        if len(sizes) > 1:
+            raise AssignmentError(
+                ErrorCode.invalid_replica_assignment,
+                "every partition must have the same number of replicas",
+            )
+        expected = list(range(start_partition, start_partition + len(planned)))
+        if sorted(planned) != expected:
+            raise AssignmentError(
+                ErrorCode.invalid_replica_assignment,
+                f"partitions must be numbered {expected[:1]}..{expected[-1:]} consecutively",
+            )
+        return planned
+
+    def _initial_states(self, assignment: Mapping[int, tuple[int, ...]]) -> dict[int, LeaderAndIsr]:
+        """Each new partition's first state: its first live replica leads, the live
+        replicas are in sync (called in a worker thread: it reads ZooKeeper)."""
+        live = set(parse_int_children(self._zk.children(BROKER_IDS_PATH)))
+        states = {}
+        for partition, replicas in assignment.items():
+            isr = tuple(r for r in replicas if r in live)
+            states[partition] = LeaderAndIsr(
+                leader=isr[0] if isr else NO_LEADER,
+                leader_epoch=_INITIAL_LEADER_EPOCH,
+                isr=isr,
+                controller_epoch=self._controller_epoch(),
+            )
+        return states
+
+    def _controller_epoch(self) -> int:
+        found = self._zk.get(CONTROLLER_EPOCH_PATH)
+        if found is None:
+            return 0
+        return int(found[0].decode("ascii"))
+
+    def _leaders_known(self, name: str, partitions: Sequence[int]) -> Callable[[], bool]:
+        def known() -> bool:
+            return all(TopicPartition(name, p) in self.cache.partition_states for p in partitions)
+
+        return known
+
+    async def create_topic(
+        self,
+        name: str,
+        assignment: Mapping[int, tuple[int, ...]],
+        configs: Mapping[str, str],
+        *,
+        timeout_ms: int,
+    ) -> None:
+        """Write a topic planned by ``plan_assignment`` and wait until its leaders are known.
+
+        Raises ``TopicExistsError`` if the topic exists.
+        """
+
+        def write() -> None:
+            self._zk.create_topic(
+                name,
+                TopicAssignment(dict(assignment), new_topic_id()),
+                configs,
+                self._initial_states(assignment),
+            )
+
+        await asyncio.to_thread(write)
+        _log.info("created topic %s: %s", name, dict(assignment))
+        await self.wait_until(self._leaders_known(name, list(assignment)), timeout_ms)
+
+    def create_topic_later(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+    ) -> None:
+        """Create ``name`` in the background, for callers that cannot wait (errors are
+        logged; a topic created meanwhile by another broker is left as it is)."""
+
+        async def create() -> None:
+            try:
+                assignment = await self.plan_assignment(num_partitions, replication_factor)
+                await self.create_topic(
+                    name, assignment, configs, timeout_ms=_BACKGROUND_CREATE_TIMEOUT_MS
+                )
+            except TopicExistsError:
+                pass
+            except AssignmentError as exc:
+                _log.error("cannot create topic %s: %s", name, exc)
+
+        task = asyncio.get_running_loop().create_task(create(), name=f"create-topic-{name}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def add_partitions(
+        self, name: str, assignment: Mapping[int, tuple[int, ...]], *, timeout_ms: int
+    ) -> None:
+        """Add the partitions of ``assignment`` (planned from the current count) to ``name``."""
+        info = self.cache.topics[name]
+
+        def write() -> None:
+            version = self._zk.topic_version(name)
+            whole = {**info.assignment, **assignment}
+            self._zk.add_partitions(
+                name,
+                TopicAssignment(whole, info.topic_id),
+                version,
+                self._initial_states(assignment),
+            )
+
+        await asyncio.to_thread(write)
+        _log.info("added partitions to %s: %s", name, dict(assignment))
+        await self.wait_until(self._leaders_known(name, list(assignment)), timeout_ms)
+
+    async def delete_topic(self, name: str, *, timeout_ms: int) -> None:
+        """Delete ``name`` from the cluster and wait until this broker has dropped it."""
+        await asyncio.to_thread(self._zk.delete_topic, name)
+        await self.wait_until(lambda: name not in self.cache.topics, timeout_ms)
+
+    async def allocate_producer_id(self) -> int:
+        """A producer id never handed out before by any broker of the cluster."""
+        async with self._producer_id_lock:
+            if self._next_producer_id >= self._producer_id_block_end:
+                block = await asyncio.to_thread(
+                    self._zk.claim_producer_id_block, self.broker_id, PRODUCER_ID_BLOCK_SIZE
+                )
+                self._next_producer_id, self._producer_id_block_end = block.first, block.last + 1
+            producer_id = self._next_producer_id
+            self._next_producer_id += 1
+            return producer_id
+
+    def partition_known(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` exists in the cluster, hosted here or not."""
+        return self.cache.contains_partition(tp)

@@ -1,0 +1,349 @@
+"""``ZkClient``: the broker's session with ZooKeeper, over ``kazoo``, in Kafka's layout.
+
+``zookeeper.connect`` is Kafka's ``host:port[,host:port...][/chroot]``; the chroot is
+created on first use (as Kafka does), then every path is relative to it. The client
+offers what a broker needs and nothing more:
+
+- start-up: connect, create the persistent paths, read or create the cluster id;
+- ``register_broker``: the ephemeral ``/brokers/ids/<id>``. A broker restarted after
+  a crash finds its previous session's node still there until that session expires,
+  so it waits for the node to go (at most the session timeout) instead of failing;
+  the registration is made again whenever the session is lost and re-established;
+- ``create_topic``: one ZooKeeper transaction writing the topic's config, its replica
+  assignment and every partition's initial state, so a topic appears whole or not at
+  all; ``add_partitions`` extends the assignment conditionally on its version;
+- ``set_partition_state``: a partition state written conditionally on its znode
+  version; it returns None when the version moved (another writer won);
+- ``elect_controller``: the ephemeral ``/controller`` and ``/controller_epoch``;
+- ``claim_producer_id_block``: the next block of producer ids for this broker, taken
+  by a conditional write of ``/latest_producer_id_block``, so no id is handed out twice
+  in the cluster;
+- watches (``watch_children``, ``watch_data``), which call back with fresh data.
+
+Concurrency: every method blocks on ZooKeeper round trips and is meant to be called
+from a worker thread (``asyncio.to_thread``), never on the event loop. Watch
+callbacks run on kazoo's callback thread; they must hand their data over to the
+loop and return quickly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+# kazoo ships no type information; its values are typed where they enter this module.
+from kazoo.client import KazooClient, KazooState  # type: ignore[import-untyped]
+from kazoo.exceptions import (  # type: ignore[import-untyped]
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+)
+from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
+from kazoo.protocol.states import ZnodeStat  # type: ignore[import-untyped]
+
+from tickwheel.cluster._znodes import (
+    CLUSTER_ID_PATH,
+    CONTROLLER_EPOCH_PATH,
+    CONTROLLER_PATH,
+    PERSISTENT_PATHS,
+    PRODUCER_ID_BLOCK_PATH,
+    BrokerEndpoint,
+    ProducerIdBlock,
+    TopicAssignment,
+    broker_path,
+    decode_cluster_id,
+    decode_producer_id_block,
+    encode_broker,
+    encode_cluster_id,
+    encode_controller,
+    encode_partition_state,
+    encode_producer_id_block,
+    encode_topic,
+    encode_topic_config,
+    partition_path,
+    partition_state_path,
+    partitions_path,
+    topic_config_path,
+    topic_path,
+)
+from tickwheel.replica import LeaderAndIsr, TopicPartition
+
+_log = logging.getLogger(__name__)
+_MS_PER_S = 1000.0
+_STALE_REGISTRATION_GRACE_MS = 2000
+"""How long past the session timeout a previous session's registration may linger."""
+
+DataCallback = Callable[[bytes | None, ZnodeStat | None], bool | None]
+ChildrenCallback = Callable[[list[str]], bool | None]
+
+
+class TopicExistsError(Exception):
+    """CreateTopics for a topic already in ZooKeeper."""
+
+
+class BrokerIdTakenError(Exception):
+    """Another live broker registered this broker id."""
+
+
+@dataclass(frozen=True, slots=True)
+class ZkSettings:
+    """Kafka's ``zookeeper.*`` settings."""
+
+    connect: str
+    session_timeout_ms: int = 18_000
+    connection_timeout_ms: int = 18_000
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """``zookeeper.connect`` as (hosts, chroot); the chroot is "" when absent."""
+    hosts, slash, chroot = connect.strip().partition("/")
+    if not hosts:
+        raise ValueError(f"zookeeper.connect {connect!r} names no host")
+    chroot = ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
+    return hosts, chroot
+
+
+class ZkClient:
+    """One ZooKeeper session of a broker."""
+
+    def __init__(self, settings: ZkSettings) -> None:
+        self.settings = settings
+        self._hosts, self.chroot = split_connect(settings.connect)
+        self._client = KazooClient(
+            hosts=self._hosts + self.chroot, timeout=settings.session_timeout_ms / _MS_PER_S
+        )
+        self._registration: BrokerEndpoint | None = None
+        self._lost = threading.Event()
+
+    def start(self) -> None:
+        """Connect, create the chroot and Kafka's persistent paths.
+
+        Raises ``ConnectionError`` if ZooKeeper does not answer within
+        ``zookeeper.connection.timeout.ms``.
+        """
+        if self.chroot:
+            bootstrap = KazooClient(hosts=self._hosts)
+            self._connect(bootstrap)
+            try:
+                bootstrap.ensure_path(self.chroot)
+            finally:
+                bootstrap.stop()
+                bootstrap.close()
+        self._connect(self._client)
+        self._client.add_listener(self._on_state)
+        for path in PERSISTENT_PATHS:
+            self._client.ensure_path(path)
+
+    def _connect(self, client: KazooClient) -> None:
+        timeout_ms = self.settings.connection_timeout_ms
+        try:
+            client.start(timeout=timeout_ms / _MS_PER_S)
+        except KazooTimeoutError:
+            client.close()
+            raise ConnectionError(
+                f"ZooKeeper at {self._hosts} did not answer within {timeout_ms} ms "
+                "(zookeeper.connection.timeout.ms)"
+            ) from None
+
+    def stop(self) -> None:
+        """Close the session (its ephemeral nodes disappear at once)."""
+        self._client.remove_listener(self._on_state)
+        self._client.stop()
+        self._client.close()
+
+    def _on_state(self, state: str) -> None:
+        # Called on kazoo's thread; must not block: re-registration is spawned.
+        if state == KazooState.LOST:
+            self._lost.set()
+        elif state == KazooState.CONNECTED and self._lost.is_set() and self._registration:
+            self._lost.clear()
+            self._client.handler.spawn(self._reregister)
+
+    def _reregister(self) -> None:
+        registration = self._registration
+        if registration is not None:
+            _log.warning("ZooKeeper session re-established; registering broker again")
+            self.register_broker(registration)
+
+    # -- cluster id, brokers, controller -----------------------------------------------
+
+    def cluster_id(self, proposed: str) -> str:
+        """The cluster id in ZooKeeper, or ``proposed`` after writing it there first."""
+        with contextlib.suppress(NodeExistsError):
+            self._client.create(CLUSTER_ID_PATH, encode_cluster_id(proposed))
+        data, _ = self._client.get(CLUSTER_ID_PATH)
+        return decode_cluster_id(data)
+
+    def register_broker(self, endpoint: BrokerEndpoint) -> None:
+        """Create ``/brokers/ids/<id>`` for this session, waiting out a stale one."""
+        path = broker_path(endpoint.broker_id)
+        waited = threading.Event()
+        limit_s = (self.settings.session_timeout_ms + _STALE_REGISTRATION_GRACE_MS) / _MS_PER_S
+        while True:
+            try:
+                self._client.create(path, encode_broker(endpoint), ephemeral=True)
+                break
+            except NodeExistsError:
+                stat = self._client.exists(path, watch=lambda _event: waited.set())
+                if stat is None:
+                    continue
+                if stat.ephemeralOwner == self._client.client_id[0]:
+                    self._client.set(path, encode_broker(endpoint))
+                    break
+                _log.info(
+                    "broker id %d is registered by another session; waiting", endpoint.broker_id
+                )
+                if not waited.wait(limit_s):
+                    raise BrokerIdTakenError(
+                        f"broker id {endpoint.broker_id} is registered by a live session"
+                    ) from None
+                waited.clear()
+        self._registration = endpoint
+
+    def elect_controller(self, broker_id: int) -> int | None:
+        """Become the controller if there is none; returns the new controller epoch, or None."""
+        try:
+            self._client.create(CONTROLLER_PATH, encode_controller(broker_id), ephemeral=True)
+        except NodeExistsError:
+            return None
+        while True:
+            try:
+                data, stat = self._client.get(CONTROLLER_EPOCH_PATH)
+            except NoNodeError:
+                try:
+                    self._client.create(CONTROLLER_EPOCH_PATH, b"1")
+                    return 1
+                except NodeExistsError:
+                    continue
+            epoch = int(data.decode("ascii")) + 1
+            try:
+                self._client.set(CONTROLLER_EPOCH_PATH, str(epoch).encode(), version=stat.version)
+                return epoch
+            except BadVersionError:
+                continue
+
+    def claim_producer_id_block(self, broker_id: int, size: int) -> ProducerIdBlock:
+        """The next ``size`` producer ids after the last block handed out, now this broker's."""
+        while True:
+            found = self.get(PRODUCER_ID_BLOCK_PATH)
+            if found is None:
+                block = ProducerIdBlock(broker_id, 0, size - 1)
+                try:
+                    self._client.create(PRODUCER_ID_BLOCK_PATH, encode_producer_id_block(block))
+                except NodeExistsError:
+                    continue
+                return block
+            data, stat = found
+            previous = decode_producer_id_block(data)
+            block = ProducerIdBlock(broker_id, previous.last + 1, previous.last + size)
+            try:
+                self._client.set(
+                    PRODUCER_ID_BLOCK_PATH, encode_producer_id_block(block), version=stat.version
+                )
+            except BadVersionError:
+                continue
+            return block
+
+    # -- topics and partitions ----------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        assignment: TopicAssignment,
+        configs: Mapping[str, str],
+        states: Mapping[int, LeaderAndIsr],
+    ) -> None:
+        """Write config, assignment and partition states in one transaction."""
+        if self._client.exists(topic_path(name)) is not None:
+            raise TopicExistsError(name)
+        transaction = self._client.transaction()
+        if self._client.exists(topic_config_path(name)) is None:
+            transaction.create(topic_config_path(name), encode_topic_config(configs))
+        else:
+            transaction.set_data(topic_config_path(name), encode_topic_config(configs))
+        transaction.create(topic_path(name), encode_topic(assignment))
+        transaction.create(partitions_path(name), b"")
+        for partition, state in sorted(states.items()):
+            transaction.create(partition_path(name, partition), b"")
+            transaction.create(partition_state_path(name, partition), encode_partition_state(state))
+        results = transaction.commit()
+        failures = [r for r in results if isinstance(r, Exception)]
+        if any(isinstance(r, NodeExistsError) for r in failures):
+            raise TopicExistsError(name)
+        if failures:
+            raise failures[0]
+
+    def add_partitions(
+        self,
+        name: str,
+        assignment: TopicAssignment,
+        expected_version: int,
+        states: Mapping[int, LeaderAndIsr],
+    ) -> None:
+        """Replace the assignment (if still at ``expected_version``) and add new states."""
+        transaction = self._client.transaction()
+        transaction.set_data(topic_path(name), encode_topic(assignment), version=expected_version)
+        for partition, state in sorted(states.items()):
+            transaction.create(partition_path(name, partition), b"")
+            transaction.create(partition_state_path(name, partition), encode_partition_state(state))
+        results = transaction.commit()
+        failures = [r for r in results if isinstance(r, Exception)]
+        if failures:
+            raise failures[0]
+
+    def topic_version(self, name: str) -> int:
+        """The znode version of the topic's assignment (NoNodeError if it is gone)."""
+        _, stat = self._client.get(topic_path(name))
+        return int(stat.version)
+
+    def delete_topic(self, name: str) -> None:
+        """Remove the topic's assignment, partition states and config."""
+        self._client.delete(topic_path(name), recursive=True)
+        with contextlib.suppress(NoNodeError):
+            self._client.delete(topic_config_path(name))
+
+    def set_partition_state(self, tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        """Write ``state`` if the znode is still at ``state.version``; the stored state or None."""
+        try:
+            stat = self._client.set(
+                partition_state_path(tp.topic, tp.partition),
+                encode_partition_state(state),
+                version=state.version,
+            )
+        except (BadVersionError, NoNodeError):
+            return None
+        return LeaderAndIsr(
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=state.isr,
+            controller_epoch=state.controller_epoch,
+            version=int(stat.version),
+        )
+
+    def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        """A znode's data and stat, or None if it does not exist."""
+        try:
+            data, stat = self._client.get(path)
+        except NoNodeError:
+            return None
+        return data, stat
+
+    def children(self, path: str) -> list[str]:
+        """A znode's children (empty if it does not exist)."""
+        try:
+            return list(self._client.get_children(path))
+        except NoNodeError:
+            return []
+
+    # -- watches --------------------------------------------------------------------------
+
+    def watch_children(self, path: str, callback: ChildrenCallback) -> None:
+        """Call ``callback(children)`` now and on every change (False stops watching)."""
+        self._client.ChildrenWatch(path, callback)
+
+    def watch_data(self, path: str, callback: DataCallback) -> None:
+        """Call ``callback(data, stat)`` now and on every change; data None: deleted."""
+        self._client.DataWatch(path, callback)

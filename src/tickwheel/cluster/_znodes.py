@@ -1,0 +1,317 @@
+"""Kafka's classic ZooKeeper layout: the paths and the JSON of each znode.
+
+Brokers and tools written for Kafka's ZooKeeper mode read the same documents:
+
+==========================================  ===========================================
+``/brokers/ids/<id>`` (ephemeral)           a live broker: host, port, ``endpoints``
+``/brokers/topics/<topic>``                 replica assignment ``{"partitions": {..}}``
+``/brokers/topics/<t>/partitions/<p>/state``  leader, leader_epoch, isr, controller_epoch
+``/config/topics/<topic>``                  the topic's config overrides
+``/controller`` (ephemeral)                 the broker acting as controller
+``/controller_epoch``                       how many controllers there have been
+``/cluster/id``                             the cluster id
+``/latest_producer_id_block``               the last block of producer ids handed out
+==========================================  ===========================================
+
+A partition state's znode *version* travels with the decoded ``LeaderAndIsr``, since
+every change of a partition state is a write conditional on it.
+
+Pure functions and constants; safe from any thread. Decoding raises ``ZnodeError``
+for a document that is not what the layout says.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tickwheel.replica import LeaderAndIsr
+
+BROKERS_PATH = "/brokers"
+BROKER_IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+TOPIC_CONFIGS_PATH = "/config/topics"
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+CLUSTER_ID_PATH = "/cluster/id"
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, TOPIC_CONFIGS_PATH, "/cluster")
+"""Paths every broker makes sure exist at start-up (Kafka's ``makeSurePersistentPathsExists``)."""
+
+_BROKER_VERSION = 5
+_TOPIC_VERSION = 3
+_STATE_VERSION = 1
+_CONFIG_VERSION = 1
+_CONTROLLER_VERSION = 1
+_CLUSTER_ID_VERSION = "1"
+_PRODUCER_ID_BLOCK_VERSION = 1
+_PLAINTEXT = "PLAINTEXT"
+_NO_JMX_PORT = -1
+_MS_PER_S = 1000
+
+
+class ZnodeError(ValueError):
+    """A znode whose contents do not follow Kafka's layout."""
+
+
+def broker_path(broker_id: int) -> str:
+    """The ephemeral registration of broker ``broker_id``."""
+    return f"{BROKER_IDS_PATH}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    """The replica assignment of ``topic``."""
+    return f"{TOPICS_PATH}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    """The parent of ``topic``'s partition znodes."""
+    return f"{topic_path(topic)}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    """The znode of one partition (parent of its state)."""
+    return f"{partitions_path(topic)}/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    """The leader and ISR of one partition."""
+    return f"{partition_path(topic, partition)}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    """The config overrides of ``topic``."""
+    return f"{TOPIC_CONFIGS_PATH}/{topic}"
+
+
+def _now_ms() -> int:
+    return int(time.time() * _MS_PER_S)
+
+
+def _decode_json(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ZnodeError(f"{what} is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise ZnodeError(f"{what} is not a JSON object")
+    return document
+
+
+def _encode_json(document: Mapping[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode("utf-8")
+
+
+def _int_list(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
+        raise ZnodeError(f"{what} is not a list of broker ids")
+    return tuple(value)
+
+
+# -- brokers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """A live broker as clients reach it."""
+
+    broker_id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def encode_broker(endpoint: BrokerEndpoint) -> bytes:
+    """The registration a broker writes to ``/brokers/ids/<id>``."""
+    return _encode_json(
+        {
+            "features": {},
+            "listener_security_protocol_map": {_PLAINTEXT: _PLAINTEXT},
+            "endpoints": [f"{_PLAINTEXT}://{endpoint.host}:{endpoint.port}"],
+            "jmx_port": _NO_JMX_PORT,
+            "port": endpoint.port,
+            "host": endpoint.host,
+            "version": _BROKER_VERSION,
+            "timestamp": str(_now_ms()),
+        }
+    )
+
+
+def decode_broker(broker_id: int, data: bytes) -> BrokerEndpoint:
+    """The endpoint a registration advertises: its first PLAINTEXT endpoint."""
+    document = _decode_json(data, f"broker {broker_id}")
+    for endpoint in document.get("endpoints") or ():
+        scheme, sep, address = str(endpoint).partition("://")
+        host, colon, port = address.rpartition(":")
+        if sep and colon and scheme == _PLAINTEXT and port.isdigit():
+            return BrokerEndpoint(broker_id, host, int(port))
+    legacy_host, legacy_port = document.get("host"), document.get("port")
+    if isinstance(legacy_host, str) and isinstance(legacy_port, int):
+        return BrokerEndpoint(broker_id, legacy_host, legacy_port)
+    raise ZnodeError(f"broker {broker_id} registers no PLAINTEXT endpoint")
+
+
+# -- topics ----------------------------------------------------------------------------
+
+
+def new_topic_id() -> str:
+    """A random topic id, in Kafka's URL-safe base64 form without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """A topic's id and the replicas of each partition, preferred leader first."""
+
+    partitions: Mapping[int, tuple[int, ...]]
+    topic_id: str = ""
+
+
+def encode_topic(assignment: TopicAssignment) -> bytes:
+    """The document at ``/brokers/topics/<topic>``."""
+    document: dict[str, Any] = {
+        "partitions": {
+            str(p): list(replicas) for p, replicas in sorted(assignment.partitions.items())
+        },
+        "adding_replicas": {},
+        "removing_replicas": {},
+        "version": _TOPIC_VERSION,
+    }
+    if assignment.topic_id:
+        document["topic_id"] = assignment.topic_id
+    return _encode_json(document)
+
+
+def decode_topic(topic: str, data: bytes) -> TopicAssignment:
+    """A topic's assignment from its znode."""
+    document = _decode_json(data, f"topic {topic}")
+    raw = document.get("partitions")
+    if not isinstance(raw, dict):
+        raise ZnodeError(f"topic {topic} has no partitions")
+    try:
+        partitions = {
+            int(p): _int_list(replicas, f"topic {topic} partition {p}")
+            for p, replicas in raw.items()
+        }
+    except ValueError as exc:
+        raise ZnodeError(f"topic {topic} has a bad partition: {exc}") from None
+    return TopicAssignment(partitions, str(document.get("topic_id") or ""))
+
+
+def encode_topic_config(configs: Mapping[str, str]) -> bytes:
+    """The document at ``/config/topics/<topic>``."""
+    return _encode_json({"version": _CONFIG_VERSION, "config": dict(sorted(configs.items()))})
+
+
+def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
+    """A topic's config overrides."""
+    config = _decode_json(data, f"config of topic {topic}").get("config") or {}
+    if not isinstance(config, dict):
+        raise ZnodeError(f"config of topic {topic} is not an object")
+    return {str(k): str(v) for k, v in config.items()}
+
+
+# -- partition state -------------------------------------------------------------------
+
+
+def encode_partition_state(state: LeaderAndIsr) -> bytes:
+    """The document at ``.../partitions/<p>/state`` (the version is the znode's own)."""
+    return _encode_json(
+        {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": _STATE_VERSION,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
+
+
+def decode_partition_state(what: str, data: bytes, zk_version: int) -> LeaderAndIsr:
+    """A partition's ``LeaderAndIsr``, carrying the znode version it was read at."""
+    document = _decode_json(data, what)
+    fields = {name: document.get(name) for name in ("leader", "leader_epoch", "controller_epoch")}
+    if not all(isinstance(v, int) for v in fields.values()):
+        raise ZnodeError(f"{what} lacks leader, leader_epoch or controller_epoch")
+    return LeaderAndIsr(
+        leader=int(document["leader"]),
+        leader_epoch=int(document["leader_epoch"]),
+        isr=_int_list(document.get("isr"), f"{what} isr"),
+        controller_epoch=int(document["controller_epoch"]),
+        version=zk_version,
+    )
+
+
+# -- controller and cluster id ---------------------------------------------------------
+
+
+def encode_controller(broker_id: int) -> bytes:
+    """The document at ``/controller``."""
+    return _encode_json(
+        {"version": _CONTROLLER_VERSION, "brokerid": broker_id, "timestamp": str(_now_ms())}
+    )
+
+
+def decode_controller(data: bytes) -> int:
+    """The controller's broker id."""
+    broker_id = _decode_json(data, "controller").get("brokerid")
+    if not isinstance(broker_id, int):
+        raise ZnodeError("controller has no brokerid")
+    return broker_id
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    """The document at ``/cluster/id``."""
+    return _encode_json({"version": _CLUSTER_ID_VERSION, "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    """The cluster id."""
+    cluster_id = _decode_json(data, "cluster id").get("id")
+    if not isinstance(cluster_id, str) or not cluster_id:
+        raise ZnodeError("cluster id has no id")
+    return cluster_id
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdBlock:
+    """Producer ids ``first .. last`` (inclusive), handed to one broker."""
+
+    broker_id: int
+    first: int
+    last: int
+
+
+def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
+    """The document at ``/latest_producer_id_block`` (Kafka writes the ids as strings)."""
+    return _encode_json(
+        {
+            "version": _PRODUCER_ID_BLOCK_VERSION,
+            "broker": block.broker_id,
+            "block_start": str(block.first),
+            "block_end": str(block.last),
+        }
+    )
+
+
+def decode_producer_id_block(data: bytes) -> ProducerIdBlock:
+    """The last producer id block handed out."""
+    document = _decode_json(data, "producer id block")
+    try:
+        return ProducerIdBlock(
+            int(document["broker"]), int(document["block_start"]), int(document["block_end"])
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZnodeError(f"producer id block is malformed: {exc!r}") from None
+
+
+def parse_int_children(children: Sequence[str]) -> list[int]:
+    """The numeric children of a znode (broker ids, partition ids), sorted."""
+    return sorted(int(child) for child in children if child.isdigit())

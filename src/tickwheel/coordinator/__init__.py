@@ -1,0 +1,135 @@
+"""tickwheel.coordinator: Kafka's group coordinator (classic protocol) and committed offsets.
+
+Consumers that ``subscribe`` form a *group*; one broker, the leader of the group's
+``__consumer_offsets`` partition (``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``),
+coordinates it. The modules, lowest first:
+
+- ``_hashing`` -- which partition (and so which broker) coordinates a group.
+- ``_records`` -- offset-commit and group-metadata records in Kafka's own key/value
+  format, in v2 record batches.
+- ``_offsets_log`` -- ``OffsetsLog``, the two calls the coordinator needs from the
+  topic (append a batch, read a partition back), and ``LocalOffsetsLog`` over
+  ``tickwheel.log`` for a single broker.
+- ``_group`` -- ``GroupMetadata``: states Empty, PreparingRebalance, CompletingRebalance,
+  Stable, Dead; members, generations, leader, protocol vote, static members.
+- ``_delayed`` -- DelayedJoin, InitialDelayedJoin (``group.initial.rebalance.delay.ms``),
+  DelayedHeartbeat.
+- ``_manager`` -- ``GroupMetadataManager``: groups by id, loading a partition when this
+  broker becomes its leader, storing generations and offsets.
+- ``_coordinator`` -- ``GroupCoordinator``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+  OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
+- ``_apis`` -- ``GroupApis``: those requests and FindCoordinator as kio entities in and out.
+- ``_replica_offsets_log`` and ``_service`` -- ``ReplicaOffsetsLog`` and ``GroupService``:
+  the coordinator inside a broker (offsets through its ReplicaManager, purgatories on its
+  event loop).
+
+**The lock story.** Kafka's coordinator deadlocked twice on its locks: KAFKA-3994 (a
+heartbeat expiring in one thread while another, holding the group lock, completed
+delayed operations of the purgatory that wanted the same locks in the other order) and
+KAFKA-8334 (an offset commit's append, made while holding a group lock, completed
+delayed produces whose callbacks took *other* groups' locks). The rules here, each
+closing one of those doors:
+
+1. One lock per group (``GroupMetadata.lock``, re-entrant). It is the shared lock of
+   that group's DelayedJoin and DelayedHeartbeat operations, and the watch keys of those
+   operations (``GroupJoinKey(group)``, ``MemberKey(group, member)``) name only that
+   group, so completing them while holding the lock takes no other lock. No code ever
+   holds two groups' locks.
+2. The purgatory holds none of its own locks while it calls operation code (its
+   contract), so ``check_and_complete``/``try_complete_else_watch`` called under a group
+   lock cannot invert an order with a purgatory lock.
+3. Nothing leaves the coordinator under a group lock. Response callbacks, and appends
+   to ``__consumer_offsets`` (whose completion, in a cluster, completes DelayedProduces
+   and their callbacks take group locks: KAFKA-8334), are *deferred*: queued on the
+   group's ``GroupLock`` and run by the thread that releases it last, after releasing.
+   An append's completion callback then takes the group lock afresh, holding nothing.
+4. The timer expires an operation without its lock; the coordinator's expiry code takes
+   the group lock itself, as the outermost holder.
+
+In the broker everything runs on the event loop thread (the purgatories' timers are
+driven by ``AsyncioTimerDriver`` with an ``InlineExecutor``), so the locks are never
+contended there; the rules make the library safe with threads as well.
+"""
+
+from tickwheel.coordinator._apis import (
+    DEFAULT_CLIENT_HOST,
+    GROUP_API_NAMES,
+    GROUP_API_VERSIONS,
+    NO_TRANSACTIONS_ERROR,
+    NO_TRANSACTIONS_MESSAGE,
+    CoordinatorLocator,
+    CoordinatorNode,
+    GroupApis,
+)
+from tickwheel.coordinator._config import GroupConfig
+from tickwheel.coordinator._coordinator import (
+    HEARTBEAT_PURGATORY,
+    NEW_MEMBER_JOIN_TIMEOUT_MS,
+    REBALANCE_PURGATORY,
+    GroupCoordinator,
+    GroupOverview,
+    GroupSummary,
+    JoinRequest,
+    LeavingMember,
+    MemberSummary,
+)
+from tickwheel.coordinator._delayed import DelayedHeartbeat, DelayedJoin, InitialDelayedJoin
+from tickwheel.coordinator._errors import CoordinatorError, CorruptOffsetsRecordError
+from tickwheel.coordinator._group import (
+    GroupLock,
+    GroupMetadata,
+    GroupState,
+    JoinedMember,
+    JoinGroupResult,
+    MemberMetadata,
+    SyncGroupResult,
+)
+from tickwheel.coordinator._hashing import java_string_hash, partition_for
+from tickwheel.coordinator._manager import FetchedOffset, GroupMetadataManager
+from tickwheel.coordinator._offsets_log import OFFSETS_TOPIC, LocalOffsetsLog, OffsetsLog
+from tickwheel.coordinator._records import OffsetValue
+from tickwheel.coordinator._replica_offsets_log import ReplicaOffsetsLog
+from tickwheel.coordinator._service import GroupService
+
+__all__ = [
+    "DEFAULT_CLIENT_HOST",
+    "GROUP_API_NAMES",
+    "GROUP_API_VERSIONS",
+    "HEARTBEAT_PURGATORY",
+    "NEW_MEMBER_JOIN_TIMEOUT_MS",
+    "NO_TRANSACTIONS_ERROR",
+    "NO_TRANSACTIONS_MESSAGE",
+    "OFFSETS_TOPIC",
+    "REBALANCE_PURGATORY",
+    "CoordinatorError",
+    "CoordinatorLocator",
+    "CoordinatorNode",
+    "CorruptOffsetsRecordError",
+    "DelayedHeartbeat",
+    "DelayedJoin",
+    "FetchedOffset",
+    "GroupApis",
+    "GroupConfig",
+    "GroupCoordinator",
+    "GroupLock",
+    "GroupMetadata",
+    "GroupMetadataManager",
+    "GroupOverview",
+    "GroupService",
+    "GroupState",
+    "GroupSummary",
+    "InitialDelayedJoin",
+    "JoinGroupResult",
+    "JoinRequest",
+    "JoinedMember",
+    "LeavingMember",
+    "LocalOffsetsLog",
+    "MemberMetadata",
+    "MemberSummary",
+    "OffsetValue",
+    "OffsetsLog",
+    "ReplicaOffsetsLog",
+    "SyncGroupResult",
+    "java_string_hash",
+    "partition_for",
+]

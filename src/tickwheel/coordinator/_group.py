@@ -1,0 +1,446 @@
+"""One consumer group's metadata and the state machine of Kafka's classic group protocol.
+
+States and the moves between them (Kafka's GroupState)::
+
+    Empty ──join──▶ PreparingRebalance ──all joined / rebalance timeout──▶ CompletingRebalance
+      ▲                 ▲        │ (no member left)                            │ leader's SyncGroup
+      └─────────────────┼────────┘                                             ▼
+                        └──────── join, leave, member expired ◀──────────── Stable
+    any state ──group deleted or emigrated──▶ Dead
+
+- ``PreparingRebalance``: members rejoin; a DelayedJoin waits for all of them.
+- ``CompletingRebalance``: the generation is bumped and the protocol chosen; members
+  wait in SyncGroup for the leader's assignment.
+- ``Stable``: assignments handed out; members heartbeat.
+
+A generation id counts completed joins. The leader is the first member to join (re-elected
+among rejoined members if it did not rejoin); only it receives all members' metadata.
+The protocol (assignor) is chosen by vote: among the protocols every member supports,
+each member votes for the first of its own list, and the most votes win.
+
+Static members (``group.instance.id``) keep their place across restarts: a rejoin with a
+known instance id replaces the old member id instead of rebalancing.
+
+Concurrency contract: every field of a GroupMetadata and of its members is read and
+written only while holding ``group.lock``. The lock is re-entrant and is also the lock of
+the group's DelayedJoin and DelayedHeartbeat operations, so a purgatory completing one
+of them and a request handler touching the group exclude each other. Response callbacks
+are never run under the lock: ``GroupLock.defer`` queues them and the outermost release
+runs them after the lock is free (see ``tickwheel.coordinator`` for the whole lock story).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.coordinator._records import OffsetValue
+
+_log = logging.getLogger(__name__)
+
+NO_GENERATION = -1
+NO_MEMBER_ID = ""
+NO_PROTOCOL = ""
+NO_LEADER = ""
+
+
+class GroupState(enum.Enum):
+    """The states of a classic group, valued with Kafka's names (as DescribeGroups shows)."""
+
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+# Kafka's GroupState.validPreviousStates.
+_VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
+    ),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset(GroupState),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedMember:
+    """A member as the leader sees it in its JoinGroup response."""
+
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResult:
+    """What a JoinGroup request is answered with."""
+
+    error: ErrorCode
+    member_id: str
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = NO_LEADER
+    members: tuple[JoinedMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResult:
+    """What a SyncGroup request is answered with."""
+
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+JoinCallback = Callable[[JoinGroupResult], None]
+SyncCallback = Callable[[SyncGroupResult], None]
+Protocols = tuple[tuple[str, bytes], ...]
+
+
+class GroupLock:
+    """A group's re-entrant lock whose outermost release runs the actions deferred under it.
+
+    ``rlock`` is the ``threading.RLock`` itself, handed to the group's delayed operations
+    as their shared lock. The depth count that decides "outermost" sees only sections
+    entered through this object, which is sound because the purgatory takes ``rlock``
+    only inside such a section: every ``try_complete_else_watch`` and
+    ``check_and_complete`` of the coordinator is called with the group locked, and the
+    timer's expiry path takes no lock before calling into the coordinator.
+    """
+
+    def __init__(self) -> None:
+        self.rlock = threading.RLock()
+        self._depth = 0  # written only by the holder
+        self._deferred: list[Callable[[], None]] = []
+
+    def __enter__(self) -> GroupLock:
+        self.rlock.acquire()
+        self._depth += 1
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._depth -= 1
+        if self._depth:
+            self.rlock.release()
+            return
+        deferred, self._deferred = self._deferred, []
+        self.rlock.release()
+        for action in deferred:
+            try:
+                action()
+            except Exception:
+                # One failing response callback must not lose the others.
+                _log.exception("deferred group action failed")
+
+    @property
+    def held(self) -> bool:
+        """True while some thread is inside a section of this lock (for assertions)."""
+        return self._depth > 0
+
+    def defer(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once the lock is fully released; the caller must hold the lock."""
+        if not self._depth:
+            raise RuntimeError("GroupLock.defer called without holding the lock")
+        self._deferred.append(action)
+
+
+@dataclass(slots=True, eq=False)
+class MemberMetadata:
+    """One member of a group. Guarded by its group's lock."""
+
+    member_id: str
+    group_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    assignment: bytes = b""
+    awaiting_join: JoinCallback | None = None
+    awaiting_sync: SyncCallback | None = None
+    # Set while a new member waits for its first join to complete: only its join timeout
+    # (not the session timeout) can expire it then.
+    is_new: bool = False
+    is_leaving: bool = False
+    heartbeat_satisfied: bool = False
+
+    @property
+    def is_static(self) -> bool:
+        """True for a member with a ``group.instance.id``."""
+        return self.group_instance_id is not None
+
+    @property
+    def is_awaiting_join(self) -> bool:
+        """True while its JoinGroup request waits for the rebalance."""
+        return self.awaiting_join is not None
+
+    @property
+    def is_awaiting_sync(self) -> bool:
+        """True while its SyncGroup request waits for the leader's assignment."""
+        return self.awaiting_sync is not None
+
+    @property
+    def protocol_names(self) -> tuple[str, ...]:
+        """The protocols it supports, in its order of preference."""
+        return tuple(name for name, _ in self.protocols)
+
+    def metadata_for(self, protocol_name: str) -> bytes:
+        """Its metadata for ``protocol_name``."""
+        for name, metadata in self.protocols:
+            if name == protocol_name:
+                return metadata
+        raise KeyError(f"member {self.member_id} does not support protocol {protocol_name!r}")
+
+    def matches(self, protocols: Protocols) -> bool:
+        """True if ``protocols`` is exactly what it joined with."""
+        return self.protocols == protocols
+
+    def vote(self, candidates: Iterable[str]) -> str:
+        """Its first preferred protocol among ``candidates``."""
+        allowed = set(candidates)
+        for name in self.protocol_names:
+            if name in allowed:
+                return name
+        raise ValueError(f"member {self.member_id} supports none of {sorted(allowed)}")
+
+    def has_satisfied_heartbeat(self) -> bool:
+        """True if its current DelayedHeartbeat may complete without expiring the member."""
+        if self.is_new:
+            return self.heartbeat_satisfied
+        if self.is_awaiting_join or self.is_awaiting_sync:
+            # A member in the middle of a rebalance is alive by definition.
+            return True
+        return self.heartbeat_satisfied
+
+
+class GroupMetadata:
+    """A classic consumer group: members, generation, protocol, leader and committed offsets.
+
+    Every method must be called with ``lock`` held.
+    """
+
+    def __init__(
+        self, group_id: str, *, state: GroupState = GroupState.EMPTY, now_ms: int = 0
+    ) -> None:
+        self.group_id = group_id
+        self.lock = GroupLock()
+        self.state = state
+        self.state_timestamp_ms = now_ms
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, MemberMetadata] = {}
+        self.static_members: dict[str, str] = {}  # group.instance.id -> member id
+        self.pending_members: set[str] = set()  # ids handed out with MEMBER_ID_REQUIRED
+        self.num_members_awaiting_join = 0
+        self.supported_protocols: Counter[str] = Counter()
+        # True while an initial rebalance has seen a new member since its last delay.
+        self.new_member_added = False
+        self.offsets: dict[tuple[str, int], OffsetValue] = {}
+
+    # --- state -----------------------------------------------------------------------
+
+    def is_in(self, state: GroupState) -> bool:
+        """True if the group is in ``state``."""
+        return self.state is state
+
+    def transition_to(self, state: GroupState, now_ms: int) -> None:
+        """Move to ``state``; raises if Kafka's state machine does not allow the move."""
+        if self.state not in _VALID_PREVIOUS[state]:
+            raise RuntimeError(
+                f"group {self.group_id}: illegal transition {self.state.value} -> {state.value}"
+            )
+        self.state = state
+        self.state_timestamp_ms = now_ms
+
+    def can_rebalance(self) -> bool:
+        """True if a rebalance may start from the current state."""
+        return self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]
+
+    # --- membership ------------------------------------------------------------------
+
+    def has(self, member_id: str) -> bool:
+        """True if ``member_id`` is a member."""
+        return member_id in self.members
+
+    def is_leader(self, member_id: str) -> bool:
+        """True if ``member_id`` leads the group."""
+        return self.leader_id == member_id
+
+    def is_pending(self, member_id: str) -> bool:
+        """True if ``member_id`` was handed out with MEMBER_ID_REQUIRED and has not joined."""
+        return member_id in self.pending_members
+
+    def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
+        """A fresh member id: ``<instance id or client id>-<uuid>`` as Kafka makes them."""
+        return f"{group_instance_id or client_id}-{uuid.uuid4()}"
+
+    def supports_protocols(self, protocol_type: str, protocol_names: Iterable[str]) -> bool:
+        """True if a member with these protocols may join (same type, one protocol in common)."""
+        names = set(protocol_names)
+        if not self.members:
+            return bool(protocol_type) and bool(names)
+        return protocol_type == self.protocol_type and any(
+            self.supported_protocols[name] == len(self.members) for name in names
+        )
+
+    def add(self, member: MemberMetadata, callback: JoinCallback | None) -> None:
+        """Add ``member``; the first member sets the protocol type and leads."""
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        self.supported_protocols.update(member.protocol_names)
+        member.awaiting_join = callback
+        if callback is not None:
+            self.num_members_awaiting_join += 1
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        self.pending_members.discard(member.member_id)
+
+    def remove(self, member_id: str) -> None:
+        """Remove a member (and its static mapping); a new leader is picked if it led."""
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return
+        self.supported_protocols.subtract(member.protocol_names)
+        self.supported_protocols += Counter()  # drop zero counts
+        if member.is_awaiting_join:
+            self.num_members_awaiting_join -= 1
+        if (
+            member.group_instance_id is not None
+            and self.static_members.get(member.group_instance_id) == member_id
+        ):
+            del self.static_members[member.group_instance_id]
+        if self.is_leader(member_id):
+            self.leader_id = next(iter(self.members), None)
+
+    def update_member(
+        self, member: MemberMetadata, protocols: Protocols, callback: JoinCallback
+    ) -> None:
+        """Record a rejoin: new protocols and the JoinGroup callback to answer."""
+        self.supported_protocols.subtract(member.protocol_names)
+        self.supported_protocols += Counter()
+        member.protocols = protocols
+        self.supported_protocols.update(member.protocol_names)
+        if member.awaiting_join is None:
+            self.num_members_awaiting_join += 1
+        member.awaiting_join = callback
+
+    def replace_static_member(self, old_member_id: str, new_member_id: str) -> MemberMetadata:
+        """Give a static member a new member id, answering the old id's waiting requests."""
+        member = self.members.pop(old_member_id)
+        fenced = JoinGroupResult(ErrorCode.fenced_instance_id, old_member_id)
+        self.invoke_join_callback(member, fenced)
+        self.invoke_sync_callback(member, SyncGroupResult(ErrorCode.fenced_instance_id))
+        member.member_id = new_member_id
+        self.members[new_member_id] = member
+        if self.is_leader(old_member_id):
+            self.leader_id = new_member_id
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = new_member_id
+        return member
+
+    def is_static_member_fenced(self, member_id: str, group_instance_id: str | None) -> bool:
+        """True if ``group_instance_id`` is known under a different member id."""
+        if group_instance_id is None:
+            return False
+        known = self.static_members.get(group_instance_id)
+        return known is not None and known != member_id
+
+    def has_all_members_joined(self) -> bool:
+        """True when every member is awaiting join and no handed-out id is still pending."""
+        return len(self.members) == self.num_members_awaiting_join and not self.pending_members
+
+    def not_yet_rejoined(self) -> list[MemberMetadata]:
+        """Members that have not rejoined the current rebalance."""
+        return [m for m in self.members.values() if not m.is_awaiting_join]
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Make sure the leader has rejoined; False if no member has."""
+        if self.leader_id is None:
+            return False
+        if self.members[self.leader_id].is_awaiting_join:
+            return True
+        for member_id, member in self.members.items():
+            if member.is_awaiting_join:
+                self.leader_id = member_id
+                return True
+        return False
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        """The longest rebalance timeout of any member: how long a DelayedJoin waits."""
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def select_protocol(self) -> str:
+        """The protocol every member supports that most members prefer."""
+        candidates = [n for n, c in self.supported_protocols.items() if c == len(self.members)]
+        if not candidates:
+            raise RuntimeError(f"group {self.group_id}: no protocol common to all members")
+        votes = Counter(member.vote(candidates) for member in self.members.values())
+        return max(candidates, key=lambda name: (votes[name], -candidates.index(name)))
+
+    def init_next_generation(self, now_ms: int) -> None:
+        """Start the next generation: CompletingRebalance with members, Empty without."""
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        else:
+            self.protocol_name = None
+            self.transition_to(GroupState.EMPTY, now_ms)
+
+    def current_member_metadata(self) -> tuple[JoinedMember, ...]:
+        """Every member's metadata for the chosen protocol: what the leader assigns from."""
+        if self.protocol_name is None:
+            raise RuntimeError(f"group {self.group_id}: no protocol chosen yet")
+        protocol = self.protocol_name
+        return tuple(
+            JoinedMember(m.member_id, m.group_instance_id, m.metadata_for(protocol))
+            for m in self.members.values()
+        )
+
+    # --- answering waiting requests (after the lock is released) --------------------
+
+    def invoke_join_callback(self, member: MemberMetadata, result: JoinGroupResult) -> bool:
+        """Answer ``member``'s waiting JoinGroup, if any; True if there was one."""
+        callback = member.awaiting_join
+        if callback is None:
+            return False
+        member.awaiting_join = None
+        self.num_members_awaiting_join -= 1
+        self.lock.defer(lambda: callback(result))
+        return True
+
+    def invoke_sync_callback(self, member: MemberMetadata, result: SyncGroupResult) -> bool:
+        """Answer ``member``'s waiting SyncGroup, if any; True if there was one."""
+        callback = member.awaiting_sync
+        if callback is None:
+            return False
+        member.awaiting_sync = None
+        self.lock.defer(lambda: callback(result))
+        return True

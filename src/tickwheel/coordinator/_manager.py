@@ -1,0 +1,385 @@
+"""The groups this broker coordinates, and their state in ``__consumer_offsets``.
+
+Kafka's GroupMetadataManager: it knows which ``__consumer_offsets`` partitions this broker
+leads (the groups it coordinates), keeps each group's committed offsets in memory, writes
+every commit and every completed generation to the topic through an ``OffsetsLog``, and
+rebuilds the groups of a partition by reading it from the start when this broker becomes
+its leader. A group comes back Empty with its offsets, or Stable with the members and
+assignments of its last generation (they must heartbeat within their session timeout, or
+they are expired as usual).
+
+Offsets reach the in-memory cache only once their append is committed, so OffsetFetch
+never returns an offset that a restart could lose. A record that does not decode while
+loading is logged and skipped, so one bad record costs at most what it held, never the
+broker's start.
+
+Concurrency contract: the maps of groups and of owned/loading partitions are guarded by
+one manager lock, held only for map reads and writes, never while taking a group lock
+or calling out. ``store_group``/``store_offsets``/``delete_group`` must be called with
+the group's lock held; they defer the append to the outermost release of that lock, and
+their callbacks run under the group lock on the thread that completes the append, with
+the response itself deferred again past the lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.coordinator._config import GroupConfig
+from tickwheel.coordinator._errors import CorruptOffsetsRecordError
+from tickwheel.coordinator._group import GroupMetadata, GroupState, MemberMetadata
+from tickwheel.coordinator._hashing import partition_for
+from tickwheel.coordinator._offsets_log import OffsetsLog
+from tickwheel.coordinator._records import (
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    StoredMember,
+    build_batch,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    read_batches,
+)
+
+_log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+OffsetsCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
+
+# How an append error reads to a client committing offsets (Kafka's GroupMetadataManager).
+_APPEND_ERROR_FOR_CLIENT: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+}
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch: the timestamps Kafka writes in commit records."""
+    return time.time_ns() // 1_000_000
+
+
+def client_error(append_error: ErrorCode) -> ErrorCode:
+    """The error a client sees for a failed append to ``__consumer_offsets``."""
+    return _APPEND_ERROR_FOR_CLIENT.get(append_error, append_error)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    """A committed offset as OffsetFetch returns it (offset -1: nothing committed)."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error: ErrorCode = ErrorCode.none
+
+
+_NO_OFFSET = FetchedOffset(-1, -1, "")
+
+
+class GroupMetadataManager:
+    """Groups by id, ownership of ``__consumer_offsets`` partitions, loading and storing."""
+
+    def __init__(
+        self,
+        config: GroupConfig,
+        offsets_log: OffsetsLog,
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.config = config
+        self._offsets_log = offsets_log
+        self.clock_ms = clock_ms
+        self._lock = threading.Lock()
+        self._groups: dict[str, GroupMetadata] = {}
+        self._owned_partitions: set[int] = set()
+        self._loading_partitions: set[int] = set()
+
+    # --- ownership -----------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition of ``group_id``."""
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def is_group_local(self, group_id: str) -> bool:
+        """True if this broker coordinates ``group_id``."""
+        with self._lock:
+            return self.partition_for(group_id) in self._owned_partitions
+
+    def is_group_loading(self, group_id: str) -> bool:
+        """True while ``group_id``'s partition is being loaded."""
+        with self._lock:
+            return self.partition_for(group_id) in self._loading_partitions
+
+    @property
+    def is_loading(self) -> bool:
+        """True while any partition is being loaded."""
+        with self._lock:
+            return bool(self._loading_partitions)
+
+    @property
+    def owned_partitions(self) -> frozenset[int]:
+        """The ``__consumer_offsets`` partitions this broker coordinates."""
+        with self._lock:
+            return frozenset(self._owned_partitions)
+
+    # --- the group map ---------------------------------------------------------------
+
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        """The group, if this broker has it."""
+        with self._lock:
+            return self._groups.get(group_id)
+
+    def get_or_add_group(self, group_id: str) -> GroupMetadata:
+        """The group, created Empty if unknown."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                group = GroupMetadata(group_id, now_ms=self.clock_ms())
+                self._groups[group_id] = group
+            return group
+
+    def current_groups(self) -> list[GroupMetadata]:
+        """Every group this broker has."""
+        with self._lock:
+            return list(self._groups.values())
+
+    def remove_group(self, group: GroupMetadata) -> None:
+        """Forget ``group`` (it must already be Dead)."""
+        with self._lock:
+            if self._groups.get(group.group_id) is group:
+                del self._groups[group.group_id]
+
+    # --- loading and unloading --------------------------------------------------------
+
+    def load_partition(
+        self, partition: int, on_group_loaded: Callable[[GroupMetadata], None]
+    ) -> None:
+        """Become coordinator of ``partition``: rebuild its groups from the log."""
+        with self._lock:
+            if partition in self._owned_partitions:
+                return
+            self._loading_partitions.add(partition)
+        try:
+            offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+            stored: dict[str, GroupValue | None] = {}
+
+            def skip(offset: int, error: CorruptOffsetsRecordError) -> None:
+                _log.error(
+                    "skipping undecodable __consumer_offsets-%d record at offset %d: %s",
+                    partition,
+                    offset,
+                    error,
+                )
+
+            for chunk in self._offsets_log.read(partition):
+                for record in read_batches(chunk, on_undecodable=skip):
+                    key = record.key
+                    if isinstance(key, OffsetKey):
+                        group_offsets = offsets.setdefault(key.group_id, {})
+                        topic_partition = (key.topic, key.partition)
+                        if isinstance(record.value, OffsetValue):
+                            group_offsets[topic_partition] = record.value
+                        else:
+                            group_offsets.pop(topic_partition, None)
+                    else:
+                        value = record.value
+                        stored[key.group_id] = value if isinstance(value, GroupValue) else None
+            loaded = [
+                self._rebuild(group_id, stored.get(group_id), offsets.get(group_id, {}))
+                for group_id in {*offsets, *stored}
+                if stored.get(group_id) is not None or offsets.get(group_id)
+            ]
+            with self._lock:
+                for group in loaded:
+                    self._groups[group.group_id] = group
+                self._owned_partitions.add(partition)
+        finally:
+            with self._lock:
+                self._loading_partitions.discard(partition)
+        for group in loaded:
+            on_group_loaded(group)
+
+    def _rebuild(
+        self,
+        group_id: str,
+        value: GroupValue | None,
+        offsets: dict[TopicPartition, OffsetValue],
+    ) -> GroupMetadata:
+        group = GroupMetadata(group_id, now_ms=self.clock_ms())
+        group.offsets = offsets
+        if value is None:
+            return group
+        group.generation_id = value.generation_id
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol_name
+        with group.lock:
+            for stored_member in value.members:
+                protocol = value.protocol_name or ""
+                member = MemberMetadata(
+                    member_id=stored_member.member_id,
+                    group_id=group_id,
+                    group_instance_id=stored_member.group_instance_id,
+                    client_id=stored_member.client_id,
+                    client_host=stored_member.client_host,
+                    rebalance_timeout_ms=stored_member.rebalance_timeout_ms,
+                    session_timeout_ms=stored_member.session_timeout_ms,
+                    protocol_type=value.protocol_type,
+                    protocols=((protocol, stored_member.subscription),),
+                    assignment=stored_member.assignment,
+                )
+                group.add(member, None)
+            group.leader_id = (
+                value.leader_id if value.leader_id in group.members else group.leader_id
+            )
+            if group.members:
+                group.state = GroupState.STABLE
+        return group
+
+    def unload_partition(
+        self, partition: int, on_group_unloaded: Callable[[GroupMetadata], None]
+    ) -> None:
+        """Stop coordinating ``partition``: its groups become Dead and are forgotten."""
+        with self._lock:
+            self._owned_partitions.discard(partition)
+            leaving = [
+                g for g in self._groups.values() if self.partition_for(g.group_id) == partition
+            ]
+            for group in leaving:
+                del self._groups[group.group_id]
+        for group in leaving:
+            on_group_unloaded(group)
+
+    # --- storing -------------------------------------------------------------------------
+
+    def _append(
+        self,
+        group: GroupMetadata,
+        entries: list[tuple[bytes, bytes | None]],
+        on_appended: Callable[[ErrorCode], None],
+    ) -> None:
+        batch = build_batch(entries, self.clock_ms())
+        partition = self.partition_for(group.group_id)
+        group.lock.defer(lambda: self._offsets_log.append(partition, batch, on_appended))
+
+    def store_group(
+        self,
+        group: GroupMetadata,
+        assignment: Mapping[str, bytes],
+        callback: Callable[[ErrorCode], None],
+    ) -> None:
+        """Write the group's generation with ``assignment``; ``callback(error)`` under its lock."""
+        protocol = group.protocol_name
+        members = tuple(
+            StoredMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.session_timeout_ms,
+                subscription=m.metadata_for(protocol) if protocol is not None else b"",
+                assignment=assignment.get(m.member_id, b""),
+            )
+            for m in group.members.values()
+        )
+        value = GroupValue(
+            protocol_type=group.protocol_type or "",
+            generation_id=group.generation_id,
+            protocol_name=protocol,
+            leader_id=group.leader_id,
+            current_state_timestamp_ms=self.clock_ms(),
+            members=members,
+        )
+        entry = (encode_group_key(GroupKey(group.group_id)), encode_group_value(value))
+
+        def appended(error: ErrorCode) -> None:
+            with group.lock:
+                callback(client_error(error))
+
+        self._append(group, [entry], appended)
+
+    def store_offsets(
+        self,
+        group: GroupMetadata,
+        offsets: Mapping[TopicPartition, OffsetValue],
+        callback: OffsetsCallback,
+    ) -> None:
+        """Write committed offsets; cache them once committed; answer ``callback`` past the lock."""
+        max_bytes = self.config.offset_metadata_max_bytes
+        too_large = {
+            tp for tp, value in offsets.items() if len(value.metadata.encode()) > max_bytes
+        }
+        valid = {tp: value for tp, value in offsets.items() if tp not in too_large}
+        errors = dict.fromkeys(too_large, ErrorCode.offset_metadata_too_large)
+        if not valid:
+            group.lock.defer(lambda: callback(errors))
+            return
+        entries: list[tuple[bytes, bytes | None]] = [
+            (
+                encode_offset_key(OffsetKey(group.group_id, topic, partition)),
+                encode_offset_value(value),
+            )
+            for (topic, partition), value in valid.items()
+        ]
+
+        def appended(error: ErrorCode) -> None:
+            with group.lock:
+                if error is ErrorCode.none and not group.is_in(GroupState.DEAD):
+                    group.offsets.update(valid)
+                outcome = client_error(error)
+                errors.update(dict.fromkeys(valid, outcome))
+                group.lock.defer(lambda: callback(errors))
+
+        self._append(group, entries, appended)
+
+    def delete_group(self, group: GroupMetadata) -> None:
+        """Write tombstones for the group and all its offsets (caller marks it Dead)."""
+        entries: list[tuple[bytes, bytes | None]] = [
+            (encode_offset_key(OffsetKey(group.group_id, topic, partition)), None)
+            for topic, partition in group.offsets
+        ]
+        entries.append((encode_group_key(GroupKey(group.group_id)), None))
+        group.offsets = {}
+        self._append(group, entries, lambda _error: None)
+
+    # --- reading --------------------------------------------------------------------------
+
+    def get_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, FetchedOffset]:
+        """Committed offsets of ``partitions`` (all the group has when None)."""
+        group = self.get_group(group_id)
+        if group is None:
+            return {} if partitions is None else dict.fromkeys(partitions, _NO_OFFSET)
+        with group.lock:
+            committed = dict(group.offsets)
+        if partitions is None:
+            return {
+                tp: FetchedOffset(v.offset, v.leader_epoch, v.metadata)
+                for tp, v in committed.items()
+            }
+        result: dict[TopicPartition, FetchedOffset] = {}
+        for tp in partitions:
+            value = committed.get(tp)
+            result[tp] = (
+                _NO_OFFSET
+                if value is None
+                else FetchedOffset(value.offset, value.leader_epoch, value.metadata)
+            )
+        return result

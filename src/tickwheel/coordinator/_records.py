@@ -1,0 +1,449 @@
+"""The records the coordinator writes to ``__consumer_offsets``, in Kafka's own format.
+
+Two kinds of record share the topic, told apart by the version that starts the key:
+
+=====================  ==================================================================
+key version 0 or 1     offset commit: ``group, topic, partition`` →
+                       value v3 ``offset, leader_epoch, metadata, commit_timestamp``
+                       (v1 ``offset, metadata, commit_timestamp, expire_timestamp`` and v2
+                       ``offset, metadata, commit_timestamp`` are read too)
+key version 2          group metadata: ``group`` → value v3 ``protocol_type, generation,
+                       protocol, leader, current_state_timestamp, members[member_id,
+                       group_instance_id, client_id, client_host, rebalance_timeout,
+                       session_timeout, subscription, assignment]``
+=====================  ==================================================================
+
+A null value is a tombstone: the offset or the group was deleted. Strings are an int16
+length and UTF-8 (length -1 for null), byte arrays an int32 length, all big-endian:
+the same bytes Kafka's GroupMetadataManager writes, so the topic is readable by Kafka's
+own tools.
+
+Records travel in uncompressed record batches of format v2 (magic 2, CRC-32C from the
+attributes on). The log assigns offsets by rewriting the base offset, so a batch is built
+with base offset 0. Reading skips control batches; a compressed batch is refused, since
+this coordinator never writes one.
+
+Pure functions over bytes; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import crc32c
+
+from tickwheel.coordinator._errors import CorruptOffsetsRecordError
+
+OFFSET_COMMIT_KEY_VERSION = 1
+OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_KEY_VERSION = 2
+GROUP_METADATA_VALUE_VERSION = 3
+NO_LEADER_EPOCH = -1
+
+_MAGIC_V2 = 2
+_NO_PRODUCER_ID = -1
+_NO_PRODUCER_EPOCH = -1
+_NO_SEQUENCE = -1
+_COMPRESSION_MASK = 0x07
+_CONTROL_FLAG = 0x20
+# baseOffset(8) batchLength(4): the part of the header before the counted length.
+_LOG_OVERHEAD = 12
+# Fixed part of a v2 batch header, baseOffset through records count.
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC_START = 21  # the CRC covers the batch from its attributes on
+_CRC_FIELD = struct.Struct(">I")
+_CRC_OFFSET = 17
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    """Key of an offset commit record."""
+
+    group_id: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetValue:
+    """Value of an offset commit record."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    """Key of a group metadata record."""
+
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMember:
+    """One member as written in a group metadata record."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupValue:
+    """Value of a group metadata record: the group as of its last stable generation."""
+
+    protocol_type: str
+    generation_id: int
+    protocol_name: str | None
+    leader_id: str | None
+    current_state_timestamp_ms: int
+    members: tuple[StoredMember, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsRecord:
+    """A decoded record: its log offset, key and value (None for a tombstone)."""
+
+    log_offset: int
+    key: OffsetKey | GroupKey
+    value: OffsetValue | GroupValue | None
+
+
+# --- primitive writers and a bounds-checked reader -----------------------------------
+
+
+def _string(value: str | None) -> bytes:
+    if value is None:
+        return _INT16.pack(-1)
+    encoded = value.encode()
+    return _INT16.pack(len(encoded)) + encoded
+
+
+def _bytes(value: bytes) -> bytes:
+    return _INT32.pack(len(value)) + value
+
+
+class _Reader:
+    """Reads big-endian fields from a buffer, raising CorruptOffsetsRecordError on underflow."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._position = 0
+
+    def _take(self, size: int) -> bytes:
+        end = self._position + size
+        if size < 0 or end > len(self._data):
+            raise CorruptOffsetsRecordError("record field runs past the end of the record")
+        chunk = self._data[self._position : end]
+        self._position = end
+        return chunk
+
+    def int16(self) -> int:
+        value: int = _INT16.unpack(self._take(2))[0]
+        return value
+
+    def int32(self) -> int:
+        value: int = _INT32.unpack(self._take(4))[0]
+        return value
+
+    def int64(self) -> int:
+        value: int = _INT64.unpack(self._take(8))[0]
+        return value
+
+    def nullable_string(self) -> str | None:
+        length = self.int16()
+        if length == -1:
+            return None
+        try:
+            return self._take(length).decode()
+        except UnicodeDecodeError as error:
+            raise CorruptOffsetsRecordError("record string is not UTF-8") from error
+
+    def string(self) -> str:
+        value = self.nullable_string()
+        if value is None:
+            raise CorruptOffsetsRecordError("null where a string is required")
+        return value
+
+    def bytes(self) -> bytes:
+        return self._take(self.int32())
+
+
+# --- keys and values -----------------------------------------------------------------
+
+
+def encode_offset_key(key: OffsetKey) -> bytes:
+    """Encode an offset commit key (version 1)."""
+    return (
+        _INT16.pack(OFFSET_COMMIT_KEY_VERSION)
+        + _string(key.group_id)
+        + _string(key.topic)
+        + _INT32.pack(key.partition)
+    )
+
+
+def encode_offset_value(value: OffsetValue) -> bytes:
+    """Encode an offset commit value (version 3)."""
+    return (
+        _INT16.pack(OFFSET_COMMIT_VALUE_VERSION)
+        + _INT64.pack(value.offset)
+        + _INT32.pack(value.leader_epoch)
+        + _string(value.metadata)
+        + _INT64.pack(value.commit_timestamp_ms)
+    )
+
+
+def encode_group_key(key: GroupKey) -> bytes:
+    """Encode a group metadata key (version 2)."""
+    return _INT16.pack(GROUP_METADATA_KEY_VERSION) + _string(key.group_id)
+
+
+def encode_group_value(value: GroupValue) -> bytes:
+    """Encode a group metadata value (version 3)."""
+    parts = [
+        _INT16.pack(GROUP_METADATA_VALUE_VERSION),
+        _string(value.protocol_type),
+        _INT32.pack(value.generation_id),
+        _string(value.protocol_name),
+        _string(value.leader_id),
+        _INT64.pack(value.current_state_timestamp_ms),
+        _INT32.pack(len(value.members)),
+    ]
+    for member in value.members:
+        parts += [
+            _string(member.member_id),
+            _string(member.group_instance_id),
+            _string(member.client_id),
+            _string(member.client_host),
+            _INT32.pack(member.rebalance_timeout_ms),
+            _INT32.pack(member.session_timeout_ms),
+            _bytes(member.subscription),
+            _bytes(member.assignment),
+        ]
+    return b"".join(parts)
+
+
+def decode_key(data: bytes) -> OffsetKey | GroupKey:
+    """Decode a record key of either kind."""
+    reader = _Reader(data)
+    version = reader.int16()
+    if version in {0, OFFSET_COMMIT_KEY_VERSION}:
+        return OffsetKey(reader.string(), reader.string(), reader.int32())
+    if version == GROUP_METADATA_KEY_VERSION:
+        return GroupKey(reader.string())
+    raise CorruptOffsetsRecordError(f"unknown __consumer_offsets key version {version}")
+
+
+def decode_offset_value(data: bytes) -> OffsetValue:
+    """Decode an offset commit value of version 1, 2 or 3."""
+    reader = _Reader(data)
+    version = reader.int16()
+    if version in {1, 2}:
+        offset = reader.int64()
+        metadata = reader.string()
+        commit_timestamp_ms = reader.int64()
+        return OffsetValue(offset, NO_LEADER_EPOCH, metadata, commit_timestamp_ms)
+    if version == OFFSET_COMMIT_VALUE_VERSION:
+        return OffsetValue(reader.int64(), reader.int32(), reader.string(), reader.int64())
+    raise CorruptOffsetsRecordError(f"unknown offset commit value version {version}")
+
+
+def decode_group_value(data: bytes) -> GroupValue:
+    """Decode a group metadata value of version 3."""
+    reader = _Reader(data)
+    version = reader.int16()
+    if version != GROUP_METADATA_VALUE_VERSION:
+        raise CorruptOffsetsRecordError(f"unknown group metadata value version {version}")
+    protocol_type = reader.string()
+    generation_id = reader.int32()
+    protocol_name = reader.nullable_string()
+    leader_id = reader.nullable_string()
+    timestamp_ms = reader.int64()
+    members = tuple(
+        StoredMember(
+            member_id=reader.string(),
+            group_instance_id=reader.nullable_string(),
+            client_id=reader.string(),
+            client_host=reader.string(),
+            rebalance_timeout_ms=reader.int32(),
+            session_timeout_ms=reader.int32(),
+            subscription=reader.bytes(),
+            assignment=reader.bytes(),
+        )
+        for _ in range(reader.int32())
+    )
+    return GroupValue(protocol_type, generation_id, protocol_name, leader_id, timestamp_ms, members)
+
+
+# --- record batches v2 -----------------------------------------------------------------
+
+
+def _zigzag_varint(value: int) -> bytes:
+    encoded = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while encoded >= 0x80:
+        out.append((encoded & 0x7F) | 0x80)
+        encoded >>= 7
+    out.append(encoded)
+    return bytes(out)
+
+
+def _read_varint(data: bytes, position: int) -> tuple[int, int]:
+    shift = 0
+    raw = 0
+    while True:
+        if position >= len(data):
+            raise CorruptOffsetsRecordError("varint runs past the end of the batch")
+        byte = data[position]
+        position += 1
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), position
+        shift += 7
+
+
+def build_batch(entries: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
+    """Build one uncompressed v2 record batch of ``(key, value)`` records (None: tombstone)."""
+    if not entries:
+        raise ValueError("a record batch needs at least one record")
+    records = bytearray()
+    for offset_delta, (key, value) in enumerate(entries):
+        body = (
+            b"\x00"  # record attributes: unused
+            + _zigzag_varint(0)  # timestamp delta: every record shares the batch timestamp
+            + _zigzag_varint(offset_delta)
+            + _zigzag_varint(len(key))
+            + key
+            + (_zigzag_varint(-1) if value is None else _zigzag_varint(len(value)) + value)
+            + _zigzag_varint(0)  # no headers
+        )
+        records += _zigzag_varint(len(body)) + body
+    batch_length = _BATCH_HEADER.size - _LOG_OVERHEAD + len(records)
+    header = bytearray(
+        _BATCH_HEADER.pack(
+            0,
+            batch_length,
+            0,
+            _MAGIC_V2,
+            0,
+            0,
+            len(entries) - 1,
+            timestamp_ms,
+            timestamp_ms,
+            _NO_PRODUCER_ID,
+            _NO_PRODUCER_EPOCH,
+            _NO_SEQUENCE,
+            len(entries),
+        )
+    )
+    batch = header + records
+    _CRC_FIELD.pack_into(batch, _CRC_OFFSET, crc32c.crc32c(bytes(batch[_CRC_START:])))
+    return bytes(batch)
+
+
+def _decode_value(
+    key: OffsetKey | GroupKey, value: bytes | None
+) -> OffsetValue | GroupValue | None:
+    if value is None:
+        return None
+    if isinstance(key, OffsetKey):
+        return decode_offset_value(value)
+    return decode_group_value(value)
+
+
+UndecodableCallback = Callable[[int, CorruptOffsetsRecordError], None]
+"""Told the offset of what was skipped (a record, or a batch's base offset) and why."""
+
+
+def read_batches(
+    data: bytes, *, on_undecodable: UndecodableCallback | None = None
+) -> Iterator[OffsetsRecord]:
+    """Decode every record of the v2 batches in ``data``, in log order.
+
+    A trailing partial batch (a read cut at ``max_bytes``) is ignored; the caller reads
+    on from the offset after the last record returned. Without ``on_undecodable`` a
+    record or batch that does not decode raises ``CorruptOffsetsRecordError``; with it,
+    an undecodable record is reported and skipped, and so is the rest of a batch whose
+    header or record framing is broken.
+    """
+    position = 0
+    while position + _BATCH_HEADER.size <= len(data):
+        (
+            base_offset,
+            batch_length,
+            _epoch,
+            magic,
+            crc,
+            attributes,
+            _last_delta,
+            _base_ts,
+            _max_ts,
+            _pid,
+            _pepoch,
+            _seq,
+            count,
+        ) = _BATCH_HEADER.unpack_from(data, position)
+        end = position + _LOG_OVERHEAD + batch_length
+        if end > len(data):
+            return
+        try:
+            if magic != _MAGIC_V2:
+                raise CorruptOffsetsRecordError(f"record batch magic {magic}, expected 2")
+            if crc32c.crc32c(data[position + _CRC_START : end]) != crc:
+                raise CorruptOffsetsRecordError(
+                    f"record batch at offset {base_offset} fails its CRC"
+                )
+            if attributes & _COMPRESSION_MASK:
+                raise CorruptOffsetsRecordError(
+                    "compressed __consumer_offsets batches are not read"
+                )
+            if not attributes & _CONTROL_FLAG:
+                body = data[position + _BATCH_HEADER.size : end]
+                yield from _read_records(body, base_offset, count, on_undecodable)
+        except CorruptOffsetsRecordError as exc:
+            if on_undecodable is None:
+                raise
+            on_undecodable(base_offset, exc)
+        position = end
+
+
+def _read_records(
+    body: bytes, base_offset: int, count: int, on_undecodable: UndecodableCallback | None
+) -> Iterator[OffsetsRecord]:
+    position = 0
+    for _ in range(count):
+        length, position = _read_varint(body, position)
+        record_end = position + length
+        position += 1  # record attributes
+        _timestamp_delta, position = _read_varint(body, position)
+        offset_delta, position = _read_varint(body, position)
+        key_length, position = _read_varint(body, position)
+        if key_length < 0:
+            raise CorruptOffsetsRecordError("__consumer_offsets record without a key")
+        key_bytes = body[position : position + key_length]
+        position += key_length
+        value_length, position = _read_varint(body, position)
+        value_bytes = None if value_length < 0 else body[position : position + value_length]
+        position = record_end
+        offset = base_offset + offset_delta
+        try:
+            key = decode_key(key_bytes)
+            value = _decode_value(key, value_bytes)
+        except CorruptOffsetsRecordError as exc:
+            if on_undecodable is None:
+                raise
+            on_undecodable(offset, exc)
+            continue
+        yield OffsetsRecord(offset, key, value)

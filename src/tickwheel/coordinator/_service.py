@@ -1,0 +1,129 @@
+"""``GroupService``: the group coordinator as a broker runs it, on its event loop.
+
+It puts the parts together the way Kafka's broker does: the coordinator's two
+purgatories, "Heartbeat" and "Rebalance", each on its own ``SystemTimer`` with an
+``InlineExecutor`` driven by an ``AsyncioTimerDriver`` (no thread; expirations run on
+the loop); ``__consumer_offsets`` through the ``ReplicaManager`` (``ReplicaOffsetsLog``);
+and ``GroupApis`` for the requests. ``start()`` loads the groups of every offsets
+partition this broker leads; ``handle`` answers one decoded group request with its
+response frame. As in Kafka, ``__consumer_offsets`` is created when the first
+FindCoordinator needs it (through the broker's ``create_offsets_topic``), so a broker
+that never sees a group never pays for its partitions.
+
+Concurrency contract: event-loop thread only (like the ReplicaManager); ``start`` must
+run on the loop, since the timer drivers arm ``loop.call_at``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tickwheel.coordinator._apis import (
+    DEFAULT_CLIENT_HOST,
+    CoordinatorLocator,
+    CoordinatorNode,
+    GroupApis,
+)
+from tickwheel.coordinator._config import GroupConfig
+from tickwheel.coordinator._coordinator import GroupCoordinator
+from tickwheel.coordinator._manager import GroupMetadataManager
+from tickwheel.coordinator._offsets_log import OFFSETS_TOPIC
+from tickwheel.coordinator._replica_offsets_log import ReplicaOffsetsLog
+from tickwheel.protocol import DecodedRequest, encode_response
+from tickwheel.purgatory import DelayedOperationPurgatory
+from tickwheel.replica import ReplicaManager, TopicPartition
+from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
+
+
+class GroupService:
+    """A broker's group coordinator: purgatories on the loop, offsets in its partitions."""
+
+    def __init__(
+        self,
+        config: GroupConfig,
+        replica_manager: ReplicaManager,
+        *,
+        broker_id: int,
+        advertised: Callable[[], CoordinatorNode],
+        create_offsets_topic: Callable[[], None] | None = None,
+        locate: CoordinatorLocator | None = None,
+    ) -> None:
+        self.config = config
+        self._replica_manager = replica_manager
+        self._advertised = advertised
+        self._create_offsets_topic = create_offsets_topic
+        self._drivers: list[AsyncioTimerDriver] = []
+        offsets_log = ReplicaOffsetsLog(
+            replica_manager, commit_timeout_ms=config.offsets_commit_timeout_ms
+        )
+        self.coordinator = GroupCoordinator(
+            config,
+            GroupMetadataManager(config, offsets_log),
+            timer_for=self._timer_for,
+            broker_id=broker_id,
+            reaper_enabled=False,
+        )
+        # A cluster passes its own ``locate`` (the partition leader from its metadata).
+        self.apis = GroupApis(self.coordinator, locate or self._locate)
+
+    @property
+    def purgatories(self) -> tuple[DelayedOperationPurgatory[Any], ...]:
+        """The Heartbeat and Rebalance purgatories (for the broker's metrics)."""
+        return (self.coordinator.heartbeat_purgatory, self.coordinator.join_purgatory)
+
+    def _timer_for(self, name: str) -> SystemTimer:
+        timer = SystemTimer(name, executor=InlineExecutor())
+        self._drivers.append(AsyncioTimerDriver(timer))
+        return timer
+
+    def _offsets_partition(self, partition: int) -> TopicPartition:
+        return TopicPartition(OFFSETS_TOPIC, partition)
+
+    def _locate(self, partition: int) -> CoordinatorNode | None:
+        """This broker if it leads the partition (one node: the only possible leader)."""
+        tp = self._offsets_partition(partition)
+        if self._replica_manager.get_partition(tp) is None and self._create_offsets_topic:
+            self._create_offsets_topic()
+            self._elect_hosted()
+        hosted = self._replica_manager.get_partition(tp)
+        if hosted is None or not hosted.is_leader:
+            return None
+        return self._advertised()
+
+    def _elect_hosted(self) -> None:
+        owned = self.coordinator.manager.owned_partitions
+        for partition in range(self.config.offsets_topic_num_partitions):
+            hosted = self._replica_manager.get_partition(self._offsets_partition(partition))
+            if hosted is not None and hosted.is_leader and partition not in owned:
+                self.coordinator.on_elected(partition)
+
+    def on_elected(self, partition: int) -> None:
+        """This broker became leader of offsets ``partition``: coordinate its groups."""
+        self.coordinator.on_elected(partition)
+
+    def on_resigned(self, partition: int) -> None:
+        """This broker is no longer leader of offsets ``partition``: drop its groups."""
+        self.coordinator.on_resigned(partition)
+
+    def start(self) -> None:
+        """Start the timer drivers and load the groups of every offsets partition led here."""
+        for driver in self._drivers:
+            driver.start()
+        self.coordinator.startup()
+        self._elect_hosted()
+
+    async def handle(
+        self, request: DecodedRequest, *, client_host: str = DEFAULT_CLIENT_HOST
+    ) -> bytes:
+        """The response frame to one group API request."""
+        response = await self.apis.handle(
+            request.body, client_id=request.header.client_id or "", client_host=client_host
+        )
+        return encode_response(request.correlation_id, response)
+
+    def shutdown(self) -> None:
+        """Stop the timer drivers and both purgatories (the offsets logs belong to the broker)."""
+        for driver in self._drivers:
+            driver.stop()
+        self.coordinator.shutdown()

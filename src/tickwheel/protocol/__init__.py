@@ -1,0 +1,76 @@
+"""The Kafka wire protocol, sans-IO: bytes in, kio entities out, and back.
+
+No sockets and no event loop here (the model is h11): the server reads a frame and
+hands its bytes to ``decode_request``; handlers describe responses as plain values
+that ``build_entity`` turns into the kio class of the requested version, and
+``encode_response`` makes the frame. Fetch responses are the exception:
+``encode_fetch_response`` writes them by hand as chunks, so record bytes go from the
+log to the socket without passing through an encoder.
+
+Everything here is pure or cached; safe from any thread.
+"""
+
+from tickwheel.protocol._build import build_entity
+from tickwheel.protocol._codec import (
+    API_VERSIONS_KEY,
+    DecodedRequest,
+    VersionRange,
+    decode_request,
+    encode_api_versions_fallback,
+    encode_response,
+)
+from tickwheel.protocol._errors import (
+    FrameTooLargeError,
+    MalformedFrameError,
+    ProtocolError,
+    UndecodableRequestError,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+)
+from tickwheel.protocol._fetch import (
+    FETCH_MAX_VERSION,
+    FETCH_MIN_VERSION,
+    FetchPartitionData,
+    FetchResponseFrame,
+    FetchTopicData,
+    RecordsSource,
+    encode_fetch_response,
+)
+from tickwheel.protocol._framing import (
+    SIZE_PREFIX_BYTES,
+    RequestKey,
+    peek_request_key,
+    read_frame_size,
+    size_prefix,
+)
+from tickwheel.protocol._schemas import request_schema, response_schema
+
+__all__ = [
+    "API_VERSIONS_KEY",
+    "FETCH_MAX_VERSION",
+    "FETCH_MIN_VERSION",
+    "SIZE_PREFIX_BYTES",
+    "DecodedRequest",
+    "FetchPartitionData",
+    "FetchResponseFrame",
+    "FetchTopicData",
+    "FrameTooLargeError",
+    "MalformedFrameError",
+    "ProtocolError",
+    "RecordsSource",
+    "RequestKey",
+    "UndecodableRequestError",
+    "UnknownApiKeyError",
+    "UnsupportedVersionError",
+    "VersionRange",
+    "build_entity",
+    "decode_request",
+    "encode_api_versions_fallback",
+    "encode_fetch_response",
+    "encode_response",
+    "peek_request_key",
+    "read_frame_size",
+    "request_schema",
+    "response_schema",
+    "size_prefix",
+]

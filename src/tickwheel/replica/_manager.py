@@ -1,0 +1,444 @@
+"""``ReplicaManager``: the partitions this broker hosts, and the purgatories they wake.
+
+The path of a produce and a fetch below the API handlers (DESIGN.md §4):
+
+- ``append_records``: append to each partition's leader log. acks=0/1 answer right
+  after the append; acks=all always goes through a ``DelayedProduce`` (one per request,
+  one lock for all its partitions), which on one node completes on its first check.
+- ``fetch_messages``: read each partition (below the HW for consumers, the LEO for
+  followers); answer now when there is enough (≥ ``min_bytes``), an error, or no wait;
+  otherwise a ``DelayedFetch`` waits under every partition's key, and reads again when
+  it completes.
+- ``delete_records``: move log start offsets; a ``DelayedDeleteRecords`` answers once
+  the low watermark reaches them.
+
+The events that wake them (Kafka's ``tryCompleteDelayedRequests``): an append wakes
+fetches on its partition (followers wait for the LEO); a high-watermark increase wakes
+produces, fetches and delete-records on it; a follower's fetch may move the HW; a
+leadership change or a deleted partition wakes everything on it.
+
+Three purgatories, named as Kafka's (``Produce``, ``Fetch``, ``DeleteRecords``), each
+with its own ``SystemTimer`` run by an ``AsyncioTimerDriver`` with an
+``InlineExecutor``: no thread exists; completions, expirations and purges all run on
+the event loop.
+
+Concurrency: everything — handlers, partitions, logs, purgatories, timers — runs on
+the one event-loop thread that called ``start``; nothing here may be called from
+another thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.log import LogConfig, LogError
+from tickwheel.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
+from tickwheel.replica._delayed_delete_records import (
+    DelayedDeleteRecords,
+    DeleteRecordsCallback,
+    DeleteRecordsPartitionStatus,
+)
+from tickwheel.replica._delayed_fetch import DelayedFetch, FetchCallback, FetchPartitionStatus
+from tickwheel.replica._delayed_produce import (
+    DelayedProduce,
+    ProduceCallback,
+    ProducePartitionStatus,
+)
+from tickwheel.replica._log_manager import LogManager
+from tickwheel.replica._partition import Partition, PartitionError
+from tickwheel.replica._types import (
+    ACKS_ALL,
+    ACKS_LEADER,
+    ACKS_NONE,
+    DeleteRecordsPartitionResult,
+    FetchIsolation,
+    FetchParams,
+    FetchPartitionResult,
+    PartitionFetchInfo,
+    ProducePartitionResult,
+    TopicPartition,
+    is_internal_topic,
+)
+from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
+
+_log = logging.getLogger(__name__)
+
+_VALID_ACKS = frozenset({ACKS_NONE, ACKS_LEADER, ACKS_ALL})
+_LATEST_OFFSET = -1
+_NO_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PurgatoryConfig:
+    """Each purgatory's ``*.purgatory.purge.interval.requests``."""
+
+    produce_purge_interval_requests: int = 1000
+    fetch_purge_interval_requests: int = 1000
+    delete_records_purge_interval_requests: int = 1
+
+
+def _key(tp: TopicPartition) -> TopicPartitionOperationKey:
+    return TopicPartitionOperationKey(tp.topic, tp.partition)
+
+
+def _refuse_internal_append(tp: TopicPartition) -> ProducePartitionResult:
+    return ProducePartitionResult(
+        ErrorCode.invalid_topic_exception,
+        error_message=f"cannot append to internal topic {tp.topic}",
+    )
+
+
+class ReplicaManager:
+    """Hosts partitions and their logs; appends, reads and waits in the purgatories."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        log_dir: Path,
+        purgatory_config: PurgatoryConfig | None = None,
+    ) -> None:
+        config = purgatory_config or PurgatoryConfig()
+        self.broker_id = broker_id
+        self.log_manager = LogManager(log_dir)
+        # Told of every follower fetch after its read (the cluster's ISR bookkeeping).
+        self.follower_fetch_listener: Callable[[Partition, int, int], None] | None = None
+        # Whether a partition not hosted here exists in the cluster: then a request for
+        # it gets NOT_LEADER_OR_FOLLOWER (Kafka's getPartitionOrError), not UNKNOWN_....
+        self.partition_exists: Callable[[TopicPartition], bool] | None = None
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._drivers: list[AsyncioTimerDriver] = []
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = self._purgatory(
+            "Produce", config.produce_purge_interval_requests
+        )
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = self._purgatory(
+            "Fetch", config.fetch_purge_interval_requests
+        )
+        self.delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
+            self._purgatory("DeleteRecords", config.delete_records_purge_interval_requests)
+        )
+
+    def _purgatory(self, name: str, purge_interval: int) -> DelayedOperationPurgatory[Any]:
+        timer = SystemTimer(name, executor=InlineExecutor())
+        self._drivers.append(AsyncioTimerDriver(timer))
+        return DelayedOperationPurgatory(
+            name,
+            timer,
+            broker_id=self.broker_id,
+            purge_interval=purge_interval,
+            reaper_enabled=False,
+        )
+
+    @property
+    def purgatories(self) -> tuple[DelayedOperationPurgatory[Any], ...]:
+        """The Produce, Fetch and DeleteRecords purgatories."""
+        return (
+            self.produce_purgatory,
+            self.fetch_purgatory,
+            self.delete_records_purgatory,
+        )
+
+    def start(self) -> None:
+        """Start the timer drivers; must run on the event-loop thread."""
+        for driver in self._drivers:
+            driver.start()
+
+    def shutdown(self) -> None:
+        """Stop the purgatories and timers, then flush and close every log."""
+        for driver in self._drivers:
+            driver.stop()
+        for purgatory in self.purgatories:
+            purgatory.shutdown()
+        self._partitions.clear()
+        self.log_manager.close()
+
+    # -- partitions -----------------------------------------------------------------
+
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        """The partition if this broker hosts it."""
+        return self._partitions.get(tp)
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, Partition]:
+        """Every hosted partition."""
+        return self._partitions
+
+    def not_hosted_error(self, tp: TopicPartition) -> ErrorCode:
+        """The error for a request on ``tp``, which this broker does not host."""
+        if self.partition_exists is not None and self.partition_exists(tp):
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
+
+    def make_leader(
+        self, tp: TopicPartition, log_config: LogConfig, *, min_insync_replicas: int = 1
+    ) -> Partition:
+        """Host ``tp`` as its leader, opening or creating its log."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            log = self.log_manager.get_or_create_log(tp, log_config)
+            partition = Partition.leader(
+                tp, log, self.broker_id, min_insync_replicas=min_insync_replicas
+            )
+            self._partitions[tp] = partition
+            # A leadership change wakes every operation waiting on the partition.
+            self._complete_delayed_requests(tp)
+        return partition
+
+    def make_follower(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
+        """Follow ``leader_id`` for ``tp`` from ``leader_epoch`` on; waiting operations wake."""
+        partition = self._partitions[tp]
+        partition.leader_id = leader_id
+        partition.leader_epoch = leader_epoch
+        partition.isr = set()
+        self._complete_delayed_requests(tp)
+
+    def bump_leader_epoch(self, tp: TopicPartition) -> int:
+        """Lead ``tp`` again at the next leader epoch (fencing older epochs); returns it."""
+        partition = self._partitions[tp]
+        partition.leader_id = self.broker_id
+        partition.leader_epoch += 1
+        partition.isr = {self.broker_id, *partition.remote_replicas}
+        self._complete_delayed_requests(tp)
+        return partition.leader_epoch
+
+    def mark_offline(self, tp: TopicPartition) -> None:
+        """Take ``tp`` offline, as on a log directory failure; waiting operations wake."""
+        self._partitions[tp].offline = True
+        self._complete_delayed_requests(tp)
+
+    def delete_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        """Stop hosting ``tps`` and delete their logs; waiting operations complete."""
+        for tp in tps:
+            if self._partitions.pop(tp, None) is None:
+                continue
+            self.log_manager.delete_log(tp)
+            self._complete_delayed_requests(tp)
+
+    def _complete_delayed_requests(self, tp: TopicPartition) -> None:
+        key = _key(tp)
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
+        self.delete_records_purgatory.check_and_complete(key)
+
+    # -- produce --------------------------------------------------------------------
+
+    def append_records(
+        self,
+        timeout_ms: int,
+        required_acks: int,
+        entries: Mapping[TopicPartition, bytes],
+        callback: ProduceCallback,
+        *,
+        internal_topics_allowed: bool = False,
+    ) -> None:
+        """Append to the leaders, then answer through ``callback`` (maybe later).
+
+        Internal topics (``__consumer_offsets``) take appends only from the broker's own
+        coordinators (``internal_topics_allowed``); a client's produce to one gets
+        INVALID_TOPIC_EXCEPTION, as Kafka's ``appendToLocalLog`` answers.
+        """
+        if required_acks not in _VALID_ACKS:
+            callback(
+                {tp: ProducePartitionResult(ErrorCode.invalid_required_acks) for tp in entries}
+            )
+            return
+        appended = {
+            tp: self._append_to_leader(tp, records, required_acks)
+            if internal_topics_allowed or not is_internal_topic(tp.topic)
+            else (_refuse_internal_append(tp), _NO_OFFSET)
+            for tp, records in entries.items()
+        }
+        results = {tp: result for tp, (result, _) in appended.items()}
+        failed = all(r.error_code != ErrorCode.none for r in results.values())
+        if required_acks != ACKS_ALL or failed:
+            callback(results)
+            return
+        statuses = {
+            tp: ProducePartitionStatus(required_offset=next_offset, result=result)
+            for tp, (result, next_offset) in appended.items()
+        }
+        operation = DelayedProduce(
+            timeout_ms, statuses, self.get_partition, callback, lock=threading.RLock()
+        )
+        self.produce_purgatory.try_complete_else_watch(operation, [_key(tp) for tp in entries])
+
+    def _append_to_leader(
+        self, tp: TopicPartition, records: bytes, required_acks: int
+    ) -> tuple[ProducePartitionResult, int]:
+        """The partition's result, and the offset its acks=all wait must reach."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return ProducePartitionResult(self.not_hosted_error(tp)), _NO_OFFSET
+        try:
+            info, hw_moved = partition.append_records_to_leader(records, required_acks)
+        except PartitionError as exc:
+            return ProducePartitionResult(exc.error_code, error_message=str(exc)), _NO_OFFSET
+        except LogError as exc:
+            error = ErrorCode(exc.error_code)
+            return ProducePartitionResult(error, error_message=str(exc)), _NO_OFFSET
+        if hw_moved:
+            self._complete_delayed_requests(tp)
+        else:
+            # Followers wait for the LEO, which every append moves.
+            self.fetch_purgatory.check_and_complete(_key(tp))
+        result = ProducePartitionResult(
+            ErrorCode.none,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=info.log_start_offset,
+        )
+        return result, info.last_offset + 1
+
+    # -- fetch ----------------------------------------------------------------------
+
+    def fetch_messages(
+        self,
+        params: FetchParams,
+        fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+        callback: FetchCallback,
+    ) -> None:
+        """Read, and answer now if there is enough or nothing to wait for, else wait."""
+        results = self.read_from_local_log(params, fetch_infos)
+        if params.is_from_follower:
+            self._update_followers(params.replica_id, fetch_infos)
+        bytes_readable = sum(r.size_bytes for r in results.values())
+        any_error = any(r.error_code != ErrorCode.none for r in results.values())
+        if (
+            params.max_wait_ms <= 0
+            or not fetch_infos
+            or bytes_readable >= params.min_bytes
+            or any_error
+        ):
+            callback(results)
+            return
+        statuses = {}
+        for tp, info in fetch_infos:
+            data = results[tp].data
+            assert data is not None  # no error, so the read returned data
+            statuses[tp] = FetchPartitionStatus(data.fetch_offset_metadata, info)
+        operation = DelayedFetch(
+            params,
+            statuses,
+            self.get_partition,
+            lambda: self.read_from_local_log(params, fetch_infos),
+            callback,
+        )
+        self.fetch_purgatory.try_complete_else_watch(operation, [_key(tp) for tp, _ in fetch_infos])
+
+    def read_from_local_log(
+        self,
+        params: FetchParams,
+        fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+    ) -> dict[TopicPartition, FetchPartitionResult]:
+        """Read every partition, within the request's and each partition's max bytes."""
+        remaining_bytes = params.max_bytes
+        # Like Kafka, the first partition with data returns at least one whole batch,
+        # even past max bytes, so a consumer never stalls on a large batch.
+        min_one_message = True
+        results: dict[TopicPartition, FetchPartitionResult] = {}
+        for tp, info in fetch_infos:
+            result = self._read_partition(
+                tp, info, params.isolation, min(info.max_bytes, remaining_bytes), min_one_message
+            )
+            if result.size_bytes > 0:
+                min_one_message = False
+                remaining_bytes = max(0, remaining_bytes - result.size_bytes)
+            results[tp] = result
+        return results
+
+    def _read_partition(
+        self,
+        tp: TopicPartition,
+        info: PartitionFetchInfo,
+        isolation: FetchIsolation,
+        max_bytes: int,
+        min_one_message: bool,
+    ) -> FetchPartitionResult:
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return FetchPartitionResult(self.not_hosted_error(tp))
+        log = partition.log
+        try:
+            partition.check_leader(info.current_leader_epoch)
+            high_watermark = log.high_watermark
+            max_offset = None if isolation is FetchIsolation.LOG_END else high_watermark
+            data = log.read(
+                info.fetch_offset,
+                max_bytes,
+                max_offset=max_offset,
+                min_one_message=min_one_message,
+            )
+        except PartitionError as exc:
+            return FetchPartitionResult(exc.error_code)
+        except LogError as exc:
+            return FetchPartitionResult(
+                ErrorCode(exc.error_code),
+                high_watermark=log.high_watermark,
+                last_stable_offset=partition.last_stable_offset(),
+                log_start_offset=log.log_start_offset,
+            )
+        return FetchPartitionResult(
+            ErrorCode.none,
+            high_watermark=high_watermark,
+            last_stable_offset=partition.last_stable_offset(),
+            log_start_offset=log.log_start_offset,
+            data=data,
+        )
+
+    def _update_followers(
+        self, replica_id: int, fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]]
+    ) -> None:
+        for tp, info in fetch_infos:
+            partition = self._partitions.get(tp)
+            if partition is None:
+                continue
+            if partition.update_follower_fetch_state(replica_id, info.fetch_offset):
+                self._complete_delayed_requests(tp)
+            if self.follower_fetch_listener is not None:
+                self.follower_fetch_listener(partition, replica_id, info.fetch_offset)
+
+    # -- delete records -------------------------------------------------------------
+
+    def delete_records(
+        self,
+        timeout_ms: int,
+        offsets: Mapping[TopicPartition, int],
+        callback: DeleteRecordsCallback,
+    ) -> None:
+        """Move each log start offset to its requested offset (-1: the HW), then answer."""
+        results = {tp: self._delete_before(tp, offset) for tp, offset in offsets.items()}
+        statuses = {
+            tp: DeleteRecordsPartitionStatus(required_offset=r.low_watermark, result=r)
+            for tp, r in results.items()
+        }
+        operation = DelayedDeleteRecords(timeout_ms, statuses, self.get_partition, callback)
+        self.delete_records_purgatory.try_complete_else_watch(
+            operation, [_key(tp) for tp in offsets]
+        )
+
+    def _delete_before(self, tp: TopicPartition, offset: int) -> DeleteRecordsPartitionResult:
+        if is_internal_topic(tp.topic):
+            # As Kafka's deleteRecordsOnLocalLog: no client trims a coordinator's log.
+            return DeleteRecordsPartitionResult(ErrorCode.invalid_topic_exception)
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return DeleteRecordsPartitionResult(self.not_hosted_error(tp))
+        try:
+            partition.check_leader()
+        except PartitionError as exc:
+            return DeleteRecordsPartitionResult(exc.error_code)
+        log = partition.log
+        target = log.high_watermark if offset == _LATEST_OFFSET else offset
+        if target < 0 or target > log.high_watermark:
+            return DeleteRecordsPartitionResult(ErrorCode.offset_out_of_range)
+        try:
+            log.delete_records_before(target)
+        except LogError as exc:
+            return DeleteRecordsPartitionResult(ErrorCode(exc.error_code))
+        return DeleteRecordsPartitionResult(ErrorCode.none, low_watermark=target)

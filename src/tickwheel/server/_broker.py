@@ -1,0 +1,350 @@
+"""``Broker`` and ``BackgroundBroker``: a running single-node Kafka-compatible broker.
+
+``Broker`` is the asyncio server: ``async with Broker(config) as broker`` opens the
+log directory (recovering every partition and the topic registry), starts the
+purgatories' timer drivers, listens on the configured ``PLAINTEXT`` listener (port 0
+takes a free port; ``bootstrap_servers`` tells which), optionally serves metrics, and
+runs two housekeeping loops: retention and flushing every
+``log.retention.check.interval.ms``, and closing connections idle for longer than
+``connections.max.idle.ms``. ``stop`` stops listening, closes every connection (a
+request waiting in a purgatory is dropped with its connection, as when Kafka shuts
+down), then flushes and closes the logs, which write their checkpoints.
+
+``BackgroundBroker`` runs a ``Broker`` on an event loop in its own thread, for
+synchronous programs and tests: ``with BackgroundBroker(config) as broker``.
+
+Concurrency: a ``Broker`` lives on one event loop and every method must be awaited
+there. ``BackgroundBroker``'s methods may be called from any thread; they hand work
+to the broker's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from tickwheel.replica import PurgatoryConfig, ReplicaManager
+from tickwheel.server._cluster import join_cluster, start_cluster
+from tickwheel.server._config import BrokerConfig
+from tickwheel.server._connection import Connection, ConnectionProtocol
+from tickwheel.server._context import BrokerContext, Endpoint
+from tickwheel.server._dispatch import Dispatcher
+from tickwheel.server._listener import Listener
+from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics, serve_metrics
+from tickwheel.server._topics import TopicRegistry
+from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
+from tickwheel.server.apis._groups import start_groups
+
+_log = logging.getLogger(__name__)
+
+_MS_PER_S = 1000.0
+_IDLE_CHECKS_PER_TIMEOUT = 10
+"""How many times per ``connections.max.idle.ms`` idle connections are looked for."""
+_ANY_INTERFACE = "0.0.0.0"
+_LOOPBACK = "127.0.0.1"
+_THREAD_START_TIMEOUT_S = 30.0
+
+
+class Broker:
+    """A single-node broker on the running asyncio event loop."""
+
+    def __init__(self, config: BrokerConfig | None = None) -> None:
+        self.config = config or BrokerConfig()
+        self._listener: Listener | None = None
+        self._stopped = False
+        self._metrics_server: asyncio.Server | None = None
+        self._replica_manager: ReplicaManager | None = None
+        self._context: BrokerContext | None = None
+        self._connections: dict[asyncio.Task[None], Connection] = {}
+        self._housekeeping: list[asyncio.Task[None]] = []
+        self._endpoint = Endpoint(_LOOPBACK, 0)
+        self._metrics_port = -1
+
+    @property
+    def log_dir(self) -> Path:
+        """The log directory (the first of ``log.dirs``)."""
+        return Path(self.config.log_dirs.split(",")[0].strip())
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` for clients, once started."""
+        return str(self._endpoint)
+
+    @property
+    def port(self) -> int:
+        """The port this broker listens on, once started."""
+        return self._endpoint.port
+
+    @property
+    def metrics_port(self) -> int:
+        """The metrics HTTP port, or -1 when metrics are not served."""
+        return self._metrics_port
+
+    @property
+    def context(self) -> BrokerContext:
+        """The broker's state as handlers see it (started brokers only)."""
+        if self._context is None:
+            raise RuntimeError("the broker is not started")
+        return self._context
+
+    @property
+    def replica_manager(self) -> ReplicaManager:
+        """The replica manager (started brokers only)."""
+        return self.context.replica_manager
+
+    def metrics(self) -> dict[str, PurgatoryMetrics]:
+        """Each purgatory's counters, by name (Produce, Fetch, DeleteRecords)."""
+        return self.context.metrics.purgatory_snapshot()
+
+    async def start(self) -> None:
+        """Open the logs, then listen."""
+        config = self.config
+        if "," in config.log_dirs:
+            _log.warning("only the first of log.dirs is used: %s", self.log_dir)
+        replica_manager = ReplicaManager(
+            config.broker_id,
+            self.log_dir,
+            PurgatoryConfig(
+                produce_purge_interval_requests=config.producer_purgatory_purge_interval_requests,
+                fetch_purge_interval_requests=config.fetch_purgatory_purge_interval_requests,
+                delete_records_purge_interval_requests=config.delete_records_purgatory_purge_interval_requests,
+            ),
+        )
+        self._replica_manager = replica_manager
+        replica_manager.start()
+        topics = TopicRegistry(self.log_dir)
+        topics.load()
+        on_disk: dict[str, int] = {}
+        for tp in replica_manager.log_manager.existing_partitions():
+            on_disk[tp.topic] = max(on_disk.get(tp.topic, 0), tp.partition + 1)
+        for name, count in on_disk.items():
+            topics.adopt(name, count)
+        metrics = BrokerMetrics(lambda: replica_manager.purgatories)
+        context = BrokerContext(config, replica_manager, topics, metrics, SUPPORTED_VERSIONS)
+        self._context = context
+        cluster = join_cluster(context) if config.zookeeper_connect else None
+        for info in topics.topics.values():
+            context.open_partitions(info)
+        context.groups = start_groups(context)
+        dispatcher = Dispatcher(context, API_SPECS)
+        host, port = config.listen_address()
+        listener = Listener(
+            host, port, lambda: ConnectionProtocol(functools.partial(self._accept, dispatcher))
+        )
+        self._listener = listener
+        listener.start()
+        bound_port = listener.port
+        self._endpoint = self._advertised(host, bound_port)
+        context.advertised = self._endpoint
+        if cluster is not None:
+            await start_cluster(context, cluster)
+        if config.metrics_port >= 0:
+            self._metrics_server = await serve_metrics(metrics, host, config.metrics_port)
+            self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+        self._housekeeping = [
+            asyncio.create_task(
+                self._every(config.log_retention_check_interval_ms, self._log_maintenance)
+            ),
+            asyncio.create_task(
+                self._every(
+                    config.connections_max_idle_ms // _IDLE_CHECKS_PER_TIMEOUT,
+                    self._close_idle_connections,
+                )
+            ),
+        ]
+        _log.info(
+            "tickwheel broker %d listening on %s:%d (advertised %s), log dir %s, %d topics",
+            config.broker_id,
+            host,
+            bound_port,
+            self._endpoint,
+            self.log_dir,
+            len(topics.topics),
+        )
+
+    def _advertised(self, host: str, port: int) -> Endpoint:
+        advertised = self.config.advertised_listeners.split(",")[0].strip()
+        if advertised:
+            adv_host, adv_port = BrokerConfig(listeners=advertised).listen_address()
+            return Endpoint(adv_host, adv_port or port)
+        return Endpoint(_LOOPBACK if host == _ANY_INTERFACE else host, port)
+
+    def _accept(
+        self, dispatcher: Dispatcher, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        connection = Connection(dispatcher, reader, writer, self.config.socket_request_max_bytes)
+        if self._listener is None:
+            # Handed over while ``stop`` runs: nothing will serve it.
+            connection.close()
+            return
+        task = asyncio.get_running_loop().create_task(connection.run())
+        self._connections[task] = connection
+        task.add_done_callback(self._connections.pop)
+
+    @staticmethod
+    async def _every(interval_ms: int, action: Callable[[], None]) -> None:
+        interval_s = max(interval_ms, 1) / _MS_PER_S
+        while True:
+            await asyncio.sleep(interval_s)
+            action()
+
+    def _log_maintenance(self) -> None:
+        for partition in self.replica_manager.partitions.values():
+            partition.log.apply_retention()
+            partition.log.maybe_flush()
+
+    def _close_idle_connections(self) -> None:
+        deadline_s = asyncio.get_running_loop().time() - (
+            self.config.connections_max_idle_ms / _MS_PER_S
+        )
+        for connection in list(self._connections.values()):
+            if not connection.busy and connection.last_active_s < deadline_s:
+                _log.info("closing idle connection from %s", connection.peer)
+                connection.close()
+
+    async def stop(self) -> None:
+        """Stop listening, close connections, flush and close the logs; idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            # Returns once every socket it accepted reached ``_accept``, which closed it.
+            await listener.close()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+        connections = list(self._connections.values())
+        tasks = [*self._housekeeping, *self._connections]
+        for task in tasks:
+            task.cancel()
+        for connection in connections:
+            connection.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for connection in connections:
+            await connection.wait_closed()
+        if self._context is not None and self._context.cluster is not None:
+            await self._context.cluster.stop()
+        if self._context is not None and self._context.groups is not None:
+            self._context.groups.shutdown()
+        if self._replica_manager is not None:
+            self._replica_manager.shutdown()
+        _log.info("tickwheel broker %d stopped", self.config.broker_id)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+class BackgroundBroker:
+    """A ``Broker`` running on its own event-loop thread."""
+
+    def __init__(self, config: BrokerConfig | None = None) -> None:
+        self.broker = Broker(config)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` for clients."""
+        return self.broker.bootstrap_servers
+
+    @property
+    def port(self) -> int:
+        """The port the broker listens on."""
+        return self.broker.port
+
+    @property
+    def metrics_port(self) -> int:
+        """The metrics HTTP port, or -1."""
+        return self.broker.metrics_port
+
+    def start(self) -> Self:
+        """Start the thread and wait until the broker listens (re-raises its failure)."""
+        self._thread = threading.Thread(target=self._run, name="tickwheel-broker", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(_THREAD_START_TIMEOUT_S):
+            raise TimeoutError("the broker did not start")
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        try:
+            await self.broker.start()
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            await self.broker.stop()
+            return
+        self._ready.set()
+        try:
+            await self._stopping.wait()
+        finally:
+            await self.broker.stop()
+
+    def call(
+        self, fn: Callable[[Broker], Awaitable[object]] | Callable[[Broker], object]
+    ) -> object:
+        """Run ``fn(broker)`` on the broker's loop and return its result."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("the broker is not running")
+
+        async def run() -> object:
+            result = fn(self.broker)
+            if isinstance(result, Awaitable):
+                return await result
+            return result
+
+        return asyncio.run_coroutine_threadsafe(run(), loop).result()
+
+    def metrics(self) -> dict[str, PurgatoryMetrics]:
+        """Each purgatory's counters, by name, read on the broker's loop."""
+        snapshot = self.call(lambda broker: broker.metrics())
+        assert isinstance(snapshot, dict)
+        return snapshot
+
+    def stop(self) -> None:
+        """Stop the broker and wait for its thread; idempotent."""
+        loop, stopping, thread = self._loop, self._stopping, self._thread
+        if loop is None or stopping is None or thread is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop already closed
+            loop.call_soon_threadsafe(stopping.set)
+        thread.join()
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,202 @@
+"""Cluster mode of the broker: the ``ClusterNode`` built from ``BrokerConfig``.
+
+With ``zookeeper.connect`` set, the broker joins a ZooKeeper-coordinated cluster
+(``tickwheel.cluster``): the node's watches decide which partitions this broker
+hosts and whether it leads or follows each. The ``TopicRegistry`` then mirrors the
+topics in ZooKeeper (so every handler that looks a topic up sees the cluster's
+topics); ZooKeeper, not the registry file, is the record.
+
+The handlers' cluster-mode parts live here too, so each handler keeps one branch:
+the brokers and partitions of a Metadata answer, auto-creation, and the creation of
+topics and partitions (replicas assigned over the live brokers, Kafka's errors).
+
+Concurrency: event-loop thread only, like the ``BrokerContext``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.cluster import (
+    AssignmentError,
+    BrokerEndpoint,
+    ClusterNode,
+    ClusterSettings,
+    TopicExistsError,
+    TopicMetadata,
+    ZkSettings,
+)
+from tickwheel.replica import FetcherConfig
+from tickwheel.server._config import BrokerConfig
+from tickwheel.server._context import BrokerContext
+
+_log = logging.getLogger(__name__)
+_AUTO_CREATE_TIMEOUT_MS = 5000
+"""How long auto-creation waits for the new partitions' leaders (as Kafka's request)."""
+
+
+def cluster_settings(config: BrokerConfig) -> ClusterSettings:
+    """The cluster settings in ``config`` (Kafka's ``zookeeper.*``/``replica.*`` names)."""
+    return ClusterSettings(
+        broker_id=config.broker_id,
+        zookeeper=ZkSettings(
+            connect=config.zookeeper_connect,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+        ),
+        cluster_id=config.cluster_id,
+        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        replica_socket_timeout_ms=config.replica_socket_timeout_ms,
+        fetcher=FetcherConfig(
+            wait_max_ms=config.replica_fetch_wait_max_ms,
+            min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_max_bytes,
+            response_max_bytes=config.replica_fetch_response_max_bytes,
+            backoff_ms=config.replica_fetch_backoff_ms,
+        ),
+    )
+
+
+def join_cluster(context: BrokerContext) -> ClusterNode:
+    """A node for ``context``'s broker, set as ``context.cluster`` (not started yet)."""
+    node = ClusterNode(
+        cluster_settings(context.config), context.replica_manager, context.log_config
+    )
+
+    def mirror(name: str, metadata: TopicMetadata | None) -> None:
+        registry = context.topics
+        if metadata is None:
+            if name in registry.topics:
+                registry.delete(name)
+            return
+        count = len(metadata.assignment)
+        info = registry.topics.get(name)
+        if info is None or info.configs != metadata.configs:
+            registry.create(name, count, metadata.configs)
+        elif info.num_partitions != count:
+            registry.set_partitions(name, count)
+
+    node.topic_listener = mirror
+    context.cluster = node
+    return node
+
+
+def broker_entries(node: ClusterNode) -> list[dict[str, Any]]:
+    """The live brokers, as a Metadata response lists them."""
+    return [
+        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
+        for b in sorted(node.cache.brokers.values(), key=lambda b: b.broker_id)
+    ]
+
+
+def partition_entries(node: ClusterNode, topic: str) -> list[dict[str, Any]]:
+    """A topic's partitions as a Metadata response describes them.
+
+    A partition without a live leader is answered LEADER_NOT_AVAILABLE with leader -1:
+    clients must never see a leader that is missing from the broker list.
+    """
+    return [
+        {
+            "error_code": ErrorCode.none if p.has_leader else ErrorCode.leader_not_available,
+            "partition_index": p.partition,
+            "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": list(p.replicas),
+            "isr_nodes": list(p.isr),
+            "offline_replicas": list(p.offline_replicas),
+        }
+        for p in node.cache.partition_metadata(topic)
+    ]
+
+
+async def auto_create_topic(context: BrokerContext, name: str) -> None:
+    """Create ``name`` in the cluster with the broker defaults, if allowed and missing.
+
+    A topic created meanwhile by another broker is left as it is; one that cannot be
+    created (``default.replication.factor`` above the live brokers) is logged, and
+    the topic stays unknown.
+    """
+    node = context.cluster
+    config = context.config
+    if node is None or not config.auto_create_topics_enable or name in node.cache.topics:
+        return
+    try:
+        assignment = await node.plan_assignment(
+            config.num_partitions, config.default_replication_factor
+        )
+        await node.create_topic(name, assignment, {}, timeout_ms=_AUTO_CREATE_TIMEOUT_MS)
+    except (AssignmentError, TopicExistsError) as exc:
+        _log.info("auto-creating topic %s: %s", name, exc)
+
+
+async def create_cluster_topic(
+    context: BrokerContext,
+    topic: Any,
+    num_partitions: int,
+    replication_factor: int,
+    configs: dict[str, str],
+    *,
+    validate_only: bool,
+    timeout_ms: int,
+) -> dict[str, Any] | None:
+    """Create one CreateTopics ``topic`` in the cluster; its error entry, or None.
+
+    Replicas come from the request's manual assignment, checked against the live
+    brokers, or from Kafka's assignment over them; ``validate_only`` stops there.
+    """
+    node = context.cluster
+    assert node is not None
+    manual = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments or ()}
+    try:
+        assignment = await node.plan_assignment(num_partitions, replication_factor, manual or None)
+        if not validate_only:
+            await node.create_topic(topic.name, assignment, configs, timeout_ms=timeout_ms)
+    except AssignmentError as exc:
+        return {"error_code": exc.error_code, "error_message": str(exc)}
+    except TopicExistsError:
+        return {
+            "error_code": ErrorCode.topic_already_exists,
+            "error_message": f"topic {topic.name!r} already exists",
+        }
+    return None
+
+
+async def add_cluster_partitions(
+    context: BrokerContext, topic: Any, *, validate_only: bool, timeout_ms: int
+) -> dict[str, Any] | None:
+    """Grow one CreatePartitions ``topic`` in the cluster; its error entry, or None.
+
+    New partitions get as many replicas as partition 0 has, from the request's
+    assignment (checked against the live brokers) or from Kafka's assignment.
+    """
+    node = context.cluster
+    assert node is not None
+    current = node.cache.topics[topic.name].assignment
+    first_new = len(current)
+    manual = {
+        first_new + index: tuple(a.broker_ids) for index, a in enumerate(topic.assignments or ())
+    }
+    try:
+        assignment = await node.plan_assignment(
+            topic.count - first_new,
+            len(current[0]),
+            manual or None,
+            start_partition=first_new,
+        )
+        if not validate_only:
+            await node.add_partitions(topic.name, assignment, timeout_ms=timeout_ms)
+    except AssignmentError as exc:
+        return {"error_code": exc.error_code, "error_message": str(exc)}
+    return None
+
+
+async def start_cluster(context: BrokerContext, node: ClusterNode) -> None:
+    """Start ``node`` advertising this broker's endpoint; then drop from the registry
+    the topics that were deleted from the cluster while this broker was down."""
+    endpoint = context.advertised
+    await node.start(BrokerEndpoint(context.broker_id, endpoint.host, endpoint.port))
+    for name in [name for name in context.topics.topics if name not in node.cache.topics]:
+        context.topics.delete(name)

@@ -1,0 +1,263 @@
+"""``BrokerConfig``: the broker's settings under Kafka's ``server.properties`` names.
+
+One frozen object built once at start-up, from a properties file, a dict, or keyword
+arguments; every field is named after its Kafka property with dots turned into
+underscores (``log.dirs`` → ``log_dirs``). Topic-level defaults (``log.segment.bytes``
+and friends) are kept as the broker's ``log.*`` properties and mapped to the topic
+names that ``LogConfig`` reads (``segment.bytes``), as Kafka does.
+
+Immutable; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tickwheel.coordinator import GroupConfig
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
+_LISTENER_SCHEME = "PLAINTEXT://"
+_MS_PER_HOUR = 3_600_000
+_GROUPS = GroupConfig()
+
+# Broker property -> topic-level property it provides the default for (Kafka's
+# "server default property" of each topic config).
+BROKER_TO_TOPIC_CONFIG: Mapping[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "message.max.bytes": "max.message.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+}
+
+
+class ConfigError(ValueError):
+    """A property that is unknown in type or out of range."""
+
+
+def _kafka(name: str) -> dict[str, str]:
+    return {"kafka": name}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    """Broker settings; each field's Kafka property name is in its metadata."""
+
+    broker_id: int = field(default=0, metadata=_kafka("broker.id"))
+    listeners: str = field(default=DEFAULT_LISTENERS, metadata=_kafka("listeners"))
+    advertised_listeners: str = field(default="", metadata=_kafka("advertised.listeners"))
+    log_dirs: str = field(default="/tmp/kafka-logs", metadata=_kafka("log.dirs"))
+    num_partitions: int = field(default=1, metadata=_kafka("num.partitions"))
+    default_replication_factor: int = field(
+        default=1, metadata=_kafka("default.replication.factor")
+    )
+    auto_create_topics_enable: bool = field(
+        default=True, metadata=_kafka("auto.create.topics.enable")
+    )
+    delete_topic_enable: bool = field(default=True, metadata=_kafka("delete.topic.enable"))
+    message_max_bytes: int = field(default=1_048_588, metadata=_kafka("message.max.bytes"))
+    socket_request_max_bytes: int = field(
+        default=104_857_600, metadata=_kafka("socket.request.max.bytes")
+    )
+    connections_max_idle_ms: int = field(
+        default=600_000, metadata=_kafka("connections.max.idle.ms")
+    )
+    producer_purgatory_purge_interval_requests: int = field(
+        default=1000, metadata=_kafka("producer.purgatory.purge.interval.requests")
+    )
+    fetch_purgatory_purge_interval_requests: int = field(
+        default=1000, metadata=_kafka("fetch.purgatory.purge.interval.requests")
+    )
+    delete_records_purgatory_purge_interval_requests: int = field(
+        default=1, metadata=_kafka("delete.records.purgatory.purge.interval.requests")
+    )
+    min_insync_replicas: int = field(default=1, metadata=_kafka("min.insync.replicas"))
+    replica_lag_time_max_ms: int = field(default=30_000, metadata=_kafka("replica.lag.time.max.ms"))
+    # Cluster mode (tickwheel.cluster): empty zookeeper.connect keeps the single node.
+    zookeeper_connect: str = field(default="", metadata=_kafka("zookeeper.connect"))
+    zookeeper_session_timeout_ms: int = field(
+        default=18_000, metadata=_kafka("zookeeper.session.timeout.ms")
+    )
+    zookeeper_connection_timeout_ms: int = field(
+        default=18_000, metadata=_kafka("zookeeper.connection.timeout.ms")
+    )
+    replica_fetch_wait_max_ms: int = field(
+        default=500, metadata=_kafka("replica.fetch.wait.max.ms")
+    )
+    replica_fetch_min_bytes: int = field(default=1, metadata=_kafka("replica.fetch.min.bytes"))
+    replica_fetch_max_bytes: int = field(
+        default=1_048_576, metadata=_kafka("replica.fetch.max.bytes")
+    )
+    replica_fetch_response_max_bytes: int = field(
+        default=10_485_760, metadata=_kafka("replica.fetch.response.max.bytes")
+    )
+    replica_fetch_backoff_ms: int = field(default=1000, metadata=_kafka("replica.fetch.backoff.ms"))
+    replica_socket_timeout_ms: int = field(
+        default=30_000, metadata=_kafka("replica.socket.timeout.ms")
+    )
+    log_segment_bytes: int = field(default=1_073_741_824, metadata=_kafka("log.segment.bytes"))
+    log_roll_ms: int = field(default=7 * 24 * _MS_PER_HOUR, metadata=_kafka("log.roll.ms"))
+    log_retention_ms: int = field(
+        default=7 * 24 * _MS_PER_HOUR, metadata=_kafka("log.retention.ms")
+    )
+    log_retention_bytes: int = field(default=-1, metadata=_kafka("log.retention.bytes"))
+    log_index_interval_bytes: int = field(default=4096, metadata=_kafka("log.index.interval.bytes"))
+    log_flush_interval_messages: int = field(
+        default=2**63 - 1, metadata=_kafka("log.flush.interval.messages")
+    )
+    log_flush_interval_ms: int = field(default=2**63 - 1, metadata=_kafka("log.flush.interval.ms"))
+    log_message_timestamp_type: str = field(
+        default="CreateTime", metadata=_kafka("log.message.timestamp.type")
+    )
+    log_retention_check_interval_ms: int = field(
+        default=300_000, metadata=_kafka("log.retention.check.interval.ms")
+    )
+    # The group coordinator's settings; tickwheel.coordinator.GroupConfig holds the
+    # defaults and reads these from ``as_properties()``.
+    group_initial_rebalance_delay_ms: int = field(
+        default=_GROUPS.group_initial_rebalance_delay_ms,
+        metadata=_kafka("group.initial.rebalance.delay.ms"),
+    )
+    group_min_session_timeout_ms: int = field(
+        default=_GROUPS.group_min_session_timeout_ms,
+        metadata=_kafka("group.min.session.timeout.ms"),
+    )
+    group_max_session_timeout_ms: int = field(
+        default=_GROUPS.group_max_session_timeout_ms,
+        metadata=_kafka("group.max.session.timeout.ms"),
+    )
+    group_max_size: int = field(default=_GROUPS.group_max_size, metadata=_kafka("group.max.size"))
+    offsets_topic_num_partitions: int = field(
+        default=_GROUPS.offsets_topic_num_partitions,
+        metadata=_kafka("offsets.topic.num.partitions"),
+    )
+    offsets_topic_replication_factor: int = field(
+        default=_GROUPS.offsets_topic_replication_factor,
+        metadata=_kafka("offsets.topic.replication.factor"),
+    )
+    offsets_topic_segment_bytes: int = field(
+        default=_GROUPS.offsets_topic_segment_bytes,
+        metadata=_kafka("offsets.topic.segment.bytes"),
+    )
+    offset_metadata_max_bytes: int = field(
+        default=_GROUPS.offset_metadata_max_bytes, metadata=_kafka("offset.metadata.max.bytes")
+    )
+    offsets_commit_timeout_ms: int = field(
+        default=_GROUPS.offsets_commit_timeout_ms, metadata=_kafka("offsets.commit.timeout.ms")
+    )
+    cluster_id: str = field(default="tickwheel", metadata=_kafka("cluster.id"))
+    # Not a Kafka property: Kafka exports metrics over JMX, tickwheel over HTTP in
+    # Prometheus's format; -1 disables the endpoint, 0 picks a free port.
+    metrics_port: int = field(default=-1, metadata=_kafka("tickwheel.metrics.port"))
+
+    def __post_init__(self) -> None:
+        self.listen_address()
+        if self.num_partitions < 1:
+            raise ConfigError("num.partitions must be at least 1")
+        if self.socket_request_max_bytes < 1:
+            raise ConfigError("socket.request.max.bytes must be positive")
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
+        """A config from Kafka-named string properties; unknown names are logged."""
+        by_name = {f.metadata["kafka"]: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for name, raw in properties.items():
+            if name == "log.dir" and "log.dirs" not in properties:
+                name = "log.dirs"  # noqa: PLW2901 - Kafka's older single-directory spelling
+            if name == "node.id":
+                name = "broker.id"  # noqa: PLW2901 - the KRaft spelling of the same id
+            if name == "log.retention.hours":
+                values["log_retention_ms"] = _parse_int(name, raw) * _MS_PER_HOUR
+                continue
+            target = by_name.get(name)
+            if target is None:
+                _log.warning("ignoring unknown broker property %s", name)
+                continue
+            values[target.name] = _parse(name, raw, target.default)
+        return cls(**values)
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: Mapping[str, str] = {}) -> BrokerConfig:
+        """A config from a ``server.properties`` file, with ``overrides`` on top."""
+        properties = parse_properties(Path(path).read_text(encoding="utf-8"))
+        properties.update(overrides)
+        return cls.from_properties(properties)
+
+    def listen_address(self) -> tuple[str, int]:
+        """The host and port of the first PLAINTEXT listener (port 0: any free port)."""
+        first = self.listeners.split(",")[0].strip()
+        if not first.startswith(_LISTENER_SCHEME):
+            raise ConfigError(f"only PLAINTEXT listeners are supported, got {first!r}")
+        host, sep, port = first[len(_LISTENER_SCHEME) :].rpartition(":")
+        if not sep or not port.isdigit():
+            raise ConfigError(f"listener {first!r} has no port")
+        return host or "0.0.0.0", int(port)
+
+    def topic_defaults(self) -> dict[str, str]:
+        """The topic-level defaults this broker gives, under topic config names."""
+        by_name = {f.metadata["kafka"]: f.name for f in dataclasses.fields(self)}
+        return {
+            topic_name: _render(getattr(self, by_name[broker_name]))
+            for broker_name, topic_name in BROKER_TO_TOPIC_CONFIG.items()
+        }
+
+    def as_properties(self) -> dict[str, str]:
+        """Every setting under its Kafka name, as strings."""
+        return {
+            f.metadata["kafka"]: _render(getattr(self, f.name)) for f in dataclasses.fields(self)
+        }
+
+
+def _render(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _parse_int(name: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+
+
+def _parse(name: str, raw: str, default: object) -> object:
+    if isinstance(default, bool):
+        lowered = raw.strip().lower()
+        if lowered not in {"true", "false"}:
+            raise ConfigError(f"{name}={raw!r} is not true or false")
+        return lowered == "true"
+    if isinstance(default, int):
+        return _parse_int(name, raw)
+    return raw.strip()
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` text (``key=value`` or ``key: value``, # and ! comments)."""
+    properties: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = pending + raw_line.strip()
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut < 0:
+            properties[line] = ""
+        else:
+            properties[line[:cut].strip()] = line[cut + 1 :].strip()
+    return properties

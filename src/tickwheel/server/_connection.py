@@ -1,0 +1,201 @@
+"""``Connection``: one client's TCP connection, served strictly in order.
+
+The loop reads one frame (4-byte size, then the request), dispatches it, writes the
+response, and only then reads the next: a request that waits in a purgatory keeps
+the connection muted until it is answered, which is what Kafka does
+(``Selector.mute``), so responses always leave in request order. acks=0 produces
+are answered with nothing; a handler that raises ``CloseConnectionError`` (a failed
+acks=0 produce) gets the connection closed instead.
+
+Fetch responses arrive as chunks: fixed fields as ``bytes``, records as the log's
+``FileRecordsSlice``. A small slice is read (``pread``) and written with the bytes
+around it; a slice of at least ``SENDFILE_MIN_BYTES`` goes from the page cache to the
+socket with ``loop.sendfile`` (``os.sendfile``), never through Python memory.
+
+A frame larger than ``socket.request.max.bytes``, an unknown API key, an unadvertised
+version or an undecodable body is logged and the connection closed; the broker and
+its other connections go on. An unexpected error in a handler is logged with its
+traceback and closes only this connection, too.
+
+Concurrency: each connection runs as one task on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import cast
+
+from tickwheel.log import FileRecordsSlice
+from tickwheel.protocol import (
+    SIZE_PREFIX_BYTES,
+    FetchResponseFrame,
+    ProtocolError,
+    read_frame_size,
+)
+from tickwheel.server._dispatch import Dispatcher
+from tickwheel.server.apis import CloseConnectionError, Response
+
+_log = logging.getLogger(__name__)
+
+SENDFILE_MIN_BYTES = 64 * 1024
+"""Slices smaller than this are read and written: a ``loop.sendfile`` call costs more
+than copying a few pages, and it waits for the write buffer to empty first."""
+
+
+def _shrunk(records: FileRecordsSlice, got_bytes: int) -> CloseConnectionError:
+    return CloseConnectionError(
+        f"a fetched slice shrank from {records.length} to {got_bytes} bytes before it was "
+        "sent (the log was truncated under it); the frame is broken, so the connection closes"
+    )
+
+
+def _slice_bytes(records: FileRecordsSlice) -> bytes:
+    """The slice's bytes, all of them: a log truncated since the read breaks the frame."""
+    data = records.read_bytes()
+    if len(data) != records.length:
+        raise _shrunk(records, len(data))
+    return data
+
+
+class _SliceFile:
+    """The file-like view of a slice that ``loop.sendfile`` needs (fileno, seek, mode).
+
+    ``sendfile`` seeks the file to the end of what it sent; the log reads and writes
+    by position, never by file offset, so the seek is a no-op here.
+    """
+
+    mode = "rb"
+
+    def __init__(self, records: FileRecordsSlice) -> None:
+        self._records = records
+
+    def fileno(self) -> int:
+        return self._records.fileno()
+
+    def seek(self, position: int) -> int:
+        return position
+
+
+class ConnectionProtocol(asyncio.StreamReaderProtocol):
+    """The listener's protocol: hands each socket to ``on_accept`` once it is connected.
+
+    ``asyncio.start_server`` would start a task per connection itself, one loop
+    iteration later; a broker stopping in between could then neither see nor close
+    that socket. Here the broker gets the reader and writer inside ``connection_made``.
+    """
+
+    def __init__(
+        self, on_accept: Callable[[asyncio.StreamReader, asyncio.StreamWriter], None]
+    ) -> None:
+        # StreamReaderProtocol keeps only a weak reference to its reader.
+        self._reader = asyncio.StreamReader()
+        super().__init__(self._reader)
+        self._on_accept = on_accept
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        writer = asyncio.StreamWriter(
+            cast(asyncio.WriteTransport, transport),
+            self,
+            self._reader,
+            asyncio.get_running_loop(),
+        )
+        self._on_accept(self._reader, writer)
+
+
+class Connection:
+    """Reads requests, dispatches them one at a time, writes the responses."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        max_request_bytes: int,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._reader = reader
+        self._writer = writer
+        self._max_request_bytes = max_request_bytes
+        self._loop = asyncio.get_running_loop()
+        self.peer = str(writer.get_extra_info("peername"))
+        self.last_active_s = self._loop.time()
+        self.busy = False
+
+    async def run(self) -> None:
+        """Serve until the client leaves, sends something unanswerable, or ``close``."""
+        try:
+            while True:
+                prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
+                size = read_frame_size(prefix, self._max_request_bytes)
+                frame = await self._reader.readexactly(size)
+                self.busy = True
+                self.last_active_s = self._loop.time()
+                response = await self._dispatcher.dispatch(frame)
+                if response is not None:
+                    await self._send(response)
+                self.busy = False
+                self.last_active_s = self._loop.time()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except ProtocolError as exc:
+            _log.warning("closing connection from %s: %s", self.peer, exc)
+        except CloseConnectionError as exc:
+            _log.info("closing connection from %s: %s", self.peer, exc)
+        except Exception:
+            _log.exception("unexpected error serving %s; closing its connection", self.peer)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the socket (the ``run`` loop ends at its next read)."""
+        self._writer.close()
+
+    async def wait_closed(self) -> None:
+        """Wait until the socket is closed, after ``close``."""
+        with contextlib.suppress(ConnectionError):
+            await self._writer.wait_closed()
+
+    async def _send(self, response: Response) -> None:
+        if isinstance(response, bytes):
+            self._writer.write(response)
+        elif isinstance(response, FetchResponseFrame):
+            await self._send_chunks(response)
+        await self._writer.drain()
+
+    async def _sendfile(self, records: FileRecordsSlice) -> None:
+        try:
+            sent_bytes = await self._loop.sendfile(
+                self._writer.transport,
+                # sendfile uses only fileno, seek and mode, not the whole IO[bytes].
+                _SliceFile(records),  # type: ignore[arg-type]
+                records.position,
+                records.length,
+                fallback=False,
+            )
+        except asyncio.SendfileNotAvailableError:
+            # A transport without sendfile (not plain TCP on Linux): copy instead.
+            self._writer.write(_slice_bytes(records))
+            return
+        if sent_bytes != records.length:
+            raise _shrunk(records, sent_bytes)
+
+    async def _send_chunks(self, frame: FetchResponseFrame) -> None:
+        pending: list[bytes] = []
+        for chunk in frame.chunks:
+            if isinstance(chunk, bytes):
+                pending.append(chunk)
+            elif isinstance(chunk, FileRecordsSlice) and chunk.length >= SENDFILE_MIN_BYTES:
+                if pending:
+                    self._writer.write(b"".join(pending))
+                    pending.clear()
+                await self._sendfile(chunk)
+            elif isinstance(chunk, FileRecordsSlice):
+                pending.append(_slice_bytes(chunk))
+            else:
+                raise TypeError(f"cannot send a {type(chunk).__name__} chunk")
+        if pending:
+            self._writer.write(b"".join(pending))

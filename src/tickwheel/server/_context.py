@@ -1,0 +1,155 @@
+"""``BrokerContext``: what every API handler may use, and the topic operations.
+
+One object per running broker, handed to each handler: the config, the
+``ReplicaManager``, the ``TopicRegistry``, the metrics, the advertised endpoint and
+the API version table. Creating, growing and deleting topics happen here, since the
+Metadata (auto-create), CreateTopics, CreatePartitions and DeleteTopics handlers all
+need them: the registry records the change, the replica manager makes this broker the
+leader of each new partition or deletes the logs of a deleted one. Creating and
+growing are all-or-nothing: an ``OSError`` (a full disk, no file descriptors left)
+removes the partitions that call made and leaves the registry as it was.
+
+Concurrency: used on the broker's event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tickwheel.cluster import ClusterNode
+from tickwheel.coordinator import GroupService
+from tickwheel.log import LogConfig, LogStorageError
+from tickwheel.protocol import VersionRange
+from tickwheel.replica import ReplicaManager, TopicPartition
+from tickwheel.server._config import BrokerConfig
+from tickwheel.server._metrics import BrokerMetrics
+from tickwheel.server._topics import TopicInfo, TopicRegistry
+
+_log = logging.getLogger(__name__)
+
+STORAGE_ERRORS = (OSError, LogStorageError)
+"""What creating a partition's log raises when the disk or the descriptors fail."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A host and port clients connect to."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class BrokerContext:
+    """The broker's state as handlers see it."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replica_manager: ReplicaManager,
+        topics: TopicRegistry,
+        metrics: BrokerMetrics,
+        supported_versions: Mapping[int, VersionRange],
+    ) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.topics = topics
+        self.metrics = metrics
+        self.supported_versions = supported_versions
+        self.advertised = Endpoint("127.0.0.1", 0)
+        # The group coordinator, set by the broker once its partitions are open.
+        self.groups: GroupService | None = None
+        # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
+        self.cluster: ClusterNode | None = None
+
+    @property
+    def broker_id(self) -> int:
+        """This broker's id."""
+        return self.config.broker_id
+
+    def topic_properties(self, configs: Mapping[str, str]) -> dict[str, str]:
+        """The broker's topic defaults with ``configs`` on top."""
+        return {**self.config.topic_defaults(), **configs}
+
+    def log_config(self, configs: Mapping[str, str]) -> LogConfig:
+        """The ``LogConfig`` of a topic with overrides ``configs``; ValueError if invalid."""
+        return LogConfig.from_properties(self.topic_properties(configs))
+
+    def open_partitions(self, info: TopicInfo, first_partition: int = 0) -> None:
+        """Lead partitions ``first_partition``.. of ``info``, opening or creating logs."""
+        if self.cluster is not None:
+            return  # In a cluster, the partition states in ZooKeeper decide leadership.
+        log_config = self.log_config(info.configs)
+        for index in range(first_partition, info.num_partitions):
+            self.replica_manager.make_leader(
+                TopicPartition(info.name, index),
+                log_config,
+                min_insync_replicas=log_config.min_insync_replicas,
+            )
+
+    def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> None:
+        """Create a topic whose name and configs are already validated."""
+        if self.cluster is not None:
+            # Synchronous callers cannot wait for ZooKeeper: it appears once written.
+            replication = min(
+                self.config.default_replication_factor, len(self.cluster.cache.brokers)
+            )
+            self.cluster.create_topic_later(name, num_partitions, replication, configs)
+            return
+        # Logs first, the registry last: a failure (say, out of file descriptors)
+        # rolls back every partition this call made, so no half topic is left.
+        try:
+            self.open_partitions(TopicInfo(name, num_partitions, dict(configs)))
+            self.topics.create(name, num_partitions, dict(configs))
+        except STORAGE_ERRORS:
+            self._discard_partitions(name, 0, num_partitions)
+            self.topics.topics.pop(name, None)
+            raise
+        _log.info("created topic %s with %d partitions", name, num_partitions)
+
+    def auto_create_topic(self, name: str) -> bool:
+        """Create ``name`` with the defaults if ``auto.create.topics.enable``; True if created."""
+        if not self.config.auto_create_topics_enable or name in self.topics.topics:
+            return False
+        self.create_topic(name, self.config.num_partitions, {})
+        return True
+
+    def add_partitions(self, name: str, num_partitions: int) -> None:
+        """Grow ``name`` to ``num_partitions`` partitions."""
+        info = self.topics.topics[name]
+        first_new = info.num_partitions
+        try:
+            self.open_partitions(TopicInfo(name, num_partitions, info.configs), first_new)
+            self.topics.set_partitions(name, num_partitions)
+        except STORAGE_ERRORS:
+            self._discard_partitions(name, first_new, num_partitions)
+            info.num_partitions = first_new
+            raise
+        _log.info("grew topic %s to %d partitions", name, num_partitions)
+
+    def _discard_partitions(self, name: str, first: int, end: int) -> None:
+        """Undo a failed create or grow: remove partitions ``first``..``end`` of ``name``."""
+        tps = [TopicPartition(name, index) for index in reversed(range(first, end))]
+        # Newest first, each on its own: closing a log flushes it, which needs a free
+        # descriptor, and a close that fails still frees the log's own for the next.
+        for tp in tps:
+            with contextlib.suppress(*STORAGE_ERRORS):
+                self.replica_manager.delete_partitions([tp])
+        # Now that descriptors are free, remove what a failed open, close or removal
+        # left behind.
+        for tp in tps:
+            self.replica_manager.log_manager.delete_log(tp)
+        _log.warning("rolled back partitions %d..%d of topic %s", first, end - 1, name)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete ``name`` and its logs."""
+        info = self.topics.delete(name)
+        self.replica_manager.delete_partitions(
+            TopicPartition(name, index) for index in range(info.num_partitions)
+        )
+        _log.info("deleted topic %s", name)

@@ -1,0 +1,128 @@
+"""``TopicRegistry``: the topics this broker knows, their configs, and producer ids.
+
+Kafka keeps this in its metadata log (KRaft) or ZooKeeper; a single-node broker needs
+only a small file in its log directory, ``tickwheel-metadata.json``, rewritten
+atomically (temporary file, fsync, rename) whenever a topic is created, grows, is
+deleted, or a new block of producer ids is taken. Producer ids are handed out from
+blocks, as Kafka's controller does, so that after a restart no id is ever reused:
+a reused id would collide with the old producer's sequence numbers kept by the log.
+
+Topic names follow Kafka's rules (at most 249 characters of ``[a-zA-Z0-9._-]``, not
+``.`` or ``..``).
+
+Concurrency: owned by the broker's event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+METADATA_FILE = "tickwheel-metadata.json"
+_FORMAT_VERSION = 1
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""Producer ids reserved per write of the metadata file (Kafka's block size)."""
+
+
+def topic_name_error(name: str) -> str | None:
+    """Why ``name`` is not a legal topic name, or None if it is."""
+    if not name:
+        return "topic name is empty"
+    if name in {".", ".."}:
+        return "topic name cannot be '.' or '..'"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        return "topic name may only contain ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    """A topic: its partition count and its config overrides (topic config names)."""
+
+    name: str
+    num_partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+class TopicRegistry:
+    """Topics and the producer-id counter, persisted in the log directory."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self._path = log_dir / METADATA_FILE
+        self.topics: dict[str, TopicInfo] = {}
+        self._next_producer_id = 0
+        self._producer_id_block_end = 0
+
+    def load(self) -> None:
+        """Read the metadata file if there is one."""
+        if not self._path.exists():
+            return
+        data = json.loads(self._path.read_text(encoding="utf-8"))
+        self.topics = {
+            name: TopicInfo(name, int(t["partitions"]), dict(t["configs"]))
+            for name, t in data["topics"].items()
+        }
+        # Ids below the persisted block end may have been handed out before a crash.
+        self._next_producer_id = self._producer_id_block_end = int(data["producer_id_block_end"])
+
+    def adopt(self, topic: str, num_partitions: int) -> None:
+        """Record a topic found on disk but missing from the file (or grown beyond it)."""
+        info = self.topics.get(topic)
+        if info is None:
+            self.topics[topic] = TopicInfo(topic, num_partitions)
+        elif info.num_partitions < num_partitions:
+            info.num_partitions = num_partitions
+        else:
+            return
+        self._save()
+
+    def create(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
+        """Add a topic."""
+        info = TopicInfo(name, num_partitions, dict(configs))
+        self.topics[name] = info
+        self._save()
+        return info
+
+    def set_partitions(self, name: str, num_partitions: int) -> None:
+        """Grow a topic to ``num_partitions``."""
+        self.topics[name].num_partitions = num_partitions
+        self._save()
+
+    def delete(self, name: str) -> TopicInfo:
+        """Remove a topic; returns what it was."""
+        info = self.topics.pop(name)
+        self._save()
+        return info
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before, by this broker or a previous run."""
+        if self._next_producer_id >= self._producer_id_block_end:
+            self._producer_id_block_end = self._next_producer_id + PRODUCER_ID_BLOCK_SIZE
+            self._save()
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return producer_id
+
+    def _save(self) -> None:
+        data = {
+            "version": _FORMAT_VERSION,
+            "producer_id_block_end": self._producer_id_block_end,
+            "topics": {
+                name: {"partitions": t.num_partitions, "configs": t.configs}
+                for name, t in sorted(self.topics.items())
+            },
+        }
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._path.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1)
+            out.flush()
+            os.fsync(out.fileno())
+        tmp.replace(self._path)

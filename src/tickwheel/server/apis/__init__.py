@@ -1,0 +1,48 @@
+"""The API handlers, one module per Kafka API key, and the table the broker serves.
+
+``API_SPECS`` lists every API this broker answers with the versions it handles (the
+ApiVersions response is built from it); ``SUPPORTED_VERSIONS`` is the same as a map
+for the decoder. The consumer-group APIs (``_groups``) go to the group coordinator.
+
+Concurrency: handlers run on the broker's event-loop thread.
+"""
+
+from tickwheel.protocol import VersionRange
+from tickwheel.server.apis._api_versions import API_VERSIONS
+from tickwheel.server.apis._common import ApiSpec, CloseConnectionError, Handler, Response
+from tickwheel.server.apis._create_partitions import CREATE_PARTITIONS
+from tickwheel.server.apis._create_topics import CREATE_TOPICS
+from tickwheel.server.apis._delete_records import DELETE_RECORDS
+from tickwheel.server.apis._delete_topics import DELETE_TOPICS
+from tickwheel.server.apis._describe_configs import DESCRIBE_CONFIGS
+from tickwheel.server.apis._fetch import FETCH
+from tickwheel.server.apis._groups import GROUP_SPECS
+from tickwheel.server.apis._init_producer_id import INIT_PRODUCER_ID
+from tickwheel.server.apis._list_offsets import LIST_OFFSETS
+from tickwheel.server.apis._metadata import METADATA
+from tickwheel.server.apis._produce import PRODUCE
+
+API_SPECS: tuple[ApiSpec, ...] = (
+    PRODUCE,
+    FETCH,
+    LIST_OFFSETS,
+    METADATA,
+    *GROUP_SPECS,
+    API_VERSIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    DELETE_RECORDS,
+    INIT_PRODUCER_ID,
+    DESCRIBE_CONFIGS,
+    CREATE_PARTITIONS,
+)
+SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}
+
+__all__ = [
+    "API_SPECS",
+    "SUPPORTED_VERSIONS",
+    "ApiSpec",
+    "CloseConnectionError",
+    "Handler",
+    "Response",
+]

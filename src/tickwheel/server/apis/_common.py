@@ -1,0 +1,80 @@
+"""What every API handler shares: its description, its type, and the reply helper.
+
+A handler is an ``async`` function ``(context, request) -> response``: the response
+is a whole frame (``bytes``), a Fetch ``FetchResponseFrame`` (chunks with record
+slices), or None when the request gets no answer (acks=0 produce). Handlers that wait
+in a purgatory await a future that the delayed operation's callback resolves.
+
+Concurrency: handlers run on the broker's event-loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from tickwheel.protocol import (
+    DecodedRequest,
+    FetchResponseFrame,
+    VersionRange,
+    build_entity,
+    encode_response,
+    response_schema,
+)
+from tickwheel.server._context import BrokerContext
+
+Response = bytes | FetchResponseFrame | None
+Handler = Callable[[BrokerContext, DecodedRequest], Awaitable[Response]]
+T = TypeVar("T")
+_MS_PER_S = 1000
+
+
+class CloseConnectionError(Exception):
+    """Raised by a handler whose request must be answered by closing the connection.
+
+    An acks=0 produce that fails has no response to carry the error, so Kafka closes
+    the connection instead: the client notices, refreshes its metadata and reconnects.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    """One API: its key, Kafka's name for it, the versions handled, and the handler."""
+
+    api_key: int
+    name: str
+    versions: VersionRange
+    handle: Handler
+
+
+def reply(request: DecodedRequest, values: Mapping[str, Any]) -> bytes:
+    """The response frame to ``request``, built from plain ``values`` at its version."""
+    cls = response_schema(request.api_key, request.api_version)
+    return encode_response(request.correlation_id, build_entity(cls, values))
+
+
+def to_ms(duration: datetime.timedelta) -> int:
+    """A kio duration field in milliseconds."""
+    return round(duration.total_seconds() * _MS_PER_S)
+
+
+class Pending(Generic[T]):
+    """A value a delayed operation's callback will deliver: ``resolve`` it, ``await`` it.
+
+    A delayed operation may complete after its connection closed and cancelled the
+    handler; ``resolve`` does nothing then.
+    """
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def resolve(self, value: T) -> None:
+        """Deliver the value (once; later calls and calls after cancellation are ignored)."""
+        if not self._future.done():
+            self._future.set_result(value)
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._future.__await__()

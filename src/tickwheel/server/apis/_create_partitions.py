@@ -1,0 +1,96 @@
+"""CreatePartitions (key 37): grow topics to a larger partition count.
+
+An unknown topic → UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one →
+INVALID_PARTITIONS; an assignment naming another broker → INVALID_REPLICA_ASSIGNMENT;
+a topic named twice → INVALID_REQUEST; an internal topic → INVALID_TOPIC_EXCEPTION;
+more new partitions than the file-descriptor budget holds → POLICY_VIOLATION; an
+``OSError`` while creating them → KAFKA_STORAGE_ERROR with the new partitions removed
+again (see CreateTopics for why these codes). ``validate_only`` changes nothing.
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.replica import is_internal_topic
+from tickwheel.server._cluster import add_cluster_partitions
+from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
+from tickwheel.server.apis._create_topics import (
+    TopicValidationError,
+    storage_error,
+    validate_descriptor_budget,
+    validate_partition_count,
+)
+
+
+def _validate(context: BrokerContext, topic: Any, counts: Counter[str]) -> None:
+    if counts[topic.name] > 1:
+        raise TopicValidationError(
+            ErrorCode.invalid_request, f"topic {topic.name!r} appears more than once"
+        )
+    if is_internal_topic(topic.name):
+        # More partitions would move groups to other partitions (hash mod count) and
+        # strand their committed offsets; Kafka leaves this to ACLs, none exist here.
+        raise TopicValidationError(
+            ErrorCode.invalid_topic_exception,
+            f"cannot add partitions to internal topic {topic.name}",
+        )
+    info = context.topics.topics.get(topic.name)
+    if info is None:
+        raise TopicValidationError(
+            ErrorCode.unknown_topic_or_partition, f"topic {topic.name!r} does not exist"
+        )
+    if topic.count <= info.num_partitions:
+        raise TopicValidationError(
+            ErrorCode.invalid_partitions,
+            f"topic {topic.name!r} has {info.num_partitions} partitions; "
+            f"{topic.count} would not add any",
+        )
+    validate_partition_count(topic.count)
+    validate_descriptor_budget(context, topic.count - info.num_partitions)
+    for assignment in topic.assignments or ():
+        if context.cluster is None and list(assignment.broker_ids) != [context.broker_id]:
+            raise TopicValidationError(
+                ErrorCode.invalid_replica_assignment,
+                f"new partitions must be on broker {context.broker_id} only",
+            )
+
+
+async def handle_create_partitions(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Grow each topic unless ``validate_only``."""
+    body: Any = request.body
+    counts = Counter(topic.name for topic in body.topics)
+    results = []
+    for topic in body.topics:
+        try:
+            _validate(context, topic, counts)
+        except TopicValidationError as exc:
+            results.append(
+                {"name": topic.name, "error_code": exc.error_code, "error_message": str(exc)}
+            )
+            continue
+        if context.cluster is not None:
+            error = await add_cluster_partitions(
+                context, topic, validate_only=body.validate_only, timeout_ms=to_ms(body.timeout)
+            )
+            if error is not None:
+                results.append({"name": topic.name, **error})
+                continue
+        elif not body.validate_only:
+            try:
+                context.add_partitions(topic.name, topic.count)
+            except STORAGE_ERRORS as exc:
+                results.append(storage_error(topic.name, exc))
+                continue
+        results.append({"name": topic.name, "error_code": ErrorCode.none})
+    return reply(request, {"throttle_time": 0, "results": results})
+
+
+CREATE_PARTITIONS = ApiSpec(37, "CreatePartitions", VersionRange(0, 3), handle_create_partitions)

@@ -1,0 +1,199 @@
+"""CreateTopics (key 19): validate, then create topics (or only validate).
+
+Kafka's checks, each answered per topic: an illegal name → INVALID_TOPIC_EXCEPTION;
+an existing topic → TOPIC_ALREADY_EXISTS; a topic named twice in one request →
+INVALID_REQUEST; partitions < 1 (other than -1, the default) → INVALID_PARTITIONS;
+replication factor < 1 (other than -1), or more replicas than this one broker →
+INVALID_REPLICATION_FACTOR; a manual assignment naming another broker →
+INVALID_REPLICA_ASSIGNMENT; an unknown or invalid config → INVALID_CONFIG.
+On a single node, partitions beyond what the process's file-descriptor budget can
+hold (each log keeps a file open) → POLICY_VIOLATION before anything is created: the
+count itself is legal in Kafka, it is this broker's resources that refuse it, and the
+error is not retriable. If creating still fails with an ``OSError`` (a full disk, the
+descriptors taken meanwhile), the partitions made so far are removed and the topic
+gets KAFKA_STORAGE_ERROR, Kafka's answer when a log directory fails, which clients
+may retry. ``validate_only`` runs every check and creates nothing. In a cluster, replicas are
+assigned over the live brokers (or checked against them, for a manual assignment)
+and the topic is written to ZooKeeper; the answer waits until this broker knows the
+new partitions' leaders, as Kafka's does.
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.server._cluster import create_cluster_topic
+from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
+from tickwheel.server._descriptors import partitions_that_fit
+from tickwheel.server._topics import topic_name_error
+from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
+
+USE_DEFAULT = -1
+MAX_PARTITIONS_PER_TOPIC = 100_000
+"""More partitions than this are refused: each one is a directory and open files on
+this one broker (Kafka has no such limit, but spreads partitions over brokers)."""
+_DYNAMIC_TOPIC_CONFIG = 1
+_DEFAULT_CONFIG = 5
+
+
+class TopicValidationError(Exception):
+    """A topic that cannot be created as asked: carries the Kafka error to answer."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def validate_partition_count(count: int) -> None:
+    """Raise unless ``count`` partitions is acceptable."""
+    if not 1 <= count <= MAX_PARTITIONS_PER_TOPIC:
+        raise TopicValidationError(
+            ErrorCode.invalid_partitions,
+            f"number of partitions must be in [1, {MAX_PARTITIONS_PER_TOPIC}], got {count}",
+        )
+
+
+def validate_descriptor_budget(context: BrokerContext, new_partitions: int) -> None:
+    """Raise unless this broker has file descriptors for ``new_partitions`` more logs."""
+    if context.cluster is not None:
+        return  # Partitions spread over brokers; each one checks what it hosts.
+    fit = partitions_that_fit()
+    if fit is not None and new_partitions > fit:
+        raise TopicValidationError(
+            ErrorCode.policy_violation,
+            f"{new_partitions} new partitions exceed this broker's file-descriptor budget "
+            f"({fit} more fit under RLIMIT_NOFILE)",
+        )
+
+
+def _failed(name: str, error_code: ErrorCode, message: str) -> dict[str, Any]:
+    # ``configs`` has no default in v5 and is null on an error, as Kafka sends it.
+    return {"name": name, "error_code": error_code, "error_message": message, "configs": None}
+
+
+def storage_error(name: str, exc: Exception) -> dict[str, Any]:
+    """The result for topic ``name`` whose partitions could not be created."""
+    return _failed(
+        name, ErrorCode.kafka_storage_error, f"could not create the partitions' logs: {exc}"
+    )
+
+
+def _validate(context: BrokerContext, topic: Any) -> tuple[int, int, dict[str, str]]:
+    """The partition count, replication factor and configs, or TopicValidationError."""
+    name_error = topic_name_error(topic.name)
+    if name_error is not None:
+        raise TopicValidationError(ErrorCode.invalid_topic_exception, name_error)
+    if topic.name in context.topics.topics:
+        raise TopicValidationError(
+            ErrorCode.topic_already_exists, f"topic {topic.name!r} already exists"
+        )
+    if topic.assignments:
+        if topic.num_partitions != USE_DEFAULT or topic.replication_factor != USE_DEFAULT:
+            raise TopicValidationError(
+                ErrorCode.invalid_request,
+                "both a replica assignment and partitions/replication factor were given",
+            )
+        for assignment in topic.assignments:
+            if context.cluster is None and list(assignment.broker_ids) != [context.broker_id]:
+                raise TopicValidationError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"partition {assignment.partition_index} must be on broker "
+                    f"{context.broker_id} only",
+                )
+        num_partitions = len(topic.assignments)
+        replication_factor = len(topic.assignments[0].broker_ids)
+    else:
+        num_partitions = (
+            context.config.num_partitions
+            if topic.num_partitions == USE_DEFAULT
+            else topic.num_partitions
+        )
+        replication_factor = (
+            context.config.default_replication_factor
+            if topic.replication_factor == USE_DEFAULT
+            else topic.replication_factor
+        )
+    validate_partition_count(num_partitions)
+    validate_descriptor_budget(context, num_partitions)
+    if context.cluster is None and replication_factor != 1:
+        raise TopicValidationError(
+            ErrorCode.invalid_replication_factor,
+            f"replication factor {replication_factor} is not possible with 1 broker",
+        )
+    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    try:
+        context.log_config(configs)
+    except ValueError as exc:
+        raise TopicValidationError(ErrorCode.invalid_config, str(exc)) from None
+    return num_partitions, replication_factor, configs
+
+
+def _created(
+    context: BrokerContext, name: str, partitions: int, replication: int, configs: dict[str, str]
+) -> dict[str, Any]:
+    effective = context.topic_properties(configs)
+    return {
+        "name": name,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "num_partitions": partitions,
+        "replication_factor": replication,
+        "configs": [
+            {
+                "name": key,
+                "value": value,
+                "read_only": False,
+                "config_source": _DYNAMIC_TOPIC_CONFIG if key in configs else _DEFAULT_CONFIG,
+                "is_sensitive": False,
+            }
+            for key, value in sorted(effective.items())
+        ],
+    }
+
+
+async def handle_create_topics(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Validate each topic and create the valid ones unless ``validate_only``."""
+    body: Any = request.body
+    counts = Counter(topic.name for topic in body.topics)
+    results = []
+    for topic in body.topics:
+        try:
+            if counts[topic.name] > 1:
+                raise TopicValidationError(
+                    ErrorCode.invalid_request, f"topic {topic.name!r} appears more than once"
+                )
+            partitions, replication, configs = _validate(context, topic)
+        except TopicValidationError as exc:
+            results.append(_failed(topic.name, exc.error_code, str(exc)))
+            continue
+        validate_only = bool(getattr(body, "validate_only", False))
+        if context.cluster is not None:
+            error = await create_cluster_topic(
+                context,
+                topic,
+                partitions,
+                replication,
+                configs,
+                validate_only=validate_only,
+                timeout_ms=to_ms(body.timeout),
+            )
+            if error is not None:
+                results.append(_failed(topic.name, error["error_code"], error["error_message"]))
+                continue
+        elif not validate_only:
+            try:
+                context.create_topic(topic.name, partitions, configs)
+            except STORAGE_ERRORS as exc:
+                results.append(storage_error(topic.name, exc))
+                continue
+        results.append(_created(context, topic.name, partitions, replication, configs))
+    return reply(request, {"throttle_time": 0, "topics": results})
+
+
+CREATE_TOPICS = ApiSpec(19, "CreateTopics", VersionRange(2, 5), handle_create_topics)

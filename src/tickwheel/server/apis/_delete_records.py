@@ -1,0 +1,54 @@
+"""DeleteRecords (key 21): move partitions' log start offsets forward.
+
+Offset -1 means the high watermark. The log start moves at once; the answer waits in
+the DeleteRecords purgatory until the low watermark (the smallest log start over the
+replicas) has reached the offset, which on one broker is immediately.
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.replica import DeleteRecordsPartitionResult, TopicPartition
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Pending, Response, reply, to_ms
+
+
+async def handle_delete_records(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Delete records below each requested offset and report the low watermarks."""
+    body: Any = request.body
+    offsets = {
+        TopicPartition(topic.name, p.partition_index): p.offset
+        for topic in body.topics
+        for p in topic.partitions
+    }
+    pending: Pending[dict[TopicPartition, DeleteRecordsPartitionResult]] = Pending()
+    context.replica_manager.delete_records(to_ms(body.timeout), offsets, pending.resolve)
+    results = await pending
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "topics": [
+                {
+                    "name": topic.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "low_watermark": results[tp].low_watermark,
+                            "error_code": results[tp].error_code,
+                        }
+                        for p in topic.partitions
+                        for tp in [TopicPartition(topic.name, p.partition_index)]
+                    ],
+                }
+                for topic in body.topics
+            ],
+        },
+    )
+
+
+DELETE_RECORDS = ApiSpec(21, "DeleteRecords", VersionRange(0, 2), handle_delete_records)

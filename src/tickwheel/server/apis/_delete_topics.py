@@ -1,0 +1,63 @@
+"""DeleteTopics (key 20): delete topics and their logs.
+
+An unknown topic → UNKNOWN_TOPIC_OR_PARTITION; ``delete.topic.enable=false`` →
+TOPIC_DELETION_DISABLED; an internal topic (``__consumer_offsets``) →
+INVALID_TOPIC_EXCEPTION; v6's by-id form is answered UNKNOWN_TOPIC_ID, since topics
+here carry no ids. Operations waiting on a deleted partition complete at once (their
+partition is unknown now: DelayedFetch case B, DelayedProduce case A).
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.replica import is_internal_topic
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
+
+_FIRST_TOPIC_STRUCT_VERSION = 6
+
+
+async def _delete(
+    context: BrokerContext, name: str | None, timeout_ms: int
+) -> tuple[ErrorCode, str | None]:
+    if name is None:
+        return ErrorCode.unknown_topic_id, "topics are deleted by name on this broker"
+    if not context.config.delete_topic_enable:
+        return ErrorCode.topic_deletion_disabled, "delete.topic.enable is false"
+    if is_internal_topic(name):
+        # Kafka's broker leaves this to ACLs (and kafka-topics refuses it client-side);
+        # with no authorizer here, deleting it would drop every committed offset under
+        # a running coordinator, so refuse it as Kafka refuses a produce to it.
+        return ErrorCode.invalid_topic_exception, f"cannot delete internal topic {name}"
+    if name not in context.topics.topics:
+        return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
+    if context.cluster is not None:
+        await context.cluster.delete_topic(name, timeout_ms=timeout_ms)
+    else:
+        context.delete_topic(name)
+    return ErrorCode.none, None
+
+
+async def handle_delete_topics(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Delete each named topic."""
+    body: Any = request.body
+    if request.api_version >= _FIRST_TOPIC_STRUCT_VERSION:
+        names = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        names = [(name, None) for name in body.topic_names]
+    responses = []
+    for name, topic_id in names:
+        error, message = await _delete(context, name, to_ms(body.timeout))
+        responses.append(
+            {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
+        )
+    return reply(request, {"throttle_time": 0, "responses": responses})
+
+
+DELETE_TOPICS = ApiSpec(20, "DeleteTopics", VersionRange(1, 6), handle_delete_topics)

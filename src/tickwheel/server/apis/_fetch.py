@@ -1,0 +1,103 @@
+"""Fetch (key 1): read partitions, long-polling in the Fetch purgatory.
+
+``ReplicaManager.fetch_messages`` answers at once when there is at least
+``min_bytes``, an error, or ``max_wait_ms`` is 0; otherwise a DelayedFetch waits until
+an append or a high-watermark move makes enough bytes readable, or the wait ends, and
+then reads the log again. The response is encoded by hand (``encode_fetch_response``)
+with the log's record slices as chunks, so the server can ``sendfile`` them.
+
+Fetch sessions (KIP-227) are not kept: every response carries session id 0, which
+tells the client to send full fetch requests.
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tickwheel.protocol import (
+    FETCH_MAX_VERSION,
+    FETCH_MIN_VERSION,
+    DecodedRequest,
+    FetchPartitionData,
+    FetchTopicData,
+    VersionRange,
+    encode_fetch_response,
+)
+from tickwheel.replica import (
+    FetchIsolation,
+    FetchParams,
+    FetchPartitionResult,
+    PartitionFetchInfo,
+    TopicPartition,
+)
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Pending, Response, to_ms
+
+_NO_SESSION = 0
+
+
+async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Read now or after waiting in the purgatory; answer every requested partition."""
+    body: Any = request.body
+    params = FetchParams(
+        replica_id=body.replica_id,
+        max_wait_ms=to_ms(body.max_wait),
+        min_bytes=body.min_bytes,
+        max_bytes=body.max_bytes,
+        isolation=FetchIsolation.of(body.replica_id, body.isolation_level),
+    )
+    fetch_infos = [
+        (
+            TopicPartition(topic.topic, p.partition),
+            PartitionFetchInfo(
+                fetch_offset=p.fetch_offset,
+                max_bytes=p.partition_max_bytes,
+                current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+            ),
+        )
+        for topic in body.topics
+        for p in topic.partitions
+    ]
+    pending: Pending[dict[TopicPartition, FetchPartitionResult]] = Pending()
+    context.replica_manager.fetch_messages(params, fetch_infos, pending.resolve)
+    results = await pending
+    context.metrics.record_bytes_out(sum(r.size_bytes for r in results.values()))
+    topics = [
+        FetchTopicData(
+            topic.topic,
+            [
+                _partition_data(
+                    p.partition,
+                    results[TopicPartition(topic.topic, p.partition)],
+                    params.isolation,
+                )
+                for p in topic.partitions
+            ],
+        )
+        for topic in body.topics
+    ]
+    return encode_fetch_response(
+        request.correlation_id, request.api_version, topics, session_id=_NO_SESSION
+    )
+
+
+def _partition_data(
+    index: int, result: FetchPartitionResult, isolation: FetchIsolation
+) -> FetchPartitionData:
+    # read_committed readers get a (here always empty) list of aborted transactions,
+    # read_uncommitted ones null, as from Kafka.
+    committed = isolation is FetchIsolation.TXN_COMMITTED
+    return FetchPartitionData(
+        aborted_transactions=[] if committed else None,
+        partition_index=index,
+        error_code=result.error_code,
+        high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset,
+        records=None if result.data is None else result.data.records,
+    )
+
+
+FETCH = ApiSpec(1, "Fetch", VersionRange(FETCH_MIN_VERSION, FETCH_MAX_VERSION), handle_fetch)

@@ -1,0 +1,95 @@
+"""ListOffsets (key 2): an offset by time — earliest, latest, max timestamp, or ≥ t.
+
+Timestamps -2 (earliest: the log start offset), -1 (latest: the high watermark for a
+consumer, the last stable offset for read_committed, the log end for a follower),
+-3 (v7+: the batch holding the largest timestamp) or a time in ms: the first batch
+whose timestamp is at least that, or offset -1 and timestamp -1 when none is.
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log, LogError
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.replica import FetchIsolation, PartitionError, TopicPartition
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Response, reply
+
+_NOT_FOUND = -1
+
+
+def _lookup(
+    context: BrokerContext,
+    tp: TopicPartition,
+    timestamp: int,
+    isolation: FetchIsolation,
+    current_leader_epoch: int,
+) -> dict[str, Any]:
+    partition = context.replica_manager.get_partition(tp)
+    if partition is None:
+        return {"error_code": context.replica_manager.not_hosted_error(tp)}
+    try:
+        partition.check_leader(current_leader_epoch)
+        found_timestamp, offset, leader_epoch = _find(partition.log, timestamp, isolation)
+    except PartitionError as exc:
+        return {"error_code": exc.error_code}
+    except LogError as exc:
+        return {"error_code": ErrorCode(exc.error_code)}
+    return {
+        "error_code": ErrorCode.none,
+        "timestamp": found_timestamp,
+        "offset": offset,
+        "leader_epoch": leader_epoch,
+    }
+
+
+def _find(log: Log, timestamp: int, isolation: FetchIsolation) -> tuple[int, int, int]:
+    """(timestamp, offset, leader epoch) for a ListOffsets ``timestamp``."""
+    if timestamp == LATEST_TIMESTAMP:
+        latest = log.log_end_offset if isolation is FetchIsolation.LOG_END else log.high_watermark
+        return _NOT_FOUND, latest, _NOT_FOUND
+    if timestamp == EARLIEST_TIMESTAMP:
+        return _NOT_FOUND, log.log_start_offset, _NOT_FOUND
+    found = log.offset_for_timestamp(timestamp)
+    if found is None or found.offset >= log.high_watermark:
+        return _NOT_FOUND, _NOT_FOUND, _NOT_FOUND
+    return found.timestamp, found.offset, found.leader_epoch
+
+
+async def handle_list_offsets(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Answer each partition's offset lookup."""
+    body: Any = request.body
+    isolation = FetchIsolation.of(body.replica_id, getattr(body, "isolation_level", 0))
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "topics": [
+                {
+                    "name": topic.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            **_lookup(
+                                context,
+                                TopicPartition(topic.name, p.partition_index),
+                                p.timestamp,
+                                isolation,
+                                getattr(p, "current_leader_epoch", -1),
+                            ),
+                        }
+                        for p in topic.partitions
+                    ],
+                }
+                for topic in body.topics
+            ],
+        },
+    )
+
+
+LIST_OFFSETS = ApiSpec(2, "ListOffsets", VersionRange(1, 7), handle_list_offsets)

@@ -1,0 +1,108 @@
+"""Metadata (key 3): brokers, the cluster id, the controller, topics and their leaders.
+
+On a single node this broker is the only broker, the controller, and the leader and
+only replica of every partition; in a cluster (``zookeeper.connect``) the answer
+comes from the cluster's metadata cache: every live broker, the controller, each
+partition's leader, replicas and ISR (a partition without a live leader is answered
+LEADER_NOT_AVAILABLE with leader -1, never with a broker missing from the list).
+Every topic a client asks for appears in the answer — with
+UNKNOWN_TOPIC_OR_PARTITION or INVALID_TOPIC_EXCEPTION when it cannot be served —
+because librdkafka, kafka-python and aiokafka all misbehave on a response that leaves
+a requested topic out. A null topic list (v1+) means every topic. Unknown topics are
+created with the broker defaults when both the request and
+``auto.create.topics.enable`` allow it; internal topics never are.
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.coordinator import OFFSETS_TOPIC
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.replica import TopicPartition, is_internal_topic
+from tickwheel.server._cluster import auto_create_topic, broker_entries, partition_entries
+from tickwheel.server._context import BrokerContext
+from tickwheel.server._topics import topic_name_error
+from tickwheel.server.apis._common import ApiSpec, Response, reply
+
+
+def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
+    info = context.topics.topics.get(name)
+    if info is None:
+        error = (
+            ErrorCode.invalid_topic_exception
+            if topic_name_error(name)
+            else ErrorCode.unknown_topic_or_partition
+        )
+        return {"error_code": error, "name": name, "topic_id": None, "partitions": []}
+    if context.cluster is not None:
+        return {
+            "error_code": ErrorCode.none,
+            "name": name,
+            "topic_id": None,
+            "is_internal": name == OFFSETS_TOPIC,
+            "partitions": partition_entries(context.cluster, name),
+        }
+    broker_id = context.broker_id
+    partitions = []
+    for index in range(info.num_partitions):
+        partition = context.replica_manager.get_partition(TopicPartition(name, index))
+        epoch = partition.leader_epoch if partition is not None else 0
+        partitions.append(
+            {
+                "error_code": ErrorCode.none,
+                "partition_index": index,
+                "leader_id": broker_id,
+                "leader_epoch": epoch,
+                "replica_nodes": [broker_id],
+                "isr_nodes": [broker_id],
+                "offline_replicas": [],
+            }
+        )
+    return {
+        "error_code": ErrorCode.none,
+        "name": name,
+        "topic_id": None,
+        "is_internal": name == OFFSETS_TOPIC,
+        "partitions": partitions,
+    }
+
+
+async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Describe the cluster and the requested (or all) topics."""
+    body: Any = request.body
+    cluster = context.cluster
+    if body.topics is None:
+        names = sorted(context.topics.topics)
+    else:
+        names = [t.name for t in body.topics if t.name is not None]
+        if getattr(body, "allow_auto_topic_creation", True):
+            # Internal topics are made by their owner with their own settings
+            # (``__consumer_offsets`` by the group coordinator), never by a client.
+            for name in names:
+                if is_internal_topic(name):
+                    continue
+                if topic_name_error(name) is None and cluster is not None:
+                    await auto_create_topic(context, name)
+                elif topic_name_error(name) is None:
+                    context.auto_create_topic(name)
+    endpoint = context.advertised
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "brokers": broker_entries(cluster)
+            if cluster is not None
+            else [{"node_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}],
+            "cluster_id": cluster.cache.cluster_id if cluster else context.config.cluster_id,
+            "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
+            "topics": [_topic_entry(context, name) for name in names],
+        },
+    )
+
+
+METADATA = ApiSpec(3, "Metadata", VersionRange(1, 12), handle_metadata)

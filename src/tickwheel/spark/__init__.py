@@ -1,0 +1,54 @@
+"""Kafka topics in Apache Spark through PySpark's Python data source API.
+
+``tickwheel.spark`` is a PySpark 4 data source, ``format("tickwheel")``, that reads and
+writes Kafka topics with the options and columns of Spark's own Kafka connector but
+speaks the Kafka protocol through confluent-kafka (librdkafka) instead of a JVM jar. It
+works against tickwheel's broker and Apache Kafka alike, and where the JVM connector
+cannot be added (Spark Connect, managed clusters, no Maven access).
+
+    from tickwheel.spark import local_session
+    spark = local_session("clicks")          # or register(spark) on your own session
+    counts = (spark.readStream.format("tickwheel")
+              .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+              .option("subscribe", "pageviews").load())
+
+Streaming reads plan one offset range per topic-partition and micro-batch
+(``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``) and keep their offsets only in
+Spark's checkpoint, so a restarted query neither loses nor repeats what it committed.
+Executors read with their own consumers (assign and seek, no group) and hand Spark
+Arrow record batches. Writes are acknowledged by all in-sync replicas before Spark
+commits a batch; the sink is at-least-once. Spark refuses the name ``kafka`` for a
+Python data source: see ``KafkaDataSource``.
+
+Layering: imports pyspark, pyarrow and confluent-kafka, nothing else of tickwheel.
+Module roles: ``_options`` (parse), ``_offsets`` (checkpoint offsets, admission
+control), ``_clients`` (librdkafka clients), ``_reader`` (driver planning), ``_fetch``
+(executor reads), ``_writer`` (sink), ``_schema`` (columns), ``_source`` (the data
+source), ``_session`` (a loopback local session).
+"""
+
+from tickwheel.spark._errors import SparkKafkaError
+from tickwheel.spark._fetch import OffsetRange
+from tickwheel.spark._options import SinkOptions, SourceOptions
+from tickwheel.spark._reader import KafkaBatchReader, KafkaStreamReader
+from tickwheel.spark._schema import source_schema
+from tickwheel.spark._session import local_session, register
+from tickwheel.spark._source import FORMAT_NAME, KafkaDataSource
+from tickwheel.spark._writer import KafkaBatchWriter, KafkaCommitMessage, KafkaStreamWriter
+
+__all__ = [
+    "FORMAT_NAME",
+    "KafkaBatchReader",
+    "KafkaBatchWriter",
+    "KafkaCommitMessage",
+    "KafkaDataSource",
+    "KafkaStreamReader",
+    "KafkaStreamWriter",
+    "OffsetRange",
+    "SinkOptions",
+    "SourceOptions",
+    "SparkKafkaError",
+    "local_session",
+    "register",
+    "source_schema",
+]

@@ -1,0 +1,201 @@
+"""Driver side of the source: plan offset ranges for streaming and batch queries.
+
+Streaming (``KafkaStreamReader``). Spark keeps one reader on the driver for the life of
+a query and asks it, per trigger:
+
+1. ``initialOffset()`` -- only for a query without a checkpoint: ``startingOffsets``
+   resolved against the logs, for every partition the subscription selects now.
+2. ``latestOffset(start, limit)`` -- where the next micro-batch ends: each partition's
+   log end offset (or, under ``Trigger.AvailableNow``, the end recorded by
+   ``prepareForTriggerAvailableNow``), capped by the read limit (``maxOffsetsPerTrigger``
+   becomes ``ReadMaxRows``; see ``limit_offsets``). A partition that appears after the
+   query started -- a new topic matching the subscription or partitions added to a
+   topic -- is read from offset 0, its beginning. A partition never leaves the
+   offsets once in them (Spark needs both ends of a range).
+3. ``partitions(start, end)`` -- one ``OffsetRange`` per partition with records to
+   read. Spark calls it again with checkpointed offsets when it replays the last
+   uncommitted batch after a restart, so it depends on its arguments only.
+4. ``commit(end)`` -- nothing to do: offsets live in Spark's checkpoint, never in a
+   consumer group.
+
+Offsets that went backwards (a deleted and re-created topic) or partitions that
+vanished are data loss: the query fails when ``failOnDataLoss`` is true, and otherwise
+skips them.
+
+Batch (``KafkaBatchReader``): one ``OffsetRange`` per partition from
+``startingOffsets`` to ``endingOffsets``, resolved when Spark plans the query.
+
+Both readers are pickled into executor tasks, which only call ``read()``; the
+``KafkaMetadata`` client is created lazily on the driver and never pickled.
+
+Concurrency: Spark calls a driver reader from one thread at a time; ``read()`` runs
+in executor worker processes on their own pickled copies.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from tickwheel.spark._clients import KafkaMetadata
+from tickwheel.spark._errors import SparkKafkaError
+from tickwheel.spark._fetch import OffsetRange, read_range
+from tickwheel.spark._offsets import (
+    LATEST,
+    OffsetMap,
+    TopicPartitionId,
+    limit_offsets,
+    offsets_from_json,
+    offsets_to_json,
+    sorted_offsets,
+)
+from tickwheel.spark._options import OffsetBound, SourceOptions
+
+logger = logging.getLogger(__name__)
+_NOTHING = OffsetRange("", 0, 0, 0)
+
+
+class _Planner:
+    """What both readers share: options, lazy metadata, and turning offsets into ranges."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._metadata: KafkaMetadata | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors need the options only; the admin client holds sockets and threads.
+        return {"options": self.options, "_metadata": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.options = state["options"]
+        self._metadata = None
+
+    @property
+    def metadata(self) -> KafkaMetadata:
+        if self._metadata is None:
+            self._metadata = KafkaMetadata(self.options.client_config)
+        return self._metadata
+
+    def selected_partitions(self) -> list[TopicPartitionId]:
+        return self.options.subscription.select(self.metadata.partition_counts())
+
+    def bound_offsets(
+        self, bound: OffsetBound, partitions: Sequence[TopicPartitionId]
+    ) -> OffsetMap:
+        """``bound`` for each of ``partitions``, resolved to real offsets."""
+        given = bound.per_partition()
+        unknown = sorted(set(given) - set(partitions))
+        if unknown:
+            names = ", ".join(f"{t}-{p}" for t, p in unknown)
+            raise SparkKafkaError(f"offsets given for partitions that are not read: {names}")
+        return self.metadata.resolve({tp: given.get(tp, bound.default) for tp in partitions})
+
+    def ranges(self, start: OffsetMap, end: OffsetMap) -> list[InputPartition]:
+        """One ``OffsetRange`` per partition of ``end`` with offsets to read."""
+        ranges: list[InputPartition] = []
+        for tp, until in end.items():
+            begin = start.get(tp, 0)
+            if until < begin:
+                self.data_loss(f"{tp[0]}-{tp[1]} went back from offset {begin} to {until}")
+            elif until > begin:
+                ranges.append(OffsetRange(tp[0], tp[1], begin, until))
+        # Given no partition, Spark still runs one task and calls read(None): give it an
+        # empty range instead.
+        return ranges or [_NOTHING]
+
+    def data_loss(self, what: str) -> None:
+        if self.options.fail_on_data_loss:
+            raise SparkKafkaError(f"data loss: {what}; set failOnDataLoss=false to go on")
+        logger.warning("data loss: %s; going on (failOnDataLoss=false)", what)
+
+    def close(self) -> None:
+        if self._metadata is not None:
+            self._metadata.close()
+            self._metadata = None
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader over Kafka topic-partitions with admission control."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._planner = _Planner(options)
+        self._available_now_end: OffsetMap | None = None
+
+    def initialOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark API)
+        planner = self._planner
+        partitions = planner.selected_partitions()
+        return offsets_to_json(planner.bound_offsets(planner.options.starting, partitions))
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 (Spark API)
+        max_records = self._planner.options.max_offsets_per_trigger
+        return ReadAllAvailable() if max_records is None else ReadMaxRows(max_records)
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (Spark API)
+        self._available_now_end = self._log_end_offsets()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # noqa: N802 (Spark API)
+        begin = offsets_from_json(start, what="start offset")
+        latest = (
+            self._available_now_end
+            if self._available_now_end is not None
+            else self._log_end_offsets()
+        )
+        for tp in begin.keys() - latest.keys():
+            self._planner.data_loss(f"partition {tp[0]}-{tp[1]} is gone")
+        # A vanished partition stays, at its start offset: the range is empty.
+        latest = sorted_offsets({**begin, **latest})
+        if isinstance(limit, ReadMaxRows):
+            latest = limit_offsets(begin, latest, limit.max_rows)
+        return offsets_to_json(latest)
+
+    def _log_end_offsets(self) -> OffsetMap:
+        planner = self._planner
+        return planner.metadata.log_offsets(planner.selected_partitions(), LATEST)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        return self._planner.ranges(
+            offsets_from_json(start, what="start offset"), offsets_from_json(end, what="end offset")
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_range(self._planner.options, _offset_range(partition))
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: the offsets are in Spark's checkpoint already."""
+
+    def stop(self) -> None:
+        self._planner.close()
+
+
+class KafkaBatchReader(DataSourceReader):
+    """Reader of a fixed offset range per partition (``startingOffsets``..``endingOffsets``)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._planner = _Planner(options)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        planner = self._planner
+        partitions = planner.selected_partitions()
+        start = planner.bound_offsets(planner.options.starting, partitions)
+        end = planner.bound_offsets(planner.options.ending, partitions)
+        planner.close()
+        return planner.ranges(start, end)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_range(self._planner.options, _offset_range(partition))
+
+
+def _offset_range(partition: InputPartition) -> OffsetRange:
+    if not isinstance(partition, OffsetRange):
+        raise TypeError(f"expected an OffsetRange from partitions(), got {partition!r}")
+    return partition

@@ -1,0 +1,78 @@
+"""The columns of Spark's Kafka connector, for the source and the sink.
+
+Source rows are ``key, value, topic, partition, offset, timestamp, timestampType`` and,
+with ``includeHeaders``, ``headers`` (an array of ``key``/``value`` structs). The
+``timestampType`` is Kafka's: 0 for CreateTime, 1 for LogAppendTime, -1 when absent.
+
+A sink takes a ``value`` column (string or binary) and optionally ``key`` (string or
+binary), ``topic`` (string; else the ``topic`` option), ``headers`` (as above) and
+``partition`` (int; else the producer's partitioner); other columns are ignored, as in
+Spark's connector. ``check_sink_schema`` rejects anything else before a task runs.
+
+Concurrency: immutable type objects; safe anywhere.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from tickwheel.spark._errors import SparkKafkaError
+
+HEADERS_TYPE = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
+_BASE_FIELDS = (
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+)
+_SINK_TYPES: dict[str, tuple[DataType, ...]] = {
+    "value": (StringType(), BinaryType()),
+    "key": (StringType(), BinaryType()),
+    "topic": (StringType(),),
+    "headers": (HEADERS_TYPE,),
+    "partition": (IntegerType(),),
+}
+
+
+def source_schema(*, include_headers: bool) -> StructType:
+    """The source's row schema."""
+    fields = list(_BASE_FIELDS)
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
+
+
+def check_sink_schema(schema: StructType, *, default_topic: str | None) -> None:
+    """Raise ``SparkKafkaError`` unless ``schema`` can be written to Kafka."""
+    types = {field.name.lower(): field.dataType for field in schema.fields}
+    if "value" not in types:
+        raise SparkKafkaError("the Kafka sink needs a 'value' column (string or binary)")
+    if "topic" not in types and default_topic is None:
+        raise SparkKafkaError("the Kafka sink needs a 'topic' column or the option topic")
+    for name, allowed in _SINK_TYPES.items():
+        actual = types.get(name)
+        if actual is not None and not _matches(actual, allowed):
+            names = " or ".join(t.simpleString() for t in allowed)
+            raise SparkKafkaError(
+                f"Kafka sink column {name!r} must be {names}, not {actual.simpleString()}"
+            )
+
+
+def _matches(actual: DataType, allowed: tuple[DataType, ...]) -> bool:
+    # Compare by type shape, ignoring nullability, which a DataFrame may set either way.
+    return actual.simpleString() in {t.simpleString() for t in allowed}

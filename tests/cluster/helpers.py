@@ -1,0 +1,229 @@
+"""Helpers for the cluster tests: a local cluster, bounded waits, raw produce, log bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import struct
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import crc32c
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tickwheel.cluster import BrokerChannel, BrokerEndpoint, LocalCluster
+
+LAG_TIME_MS = 2000
+FETCH_WAIT_MS = 500
+SESSION_TIMEOUT_MS = 6000
+ZOOKEEPER_TICK_MS = 500
+WAIT_S = 30.0
+_POLL_S = 0.05
+PRODUCE_KEY = 0
+FETCH_KEY = 1
+FETCH_VERSION = 12
+CONSUMER_REPLICA_ID = -1
+NOT_LEADER_OR_FOLLOWER = 6
+PRODUCE_VERSION = 9
+ACKS_ALL = -1
+
+CLUSTER_PROPERTIES = {
+    "replica.lag.time.max.ms": str(LAG_TIME_MS),
+    "replica.fetch.wait.max.ms": str(FETCH_WAIT_MS),
+    "replica.fetch.backoff.ms": "200",
+    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "auto.create.topics.enable": "false",
+}
+
+
+def local_cluster(base_dir: Path, num_brokers: int = 3) -> LocalCluster:
+    """A (not yet started) cluster with the tests' short lag and session times."""
+    return LocalCluster(
+        base_dir,
+        num_brokers,
+        properties=CLUSTER_PROPERTIES,
+        chroot="/tickwheel-test",
+        zookeeper_tick_ms=ZOOKEEPER_TICK_MS,
+    )
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> float:
+    """Poll ``condition`` until it holds; returns the seconds it took (fails after timeout)."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(_POLL_S)
+    return time.monotonic() - started
+
+
+def create_topic(
+    cluster: LocalCluster,
+    name: str,
+    replicas: Sequence[Sequence[int]],
+    configs: dict[str, str] | None = None,
+) -> None:
+    """Create ``name`` with a manual assignment (one replica list per partition), and
+    wait until every broker knows partition 0: its leader serves it, the others refer
+    clients to the leader (each broker learns of the topic from its own watch)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    topic = NewTopic(
+        name,
+        num_partitions=len(replicas),
+        replica_assignment=[list(r) for r in replicas],
+        config=configs or {},
+    )
+    admin.create_topics([topic])[name].result(WAIT_S)
+    leader = replicas[0][0]
+    for broker in cluster.brokers:
+        expected = 0 if broker.broker_id == leader else NOT_LEADER_OR_FOLLOWER
+        wait_for(
+            lambda b=broker.bootstrap_servers, e=expected: fetch_raw(b, name) == e,
+            f"broker {broker.broker_id} to know {name}",
+        )
+
+
+def isr(cluster: LocalCluster, topic: str, partition: int = 0) -> tuple[int, ...]:
+    """The partition's ISR as ZooKeeper holds it."""
+    state = cluster.partition_state(topic, partition)
+    assert state is not None
+    return state.isr
+
+
+def log_bytes(log_dir: Path, topic: str, partition: int = 0) -> bytes:
+    """Every segment of a partition's log, in offset order."""
+    directory = log_dir / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
+def segment_files(log_dir: Path, topic: str, partition: int = 0) -> Iterator[Path]:
+    """A partition's segment files, in offset order."""
+    return iter(sorted((log_dir / f"{topic}-{partition}").glob("*.log")))
+
+
+def _varint(value: int) -> bytes:
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while zigzag >= 0x80:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out)
+
+
+def record_batch(value: bytes) -> bytes:
+    """One uncompressed record batch (format v2) holding one record with ``value``."""
+    body = b"\x00" + _varint(0) + _varint(0) + _varint(-1) + _varint(len(value)) + value
+    body += _varint(0)
+    record = _varint(len(body)) + body
+    now_ms = int(time.time() * 1000)
+    after_crc = struct.pack(">hiqqqhii", 0, 0, now_ms, now_ms, -1, -1, -1, 1) + record
+    header = struct.pack(">qii", 0, len(after_crc) + 9, -1) + b"\x02"
+    return header + struct.pack(">I", crc32c.crc32c(after_crc)) + after_crc
+
+
+async def raw_produce(
+    bootstrap_servers: str, topic: str, value: bytes, *, timeout_ms: int, acks: int = ACKS_ALL
+) -> tuple[int, float]:
+    """Produce one record with Produce v9; returns (error code, seconds to the answer)."""
+    host, _, port = bootstrap_servers.rpartition(":")
+    channel = BrokerChannel(
+        BrokerEndpoint(-1, host, int(port)), client_id="cluster-test", timeout_ms=60_000
+    )
+    request: dict[str, Any] = {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout": datetime.timedelta(milliseconds=timeout_ms),
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": record_batch(value)}]}
+        ],
+    }
+    try:
+        started = time.monotonic()
+        response = await channel.request(PRODUCE_KEY, PRODUCE_VERSION, request)
+        elapsed_s = time.monotonic() - started
+    finally:
+        await channel.close()
+    error = int(response.responses[0].partition_responses[0].error_code)
+    return error, elapsed_s
+
+
+def produce_raw(
+    bootstrap_servers: str, topic: str, value: bytes, *, timeout_ms: int
+) -> tuple[int, float]:
+    """``raw_produce`` from synchronous code."""
+    return asyncio.run(raw_produce(bootstrap_servers, topic, value, timeout_ms=timeout_ms))
+
+
+async def raw_fetch(bootstrap_servers: str, topic: str, offset: int = 0) -> int:
+    """A consumer's Fetch v12 of partition 0 with no wait; returns its error code."""
+    host, _, port = bootstrap_servers.rpartition(":")
+    channel = BrokerChannel(
+        BrokerEndpoint(-1, host, int(port)), client_id="cluster-test", timeout_ms=60_000
+    )
+    request: dict[str, Any] = {
+        "replica_id": CONSUMER_REPLICA_ID,
+        "max_wait": datetime.timedelta(0),
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    try:
+        response = await channel.request(FETCH_KEY, FETCH_VERSION, request)
+    finally:
+        await channel.close()
+    return int(response.responses[0].partitions[0].error_code)
+
+
+def fetch_raw(bootstrap_servers: str, topic: str) -> int:
+    """``raw_fetch`` from synchronous code."""
+    return asyncio.run(raw_fetch(bootstrap_servers, topic))
+
+
+INIT_PRODUCER_ID_KEY = 22
+INIT_PRODUCER_ID_VERSION = 4
+
+
+async def _init_producer_id(bootstrap_servers: str) -> int:
+    host, _, port = bootstrap_servers.rpartition(":")
+    channel = BrokerChannel(
+        BrokerEndpoint(-1, host, int(port)), client_id="cluster-test", timeout_ms=60_000
+    )
+    request: dict[str, Any] = {
+        "transactional_id": None,
+        "transaction_timeout": datetime.timedelta(seconds=60),
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+    try:
+        response = await channel.request(INIT_PRODUCER_ID_KEY, INIT_PRODUCER_ID_VERSION, request)
+    finally:
+        await channel.close()
+    assert int(response.error_code) == 0
+    return int(response.producer_id)
+
+
+def init_producer_id(bootstrap_servers: str) -> int:
+    """A producer id from InitProducerId v4 at ``bootstrap_servers``."""
+    return asyncio.run(_init_producer_id(bootstrap_servers))

@@ -1,0 +1,81 @@
+"""Topic administration and request routing in a cluster: only the leader serves a
+partition; CreatePartitions and DeleteTopics go through ZooKeeper to every broker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kio.schema.errors import ErrorCode
+
+from tickwheel.cluster import LocalCluster
+
+from .helpers import (
+    WAIT_S,
+    create_topic,
+    fetch_raw,
+    init_producer_id,
+    produce_raw,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
+
+
+def test_only_the_leader_serves_a_partition(cluster: LocalCluster) -> None:
+    topic = "led-by-0"
+    create_topic(cluster, topic, [[0, 1]])  # broker 1 follows; broker 2 does not host it
+    leader, follower, outsider = (b.bootstrap_servers for b in cluster.brokers)
+    assert produce_raw(leader, topic, b"x", timeout_ms=10_000)[0] == ErrorCode.none
+    for broker in (follower, outsider):
+        error, _ = produce_raw(broker, topic, b"x", timeout_ms=10_000)
+        assert error == ErrorCode.not_leader_or_follower
+        assert fetch_raw(broker, topic) == ErrorCode.not_leader_or_follower
+    assert fetch_raw(leader, topic) == ErrorCode.none
+    assert produce_raw(leader, "no-such-topic", b"x", timeout_ms=10_000)[0] == (
+        ErrorCode.unknown_topic_or_partition
+    )
+
+
+def test_partitions_are_added_and_topics_deleted_everywhere(cluster: LocalCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    topic = "grown"
+    admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(WAIT_S)
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(WAIT_S)
+
+    def described() -> dict[int, list[int]]:
+        metadata = admin.list_topics(topic, timeout=WAIT_S).topics[topic]
+        return {p.id: p.replicas for p in metadata.partitions.values() if p.leader >= 0}
+
+    wait_for(lambda: len(described()) == 3, "three partitions with leaders")
+    assert all(len(replicas) == 2 for replicas in described().values())
+    refused = admin.create_topics([NewTopic("too-wide", 1, 4)])["too-wide"]
+    with pytest.raises(Exception, match="INVALID_REPLICATION_FACTOR"):
+        refused.result(WAIT_S)
+
+    admin.delete_topics([topic])[topic].result(WAIT_S)
+    wait_for(
+        lambda: all(not list(b.log_dir.glob(f"{topic}-*")) for b in cluster.brokers),
+        "every replica's log to be deleted",
+    )
+    assert topic not in admin.list_topics(timeout=WAIT_S).topics
+    assert cluster.partition_state(topic, 0) is None
+
+
+def test_producer_ids_are_unique_across_the_cluster(cluster: LocalCluster) -> None:
+    ids = [init_producer_id(b.bootstrap_servers) for b in cluster.brokers for _ in range(3)]
+    assert len(set(ids)) == len(ids)
+    block = cluster.read_znode("/latest_producer_id_block")
+    assert block is not None
+    assert json.loads(block)["version"] == 1
+
+    topic = "idempotent"
+    create_topic(cluster, topic, [[0, 1, 2]])
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True}
+    )
+    for index in range(100):
+        producer.produce(topic, value=f"exactly-once-{index}".encode())
+    assert producer.flush(WAIT_S) == 0

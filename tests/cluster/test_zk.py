@@ -1,0 +1,92 @@
+"""The ZooKeeper client against a real ZooKeeper: Kafka's layout, the chroot, and
+conditional partition-state writes (two writers never both win)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from tickwheel.cluster import (
+    BrokerEndpoint,
+    TopicAssignment,
+    TopicExistsError,
+    ZkClient,
+    ZkSettings,
+    ZooKeeperServer,
+)
+from tickwheel.replica import LeaderAndIsr, TopicPartition
+
+from .helpers import ZOOKEEPER_TICK_MS
+
+pytestmark = [pytest.mark.cluster, pytest.mark.integration]
+
+CHROOT = "/kafka/prod"
+T0 = TopicPartition("orders", 0)
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    data_dir: Path = tmp_path_factory.mktemp("zookeeper")
+    with ZooKeeperServer(data_dir, tick_ms=ZOOKEEPER_TICK_MS) as server:
+        yield server
+
+
+@pytest.fixture
+def client(zookeeper: ZooKeeperServer, request: pytest.FixtureRequest) -> Iterator[ZkClient]:
+    chroot = f"{CHROOT}/{request.node.name}"
+    zk = ZkClient(ZkSettings(zookeeper.connect + chroot, session_timeout_ms=4000))
+    zk.start()
+    yield zk
+    zk.stop()
+
+
+def _raw(zookeeper: ZooKeeperServer) -> KazooClient:
+    raw = KazooClient(hosts=zookeeper.connect)
+    raw.start()
+    return raw
+
+
+def test_chroot_is_created_and_holds_kafkas_paths(
+    zookeeper: ZooKeeperServer, client: ZkClient, request: pytest.FixtureRequest
+) -> None:
+    client.register_broker(BrokerEndpoint(1, "10.0.0.1", 9092))
+    raw = _raw(zookeeper)
+    try:
+        base = f"{CHROOT}/{request.node.name}"
+        assert set(raw.get_children(base)) >= {"brokers", "config", "cluster"}
+        registration = json.loads(raw.get(f"{base}/brokers/ids/1")[0])
+        assert registration["endpoints"] == ["PLAINTEXT://10.0.0.1:9092"]
+        assert raw.exists(f"{base}/brokers/ids/1").ephemeralOwner != 0
+    finally:
+        raw.stop()
+        raw.close()
+
+
+def test_partition_state_writes_are_conditional(client: ZkClient) -> None:
+    first = LeaderAndIsr(leader=1, leader_epoch=0, isr=(1, 2, 3), controller_epoch=1)
+    client.create_topic(
+        "orders", TopicAssignment({0: (1, 2, 3)}, "id"), {"min.insync.replicas": "2"}, {0: first}
+    )
+    with pytest.raises(TopicExistsError):
+        client.create_topic("orders", TopicAssignment({0: (1,)}), {}, {0: first})
+    read = client.get("/brokers/topics/orders/partitions/0/state")
+    assert read is not None
+    version = read[1].version
+    # Two writers propose from the same version: exactly one wins.
+    shrink = client.set_partition_state(T0, LeaderAndIsr(1, 0, (1, 2), 1, version))
+    other = client.set_partition_state(T0, LeaderAndIsr(1, 0, (1, 3), 1, version))
+    assert shrink is not None
+    assert shrink.version == version + 1
+    assert other is None
+    stored = client.get("/brokers/topics/orders/partitions/0/state")
+    assert stored is not None
+    assert json.loads(stored[0])["isr"] == [1, 2]
+
+
+def test_producer_id_blocks_never_overlap(client: ZkClient) -> None:
+    blocks = [client.claim_producer_id_block(broker_id, 1000) for broker_id in (1, 2, 1)]
+    assert [(b.first, b.last) for b in blocks] == [(0, 999), (1000, 1999), (2000, 2999)]

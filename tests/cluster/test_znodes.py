@@ -1,0 +1,147 @@
+"""The znode documents: Kafka's JSON, read back, and bad documents refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tickwheel.cluster import (
+    BrokerEndpoint,
+    TopicAssignment,
+    ZnodeError,
+    broker_path,
+    decode_broker,
+    decode_partition_state,
+    decode_topic,
+    encode_broker,
+    encode_partition_state,
+    encode_topic,
+    partition_state_path,
+    split_connect,
+    topic_path,
+)
+from tickwheel.cluster._znodes import (
+    ProducerIdBlock,
+    decode_controller,
+    decode_producer_id_block,
+    decode_topic_config,
+    encode_controller,
+    encode_producer_id_block,
+    encode_topic_config,
+)
+from tickwheel.replica import LeaderAndIsr
+
+
+def test_paths_follow_kafkas_layout() -> None:
+    assert broker_path(3) == "/brokers/ids/3"
+    assert topic_path("events") == "/brokers/topics/events"
+    assert partition_state_path("events", 2) == "/brokers/topics/events/partitions/2/state"
+
+
+def test_partition_state_is_kafkas_json() -> None:
+    state = LeaderAndIsr(leader=1, leader_epoch=4, isr=(1, 2), controller_epoch=7, version=9)
+    document = json.loads(encode_partition_state(state))
+    assert document == {
+        "controller_epoch": 7,
+        "leader": 1,
+        "version": 1,
+        "leader_epoch": 4,
+        "isr": [1, 2],
+    }
+
+
+def test_partition_state_written_by_kafka_is_read_with_the_znode_version() -> None:
+    kafka = b'{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":0,"isr":[2,0,1]}'
+    state = decode_partition_state("state", kafka, zk_version=5)
+    assert state == LeaderAndIsr(
+        leader=2, leader_epoch=0, isr=(2, 0, 1), controller_epoch=1, version=5
+    )
+
+
+@given(
+    leader=st.integers(-1, 1000),
+    epoch=st.integers(0, 2**31 - 1),
+    isr=st.lists(st.integers(0, 1000), unique=True, max_size=6),
+    controller_epoch=st.integers(0, 2**31 - 1),
+    version=st.integers(0, 2**31 - 1),
+)
+def test_partition_state_round_trips(
+    leader: int, epoch: int, isr: list[int], controller_epoch: int, version: int
+) -> None:
+    state = LeaderAndIsr(leader, epoch, tuple(isr), controller_epoch, version)
+    assert decode_partition_state("s", encode_partition_state(state), version) == state
+
+
+def test_topic_assignment_is_kafkas_json_and_reads_kafkas() -> None:
+    assignment = TopicAssignment({1: (2, 0), 0: (0, 1)}, topic_id="abc")
+    document = json.loads(encode_topic(assignment))
+    assert document["partitions"] == {"0": [0, 1], "1": [2, 0]}
+    assert document["topic_id"] == "abc"
+    assert document["adding_replicas"] == {}
+    assert document["removing_replicas"] == {}
+    kafka_v1 = b'{"version":1,"partitions":{"0":[1,2,3],"1":[2,3,1]}}'
+    assert decode_topic("t", kafka_v1).partitions == {0: (1, 2, 3), 1: (2, 3, 1)}
+
+
+def test_broker_registration_advertises_its_plaintext_endpoint() -> None:
+    endpoint = BrokerEndpoint(4, "10.0.0.4", 9092)
+    document = json.loads(encode_broker(endpoint))
+    assert document["endpoints"] == ["PLAINTEXT://10.0.0.4:9092"]
+    assert (document["host"], document["port"]) == ("10.0.0.4", 9092)
+    assert decode_broker(4, encode_broker(endpoint)) == endpoint
+
+
+def test_topic_config_and_controller_round_trip() -> None:
+    configs = {"min.insync.replicas": "2", "retention.ms": "1000"}
+    assert decode_topic_config("t", encode_topic_config(configs)) == configs
+    assert decode_controller(encode_controller(3)) == 3
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"not json",
+        b"[1, 2]",
+        b'{"leader": 1}',
+        b'{"leader": 1, "leader_epoch": 0, "controller_epoch": 0, "isr": "1,2"}',
+        b"\xff\xfe",
+    ],
+)
+def test_malformed_partition_state_is_refused(data: bytes) -> None:
+    with pytest.raises(ZnodeError):
+        decode_partition_state("s", data, 0)
+
+
+def test_broker_without_plaintext_endpoint_is_refused() -> None:
+    with pytest.raises(ZnodeError):
+        decode_broker(1, b'{"endpoints": ["SSL://h:9093"]}')
+
+
+@pytest.mark.parametrize(
+    ("connect", "expected"),
+    [
+        ("127.0.0.1:2181", ("127.0.0.1:2181", "")),
+        ("a:2181,b:2181/kafka", ("a:2181,b:2181", "/kafka")),
+        ("a:2181/kafka/prod/", ("a:2181", "/kafka/prod")),
+        ("a:2181/", ("a:2181", "")),
+    ],
+)
+def test_zookeeper_connect_splits_hosts_and_chroot(connect: str, expected: tuple[str, str]) -> None:
+    assert split_connect(connect) == expected
+
+
+def test_zookeeper_connect_without_hosts_is_refused() -> None:
+    with pytest.raises(ValueError, match="names no host"):
+        split_connect("/kafka")
+
+
+def test_producer_id_block_is_kafkas_json() -> None:
+    block = ProducerIdBlock(broker_id=2, first=1000, last=1999)
+    document = json.loads(encode_producer_id_block(block))
+    assert document == {"version": 1, "broker": 2, "block_start": "1000", "block_end": "1999"}
+    assert decode_producer_id_block(encode_producer_id_block(block)) == block
+    with pytest.raises(ZnodeError):
+        decode_producer_id_block(b'{"version": 1, "broker": 2}')

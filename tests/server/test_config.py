@@ -1,0 +1,75 @@
+"""BrokerConfig: Kafka's property names, the properties file format, and validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tickwheel.server import BrokerConfig, ConfigError, parse_properties
+
+
+def test_defaults_are_kafkas() -> None:
+    config = BrokerConfig()
+    assert config.listen_address() == ("127.0.0.1", 9092)
+    assert config.num_partitions == 1
+    assert config.message_max_bytes == 1_048_588
+    assert config.socket_request_max_bytes == 104_857_600
+    assert config.auto_create_topics_enable
+
+
+def test_properties_file_with_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "# a comment\n"
+        "! another\n"
+        "listeners=PLAINTEXT://127.0.0.1:19092\n"
+        "log.dirs = /data/kafka\n"
+        "num.partitions: 3\n"
+        "auto.create.topics.enable=false\n"
+        "log.retention.hours=1\n"
+        "producer.purgatory.purge.interval.requests=\\\n"
+        "  100\n"
+    )
+    config = BrokerConfig.from_file(path, {"num.partitions": "6"})
+    assert config.listen_address() == ("127.0.0.1", 19092)
+    assert config.log_dirs == "/data/kafka"
+    assert config.num_partitions == 6
+    assert not config.auto_create_topics_enable
+    assert config.log_retention_ms == 3_600_000
+    assert config.producer_purgatory_purge_interval_requests == 100
+
+
+def test_kraft_and_old_spellings_are_understood() -> None:
+    config = BrokerConfig.from_properties({"node.id": "3", "log.dir": "/x"})
+    assert (config.broker_id, config.log_dirs) == (3, "/x")
+
+
+def test_topic_defaults_use_topic_config_names() -> None:
+    defaults = BrokerConfig.from_properties({"log.segment.bytes": "1024"}).topic_defaults()
+    assert defaults["segment.bytes"] == "1024"
+    assert defaults["max.message.bytes"] == "1048588"
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {"num.partitions": "many"},
+        {"num.partitions": "0"},
+        {"auto.create.topics.enable": "maybe"},
+        {"listeners": "SSL://127.0.0.1:9093"},
+        {"listeners": "PLAINTEXT://127.0.0.1"},
+    ],
+)
+def test_bad_values_are_refused(properties: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        BrokerConfig.from_properties(properties)
+
+
+def test_unknown_properties_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    BrokerConfig.from_properties({"ssl.keystore.location": "/etc/kafka/keystore.jks"})
+    assert "ssl.keystore.location" in caplog.text
+
+
+def test_parse_properties_separators() -> None:
+    assert parse_properties("a=1\nb: 2\nc\n  # x\n") == {"a": "1", "b": "2", "c": ""}

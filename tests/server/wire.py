@@ -1,0 +1,104 @@
+"""A raw Kafka protocol client for the broker tests: kio-encoded frames over a socket."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+
+from tickwheel.protocol import build_entity, request_schema, response_schema
+
+TIMEOUT_S = 10.0
+
+
+def host_port(bootstrap_servers: str) -> tuple[str, int]:
+    host, _, port = bootstrap_servers.rpartition(":")
+    return host, int(port)
+
+
+def encode_request(
+    api_key: int, version: int, values: dict[str, Any], correlation_id: int
+) -> bytes:
+    """A whole request frame, size prefix included."""
+    body_cls = request_schema(api_key, version)
+    header_cls: Any = body_cls.__header_schema__
+    header = header_cls(
+        request_api_key=i16(api_key),
+        request_api_version=i16(version),
+        correlation_id=i32(correlation_id),
+        client_id="wire-test",
+    )
+    buffer = io.BytesIO()
+    entity_writer(header_cls)(buffer, header)
+    entity_writer(body_cls)(buffer, build_entity(body_cls, values))
+    data = buffer.getvalue()
+    return struct.pack(">i", len(data)) + data
+
+
+class WireClient:
+    """One connection; requests encoded with kio, responses decoded with kio."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.sock = socket.create_connection(host_port(bootstrap_servers), timeout=TIMEOUT_S)
+        self._next_correlation_id = 1
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, api_key: int, version: int, values: dict[str, Any]) -> int:
+        """Send a request; returns its correlation id."""
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id += 1
+        self.sock.sendall(encode_request(api_key, version, values, correlation_id))
+        return correlation_id
+
+    def read_frame(self) -> bytes | None:
+        """The next response frame (without its size), or None if the broker closed."""
+        prefix = self._read_exactly(4)
+        if prefix is None:
+            return None
+        (size,) = struct.unpack(">i", prefix)
+        return self._read_exactly(size)
+
+    def receive(self, api_key: int, version: int) -> tuple[int, Any]:
+        """The next response: its correlation id and decoded body."""
+        frame = self.read_frame()
+        assert frame is not None, "the broker closed the connection"
+        cls = response_schema(api_key, version)
+        header_cls: Any = cls.__header_schema__
+        header, header_size = entity_reader(header_cls)(frame, 0)
+        body, body_size = entity_reader(cls)(frame, header_size)
+        assert header_size + body_size == len(frame), "the response has trailing bytes"
+        return int(header.correlation_id), body
+
+    def call(self, api_key: int, version: int, values: dict[str, Any]) -> Any:
+        """Send a request and return the decoded response body."""
+        correlation_id = self.send(api_key, version, values)
+        answered, body = self.receive(api_key, version)
+        assert answered == correlation_id
+        return body
+
+    def is_closed_by_broker(self) -> bool:
+        """True if the broker has closed the connection (reads EOF)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def _read_exactly(self, size: int) -> bytes | None:
+        chunks = []
+        remaining = size
+        while remaining:
+            try:
+                chunk = self.sock.recv(remaining)
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)

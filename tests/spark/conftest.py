@@ -1,0 +1,60 @@
+"""Fixtures for the Spark tests: one SparkSession and one broker for the whole run.
+
+Spark costs 10-20 s to start, so one session-scoped ``SparkSession`` serves every test
+(Spark's documented pattern). The broker is tickwheel's own, in the background on a
+free loopback port; ``TICKWHEEL_SPARK_BOOTSTRAP=host:port`` points the tests at another
+Kafka-compatible broker instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tickwheel.server import BackgroundBroker, BrokerConfig
+from tickwheel.spark import local_session
+
+from .helpers import KafkaHelper
+
+EXTERNAL_BROKER_ENV = "TICKWHEEL_SPARK_BOOTSTRAP"
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A running broker's bootstrap address."""
+    external = os.environ.get(EXTERNAL_BROKER_ENV)
+    if external:
+        yield external
+        return
+    config = BrokerConfig.from_properties(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(tmp_path_factory.mktemp("broker")),
+        }
+    )
+    with BackgroundBroker(config) as broker:
+        yield broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def kafka(bootstrap_servers: str) -> KafkaHelper:
+    """Admin, produce and read-back helpers against the test broker."""
+    return KafkaHelper(bootstrap_servers)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The run's one local SparkSession (local[2], loopback, 2 shuffle partitions)."""
+    session = local_session("tickwheel-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> str:
+    """A fresh checkpoint directory for one streaming query."""
+    return str(tmp_path / "checkpoint")
