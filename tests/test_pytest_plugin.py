@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from server.wire import WireClient
 from tickwheel.server import BackgroundBroker, Broker
-
-from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
@@ -42,3 +44,10 @@ def test_two_brokers_do_not_share_ports_or_state(tickwheel_broker: BackgroundBro
             assert client.call(18, 0, {}).error_code == 0
         finally:
             client.close()
+
+
+def test_the_plugin_loads_without_the_broker_extra() -> None:
+    """pytest must start where tickwheel is installed without kio (the core alone)."""
+    blocked = "import sys; sys.modules['kio'] = None; import tickwheel.pytest_plugin"
+    done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()

@@ -15,7 +15,9 @@ Installed with tickwheel (entry point ``pytest11``), so a test only names a fixt
   ``__consumer_offsets`` partition, no initial rebalance delay).
 
 The broker is imported only when a fixture is used, so the plugin costs pytest
-nothing otherwise.
+nothing otherwise, and it lives outside ``tickwheel.server`` so that pytest still
+starts where tickwheel is installed without its ``broker`` extra (importing the
+``server`` package needs kio).
 
 Concurrency: fixtures run on pytest's thread; the background broker runs on its own.
 """
