@@ -16,6 +16,11 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
      (``ReplicaFetcherManager``, over ``KafkaFetchTransport``);
    - the same leader and epoch with a newer version → only the ISR changed.
 
+   ``topic_listener`` hears of every topic change and ``leadership_listener`` of every
+   hosted partition this broker starts or stops leading (the group coordinator loads
+   and unloads its ``__consumer_offsets`` partitions on it); both run on the loop,
+   in event order.
+
 3. ``create_topic`` (CreateTopics, auto-creation) assigns replicas like Kafka's
    ``AdminUtils`` and writes the topic with each partition's first state (leader: the
    first live replica; ISR: the live replicas) in one transaction, then waits until
@@ -96,6 +101,8 @@ LogConfigFor = Callable[[Mapping[str, str]], LogConfig]
 """A topic's ``LogConfig`` from its config overrides (the broker's defaults below)."""
 TopicListener = Callable[[str, TopicMetadata | None], None]
 """Told of every topic created or changed (its metadata) or deleted (None)."""
+LeadershipListener = Callable[[TopicPartition, bool], None]
+"""Told when this broker starts (True) or stops (False) leading a hosted partition."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +173,7 @@ class ClusterNode:
         self.broker_id = settings.broker_id
         self.cache = MetadataCache()
         self.topic_listener: TopicListener | None = None
+        self.leadership_listener: LeadershipListener | None = None
         self._replica_manager = replica_manager
         self._log_config_for = log_config_for
         self._zk = ZkClient(settings.zookeeper)
@@ -392,6 +400,8 @@ class ClusterNode:
         for tp in gone:
             self.isr_manager.stopped_leading(tp)
         self._replica_manager.delete_partitions(gone)
+        for tp in gone:
+            self._leadership_changed(tp, leading=False)
         if self.topic_listener is not None:
             self.topic_listener(name, None)
         _log.info("topic %s deleted", name)
@@ -417,6 +427,7 @@ class ClusterNode:
             await self._fetchers.unfollow([tp])
             partition = become_leader(self._replica_manager, tp, state, replicas, log_config)
             self.isr_manager.became_leader(partition, state)
+            self._leadership_changed(tp, leading=True)
             _log.info("%s: leader at epoch %d, ISR %s", tp, state.leader_epoch, list(state.isr))
         elif state.leader != NO_LEADER:
             if same_epoch and partition is not None and partition.leader_id == state.leader:
@@ -424,8 +435,13 @@ class ClusterNode:
                 return
             self.isr_manager.stopped_leading(tp)
             become_follower(self._replica_manager, tp, state, replicas, log_config)
+            self._leadership_changed(tp, leading=False)
             await self._fetchers.follow(tp, state.leader, state.leader_epoch)
             _log.info("%s: following %d at epoch %d", tp, state.leader, state.leader_epoch)
+
+    def _leadership_changed(self, tp: TopicPartition, *, leading: bool) -> None:
+        if self.leadership_listener is not None:
+            self.leadership_listener(tp, leading)
 
     async def _write_state(self, tp: TopicPartition, proposed: LeaderAndIsr) -> LeaderAndIsr | None:
         written = await asyncio.to_thread(self._zk.set_partition_state, tp, proposed)

@@ -10,22 +10,35 @@ service loads the groups of every ``__consumer_offsets`` partition. The topic it
 created, as in Kafka, when the first FindCoordinator needs it, so a broker that never
 sees a consumer group never opens its partitions.
 
+In a cluster the coordinator of a group is the leader of its ``__consumer_offsets``
+partition as this broker's metadata cache knows it: FindCoordinator answers that
+broker (COORDINATOR_NOT_AVAILABLE while the topic or its leader is unknown, the topic
+being created in ZooKeeper on first need with ``offsets.topic.replication.factor``
+replicas, capped at the live brokers), and the node's leadership listener loads an
+offsets partition's groups when this broker starts leading it and unloads them (their
+requests then answer NOT_COORDINATOR) when it stops.
+
 Concurrency: event-loop thread only, like every handler.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Mapping
 
+from tickwheel.cluster import ClusterNode
 from tickwheel.coordinator import (
     GROUP_API_NAMES,
     GROUP_API_VERSIONS,
     OFFSETS_TOPIC,
+    CoordinatorLocator,
     CoordinatorNode,
     GroupConfig,
     GroupService,
 )
 from tickwheel.protocol import DecodedRequest
+from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response
 
@@ -39,32 +52,74 @@ def start_groups(context: BrokerContext) -> GroupService:
         # configuration says now (Kafka's rule too).
         config = dataclasses.replace(config, offsets_topic_num_partitions=existing.num_partitions)
 
+    topic_configs = {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(config.offsets_topic_segment_bytes),
+        # Kafka compacts this topic and never deletes it by age; the log does not
+        # compact, so at least nothing may expire: a quiet group keeps its offsets.
+        "retention.ms": "-1",
+        "retention.bytes": "-1",
+    }
+
     def create_offsets_topic() -> None:
         if OFFSETS_TOPIC in context.topics.topics:
             return
-        topic_configs = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(config.offsets_topic_segment_bytes),
-            # Kafka compacts this topic and never deletes it by age; the log does not
-            # compact, so at least nothing may expire: a quiet group keeps its offsets.
-            "retention.ms": "-1",
-            "retention.bytes": "-1",
-        }
         context.create_topic(OFFSETS_TOPIC, config.offsets_topic_num_partitions, topic_configs)
 
     def advertised() -> CoordinatorNode:
         endpoint = context.advertised
         return CoordinatorNode(context.broker_id, endpoint.host, endpoint.port)
 
-    service = GroupService(
-        config,
-        context.replica_manager,
-        broker_id=context.broker_id,
-        advertised=advertised,
-        create_offsets_topic=create_offsets_topic,
-    )
+    cluster = context.cluster
+    if cluster is None:
+        service = GroupService(
+            config,
+            context.replica_manager,
+            broker_id=context.broker_id,
+            advertised=advertised,
+            create_offsets_topic=create_offsets_topic,
+        )
+    else:
+        service = GroupService(
+            config,
+            context.replica_manager,
+            broker_id=context.broker_id,
+            advertised=advertised,
+            locate=_cluster_locator(cluster, config, topic_configs),
+        )
+        cluster.leadership_listener = functools.partial(_leadership_changed, service)
     service.start()
     return service
+
+
+def _cluster_locator(
+    cluster: ClusterNode, config: GroupConfig, topic_configs: Mapping[str, str]
+) -> CoordinatorLocator:
+    """The leader of an offsets partition per ``cluster``'s metadata cache, if it is live."""
+
+    def locate(partition: int) -> CoordinatorNode | None:
+        cache = cluster.cache
+        if OFFSETS_TOPIC not in cache.topics:
+            replication = max(1, min(config.offsets_topic_replication_factor, len(cache.brokers)))
+            cluster.create_topic_later(
+                OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication, topic_configs
+            )
+            return None
+        leader = cache.broker(cache.leader(TopicPartition(OFFSETS_TOPIC, partition)))
+        if leader is None:
+            return None
+        return CoordinatorNode(leader.broker_id, leader.host, leader.port)
+
+    return locate
+
+
+def _leadership_changed(service: GroupService, tp: TopicPartition, leading: bool) -> None:
+    if tp.topic != OFFSETS_TOPIC:
+        return
+    if leading:
+        service.on_elected(tp.partition)
+    else:
+        service.on_resigned(tp.partition)
 
 
 async def handle_group_request(context: BrokerContext, request: DecodedRequest) -> Response:
