@@ -17,6 +17,7 @@ import threading
 from types import FrameType
 
 from tickwheel.cluster import LocalCluster, ZooKeeperError
+from tickwheel.server import parse_overrides
 
 _DEFAULT_BROKERS = 3
 _DEFAULT_BASE_PORT = 9092
@@ -57,21 +58,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _properties(pairs: list[str]) -> dict[str, str]:
-    properties = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"--override expects NAME=VALUE, got {pair!r}")
-        properties[name.strip()] = value.strip()
-    return properties
-
-
 def main(argv: list[str]) -> int:
     """Run the cluster until a signal; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
-        properties = _properties(args.override)
+        properties = parse_overrides(args.override)
     except ValueError as exc:
         print(f"tickwheel cluster: {exc}", file=sys.stderr)
         return 2

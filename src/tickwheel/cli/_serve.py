@@ -21,7 +21,7 @@ import logging
 import signal
 import sys
 
-from tickwheel.server import Broker, BrokerConfig, ConfigError
+from tickwheel.server import Broker, BrokerConfig, ConfigError, parse_overrides
 
 _LISTEN_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL})
 """Why a listener cannot be opened: the port is taken, or the address is not ours."""
@@ -42,16 +42,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
-
-
-def _overrides(pairs: list[str]) -> dict[str, str]:
-    overrides = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(f"--override expects NAME=VALUE, got {pair!r}")
-        overrides[name.strip()] = value.strip()
-    return overrides
 
 
 async def _serve(config: BrokerConfig) -> None:
@@ -76,7 +66,7 @@ def main(argv: list[str]) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        overrides = _overrides(args.override)
+        overrides = parse_overrides(args.override)
         config = (
             BrokerConfig.from_file(args.properties, overrides)
             if args.properties

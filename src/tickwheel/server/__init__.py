@@ -15,7 +15,12 @@ Concurrency: a broker runs on one event loop; see each module.
 """
 
 from tickwheel.server._broker import BackgroundBroker, Broker
-from tickwheel.server._config import BrokerConfig, ConfigError, parse_properties
+from tickwheel.server._config import (
+    BrokerConfig,
+    ConfigError,
+    parse_overrides,
+    parse_properties,
+)
 from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics
 
 __all__ = [
@@ -25,5 +30,6 @@ __all__ = [
     "BrokerMetrics",
     "ConfigError",
     "PurgatoryMetrics",
+    "parse_overrides",
     "parse_properties",
 ]

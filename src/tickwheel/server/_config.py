@@ -243,6 +243,17 @@ def _parse(name: str, raw: str, default: object) -> object:
     return raw.strip()
 
 
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """Command-line ``NAME=VALUE`` pairs (``--override``) as properties."""
+    overrides: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--override expects NAME=VALUE, got {pair!r}")
+        overrides[name.strip()] = value.strip()
+    return overrides
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """Java ``.properties`` text (``key=value`` or ``key: value``, # and ! comments)."""
     properties: dict[str, str] = {}
