@@ -120,3 +120,29 @@ def test_the_shipped_server_properties_are_all_known(caplog: pytest.LogCaptureFi
     assert not [r for r in caplog.records if "unknown" in r.getMessage()]
     assert config.listeners == "PLAINTEXT://127.0.0.1:9092"
     assert config.log_retention_ms == 168 * 3_600_000
+
+
+def test_an_unusable_log_dir_is_refused_at_start_up(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    unusable = blocker / "logs"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tickwheel.cli",
+            "serve",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"log.dirs={tmp_path / 'fine'},{unusable}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"tickwheel serve: log.dirs entry '{unusable}' is not a usable directory" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "listening" not in done.stderr

@@ -35,6 +35,10 @@ CLUSTER_PROPERTIES = {
     "replica.fetch.backoff.ms": "200",
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "auto.create.topics.enable": "false",
+    # A cluster's default is Kafka's 3, and the offsets topic is not created while
+    # fewer brokers are alive. Consumers here only look their coordinator up (librdkafka
+    # does so for any group.id) while brokers come and go; test_groups sets its own.
+    "offsets.topic.replication.factor": "1",
 }
 
 

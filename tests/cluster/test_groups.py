@@ -160,3 +160,43 @@ def test_subscribed_consumers_split_partitions_and_commits_replicate(
         "every replica of the group's offsets partition to hold the same log",
     )
     assert log_bytes(logs[0], OFFSETS_TOPIC, offsets_partition)
+
+
+def test_committed_offsets_survive_the_death_of_the_coordinator(
+    group_cluster: LocalCluster,
+) -> None:
+    cluster = group_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, REPLICATION)])[TOPIC].result(WAIT_S)
+    _produce(cluster.bootstrap_servers, 0, MESSAGES_PER_ROUND)
+    consumer = _consumer(cluster.bootstrap_servers)
+    seen: list[bytes] = []
+    try:
+        consumer.subscribe([TOPIC])
+
+        def read_all() -> bool:
+            _poll_into(consumer, seen)
+            return len(seen) >= MESSAGES_PER_ROUND
+
+        wait_for(read_all, "the consumer to read and commit everything")
+    finally:
+        consumer.close()
+    before = _committed(cluster.bootstrap_servers)
+    assert sum(before.values()) == MESSAGES_PER_ROUND
+
+    offsets_partition = partition_for(GROUP, OFFSETS_PARTITIONS)
+    coordinator = _offsets_leader(cluster, offsets_partition)
+    cluster.brokers[coordinator].kill()
+    wait_for(
+        lambda: _offsets_leader(cluster, offsets_partition) not in (coordinator, -1),
+        "a new leader of the group's offsets partition",
+        timeout_s=SESSION_TIMEOUT_MS / 1000 + WAIT_S,
+    )
+    # The new coordinator loaded the group from its replica of the partition.
+    assert _committed(cluster.bootstrap_servers) == before
+
+
+def _offsets_leader(cluster: LocalCluster, partition: int) -> int:
+    state = cluster.partition_state(OFFSETS_TOPIC, partition)
+    assert state is not None
+    return state.leader

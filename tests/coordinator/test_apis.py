@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import ResponsePayload
 
-from tickwheel.coordinator import GROUP_API_VERSIONS, CoordinatorNode, GroupApis
+from tickwheel.coordinator import GROUP_API_VERSIONS, CoordinatorNode, GroupApis, OffsetValue
 from tickwheel.protocol import build_entity, request_schema
 
 from .harness import Harness, make_config
@@ -225,3 +225,39 @@ def test_offset_fetch_v1_puts_errors_on_partitions(harness: Harness, apis: Group
 async def test_handle_dispatches_by_api_key(apis: GroupApis) -> None:
     response = await apis.handle(request(16, 0, {}), client_id=CLIENT)
     assert round_trip(response).error_code is ErrorCode.none
+
+
+@pytest.mark.parametrize("version", versions(47))
+def test_offset_delete(harness: Harness, version: int) -> None:
+    apis = GroupApis(
+        harness.coordinator,
+        lambda _partition: NODE,
+        partition_exists=lambda topic, partition: topic == "t" and partition < 2,
+    )
+    harness.coordinator.handle_commit_offsets(
+        "g", "", None, -1, {("t", 0): OffsetValue(5, -1, "", 0)}, lambda _errors: None
+    )
+    body = {
+        "group_id": "g",
+        "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 5}]},
+            {"name": "missing", "partitions": [{"partition_index": 0}]},
+        ],
+    }
+    deleted = round_trip(apis.offset_delete(request(47, version, body)))
+    assert deleted.error_code is ErrorCode.none
+    assert {
+        (t.name, p.partition_index): p.error_code for t in deleted.topics for p in t.partitions
+    } == {
+        ("t", 0): ErrorCode.none,
+        ("t", 5): ErrorCode.unknown_topic_or_partition,
+        ("missing", 0): ErrorCode.unknown_topic_or_partition,
+    }
+    assert harness.coordinator.handle_fetch_offsets("g", None)[1] == {}
+    # The group went with its last offset.
+    again = round_trip(apis.offset_delete(request(47, version, body)))
+    assert again.error_code is ErrorCode.group_id_not_found
+    assert {(t.name, p.partition_index) for t in again.topics for p in t.partitions} == {
+        ("t", 5),
+        ("missing", 0),
+    }

@@ -386,6 +386,40 @@ def test_group_max_size_turns_away_extra_members() -> None:
         harness.close()
 
 
+def test_a_lowered_group_max_size_keeps_the_first_members_to_rejoin(harness: Harness) -> None:
+    members = form_group(harness, "a", "b", "c")
+    smaller = Harness(make_config(group_max_size=2), harness.offsets_log)
+    try:
+        # Loaded over capacity: a rebalance starts at once, and the first two to rejoin stay.
+        assert smaller.group(GROUP).is_in(GroupState.PREPARING_REBALANCE)
+        rejoins = [smaller.join(GROUP, member) for member in members]
+        assert rejoins[2].join.error is ErrorCode.group_max_size_reached
+        # With the third gone, everyone left has rejoined: the rebalance completes.
+        assert [r.join.error for r in rejoins[:2]] == [ErrorCode.none, ErrorCode.none]
+        assert set(smaller.group(GROUP).members) == set(members[:2])
+        # Full and settled: a newcomer is turned away, a member's rejoin is not.
+        assert smaller.join(GROUP).join.error is ErrorCode.group_max_size_reached
+    finally:
+        smaller.close()
+
+
+def test_pending_members_cannot_overfill_a_group() -> None:
+    harness = Harness(make_config(group_max_size=1))
+    try:
+        first, second = (
+            harness.join(GROUP, client_id=name, require_known_member_id=True).join.member_id
+            for name in ("a", "b")
+        )
+        joined = harness.join(GROUP, first)
+        refused = harness.join(GROUP, second)
+        assert refused.join.error is ErrorCode.group_max_size_reached
+        harness.advance(SETTLE_MS)
+        assert joined.join.error is ErrorCode.none
+        assert list(harness.group(GROUP).members) == [first]
+    finally:
+        harness.close()
+
+
 def test_heartbeat_while_completing_rebalance_keeps_the_session(harness: Harness) -> None:
     replies = harness.join(GROUP)
     harness.advance(INITIAL_DELAY_MS)

@@ -5,22 +5,34 @@ cache, as after a process crash) and then damaging the active segment's file: cu
 it at every byte of its unflushed batches, or flipping each of their bytes. Reopening
 must give exactly the batches before the damage, indexes equal to those of an
 undamaged log holding the same batches, and everything flushed.
+
+Damaged index files of a cleanly closed log (every segment below the recovery point,
+so every one is loaded and checked) must not stop it from opening: the segments whose
+files fail the checks are recovered with a WARNING, and every read and timestamp
+lookup answers as a linear scan of the batches.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import tempfile
 from array import array
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tickwheel.log import Log, LogConfig
+from tickwheel.log import MAX_TIMESTAMP, Log, LogConfig
+from tickwheel.log._index import NO_TIMESTAMP
 
-from .batches import make_batch, with_offsets
+from .batches import header_of, make_batch, with_offsets
 from .helpers import FakeClock, crash
+from .index_garbage import OFFSET_ENTRY, TIME_ENTRY, out_of_range_entries, random_bytes
 
 CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=150)
 # Of the header bytes outside the CRC, the base offset's flips are caught by the
@@ -289,4 +301,134 @@ def test_corruption_in_an_older_unflushed_segment_drops_the_later_ones(
         reopened.read(base, 100_000).records.read_bytes() for base in reopened.segment_base_offsets
     )
     assert data == b"".join(stored[: bases[2] + 1])
+    reopened.close()
+
+
+# Small segments, so that the log has several, each with a few index entries.
+DAMAGE_CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=150)
+# Every seventh batch is older than the one before, so the running largest timestamp
+# sometimes stays put across an index entry.
+DAMAGE_TIMESTAMPS_MS = [900 + i if i % 7 == 3 else 1000 + 10 * i for i in range(30)]
+
+
+@dataclass(frozen=True)
+class ClosedLog:
+    """A cleanly closed log's directory, the batches it holds and its segments."""
+
+    dir_path: Path
+    batches: list[bytes]
+    segment_base_offsets: list[int]
+
+
+@pytest.fixture(scope="module")
+def closed_log(tmp_path_factory: pytest.TempPathFactory) -> ClosedLog:
+    log_dir = tmp_path_factory.mktemp("closed") / "closed-0"
+    log = Log.open(log_dir, DAMAGE_CONFIG, clock_ms=FakeClock())
+    stored = []
+    for i, timestamp_ms in enumerate(DAMAGE_TIMESTAMPS_MS):
+        batch = make_batch([bytes([i]) * (20 + i % 7), b"v"], timestamp_ms=timestamp_ms)
+        stored.append(with_offsets(batch, log.append_as_leader(batch, 0).first_offset, 0))
+    bases = log.segment_base_offsets
+    assert len(bases) >= 3
+    log.close()
+    return ClosedLog(log_dir, stored, bases)
+
+
+def _assert_log_answers_as_a_scan(log: Log, closed: ClosedLog) -> None:
+    assert log.segment_base_offsets == closed.segment_base_offsets
+    assert log.log_end_offset == 2 * len(closed.batches)
+    for offset in range(log.log_end_offset):
+        assert log.read(offset, 1).records.read_bytes() == closed.batches[offset // 2]
+    max_timestamps_ms = [header_of(batch)[8] for batch in closed.batches]
+    targets = {t + delta for t in max_timestamps_ms for delta in (-1, 0, 1)}
+    for target_ms in sorted(targets):
+        expected = next(
+            ((t, 2 * i) for i, t in enumerate(max_timestamps_ms) if t >= target_ms), None
+        )
+        found = log.offset_for_timestamp(target_ms)
+        assert (None if found is None else (found.timestamp, found.offset)) == expected
+    latest_ms = max(max_timestamps_ms)
+    found = log.offset_for_timestamp(MAX_TIMESTAMP)
+    assert found is not None
+    assert (found.timestamp, found.offset) == (latest_ms, 2 * max_timestamps_ms.index(latest_ms))
+
+
+# What happens to one index file: left alone, deleted, or replaced by these bytes.
+_index_damage = st.sampled_from(["keep", "delete"]) | random_bytes()
+OFFSET_DAMAGE = _index_damage | out_of_range_entries(
+    OFFSET_ENTRY, (1, 30), (1, DAMAGE_CONFIG.segment_bytes)
+)
+TIME_DAMAGE = _index_damage | out_of_range_entries(TIME_ENTRY, (NO_TIMESTAMP, 2**62), (1, 30))
+
+
+class _Warnings(logging.Handler):
+    """The log's WARNING records, kept (caplog is per test, not per hypothesis example)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _damage(path: Path, damage: str | bytes) -> None:
+    if damage == "delete":
+        path.unlink()
+    elif isinstance(damage, bytes):
+        path.write_bytes(damage)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_damaged_index_files_never_stop_the_log_from_opening(
+    closed_log: ClosedLog, data: st.DataObject
+) -> None:
+    with tempfile.TemporaryDirectory() as name:
+        work = Path(name) / "work-0"
+        shutil.copytree(closed_log.dir_path, work)
+        for base_offset in closed_log.segment_base_offsets:
+            _damage(work / f"{base_offset:020d}.index", data.draw(OFFSET_DAMAGE))
+            _damage(work / f"{base_offset:020d}.timeindex", data.draw(TIME_DAMAGE))
+        log = Log.open(work, DAMAGE_CONFIG, clock_ms=FakeClock())
+        _assert_log_answers_as_a_scan(log, closed_log)
+        log.close()
+        # Rebuilt indexes were written back: the next open finds nothing to recover.
+        warnings = _Warnings()
+        logger = logging.getLogger("tickwheel.log")
+        logger.addHandler(warnings)
+        try:
+            reopened = Log.open(work, DAMAGE_CONFIG, clock_ms=FakeClock())
+        finally:
+            logger.removeHandler(warnings)
+        assert warnings.records == []
+        _assert_log_answers_as_a_scan(reopened, closed_log)
+        reopened.close()
+
+
+def test_an_index_entry_off_the_file_is_rebuilt_with_a_warning(
+    tmp_path: Path, closed_log: ClosedLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reported failure: a garbled entry's negative position reached ``os.pread``."""
+    work = tmp_path / "work-0"
+    shutil.copytree(closed_log.dir_path, work)
+    stem = work / f"{closed_log.segment_base_offsets[1]:020d}"
+    index_path = Path(f"{stem}.index")
+    index_path.write_bytes(OFFSET_ENTRY.pack(3, -16) + index_path.read_bytes())
+    with caplog.at_level(logging.WARNING, logger="tickwheel.log"):
+        log = Log.open(work, DAMAGE_CONFIG, clock_ms=FakeClock())
+    assert [(record.name, record.levelno, record.getMessage()) for record in caplog.records] == [
+        (
+            "tickwheel.log._recovery",
+            logging.WARNING,
+            f"{index_path}: first position -16 is below 1; "
+            f"recovering {stem}.log and rebuilding its indexes",
+        )
+    ]
+    _assert_log_answers_as_a_scan(log, closed_log)
+    log.close()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tickwheel.log"):
+        reopened = Log.open(work, DAMAGE_CONFIG, clock_ms=FakeClock())
+    assert caplog.records == []
     reopened.close()

@@ -1,14 +1,29 @@
-"""LogSegment on its own: appends, lookups, reads, rolling, truncation, load, recovery."""
+"""LogSegment on its own: appends, lookups, reads, rolling, truncation, load, recovery.
+
+The last part damages the ``.index`` and ``.timeindex`` files: whatever they hold,
+loading the segment (and recovering it when the load refuses them, as ``load_log``
+does) must not raise, and every lookup must then answer as a linear scan of the
+segment's batches does.
+"""
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
+import struct
+import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tickwheel.log import LogConfig
+from tickwheel.log._batch import RECORD_BATCH_OVERHEAD
+from tickwheel.log._index import NO_TIMESTAMP
 from tickwheel.log._segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -20,6 +35,7 @@ from tickwheel.log._segment import (
 
 from .batches import header_of, make_batch, with_offsets
 from .helpers import START_MS
+from .index_garbage import OFFSET_ENTRY, TIME_ENTRY, out_of_range_entries, random_bytes
 
 BASE_OFFSET = 100
 # Small enough that every few batches get an index entry.
@@ -215,7 +231,7 @@ def test_load_restores_a_flushed_segment_from_its_files(tmp_path: Path) -> None:
     written.flush()
     written.close()
     loaded = LogSegment.open_file(str(tmp_path), BASE_OFFSET, CONFIG, START_MS)
-    assert loaded.load()
+    assert loaded.load(None) is None
     assert (loaded.size_bytes, loaded.next_offset, loaded.max_timestamp_ms) == (
         written.size_bytes,
         written.next_offset,
@@ -234,7 +250,11 @@ def test_load_refuses_an_index_pointing_past_the_file(tmp_path: Path) -> None:
     written.close()
     os.truncate(written.file.path, _positions(batches)[2])
     loaded = LogSegment.open_file(str(tmp_path), BASE_OFFSET, CONFIG, START_MS)
-    assert not loaded.load()
+    problem = loaded.load(None)
+    assert problem is not None
+    assert problem.startswith(f"{loaded.offset_index.path}: last position ")
+    # A refused load leaves the indexes empty, ready for recover.
+    assert len(loaded.offset_index) == len(loaded.time_index) == 0
     loaded.close()
 
 
@@ -283,3 +303,301 @@ def test_delete_unlinks_the_files_but_open_slices_still_read(segment: LogSegment
     segment.delete()
     assert not any(os.path.exists(path) for path in paths)
     assert found[1].read_bytes() == b"".join(batches)
+
+
+# -- damaged index files ---------------------------------------------------------
+
+BATCHES = _batches()
+POSITIONS = _positions(BATCHES)
+SIZE_BYTES = sum(len(batch) for batch in BATCHES)
+END_OFFSET = BASE_OFFSET + 2 * len(BATCHES)
+
+
+@dataclass(frozen=True)
+class Pristine:
+    """The segment's index files as written, and its state after the appends."""
+
+    index: bytes
+    time_index: bytes
+    state: tuple[int, ...]
+
+
+def _state(segment: LogSegment) -> tuple[int, ...]:
+    return (
+        segment.size_bytes,
+        segment.next_offset,
+        segment.max_timestamp_ms,
+        segment.rolling_timestamp_ms,
+    )
+
+
+@functools.cache
+def _pristine() -> Pristine:
+    with tempfile.TemporaryDirectory() as dir_path:
+        segment = LogSegment.open_file(dir_path, BASE_OFFSET, CONFIG, START_MS)
+        _append(segment, BATCHES)
+        segment.flush()
+        segment.close()
+        return Pristine(
+            Path(segment.offset_index.path).read_bytes(),
+            Path(segment.time_index.path).read_bytes(),
+            _state(segment),
+        )
+
+
+def _expected_read(offset: int, max_bytes: int) -> bytes:
+    """A linear scan: whole batches from the one holding ``offset``, at least one."""
+    first = next(i for i, batch in enumerate(BATCHES) if BASE_OFFSET + 2 * i + 1 >= offset)
+    out = BATCHES[first]
+    for batch in BATCHES[first + 1 :]:
+        if len(out) + len(batch) > max_bytes:
+            break
+        out += batch
+    return out
+
+
+def _expected_by_timestamp(timestamp_ms: int, min_offset: int) -> int | None:
+    """A linear scan: the first batch reaching ``min_offset`` with max ts >= the target."""
+    for i, batch_timestamp_ms in enumerate(TIMESTAMPS_MS):
+        if batch_timestamp_ms >= timestamp_ms and BASE_OFFSET + 2 * i + 1 >= min_offset:
+            return BASE_OFFSET + 2 * i
+    return None
+
+
+def _assert_answers_as_a_scan(segment: LogSegment) -> None:
+    assert _state(segment) == _pristine().state
+    for offset in range(BASE_OFFSET, END_OFFSET):
+        found = segment.translate_offset(offset)
+        assert found is not None
+        i = (offset - BASE_OFFSET) // 2
+        assert (found[0], found[1].base_offset) == (POSITIONS[i], BASE_OFFSET + 2 * i)
+        read = segment.read(offset, 300, SIZE_BYTES, min_one_message=True)
+        assert read is not None
+        assert read[1].read_bytes() == _expected_read(offset, 300)
+    assert segment.translate_offset(END_OFFSET) is None
+    targets = {t + delta for t in TIMESTAMPS_MS for delta in (-1, 0, 1)} | {NO_TIMESTAMP}
+    for timestamp_ms in sorted(targets):
+        for min_offset in (BASE_OFFSET, BASE_OFFSET + 7):
+            found = segment.find_offset_by_timestamp(timestamp_ms, min_offset)
+            answer = None if found is None else found[1].base_offset
+            assert answer == _expected_by_timestamp(timestamp_ms, min_offset)
+    found = segment.find_max_timestamp()
+    assert found is not None
+    assert found[1].base_offset == BASE_OFFSET + 2 * TIMESTAMPS_MS.index(max(TIMESTAMPS_MS))
+
+
+def _write_log_file(dir_path: Path) -> None:
+    (dir_path / segment_file_name(BASE_OFFSET, LOG_SUFFIX)).write_bytes(b"".join(BATCHES))
+
+
+@pytest.fixture
+def segment_dir(tmp_path: Path) -> Path:
+    """A directory holding the segment's log file, without index files."""
+    _write_log_file(tmp_path)
+    return tmp_path
+
+
+def _load_or_recover(dir_path: Path, end_offset: int | None) -> LogSegment:
+    """Open the segment and load it, recovering it when the load refuses (as load_log)."""
+    segment = LogSegment.open_file(str(dir_path), BASE_OFFSET, CONFIG, START_MS)
+    if segment.load(end_offset) is not None:
+        assert segment.recover(0, BASE_OFFSET) == 0
+    return segment
+
+
+def _index_contents(
+    entry: struct.Struct, real: bytes, value_limit: int
+) -> st.SearchStrategy[bytes]:
+    """The file as written, random bytes, or sorted entries with one out of range."""
+    relative_end = END_OFFSET - BASE_OFFSET
+    key_bounds = (1, relative_end) if entry is OFFSET_ENTRY else (NO_TIMESTAMP, 2**62)
+    value_bounds = (1, value_limit)
+    return st.one_of(
+        st.just(real),
+        random_bytes(),
+        out_of_range_entries(entry, key_bounds, value_bounds),
+    )
+
+
+@st.composite
+def _damaged_files(draw: st.DrawFn) -> tuple[bytes | None, bytes | None]:
+    """Contents (None: no file) of the .index and .timeindex."""
+    pristine = _pristine()
+    position_limit = SIZE_BYTES - RECORD_BATCH_OVERHEAD + 1
+    offset_limit = END_OFFSET - BASE_OFFSET
+    index = draw(st.none() | _index_contents(OFFSET_ENTRY, pristine.index, position_limit))
+    time_index = draw(st.none() | _index_contents(TIME_ENTRY, pristine.time_index, offset_limit))
+    return index, time_index
+
+
+def _write(dir_path: Path, index: bytes | None, time_index: bytes | None) -> None:
+    for suffix, data in ((INDEX_SUFFIX, index), (TIME_INDEX_SUFFIX, time_index)):
+        path = dir_path / segment_file_name(BASE_OFFSET, suffix)
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_bytes(data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(files=_damaged_files(), end_known=st.booleans())
+def test_damaged_index_files_never_raise_and_lookups_answer_as_a_scan(
+    files: tuple[bytes | None, bytes | None], end_known: bool
+) -> None:
+    with tempfile.TemporaryDirectory() as name:
+        dir_path = Path(name)
+        _write_log_file(dir_path)
+        _write(dir_path, *files)
+        segment = _load_or_recover(dir_path, END_OFFSET if end_known else None)
+        _assert_answers_as_a_scan(segment)
+        # Whatever was rebuilt reaches the files, and they load without a problem.
+        segment.flush()
+        segment.close()
+        reloaded = LogSegment.open_file(name, BASE_OFFSET, CONFIG, START_MS)
+        assert reloaded.load(None) is None
+        _assert_answers_as_a_scan(reloaded)
+        reloaded.close()
+
+
+@st.composite
+def _moved_middle_positions(draw: st.DrawFn) -> bytes:
+    """The offset index as written, with positions of entries before the last moved.
+
+    Every entry stays in order and inside the file, and the last one is right, so the
+    load checks pass: only the run-time check of each entry's batch can catch them.
+    """
+    entries = list(OFFSET_ENTRY.iter_unpack(_pristine().index))
+    for i in range(len(entries) - 1):
+        low = entries[i - 1][1] + 1 if i else 1
+        position = draw(st.integers(low, entries[i + 1][1] - 1))
+        entries[i] = (entries[i][0], position)
+    return b"".join(OFFSET_ENTRY.pack(*entry) for entry in entries)
+
+
+@settings(max_examples=50, deadline=None)
+@given(index=_moved_middle_positions())
+def test_entries_that_pass_the_load_checks_but_lie_are_dropped_at_lookup(index: bytes) -> None:
+    with tempfile.TemporaryDirectory() as name:
+        dir_path = Path(name)
+        _write_log_file(dir_path)
+        _write(dir_path, index, _pristine().time_index)
+        segment = LogSegment.open_file(name, BASE_OFFSET, CONFIG, START_MS)
+        assert segment.load(END_OFFSET) is None
+        _assert_answers_as_a_scan(segment)
+        # What is left names real batches only.
+        for offset, position in zip(
+            segment.offset_index.keys, segment.offset_index.values, strict=True
+        ):
+            assert POSITIONS[offset // 2] == position
+        segment.close()
+
+
+@pytest.fixture
+def loaded(segment_dir: Path) -> Iterator[LogSegment]:
+    """The segment loaded from its files as written."""
+    pristine = _pristine()
+    _write(segment_dir, pristine.index, pristine.time_index)
+    segment = LogSegment.open_file(str(segment_dir), BASE_OFFSET, CONFIG, START_MS)
+    assert segment.load(END_OFFSET) is None
+    yield segment
+    segment.close()
+
+
+def test_a_lying_entry_is_dropped_with_those_after_it_and_one_warning(
+    loaded: LogSegment, caplog: pytest.LogCaptureFixture
+) -> None:
+    offset_index = loaded.offset_index
+    kept = len(offset_index) // 2
+    assert kept >= 1
+    lying_offset = BASE_OFFSET + offset_index.keys[kept]
+    # Inside the batch of the entry before: still in order, but no batch starts there.
+    lying_position = offset_index.values[kept - 1] + RECORD_BATCH_OVERHEAD
+    offset_index.values[kept] = lying_position
+    with caplog.at_level(logging.WARNING, logger="tickwheel.log._segment"):
+        _assert_answers_as_a_scan(loaded)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{offset_index.path}: entry (offset {lying_offset}, position {lying_position}) does "
+        "not hold a batch with that offset; dropping it and the entries after it"
+    ]
+    assert len(offset_index) == kept
+    assert max(loaded.time_index.values) < lying_offset - BASE_OFFSET
+
+
+@pytest.mark.parametrize(
+    ("entry", "position"), [(0, -1), (0, -(2**31)), (-1, SIZE_BYTES), (-1, 2**31 - 1)]
+)
+def test_a_lookup_never_reads_outside_the_file(
+    loaded: LogSegment, entry: int, position: int
+) -> None:
+    """Entries kept in order but off the file: dropped, never handed to ``pread``."""
+    kept = 0 if entry == 0 else len(loaded.offset_index) - 1
+    loaded.offset_index.values[entry] = position
+    _assert_answers_as_a_scan(loaded)
+    assert len(loaded.offset_index) == kept
+
+
+def test_each_agreement_rule_refuses_the_load(segment_dir: Path) -> None:
+    pristine = _pristine()
+    entries = list(OFFSET_ENTRY.iter_unpack(pristine.index))
+    times = list(TIME_ENTRY.iter_unpack(pristine.time_index))
+    assert len(entries) >= 2
+    assert times[0][1] == entries[0][0]
+    assert times[-1][1] == entries[-1][0]
+    stem = segment_dir / segment_file_name(BASE_OFFSET, "")
+
+    def problem(offset_entries: list[tuple[int, int]], time_entries: list[tuple[int, int]]) -> str:
+        _write(
+            segment_dir,
+            b"".join(OFFSET_ENTRY.pack(*entry) for entry in offset_entries),
+            b"".join(TIME_ENTRY.pack(*entry) for entry in time_entries),
+        )
+        segment = LogSegment.open_file(str(segment_dir), BASE_OFFSET, CONFIG, START_MS)
+        found = segment.load(END_OFFSET)
+        segment.close()
+        assert found is not None
+        return found
+
+    last_offset = BASE_OFFSET + entries[-1][0]
+    assert problem(entries, []) == (
+        f"{stem}.timeindex: does not start at the offset index's first offset"
+    )
+    assert problem(entries, times[1:]) == (
+        f"{stem}.timeindex: does not start at the offset index's first offset"
+    )
+    # The last offset entry moved onto a neighbouring batch boundary.
+    moved = [*entries[:-1], (entries[-1][0], POSITIONS[-1])]
+    assert (
+        problem(moved, times)
+        == f"{stem}.index: last entry (offset {last_offset}) names no indexed batch"
+    )
+    # A time index cut short: the last indexed batch is newer than its last timestamp.
+    last_batch_ms = TIMESTAMPS_MS[entries[-1][0] // 2]
+    assert problem(entries, times[:-1]) == (
+        f"{stem}.timeindex: last timestamp {times[-2][0]} is older than batch {last_offset}'s "
+        f"{last_batch_ms}"
+    )
+    # A last timestamp older than its own batch's.
+    older = [*times[:-1], (times[-2][0] + 1, times[-1][1])]
+    assert times[-2][0] + 1 < last_batch_ms
+    assert problem(entries, older).startswith(f"{stem}.timeindex: last timestamp ")
+    # A last time entry naming an offset the offset index does not hold.
+    not_indexed = [*times[:-1], (times[-1][0], times[-1][1] + 1)]
+    assert problem(entries, not_indexed) == (
+        f"{stem}.timeindex: last entry (offset {last_offset + 1}) names no indexed batch"
+    )
+    # The time index's own rules come first, then the segment's.
+    assert problem(entries, [*times, (times[-1][0] + 1, END_OFFSET)]) == (
+        f"{stem}.timeindex: last relative offset {END_OFFSET} is not below "
+        f"{END_OFFSET - BASE_OFFSET}"
+    )
+
+
+def test_the_files_as_written_load_whole(loaded: LogSegment) -> None:
+    pristine = _pristine()
+    assert list(zip(loaded.offset_index.keys, loaded.offset_index.values, strict=True)) == list(
+        OFFSET_ENTRY.iter_unpack(pristine.index)
+    )
+    assert list(zip(loaded.time_index.keys, loaded.time_index.values, strict=True)) == list(
+        TIME_ENTRY.iter_unpack(pristine.time_index)
+    )
+    _assert_answers_as_a_scan(loaded)

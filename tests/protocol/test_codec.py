@@ -18,8 +18,8 @@ from kio.static.primitive import i16, i32
 
 from tickwheel.protocol import (
     DecodedRequest,
+    InvalidRequestError,
     ProtocolError,
-    UndecodableRequestError,
     UnknownApiKeyError,
     UnsupportedVersionError,
     VersionRange,
@@ -76,8 +76,8 @@ def test_trailing_bytes_are_ignored_as_kafka_does() -> None:
     assert request.correlation_id == 7
 
 
-def test_a_truncated_body_is_undecodable() -> None:
-    with pytest.raises(UndecodableRequestError):
+def test_a_truncated_body_is_an_invalid_request() -> None:
+    with pytest.raises(InvalidRequestError):
         decode_request(metadata_frame()[:-3], SUPPORTED)
 
 

@@ -17,7 +17,7 @@ BROKER_ID = 0
 
 @pytest_asyncio.fixture
 async def manager(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
-    replica_manager = ReplicaManager(BROKER_ID, tmp_path)
+    replica_manager = ReplicaManager(BROKER_ID, [tmp_path])
     replica_manager.start()
     for tp in (T0, T1):
         replica_manager.make_leader(tp, LogConfig())

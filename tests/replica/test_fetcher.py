@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from tickwheel.log import LogConfig
 from tickwheel.replica import (
     ACKS_ALL,
+    EpochEndOffset,
     FetcherConfig,
     FetchIsolation,
     FetchParams,
@@ -82,13 +83,26 @@ class LoopbackTransport:
             for tp, r in results.items()
         }
 
+    async def end_offsets_for_epochs(
+        self, leader_id: int, replica_id: int, epochs: Mapping[TopicPartition, tuple[int, int]]
+    ) -> Mapping[TopicPartition, EpochEndOffset]:
+        assert leader_id == LEADER
+        assert replica_id == FOLLOWER
+        answers = {}
+        for tp, (_current, epoch) in epochs.items():
+            partition = self.leader.get_partition(tp)
+            assert partition is not None
+            found_epoch, end_offset = partition.log.end_offset_for_epoch(epoch)
+            answers[tp] = EpochEndOffset(int(ErrorCode.none), found_epoch, end_offset)
+        return answers
+
     async def disconnect(self, leader_id: int) -> None:
         """Nothing to close."""
 
 
 @pytest_asyncio.fixture
 async def follower(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
-    replica_manager = ReplicaManager(FOLLOWER, tmp_path / "follower")
+    replica_manager = ReplicaManager(FOLLOWER, [tmp_path / "follower"])
     replica_manager.start()
     yield replica_manager
     replica_manager.shutdown()
@@ -152,3 +166,39 @@ async def test_a_partition_the_leader_refuses_is_backed_off_alone(
 
 async def _never_written(_tp: TopicPartition, _state: LeaderAndIsr) -> LeaderAndIsr | None:
     raise AssertionError("no ISR change expected")
+
+
+@pytest.mark.asyncio
+async def test_a_diverged_follower_truncates_to_where_the_logs_part(
+    manager: ReplicaManager, follower: ReplicaManager
+) -> None:
+    replicas = (LEADER, FOLLOWER)
+    # Both logs agree on two records of epoch 3; then the follower (a leader once, at
+    # epoch 3) took two more that nobody replicated, while the leader went on at epoch 4.
+    old = LeaderAndIsr(FOLLOWER, leader_epoch=3, isr=replicas, version=0)
+    diverged = become_leader(follower, T0, old, replicas, LogConfig())
+    diverged.log.append_as_leader(batch(b"a", b"b"), 3)
+    diverged.log.append_as_leader(batch(b"lost-1", b"lost-2"), 3)
+    leader_partition = become_leader(manager, T0, STATE, replicas, LogConfig())
+    leader_partition.log.append_as_leader(batch(b"a", b"b"), 3)
+    newer = LeaderAndIsr(LEADER, leader_epoch=4, isr=replicas, version=1)
+    leader_partition = become_leader(manager, T0, newer, replicas, LogConfig())
+    leader_partition.log.append_as_leader(batch(b"c", b"d", b"e"), 4)
+
+    become_follower(follower, T0, newer, replicas, LogConfig())
+    # Caught up, the follower's fetches park in the leader's purgatory (a fetch
+    # answered at once would never let this loop run: the transport does no I/O).
+    fetchers = ReplicaFetcherManager(
+        follower, LoopbackTransport(manager), FetcherConfig(wait_max_ms=1_000)
+    )
+    await fetchers.follow(T0, LEADER, newer.leader_epoch)
+    try:
+        async with asyncio.timeout(TIMEOUT_S):
+            while diverged.log.log_end_offset != leader_partition.log.log_end_offset:
+                await asyncio.sleep(0.01)
+    finally:
+        await fetchers.shutdown()
+    leader_bytes = leader_partition.log.read(0, 1 << 20).records.read_bytes()
+    follower_bytes = diverged.log.read(0, 1 << 20).records.read_bytes()
+    assert follower_bytes == leader_bytes
+    assert [entry.epoch for entry in diverged.log.leader_epoch_entries] == [3, 4]

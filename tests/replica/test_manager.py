@@ -72,12 +72,12 @@ async def test_delete_records_errors(manager: ReplicaManager) -> None:
 
 @pytest.mark.asyncio
 async def test_logs_are_recovered_by_a_new_manager(tmp_path: Path) -> None:
-    first = ReplicaManager(BROKER_ID, tmp_path)
+    first = ReplicaManager(BROKER_ID, [tmp_path])
     first.start()
     first.make_leader(T0, LogConfig())
     await produce(first, {T0: batch(b"a", b"b")})
     first.shutdown()
-    second = ReplicaManager(BROKER_ID, tmp_path)
+    second = ReplicaManager(BROKER_ID, [tmp_path])
     second.start()
     try:
         assert second.log_manager.existing_partitions() == [T0]

@@ -59,11 +59,20 @@ def test_topic_defaults_use_topic_config_names() -> None:
         {"auto.create.topics.enable": "maybe"},
         {"listeners": "SSL://127.0.0.1:9093"},
         {"listeners": "PLAINTEXT://127.0.0.1"},
+        {"queued.max.request.bytes": "0"},
+        {"queued.max.request.bytes": "-2"},
     ],
 )
 def test_bad_values_are_refused(properties: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
         BrokerConfig.from_properties(properties)
+
+
+def test_queued_request_bytes_default_to_one_largest_request_and_may_be_unbounded() -> None:
+    # Kafka's default is -1 (no bound); ours bounds the frames held to one largest request.
+    assert BrokerConfig().queued_max_request_bytes == BrokerConfig().socket_request_max_bytes
+    unbounded = BrokerConfig.from_properties({"queued.max.request.bytes": "-1"})
+    assert unbounded.queued_max_request_bytes == -1
 
 
 def test_unknown_properties_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -11,6 +11,7 @@ import pytest
 from tickwheel.bench._batches import make_batch
 from tickwheel.log import FileRecordsSlice, Log, LogConfig
 from tickwheel.server._connection import Connection, _slice_bytes
+from tickwheel.server._memory_pool import UNBOUNDED, MemoryPool
 from tickwheel.server.apis import CloseConnectionError
 
 BIG_VALUE = b"v" * (80 * 1024)  # above SENDFILE_MIN_BYTES, so the sendfile path is taken
@@ -46,7 +47,7 @@ async def test_a_sendfile_slice_that_shrank_raises(tmp_path: Path) -> None:
     with ours, theirs:
         reader, writer = await asyncio.open_connection(sock=ours)
         theirs.setblocking(False)
-        connection = Connection(None, reader, writer, 1 << 20)  # type: ignore[arg-type]
+        connection = Connection(None, reader, writer, 1 << 20, MemoryPool(UNBOUNDED))  # type: ignore[arg-type]
         with pytest.raises(CloseConnectionError, match="shrank"):
             await connection._sendfile(records)
         connection.close()

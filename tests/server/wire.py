@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import socket
 import struct
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
+from kio.serial import entity_reader
 
 from tickwheel.protocol import build_entity, request_schema, response_schema
+from tickwheel.protocol import encode_request as encode_request_frame
 
 TIMEOUT_S = 10.0
 
@@ -24,26 +23,19 @@ def encode_request(
     api_key: int, version: int, values: dict[str, Any], correlation_id: int
 ) -> bytes:
     """A whole request frame, size prefix included."""
-    body_cls = request_schema(api_key, version)
-    header_cls: Any = body_cls.__header_schema__
-    header = header_cls(
-        request_api_key=i16(api_key),
-        request_api_version=i16(version),
-        correlation_id=i32(correlation_id),
-        client_id="wire-test",
-    )
-    buffer = io.BytesIO()
-    entity_writer(header_cls)(buffer, header)
-    entity_writer(body_cls)(buffer, build_entity(body_cls, values))
-    data = buffer.getvalue()
-    return struct.pack(">i", len(data)) + data
+    body = build_entity(request_schema(api_key, version), values)
+    return encode_request_frame(correlation_id, body, client_id="wire-test")
 
 
 class WireClient:
     """One connection; requests encoded with kio, responses decoded with kio."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
-        self.sock = socket.create_connection(host_port(bootstrap_servers), timeout=TIMEOUT_S)
+    def __init__(self, bootstrap_servers: str, source_host: str | None = None) -> None:
+        """Connect; from ``source_host`` (another loopback address) if given."""
+        source = None if source_host is None else (source_host, 0)
+        self.sock = socket.create_connection(
+            host_port(bootstrap_servers), timeout=TIMEOUT_S, source_address=source
+        )
         self._next_correlation_id = 1
 
     def close(self) -> None:

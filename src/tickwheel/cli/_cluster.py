@@ -4,7 +4,9 @@ Starts a ``LocalCluster`` (Debian's ZooKeeper standalone, then ``--brokers`` bro
 processes, each with its own log directory under ``--dir`` and its own port from
 ``--base-port`` on), prints the bootstrap servers and the ``zookeeper.connect`` a
 further broker would use, and on SIGINT or SIGTERM stops every broker cleanly, then
-ZooKeeper. ``--override NAME=VALUE`` sets a broker property on every broker.
+ZooKeeper. ``--override NAME=VALUE`` sets a broker property on every broker. With fewer
+than three brokers, ``offsets.topic.replication.factor`` (Kafka's cluster default 3)
+becomes the broker count unless overridden, or consumer groups could never start.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import threading
 from types import FrameType
 
 from tickwheel.cluster import LocalCluster, ZooKeeperError
+from tickwheel.coordinator import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR
 from tickwheel.server import parse_overrides
 
 _DEFAULT_BROKERS = 3
 _DEFAULT_BASE_PORT = 9092
 _DEFAULT_ZOOKEEPER_PORT = 2181
+_OFFSETS_REPLICATION = "offsets.topic.replication.factor"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,6 +73,8 @@ def main(argv: list[str]) -> int:
     if args.chroot and not args.chroot.startswith("/"):
         print("tickwheel cluster: --chroot must start with /", file=sys.stderr)
         return 2
+    if args.brokers < CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR:
+        properties.setdefault(_OFFSETS_REPLICATION, str(max(args.brokers, 1)))
     base_dir = args.dir or tempfile.mkdtemp(prefix="tickwheel-cluster-")
     stop = threading.Event()
 

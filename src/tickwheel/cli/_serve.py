@@ -6,7 +6,8 @@ setting has Kafka's default, listening on ``PLAINTEXT://127.0.0.1:9092``), appli
 listens, and runs until SIGINT or SIGTERM, then stops cleanly: connections closed,
 logs flushed, checkpoints written. With ``zookeeper.connect`` set it joins that
 cluster; otherwise it runs alone. A listener that cannot be opened (the port is
-taken) is reported on stderr with exit status 2, like a bad setting.
+taken) or a ``log.dirs`` entry that is not a usable directory is reported on stderr
+with exit status 2, like a bad setting.
 
 Concurrency: one process, one event loop; the signal handlers run on that loop.
 """
@@ -21,6 +22,7 @@ import logging
 import signal
 import sys
 
+from tickwheel.replica import LogDirError
 from tickwheel.server import Broker, BrokerConfig, ConfigError, parse_overrides
 
 _LISTEN_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL})
@@ -77,6 +79,9 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         asyncio.run(_serve(config))
+    except LogDirError as exc:
+        print(f"tickwheel serve: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         if exc.errno not in _LISTEN_ERRNOS:
             raise

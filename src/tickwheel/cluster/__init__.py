@@ -18,6 +18,8 @@ worker threads); ``ZooKeeperServer`` and ``LocalCluster`` belong to one thread.
 """
 
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
+from tickwheel.cluster._controller import Controller, ControllerSettings
+from tickwheel.cluster._election import ElectionError
 from tickwheel.cluster._local import BrokerProcess, LocalCluster
 from tickwheel.cluster._metadata import (
     NO_CONTROLLER,
@@ -59,6 +61,9 @@ __all__ = [
     "BrokerProcess",
     "ClusterNode",
     "ClusterSettings",
+    "Controller",
+    "ControllerSettings",
+    "ElectionError",
     "KafkaFetchTransport",
     "LocalCluster",
     "MetadataCache",

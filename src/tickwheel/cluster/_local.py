@@ -30,7 +30,9 @@ from typing import Self
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 
 from tickwheel.cluster._znodes import (
+    CONTROLLER_PATH,
     broker_path,
+    decode_controller,
     decode_partition_state,
     partition_state_path,
 )
@@ -230,6 +232,11 @@ class LocalCluster:
             return None
         data, stat = client.get(path)
         return decode_partition_state(path, data, int(stat.version))
+
+    def controller_id(self) -> int | None:
+        """The broker holding ``/controller`` now, or None."""
+        data = self.read_znode(CONTROLLER_PATH)
+        return None if data is None else decode_controller(data)
 
     def stop(self) -> None:
         """Stop every broker cleanly, then ZooKeeper; idempotent."""

@@ -31,9 +31,15 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
 5. ``allocate_producer_id`` hands out producer ids from blocks claimed in ZooKeeper,
    so idempotent producers get ids unique in the cluster, as Kafka's do.
 
-Leader failover is a later step: the controller election is here (``/controller``,
-``/controller_epoch``) and every state carries its controller epoch and version, so
-the controller can re-elect leaders with the same conditional writes.
+6. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
+   which re-elects leaders when brokers die or return (``_controller``); its
+   decisions reach every broker, itself included, through the same state watches.
+   ``controlled_shutdown`` moves this broker's leaderships to other in-sync replicas
+   before it stops: through the controller when this broker is the controller, else
+   as the leader's own conditional writes (Kafka sends a ControlledShutdown request
+   to the controller; here leadership travels through the state znodes whoever
+   writes them, so the broker writes its own hand-over, as it writes its ISR). The
+   same hand-over moves the leaderships of a log directory that fails.
 
 Concurrency: the node lives on the broker's event loop; ZooKeeper calls run in worker
 threads (``asyncio.to_thread``); watch callbacks run on kazoo's thread and only post
@@ -47,16 +53,20 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
+from tickwheel.cluster._controller import Controller, ControllerSettings
+from tickwheel.cluster._delayed_elect_leader import DelayedElectLeader
+from tickwheel.cluster._election import ElectionError, elect_offline
 from tickwheel.cluster._metadata import NO_CONTROLLER, MetadataCache, TopicMetadata
 from tickwheel.cluster._wire import KafkaFetchTransport
-from tickwheel.cluster._zk import TopicExistsError, ZkClient, ZkSettings
+from tickwheel.cluster._zk import ControllerEpoch, TopicExistsError, ZkClient, ZkSettings
 from tickwheel.cluster._znodes import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
@@ -78,6 +88,7 @@ from tickwheel.cluster._znodes import (
     topic_path,
 )
 from tickwheel.log import LogConfig
+from tickwheel.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from tickwheel.replica import (
     NO_LEADER,
     FetcherConfig,
@@ -89,6 +100,7 @@ from tickwheel.replica import (
     become_follower,
     become_leader,
 )
+from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
 
 _log = logging.getLogger(__name__)
 _MS_PER_S = 1000.0
@@ -115,6 +127,10 @@ class ClusterSettings:
     replica_lag_time_max_ms: int = 30_000
     replica_socket_timeout_ms: int = 30_000
     fetcher: FetcherConfig = field(default_factory=FetcherConfig)
+    controller: ControllerSettings = field(default_factory=ControllerSettings)
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5000
 
 
 # -- events from the watches -----------------------------------------------------------
@@ -149,6 +165,11 @@ class _ControllerChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class _ControllerElected:
+    epoch: ControllerEpoch
+
+
+@dataclass(frozen=True, slots=True)
 class _Barrier:
     """Set once every event queued before it has been applied."""
 
@@ -156,7 +177,13 @@ class _Barrier:
 
 
 _Event = (
-    _BrokersChanged | _TopicChanged | _TopicDeleted | _StateChanged | _ControllerChanged | _Barrier
+    _BrokersChanged
+    | _TopicChanged
+    | _TopicDeleted
+    | _StateChanged
+    | _ControllerChanged
+    | _ControllerElected
+    | _Barrier
 )
 
 
@@ -177,6 +204,14 @@ class ClusterNode:
         self._replica_manager = replica_manager
         self._log_config_for = log_config_for
         self._zk = ZkClient(settings.zookeeper)
+        self.controller = Controller(self._zk, self.cache, settings.controller, self._record_state)
+        elect_timer = SystemTimer("ElectLeader", executor=InlineExecutor())
+        self._elect_timer_driver = AsyncioTimerDriver(elect_timer)
+        self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
+            DelayedOperationPurgatory(
+                "ElectLeader", elect_timer, broker_id=self.broker_id, reaper_enabled=False
+            )
+        )
         self._transport = KafkaFetchTransport(
             self.cache.broker,
             client_id=f"tickwheel-replica-{settings.broker_id}",
@@ -213,11 +248,13 @@ class ClusterNode:
         """
         self._loop = asyncio.get_running_loop()
         self._apply_task = self._loop.create_task(self._apply_events(), name="cluster-metadata")
+        self._elect_timer_driver.start()
         zk = self._zk
         await asyncio.to_thread(zk.start)
         self.cache.cluster_id = await asyncio.to_thread(zk.cluster_id, self.settings.cluster_id)
         self._replica_manager.follower_fetch_listener = self.isr_manager.on_follower_fetch
         self._replica_manager.partition_exists = self.partition_known
+        self._replica_manager.log_dir_failure_listener = self._on_log_dir_failure
         self.isr_manager.start()
         await asyncio.to_thread(self._install_watches)
         # The watches delivered their first data before the thread returned, so those
@@ -246,6 +283,9 @@ class ClusterNode:
     async def stop(self) -> None:
         """Leave the cluster: stop fetching and tracking, close the ZooKeeper session."""
         self._stopping = True
+        self.controller.deactivate()
+        self._elect_timer_driver.stop()
+        self.elect_leader_purgatory.shutdown()
         for task in self._background:
             task.cancel()
         if self._apply_task is not None:
@@ -254,6 +294,7 @@ class ClusterNode:
                 await self._apply_task
         self._replica_manager.follower_fetch_listener = None
         self._replica_manager.partition_exists = None
+        self._replica_manager.log_dir_failure_listener = None
         await self.isr_manager.stop()
         await self._fetchers.shutdown()
         await self._transport.close()
@@ -348,9 +389,10 @@ class ClusterNode:
             return False
         if data is None:
             self._post(_ControllerChanged(NO_CONTROLLER))
-            epoch = self._zk.elect_controller(self.broker_id)
-            if epoch is not None:
-                _log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+            won = self._zk.elect_controller(self.broker_id)
+            if won is not None:
+                _log.info("broker %d is the controller (epoch %d)", self.broker_id, won.epoch)
+                self._post(_ControllerElected(won))
             return None
         try:
             self._post(_ControllerChanged(decode_controller(data)))
@@ -376,8 +418,13 @@ class ClusterNode:
             event.applied.set()
         elif isinstance(event, _BrokersChanged):
             cache.set_brokers(event.brokers)
+            await self.controller.on_brokers_changed()
         elif isinstance(event, _ControllerChanged):
             cache.controller_id = event.controller_id
+            if event.controller_id != self.broker_id:
+                self.controller.deactivate()
+        elif isinstance(event, _ControllerElected):
+            await self.controller.activate(event.epoch)
         elif isinstance(event, _TopicChanged):
             cache.set_topic(
                 event.name,
@@ -391,8 +438,16 @@ class ClusterNode:
                 await self._reconcile(TopicPartition(event.name, partition))
         elif isinstance(event, _TopicDeleted):
             await self._delete_local(event.name)
-        elif cache.set_partition_state(event.tp, event.state):
-            await self._reconcile(event.tp)
+        else:
+            await self._record_state(event.tp, event.state)
+
+    async def _record_state(self, tp: TopicPartition, state: LeaderAndIsr) -> None:
+        """Take ``state`` (from a watch, or written by this broker's controller) if newer."""
+        if self.cache.set_partition_state(tp, state):
+            self.elect_leader_purgatory.check_and_complete(
+                TopicPartitionOperationKey(tp.topic, tp.partition)
+            )
+            await self._reconcile(tp)
 
     async def _delete_local(self, name: str) -> None:
         gone = self.cache.remove_topic(name)
@@ -623,6 +678,126 @@ class ClusterNode:
             producer_id = self._next_producer_id
             self._next_producer_id += 1
             return producer_id
+
+    async def elect_leaders(
+        self, tps: Sequence[TopicPartition] | None, *, preferred: bool, timeout_ms: int
+    ) -> dict[TopicPartition, ErrorCode]:
+        """ElectLeaders on the controller: elect each of ``tps`` (None: every partition,
+        answering only those that needed an election), then wait in a
+        ``DelayedElectLeader`` until the new leaders are in place. Raises
+        ``ElectionError`` (NOT_CONTROLLER) on any other broker."""
+        if not self.controller.active:
+            raise ElectionError(ErrorCode.not_controller, "this broker is not the controller")
+        requested = sorted(self.cache.partition_states) if tps is None else list(tps)
+        results = await self.controller.elect_leaders(requested, preferred=preferred)
+        if tps is None:
+            results = {
+                tp: error for tp, error in results.items() if error != ErrorCode.election_not_needed
+            }
+        expected = {
+            tp: self.cache.partition_states[tp].leader
+            for tp, error in results.items()
+            if error == ErrorCode.none
+        }
+        answered: asyncio.Future[dict[TopicPartition, ErrorCode]] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        def resolve(final: dict[TopicPartition, ErrorCode]) -> None:
+            if not answered.done():
+                answered.set_result(final)
+
+        operation = DelayedElectLeader(timeout_ms, expected, results, self.cache.leader, resolve)
+        if expected:
+            self.elect_leader_purgatory.try_complete_else_watch(
+                operation, [TopicPartitionOperationKey(tp.topic, tp.partition) for tp in expected]
+            )
+        else:
+            operation.try_complete()
+        return await answered
+
+    async def controlled_shutdown(self) -> None:
+        """Before stopping: have the controller move this broker's leaderships away.
+
+        Kafka's ``controlled.shutdown.*``: up to ``max_retries`` attempts, backing off
+        ``retry_backoff_ms`` while leaderships remain; then the broker stops anyway.
+        """
+        settings = self.settings
+        if not settings.controlled_shutdown_enable:
+            return
+        for attempt in range(1, settings.controlled_shutdown_max_retries + 1):
+            try:
+                remaining = await self._request_controlled_shutdown()
+            except (OSError, TimeoutError, ElectionError) as exc:
+                _log.warning("controlled shutdown attempt %d failed: %s", attempt, exc)
+            else:
+                if not remaining:
+                    _log.info("controlled shutdown done: this broker leads nothing")
+                    return
+                _log.warning(
+                    "controlled shutdown attempt %d: %d leaderships remain",
+                    attempt,
+                    len(remaining),
+                )
+            if attempt < settings.controlled_shutdown_max_retries:
+                await asyncio.sleep(settings.controlled_shutdown_retry_backoff_ms / _MS_PER_S)
+
+    async def _request_controlled_shutdown(self) -> list[TopicPartition]:
+        # Either way each move is applied here as it is written (``_record_state``).
+        if self.controller.active:
+            return await self.controller.controlled_shutdown(self.broker_id)
+        return await self._hand_over_leaderships(self._leading())
+
+    def _on_log_dir_failure(self, log_dir: Path, tps: list[TopicPartition]) -> None:
+        """Hand the leaderships of a failed log directory's partitions to other replicas."""
+        del log_dir
+        leading = self._leading() & set(tps)
+        if not leading or self._stopping:
+            return
+
+        async def hand_over() -> None:
+            remaining = await self._hand_over_leaderships(leading)
+            if remaining:
+                _log.warning("leaderships of a failed log directory kept: %s", remaining)
+
+        task = asyncio.get_running_loop().create_task(hand_over(), name="log-dir-failure")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _hand_over_leaderships(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Give each of ``tps`` (led here) to its next live in-sync replica.
+
+        The leader's own decision, written like its ISR changes (conditional on the
+        state's version); the controller re-checks every partition when this broker's
+        registration goes. Returns the partitions whose hand-over lost a race (one with
+        no other live in-sync replica stays: there is no one to hand it to).
+        """
+        others = set(self.cache.brokers) - {self.broker_id}
+        remaining = []
+        for tp in sorted(tps):
+            state = self.cache.partition_states[tp]
+            moved = elect_offline(
+                self.cache.replicas(tp),
+                state,
+                others,
+                unclean=False,
+                controller_epoch=state.controller_epoch,
+            )
+            if moved is None or moved.leader == NO_LEADER:
+                continue
+            written = await asyncio.to_thread(self._zk.set_partition_state, tp, moved)
+            if written is None:
+                remaining.append(tp)
+            else:
+                await self._record_state(tp, written)
+        return remaining
+
+    def _leading(self) -> set[TopicPartition]:
+        return {
+            tp
+            for tp, state in self.cache.partition_states.items()
+            if state.leader == self.broker_id
+        }
 
     def partition_known(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` exists in the cluster, hosted here or not."""

@@ -5,7 +5,8 @@ request at a time (a follower's fetcher never pipelines): the request is encoded
 with kio (request header v2 for flexible versions, v1 otherwise), the response's
 header and body decoded with kio. ``KafkaFetchTransport`` is the replica layer's
 ``FetchTransport`` on top of it: a follower's fetch becomes a Fetch request at
-``FETCH_VERSION``, the answer becomes ``FollowerFetchResult``s.
+``FETCH_VERSION``, the answer becomes ``FollowerFetchResult``s; a follower's question
+where its leader epoch ends becomes an OffsetsForLeaderEpoch v4 (with its replica id).
 
 Fetch v12 is the newest version that names topics (v13 uses topic ids) and carries
 the current leader epoch and the follower's log start offset, as Kafka's followers
@@ -21,20 +22,25 @@ import asyncio
 import contextlib
 import datetime
 import functools
-import io
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
 
 from tickwheel.cluster._znodes import BrokerEndpoint
-from tickwheel.protocol import build_entity, request_schema, response_schema
-from tickwheel.replica import FollowerFetchRequest, FollowerFetchResult, TopicPartition
+from tickwheel.protocol import build_entity, encode_request, request_schema, response_schema
+from tickwheel.replica import (
+    EpochEndOffset,
+    FollowerFetchRequest,
+    FollowerFetchResult,
+    TopicPartition,
+)
 
 FETCH_KEY = 1
 FETCH_VERSION = 12
+OFFSETS_FOR_LEADER_EPOCH_KEY = 23
+OFFSETS_FOR_LEADER_EPOCH_VERSION = 4
 _READ_UNCOMMITTED = 0
 _NO_SESSION = 0
 _FULL_FETCH_EPOCH = -1
@@ -69,28 +75,12 @@ class BrokerChannel:
             assert self._reader is not None
             correlation_id = self._next_correlation_id
             self._next_correlation_id += 1
-            self._writer.write(self._encode(api_key, api_version, values, correlation_id))
+            request = build_entity(request_schema(api_key, api_version), values)
+            self._writer.write(encode_request(correlation_id, request, client_id=self._client_id))
             await self._writer.drain()
             size = _SIZE.unpack(await self._reader.readexactly(_SIZE.size))[0]
             frame = await self._reader.readexactly(size)
         return _decode(api_key, api_version, frame, correlation_id)
-
-    def _encode(
-        self, api_key: int, api_version: int, values: Mapping[str, Any], correlation_id: int
-    ) -> bytes:
-        body_cls = request_schema(api_key, api_version)
-        header_cls: Any = body_cls.__header_schema__
-        header = header_cls(
-            request_api_key=i16(api_key),
-            request_api_version=i16(api_version),
-            correlation_id=i32(correlation_id),
-            client_id=self._client_id,
-        )
-        buffer = io.BytesIO()
-        _writer_for(header_cls)(buffer, header)
-        _writer_for(body_cls)(buffer, build_entity(body_cls, values))
-        data = buffer.getvalue()
-        return _SIZE.pack(len(data)) + data
 
     async def close(self) -> None:
         """Close the connection (the next request opens a new one)."""
@@ -189,6 +179,38 @@ class KafkaFetchTransport:
                 records=p.records,
             )
             for topic in body.responses
+            for p in topic.partitions
+        }
+
+    async def end_offsets_for_epochs(
+        self, leader_id: int, replica_id: int, epochs: Mapping[TopicPartition, tuple[int, int]]
+    ) -> dict[TopicPartition, EpochEndOffset]:
+        """OffsetsForLeaderEpoch to ``leader_id``: where each partition's epoch ends."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, (current_leader_epoch, leader_epoch) in epochs.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "current_leader_epoch": current_leader_epoch,
+                    "leader_epoch": leader_epoch,
+                }
+            )
+        body = await self._channel(leader_id).request(
+            OFFSETS_FOR_LEADER_EPOCH_KEY,
+            OFFSETS_FOR_LEADER_EPOCH_VERSION,
+            {
+                "replica_id": replica_id,
+                "topics": [
+                    {"topic": topic, "partitions": partitions}
+                    for topic, partitions in by_topic.items()
+                ],
+            },
+        )
+        return {
+            TopicPartition(topic.topic, p.partition): EpochEndOffset(
+                int(p.error_code), int(p.leader_epoch), int(p.end_offset)
+            )
+            for topic in body.topics
             for p in topic.partitions
         }
 

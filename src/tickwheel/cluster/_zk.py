@@ -15,6 +15,9 @@ offers what a broker needs and nothing more:
 - ``set_partition_state``: a partition state written conditionally on its znode
   version; it returns None when the version moved (another writer won);
 - ``elect_controller``: the ephemeral ``/controller`` and ``/controller_epoch``;
+  ``set_partition_state_fenced`` is the controller's write: one transaction that also
+  checks ``/controller_epoch`` is still at the version this controller wrote, so a
+  deposed controller can never overwrite a newer one's decision;
 - ``claim_producer_id_block``: the next block of producer ids for this broker, taken
   by a conditional write of ``/latest_producer_id_block``, so no id is handed out twice
   in the cluster;
@@ -32,7 +35,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # kazoo ships no type information; its values are typed where they enter this module.
 from kazoo.client import KazooClient, KazooState  # type: ignore[import-untyped]
@@ -55,6 +58,7 @@ from tickwheel.cluster._znodes import (
     TopicAssignment,
     broker_path,
     decode_cluster_id,
+    decode_partition_state,
     decode_producer_id_block,
     encode_broker,
     encode_cluster_id,
@@ -86,6 +90,18 @@ class TopicExistsError(Exception):
 
 class BrokerIdTakenError(Exception):
     """Another live broker registered this broker id."""
+
+
+class ControllerMovedError(Exception):
+    """A controller's write refused: another controller was elected since."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerEpoch:
+    """A won election: the controller epoch and the version of ``/controller_epoch``."""
+
+    epoch: int
+    zk_version: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,8 +219,8 @@ class ZkClient:
                 waited.clear()
         self._registration = endpoint
 
-    def elect_controller(self, broker_id: int) -> int | None:
-        """Become the controller if there is none; returns the new controller epoch, or None."""
+    def elect_controller(self, broker_id: int) -> ControllerEpoch | None:
+        """Become the controller if there is none; returns the new epoch, or None."""
         try:
             self._client.create(CONTROLLER_PATH, encode_controller(broker_id), ephemeral=True)
         except NodeExistsError:
@@ -215,13 +231,15 @@ class ZkClient:
             except NoNodeError:
                 try:
                     self._client.create(CONTROLLER_EPOCH_PATH, b"1")
-                    return 1
+                    return ControllerEpoch(1, 0)
                 except NodeExistsError:
                     continue
             epoch = int(data.decode("ascii")) + 1
             try:
-                self._client.set(CONTROLLER_EPOCH_PATH, str(epoch).encode(), version=stat.version)
-                return epoch
+                written = self._client.set(
+                    CONTROLLER_EPOCH_PATH, str(epoch).encode(), version=stat.version
+                )
+                return ControllerEpoch(epoch, int(written.version))
             except BadVersionError:
                 continue
 
@@ -322,6 +340,33 @@ class ZkClient:
             controller_epoch=state.controller_epoch,
             version=int(stat.version),
         )
+
+    def set_partition_state_fenced(
+        self, tp: TopicPartition, state: LeaderAndIsr, controller: ControllerEpoch
+    ) -> LeaderAndIsr | None:
+        """``set_partition_state`` as ``controller``; raises ``ControllerMovedError``
+        once another controller has been elected."""
+        transaction = self._client.transaction()
+        transaction.check(CONTROLLER_EPOCH_PATH, controller.zk_version)
+        transaction.set_data(
+            partition_state_path(tp.topic, tp.partition),
+            encode_partition_state(state),
+            version=state.version,
+        )
+        fenced, written = transaction.commit()
+        if isinstance(fenced, Exception):
+            raise ControllerMovedError(f"controller epoch {controller.epoch} is no longer current")
+        if isinstance(written, Exception):
+            return None
+        return replace(state, version=int(written.version))
+
+    def partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        """The partition's state as ZooKeeper holds it now, or None if it has none."""
+        path = partition_state_path(tp.topic, tp.partition)
+        found = self.get(path)
+        if found is None:
+            return None
+        return decode_partition_state(path, found[0], int(found[1].version))
 
     def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         """A znode's data and stat, or None if it does not exist."""

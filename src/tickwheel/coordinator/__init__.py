@@ -10,14 +10,19 @@ coordinates it. The modules, lowest first:
 - ``_offsets_log`` -- ``OffsetsLog``, the two calls the coordinator needs from the
   topic (append a batch, read a partition back), and ``LocalOffsetsLog`` over
   ``tickwheel.log`` for a single broker.
+- ``_consumer_protocol`` -- the topics a ``consumer`` member subscribes to, read from its
+  protocol metadata.
 - ``_group`` -- ``GroupMetadata``: states Empty, PreparingRebalance, CompletingRebalance,
-  Stable, Dead; members, generations, leader, protocol vote, static members.
+  Stable, Dead; members, generations, leader, protocol vote, static members; committed
+  offsets and when they expire.
 - ``_delayed`` -- DelayedJoin, InitialDelayedJoin (``group.initial.rebalance.delay.ms``),
   DelayedHeartbeat.
 - ``_manager`` -- ``GroupMetadataManager``: groups by id, loading a partition when this
-  broker becomes its leader, storing generations and offsets.
+  broker becomes its leader, storing generations and offsets, removing expired or
+  deleted ones with tombstones.
 - ``_coordinator`` -- ``GroupCoordinator``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-  OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
+  OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, and
+  the periodic cleanup of expired offsets and dead groups (``offsets.retention.minutes``).
 - ``_apis`` -- ``GroupApis``: those requests and FindCoordinator as kio entities in and out.
 - ``_replica_offsets_log`` and ``_service`` -- ``ReplicaOffsetsLog`` and ``GroupService``:
   the coordinator inside a broker (offsets through its ReplicaManager, purgatories on its
@@ -60,8 +65,9 @@ from tickwheel.coordinator._apis import (
     CoordinatorLocator,
     CoordinatorNode,
     GroupApis,
+    PartitionChecker,
 )
-from tickwheel.coordinator._config import GroupConfig
+from tickwheel.coordinator._config import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR, GroupConfig
 from tickwheel.coordinator._coordinator import (
     HEARTBEAT_PURGATORY,
     NEW_MEMBER_JOIN_TIMEOUT_MS,
@@ -92,6 +98,7 @@ from tickwheel.coordinator._replica_offsets_log import ReplicaOffsetsLog
 from tickwheel.coordinator._service import GroupService
 
 __all__ = [
+    "CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR",
     "DEFAULT_CLIENT_HOST",
     "GROUP_API_NAMES",
     "GROUP_API_VERSIONS",
@@ -128,6 +135,7 @@ __all__ = [
     "MemberSummary",
     "OffsetValue",
     "OffsetsLog",
+    "PartitionChecker",
     "ReplicaOffsetsLog",
     "SyncGroupResult",
     "java_string_hash",

@@ -21,7 +21,13 @@ SyncGroup          14   0-5       the leader's assignment, then its append
 DescribeGroups     15   0-5       --
 ListGroups         16   0-5       --
 DeleteGroups       42   0-2       --
+OffsetDelete       47   0         --
 =================  ===  ========  =================================================
+
+OffsetDelete, like Kafka's KafkaApis, first answers UNKNOWN_TOPIC_OR_PARTITION for the
+partitions that do not exist (``PartitionChecker``, from the broker's topics) and hands
+the rest to the coordinator. The tombstones of DeleteGroups and OffsetDelete are not
+waited for (Kafka's choice too; see ``GroupMetadataManager``).
 
 Concurrency contract: the methods run on one asyncio event loop (the broker's). The
 coordinator may answer from another thread (threaded purgatories): ``_Answer`` hands the
@@ -44,8 +50,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tickwheel.coordinator._coordinator import GroupCoordinator, JoinRequest, LeavingMember
-from tickwheel.coordinator._group import JoinGroupResult, SyncGroupResult
-from tickwheel.coordinator._manager import TopicPartition
+from tickwheel.coordinator._group import JoinGroupResult, SyncGroupResult, TopicPartition
 from tickwheel.coordinator._records import NO_LEADER_EPOCH, OffsetValue
 from tickwheel.protocol import VersionRange, build_entity, response_schema
 
@@ -61,6 +66,7 @@ SYNC_GROUP_KEY = 14
 DESCRIBE_GROUPS_KEY = 15
 LIST_GROUPS_KEY = 16
 DELETE_GROUPS_KEY = 42
+OFFSET_DELETE_KEY = 47
 
 GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     OFFSET_COMMIT_KEY: VersionRange(2, 8),
@@ -73,6 +79,7 @@ GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     DESCRIBE_GROUPS_KEY: VersionRange(0, 5),
     LIST_GROUPS_KEY: VersionRange(0, 5),
     DELETE_GROUPS_KEY: VersionRange(0, 2),
+    OFFSET_DELETE_KEY: VersionRange(0, 0),
 }
 """The group APIs and the versions ``GroupApis`` handles (what every client here uses)."""
 
@@ -87,6 +94,7 @@ GROUP_API_NAMES: Mapping[int, str] = {
     DESCRIBE_GROUPS_KEY: "DescribeGroups",
     LIST_GROUPS_KEY: "ListGroups",
     DELETE_GROUPS_KEY: "DeleteGroups",
+    OFFSET_DELETE_KEY: "OffsetDelete",
 }
 
 # Version thresholds, from Kafka's message definitions.
@@ -125,6 +133,13 @@ class CoordinatorNode:
 
 CoordinatorLocator = Callable[[int], CoordinatorNode | None]
 """Returns the leader of a ``__consumer_offsets`` partition, or None if it has none."""
+
+PartitionChecker = Callable[[str, int], bool]
+"""True if the topic has that partition (Kafka's metadata cache lookup in KafkaApis)."""
+
+
+def _every_partition_exists(_topic: str, _partition: int) -> bool:
+    return True
 
 
 class _Answer(Generic[T]):
@@ -167,9 +182,16 @@ def _ms(duration: datetime.timedelta) -> int:
 class GroupApis:
     """Request handlers for the group APIs over one ``GroupCoordinator``."""
 
-    def __init__(self, coordinator: GroupCoordinator, locate: CoordinatorLocator) -> None:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        locate: CoordinatorLocator,
+        *,
+        partition_exists: PartitionChecker = _every_partition_exists,
+    ) -> None:
         self.coordinator = coordinator
         self._locate = locate
+        self._partition_exists = partition_exists
         # Requests whose answer may wait (a purgatory, an append), and the others.
         self._waiting_handlers: dict[int, Callable[[Any], Awaitable[ResponsePayload]]] = {
             SYNC_GROUP_KEY: self.sync_group,
@@ -183,6 +205,7 @@ class GroupApis:
             DESCRIBE_GROUPS_KEY: self.describe_groups,
             LIST_GROUPS_KEY: self.list_groups,
             DELETE_GROUPS_KEY: self.delete_groups,
+            OFFSET_DELETE_KEY: self.offset_delete,
         }
 
     async def handle(
@@ -506,5 +529,34 @@ class GroupApis:
                     {"group_id": group_id, "error_code": error}
                     for group_id, error in results.items()
                 ]
+            },
+        )
+
+    def offset_delete(self, request: Any) -> ResponsePayload:
+        """Delete a group's committed offsets of the named partitions."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        known: list[TopicPartition] = []
+        for topic in request.topics:
+            for partition in topic.partitions:
+                tp = (topic.name, int(partition.partition_index))
+                if self._partition_exists(*tp):
+                    known.append(tp)
+                else:
+                    errors[tp] = ErrorCode.unknown_topic_or_partition
+        error, deleted = self.coordinator.handle_delete_offsets(request.group_id, known)
+        errors.update(deleted)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic_name, partition_index), partition_error in errors.items():
+            by_topic.setdefault(topic_name, []).append(
+                {"partition_index": partition_index, "error_code": partition_error}
+            )
+        return _respond(
+            request,
+            {
+                "error_code": error,
+                "topics": [
+                    {"name": name, "partitions": partitions}
+                    for name, partitions in by_topic.items()
+                ],
             },
         )

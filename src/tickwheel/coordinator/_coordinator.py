@@ -1,12 +1,17 @@
 """The group coordinator: Kafka's classic group protocol over two purgatories.
 
 ``GroupCoordinator`` implements JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, ListGroups, DescribeGroups and DeleteGroups the way Kafka's
+OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete the way Kafka's
 GroupCoordinator.scala does, with callbacks for the answers that must wait (a JoinGroup
 waits for the rebalance, a SyncGroup for the leader's assignment, an OffsetCommit for
 its append). Requests arrive already decoded (``tickwheel.coordinator.GroupApis`` turns
 kio entities into these calls); the waits are DelayedJoin / InitialDelayedJoin in the
 "Rebalance" purgatory and DelayedHeartbeat in the "Heartbeat" purgatory.
+
+``cleanup_group_metadata`` is Kafka's "delete-expired-group-metadata" task, which its
+owner runs every ``offsets.retention.check.interval.ms`` (``GroupService`` does, on the
+broker's loop): offsets whose retention ran out are removed, and so is every group left
+Empty without offsets, so groups that clients create and abandon do not pile up.
 
 Heartbeats complete the member's DelayedHeartbeat by flag, not by time: whoever sees a
 sign of life sets ``heartbeat_satisfied``, completes the pending operation through the
@@ -14,9 +19,10 @@ purgatory, clears the flag and watches a new one for another session timeout (Ka
 2.6+). A member that is rejoining or awaiting its assignment counts as alive.
 
 Concurrency contract: every method may be called from any thread; each takes the lock
-of the one group it concerns (see the package docstring for the full lock story) and
-never a second group's. Callbacks are invoked after that lock is released, on the thread
-that released it: a handler's own thread, or the thread that completed a delayed
+of the group it concerns (see the package docstring for the full lock story) and never
+a second group's while holding it (DeleteGroups and the cleanup visit several groups,
+one lock after the other). Callbacks are invoked after that lock is released, on the
+thread that released it: a handler's own thread, or the thread that completed a delayed
 operation or an append (the event loop, in the broker).
 """
 
@@ -29,6 +35,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator._config import GroupConfig
+from tickwheel.coordinator._consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from tickwheel.coordinator._delayed import DelayedHeartbeat, DelayedJoin, InitialDelayedJoin
 from tickwheel.coordinator._group import (
     NO_MEMBER_ID,
@@ -40,13 +47,9 @@ from tickwheel.coordinator._group import (
     Protocols,
     SyncCallback,
     SyncGroupResult,
-)
-from tickwheel.coordinator._manager import (
-    FetchedOffset,
-    GroupMetadataManager,
-    OffsetsCallback,
     TopicPartition,
 )
+from tickwheel.coordinator._manager import FetchedOffset, GroupMetadataManager, OffsetsCallback
 from tickwheel.coordinator._records import OffsetValue
 from tickwheel.purgatory import DelayedOperationPurgatory, GroupJoinKey, MemberKey
 from tickwheel.timer import SystemTimer
@@ -243,7 +246,7 @@ class GroupCoordinator:
             callback(JoinGroupResult(ErrorCode.unknown_member_id, request.member_id))
             return
         with group.lock:
-            if self._over_capacity(group, request, is_unknown_member):
+            if not self._accepts_joining_member(group, request.member_id):
                 self._reject_over_capacity(group, request, callback)
             elif is_unknown_member:
                 self._join_unknown_member(group, request, callback)
@@ -252,16 +255,23 @@ class GroupCoordinator:
             if group.is_in(GroupState.PREPARING_REBALANCE):
                 self.join_purgatory.check_and_complete(GroupJoinKey(group.group_id))
 
-    def _over_capacity(
-        self, group: GroupMetadata, request: JoinRequest, is_unknown_member: bool
-    ) -> bool:
-        """Kafka's group.max.size rule: no new member in a full group, and an oversized
-        group (the limit was lowered) sheds the members that are not rejoining."""
+    def _accepts_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        """Kafka's acceptJoiningMember, the group.max.size rule.
+
+        An Empty or Dead group takes anyone. While rebalancing, the members already
+        rejoined are counted, not the members: a group over the limit (it was lowered)
+        keeps the first ``group.max.size`` to rejoin and turns the rest away. A
+        Completing or Stable group takes its members, and new ones while it has room.
+        """
         max_size = self.config.group_max_size
-        if is_unknown_member:
-            return len(group.members) >= max_size
-        member = group.members.get(request.member_id)
-        return member is not None and len(group.members) > max_size and not member.is_awaiting_join
+        if group.state in {GroupState.EMPTY, GroupState.DEAD}:
+            return True
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            member = group.members.get(member_id)
+            return (
+                member is not None and member.is_awaiting_join
+            ) or group.num_members_awaiting_join < max_size
+        return group.has(member_id) or len(group.members) < max_size
 
     def _reject_over_capacity(
         self, group: GroupMetadata, request: JoinRequest, callback: JoinCallback
@@ -910,6 +920,7 @@ class GroupCoordinator:
     def handle_delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         """Delete empty groups and their offsets; NON_EMPTY_GROUP for groups with members."""
         results: dict[str, ErrorCode] = {}
+        deleted: list[GroupMetadata] = []
         for group_id in group_ids:
             error = self._validate(group_id, "delete_groups")
             if error is not None:
@@ -926,16 +937,83 @@ class GroupCoordinator:
                     results[group_id] = ErrorCode.non_empty_group
                 else:
                     group.transition_to(GroupState.DEAD, self._now_ms())
-                    self.manager.delete_group(group)
-                    self.manager.remove_group(group)
+                    deleted.append(group)
                     results[group_id] = ErrorCode.none
+        if deleted:
+            removed = self.manager.cleanup_group_metadata(deleted, GroupMetadata.remove_all_offsets)
+            _log.info("deleted groups %s and %d offsets", [g.group_id for g in deleted], removed)
         return results
+
+    def handle_delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Delete a group's committed offsets of ``partitions`` (Kafka's OffsetDelete).
+
+        An Empty group loses them all (and, left with none, the group itself); a consumer
+        group with members keeps those of the topics it subscribes to
+        (GROUP_SUBSCRIBED_TO_TOPIC) and loses the others; any other group with members
+        answers NON_EMPTY_GROUP. With a group-level error no partition is answered.
+        """
+        error = self._validate(group_id, "offset_delete")
+        if error is not None:
+            return error, {}
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found, {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        with group.lock:
+            if group.is_in(GroupState.DEAD):
+                return ErrorCode.group_id_not_found, {}
+            if group.is_in(GroupState.EMPTY):
+                eligible = list(partitions)
+            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                eligible = [tp for tp in partitions if not group.is_subscribed_to_topic(tp[0])]
+                errors = {
+                    tp: ErrorCode.group_subscribed_to_topic
+                    for tp in partitions
+                    if group.is_subscribed_to_topic(tp[0])
+                }
+            else:
+                return ErrorCode.non_empty_group, {}
+        if eligible:
+            removed = self.manager.cleanup_group_metadata(
+                [group], lambda target: target.remove_offsets(eligible)
+            )
+            errors.update(dict.fromkeys(eligible, ErrorCode.none))
+            _log.info("deleted %d offsets of group %s", removed, group_id)
+        return ErrorCode.none, errors
+
+    # --- expiry ----------------------------------------------------------------------------
+
+    def cleanup_group_metadata(self) -> int:
+        """Expire offsets whose retention ran out and drop groups left Empty without offsets.
+
+        Kafka's periodic "delete-expired-group-metadata" task; returns how many offsets
+        expired. Call holding no group lock.
+        """
+        now_ms = self._now_ms()
+        retention_ms = self.config.offsets_retention_ms
+        expired = self.manager.cleanup_group_metadata(
+            self.manager.current_groups(),
+            lambda group: group.remove_expired_offsets(now_ms, retention_ms),
+        )
+        if expired:
+            _log.info(
+                "removed %d expired offsets in %d milliseconds", expired, self._now_ms() - now_ms
+            )
+        return expired
 
     # --- emigration and immigration ---------------------------------------------------
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         with group.lock:
             _log.info("loaded group %s at generation %d", group.group_id, group.generation_id)
+            if len(group.members) > self.config.group_max_size:
+                # group.max.size was lowered: the rebalance keeps the first members to rejoin.
+                self._prepare_rebalance(
+                    group,
+                    f"freshly-loaded group is over capacity ({self.config.group_max_size})",
+                )
             for member in list(group.members.values()):
                 self._complete_and_schedule_next_heartbeat_expiration(group, member)
 

@@ -21,6 +21,15 @@ each member votes for the first of its own list, and the most votes win.
 Static members (``group.instance.id``) keep their place across restarts: a rejoin with a
 known instance id replaces the old member id instead of rebalancing.
 
+Committed offsets live here too, with the commits still being appended
+(``pending_offset_commits``). Offsets expire as in Kafka 2.1+ (KIP-211; see
+``remove_expired_offsets``): a group's offsets are kept while it has members, and are
+dropped ``offsets.retention.minutes`` after it became Empty; a group that only stores
+offsets loses each one that long after its commit. A consumer group knows the topics
+its members subscribe to (``subscribed_topics``, read from their protocol metadata at
+each generation), so that offsets of topics it stopped consuming can expire while it is
+Stable (KIP-496) and OffsetDelete can refuse the topics it consumes.
+
 Concurrency contract: every field of a GroupMetadata and of its members is read and
 written only while holding ``group.lock``. The lock is re-entrant and is also the lock of
 the group's DelayedJoin and DelayedHeartbeat operations, so a purgatory completing one
@@ -36,12 +45,13 @@ import logging
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.coordinator._consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscription_topics
 from tickwheel.coordinator._records import OffsetValue
 
 _log = logging.getLogger(__name__)
@@ -50,6 +60,8 @@ NO_GENERATION = -1
 NO_MEMBER_ID = ""
 NO_PROTOCOL = ""
 NO_LEADER = ""
+
+TopicPartition = tuple[str, int]
 
 
 class GroupState(enum.Enum):
@@ -258,7 +270,11 @@ class GroupMetadata:
         self.supported_protocols: Counter[str] = Counter()
         # True while an initial rebalance has seen a new member since its last delay.
         self.new_member_added = False
-        self.offsets: dict[tuple[str, int], OffsetValue] = {}
+        self.offsets: dict[TopicPartition, OffsetValue] = {}
+        # Commits appended but not yet answered, counted per partition: never expired.
+        self.pending_offset_commits: Counter[TopicPartition] = Counter()
+        # None while unknown: not a consumer group, or a subscription that does not parse.
+        self.subscribed_topics: frozenset[str] | None = None
 
     # --- state -----------------------------------------------------------------------
 
@@ -407,11 +423,11 @@ class GroupMetadata:
     def init_next_generation(self, now_ms: int) -> None:
         """Start the next generation: CompletingRebalance with members, Empty without."""
         self.generation_id += 1
+        self.protocol_name = self.select_protocol() if self.members else None
+        self.subscribed_topics = self.compute_subscribed_topics()
         if self.members:
-            self.protocol_name = self.select_protocol()
             self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
         else:
-            self.protocol_name = None
             self.transition_to(GroupState.EMPTY, now_ms)
 
     def current_member_metadata(self) -> tuple[JoinedMember, ...]:
@@ -423,6 +439,118 @@ class GroupMetadata:
             JoinedMember(m.member_id, m.group_instance_id, m.metadata_for(protocol))
             for m in self.members.values()
         )
+
+    # --- subscriptions and committed offsets ------------------------------------------
+
+    def compute_subscribed_topics(self) -> frozenset[str] | None:
+        """The topics the members of a consumer group subscribe to (None: not known)."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            subscribed = subscription_topics(member.metadata_for(self.protocol_name))
+            if subscribed is None:
+                _log.warning(
+                    "group %s: member %s's %s subscription does not parse; its subscribed "
+                    "topics are unknown",
+                    self.group_id,
+                    member.member_id,
+                    self.protocol_name,
+                )
+                return None
+            topics |= subscribed
+        return frozenset(topics)
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """True if a member consumes ``topic``, or if the group's subscriptions are unknown."""
+        return self.subscribed_topics is None or topic in self.subscribed_topics
+
+    @property
+    def has_offsets(self) -> bool:
+        """True if the group has committed offsets, or commits being appended."""
+        return bool(self.offsets) or bool(self.pending_offset_commits)
+
+    def prepare_offset_commit(self, partitions: Iterable[TopicPartition]) -> None:
+        """Note commits whose append starts now (they are pending until it completes)."""
+        for tp in partitions:
+            self.pending_offset_commits[tp] += 1
+
+    def complete_offset_commit(
+        self, offsets: Mapping[TopicPartition, OffsetValue], committed: bool
+    ) -> None:
+        """A commit's append finished: cache its offsets if ``committed`` and still wanted.
+
+        An offset deleted while its commit was in flight (OffsetDelete, DeleteGroups) is
+        no longer pending and is not cached: its tombstone follows the commit in the log.
+        """
+        for tp, value in offsets.items():
+            pending = self.pending_offset_commits[tp]
+            if not pending:
+                continue
+            if pending == 1:
+                del self.pending_offset_commits[tp]
+            else:
+                self.pending_offset_commits[tp] = pending - 1
+            if committed and not self.is_in(GroupState.DEAD):
+                self.offsets[tp] = value
+
+    def remove_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetValue]:
+        """Drop the offsets of ``partitions`` (and their pending commits); return those dropped."""
+        removed: dict[TopicPartition, OffsetValue] = {}
+        for tp in partitions:
+            self.pending_offset_commits.pop(tp, None)
+            value = self.offsets.pop(tp, None)
+            if value is not None:
+                removed[tp] = value
+        return removed
+
+    def remove_all_offsets(self) -> dict[TopicPartition, OffsetValue]:
+        """Drop every committed offset (DeleteGroups); return them."""
+        return self.remove_offsets(list(self.offsets))
+
+    def remove_expired_offsets(
+        self, now_ms: int, retention_ms: int
+    ) -> dict[TopicPartition, OffsetValue]:
+        """Kafka's removeExpiredOffsets: drop the offsets whose retention ran out; return them.
+
+        - Empty group with a protocol type: retention counts from the moment it became
+          Empty (its ``state_timestamp_ms``; a stored -1, Kafka's "unknown", falls back to
+          each offset's commit time), so every offset goes at once.
+        - Stable consumer group that knows its subscriptions: offsets of topics no member
+          subscribes to expire by their commit time; the others are kept.
+        - No protocol type (a group that only stores offsets): each offset by its commit time.
+        - Anything else (a rebalance in progress): nothing expires.
+
+        An offset whose commit is still being appended never expires.
+        """
+        excluded: frozenset[str] = frozenset()
+        empty_since_ms: int | None = None  # None: each offset counts from its commit
+        if self.protocol_type is not None and self.is_in(GroupState.EMPTY):
+            if self.state_timestamp_ms >= 0:
+                empty_since_ms = self.state_timestamp_ms
+        elif (
+            self.protocol_type == CONSUMER_PROTOCOL_TYPE
+            and self.subscribed_topics is not None
+            and self.is_in(GroupState.STABLE)
+        ):
+            excluded = self.subscribed_topics
+        elif self.protocol_type is not None:
+            return {}
+        expired = [
+            tp
+            for tp, value in self.offsets.items()
+            if tp[0] not in excluded
+            and tp not in self.pending_offset_commits
+            and now_ms - (value.commit_timestamp_ms if empty_since_ms is None else empty_since_ms)
+            >= retention_ms
+        ]
+        return self.remove_offsets(expired)
 
     # --- answering waiting requests (after the lock is released) --------------------
 

@@ -13,12 +13,22 @@ never returns an offset that a restart could lose. A record that does not decode
 loading is logged and skipped, so one bad record costs at most what it held, never the
 broker's start.
 
+Removing state is Kafka's cleanupGroupMetadata, shared by offset expiry, OffsetDelete
+and DeleteGroups: under each group's lock a selector removes offsets from the cache;
+a group left Empty with no offsets (committed or pending) becomes Dead and is forgotten;
+then tombstones are appended for what went, the group's own only if it ever reached a
+generation (a group that only stored offsets has no group record to delete). Reloading
+the partition then finds the tombstones, so nothing removed comes back. As in Kafka the
+tombstones' append is not waited for: a lost one brings an offset or a group back at the
+next load, and the next cleanup removes it again.
+
 Concurrency contract: the maps of groups and of owned/loading partitions are guarded by
 one manager lock, held only for map reads and writes, never while taking a group lock
-or calling out. ``store_group``/``store_offsets``/``delete_group`` must be called with
-the group's lock held; they defer the append to the outermost release of that lock, and
-their callbacks run under the group lock on the thread that completes the append, with
-the response itself deferred again past the lock.
+or calling out. ``store_group``/``store_offsets`` must be called with the group's lock
+held; they defer the append to the outermost release of that lock, and their callbacks
+run under the group lock on the thread that completes the append, with the response
+itself deferred again past the lock. ``cleanup_group_metadata`` must be called holding
+no group lock: it takes each group's lock in turn, and appends after releasing it.
 """
 
 from __future__ import annotations
@@ -33,9 +43,9 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator._config import GroupConfig
 from tickwheel.coordinator._errors import CorruptOffsetsRecordError
-from tickwheel.coordinator._group import GroupMetadata, GroupState, MemberMetadata
+from tickwheel.coordinator._group import GroupMetadata, GroupState, MemberMetadata, TopicPartition
 from tickwheel.coordinator._hashing import partition_for
-from tickwheel.coordinator._offsets_log import OffsetsLog
+from tickwheel.coordinator._offsets_log import OFFSETS_TOPIC, OffsetsLog
 from tickwheel.coordinator._records import (
     GroupKey,
     GroupValue,
@@ -52,8 +62,16 @@ from tickwheel.coordinator._records import (
 
 _log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 OffsetsCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
+OffsetsSelector = Callable[[GroupMetadata], Mapping[TopicPartition, OffsetValue]]
+"""Removes some of a group's offsets under its lock and returns them (cleanup_group_metadata)."""
+
+# Tombstones go in batches of at most this many bytes of records, well below the 1 MiB
+# that message.max.bytes allows by default, however many groups one cleanup removes.
+_TOMBSTONE_BATCH_BYTES = 512 * 1024
+# The most a tombstone adds to its key in a v2 batch: varints for its length, timestamp
+# and offset deltas, key length, null value and header count, and its attributes byte.
+_TOMBSTONE_OVERHEAD_BYTES = 16
 
 # How an append error reads to a client committing offsets (Kafka's GroupMetadataManager).
 _APPEND_ERROR_FOR_CLIENT: dict[ErrorCode, ErrorCode] = {
@@ -159,11 +177,13 @@ class GroupMetadataManager:
         with self._lock:
             return list(self._groups.values())
 
-    def remove_group(self, group: GroupMetadata) -> None:
-        """Forget ``group`` (it must already be Dead)."""
+    def remove_group(self, group: GroupMetadata) -> bool:
+        """Forget ``group`` (it must already be Dead); False if it was already forgotten."""
         with self._lock:
-            if self._groups.get(group.group_id) is group:
-                del self._groups[group.group_id]
+            if self._groups.get(group.group_id) is not group:
+                return False
+            del self._groups[group.group_id]
+            return True
 
     # --- loading and unloading --------------------------------------------------------
 
@@ -228,6 +248,9 @@ class GroupMetadataManager:
         group.generation_id = value.generation_id
         group.protocol_type = value.protocol_type or None
         group.protocol_name = value.protocol_name
+        # An Empty group's offsets expire counting from when it became Empty, not from
+        # when this broker loaded it.
+        group.state_timestamp_ms = value.current_state_timestamp_ms
         with group.lock:
             for stored_member in value.members:
                 protocol = value.protocol_name or ""
@@ -249,6 +272,7 @@ class GroupMetadataManager:
             )
             if group.members:
                 group.state = GroupState.STABLE
+            group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
     def unload_partition(
@@ -303,7 +327,7 @@ class GroupMetadataManager:
             generation_id=group.generation_id,
             protocol_name=protocol,
             leader_id=group.leader_id,
-            current_state_timestamp_ms=self.clock_ms(),
+            current_state_timestamp_ms=group.state_timestamp_ms,
             members=members,
         )
         entry = (encode_group_key(GroupKey(group.group_id)), encode_group_value(value))
@@ -337,26 +361,81 @@ class GroupMetadataManager:
             )
             for (topic, partition), value in valid.items()
         ]
+        group.prepare_offset_commit(valid)
 
         def appended(error: ErrorCode) -> None:
             with group.lock:
-                if error is ErrorCode.none and not group.is_in(GroupState.DEAD):
-                    group.offsets.update(valid)
+                group.complete_offset_commit(valid, committed=error is ErrorCode.none)
                 outcome = client_error(error)
                 errors.update(dict.fromkeys(valid, outcome))
                 group.lock.defer(lambda: callback(errors))
 
         self._append(group, entries, appended)
 
-    def delete_group(self, group: GroupMetadata) -> None:
-        """Write tombstones for the group and all its offsets (caller marks it Dead)."""
-        entries: list[tuple[bytes, bytes | None]] = [
-            (encode_offset_key(OffsetKey(group.group_id, topic, partition)), None)
-            for topic, partition in group.offsets
-        ]
-        entries.append((encode_group_key(GroupKey(group.group_id)), None))
-        group.offsets = {}
-        self._append(group, entries, lambda _error: None)
+    # --- removing ------------------------------------------------------------------------
+
+    def cleanup_group_metadata(
+        self, groups: Iterable[GroupMetadata], selector: OffsetsSelector
+    ) -> int:
+        """Remove the offsets ``selector`` picks from each group, and the groups left Empty
+        without offsets; append their tombstones. Returns how many offsets were removed.
+
+        Call holding no group lock (see the module docstring).
+        """
+        tombstones: dict[int, list[bytes]] = {}
+        offsets_removed = 0
+        groups_removed = 0
+        for group in groups:
+            with group.lock:
+                removed = selector(group)
+                if group.is_in(GroupState.EMPTY) and not group.has_offsets:
+                    _log.debug(
+                        "group %s transitioned to Dead in generation %d",
+                        group.group_id,
+                        group.generation_id,
+                    )
+                    group.transition_to(GroupState.DEAD, self.clock_ms())
+                is_dead = group.is_in(GroupState.DEAD)
+                generation_id = group.generation_id
+            keys = [
+                encode_offset_key(OffsetKey(group.group_id, topic, partition))
+                for topic, partition in removed
+            ]
+            if is_dead and self.remove_group(group):
+                groups_removed += 1
+                if generation_id > 0:
+                    keys.append(encode_group_key(GroupKey(group.group_id)))
+            if keys:
+                tombstones.setdefault(self.partition_for(group.group_id), []).extend(keys)
+            offsets_removed += len(removed)
+        for partition, keys in tombstones.items():
+            self._append_tombstones(partition, keys)
+        if groups_removed:
+            _log.info("removed %d dead groups", groups_removed)
+        return offsets_removed
+
+    def _append_tombstones(self, partition: int, keys: list[bytes]) -> None:
+        def appended(error: ErrorCode) -> None:
+            if error is not ErrorCode.none:
+                _log.warning(
+                    "could not append tombstones to %s-%d: %s",
+                    OFFSETS_TOPIC,
+                    partition,
+                    error.name,
+                )
+
+        timestamp_ms = self.clock_ms()
+        batch: list[tuple[bytes, bytes | None]] = []
+        batch_bytes = 0
+        for key in keys:
+            record_bytes = len(key) + _TOMBSTONE_OVERHEAD_BYTES
+            if batch and batch_bytes + record_bytes > _TOMBSTONE_BATCH_BYTES:
+                self._offsets_log.append(partition, build_batch(batch, timestamp_ms), appended)
+                batch, batch_bytes = [], 0
+            batch.append((key, None))
+            batch_bytes += record_bytes
+        if batch:
+            self._offsets_log.append(partition, build_batch(batch, timestamp_ms), appended)
 
     # --- reading --------------------------------------------------------------------------
 

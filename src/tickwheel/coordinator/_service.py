@@ -10,12 +10,19 @@ response frame. As in Kafka, ``__consumer_offsets`` is created when the first
 FindCoordinator needs it (through the broker's ``create_offsets_topic``), so a broker
 that never sees a group never pays for its partitions.
 
+Like Kafka's GroupMetadataManager.startup, ``start`` also schedules the coordinator's
+"delete-expired-group-metadata" task: ``cleanup_group_metadata`` runs at once, then
+every ``offsets.retention.check.interval.ms`` (``loop.call_later``) until ``shutdown``.
+Each run visits every group this broker coordinates, holding one group's lock at a
+time, and appends the tombstones of what it removed.
+
 Concurrency contract: event-loop thread only (like the ReplicaManager); ``start`` must
 run on the loop, since the timer drivers arm ``loop.call_at``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +31,7 @@ from tickwheel.coordinator._apis import (
     CoordinatorLocator,
     CoordinatorNode,
     GroupApis,
+    PartitionChecker,
 )
 from tickwheel.coordinator._config import GroupConfig
 from tickwheel.coordinator._coordinator import GroupCoordinator
@@ -34,6 +42,8 @@ from tickwheel.protocol import DecodedRequest, encode_response
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import ReplicaManager, TopicPartition
 from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
+
+_MS_PER_S = 1000.0
 
 
 class GroupService:
@@ -48,12 +58,14 @@ class GroupService:
         advertised: Callable[[], CoordinatorNode],
         create_offsets_topic: Callable[[], None] | None = None,
         locate: CoordinatorLocator | None = None,
+        partition_exists: PartitionChecker,
     ) -> None:
         self.config = config
         self._replica_manager = replica_manager
         self._advertised = advertised
         self._create_offsets_topic = create_offsets_topic
         self._drivers: list[AsyncioTimerDriver] = []
+        self._cleanup: asyncio.Handle | None = None
         offsets_log = ReplicaOffsetsLog(
             replica_manager, commit_timeout_ms=config.offsets_commit_timeout_ms
         )
@@ -65,7 +77,9 @@ class GroupService:
             reaper_enabled=False,
         )
         # A cluster passes its own ``locate`` (the partition leader from its metadata).
-        self.apis = GroupApis(self.coordinator, locate or self._locate)
+        self.apis = GroupApis(
+            self.coordinator, locate or self._locate, partition_exists=partition_exists
+        )
 
     @property
     def purgatories(self) -> tuple[DelayedOperationPurgatory[Any], ...]:
@@ -107,11 +121,21 @@ class GroupService:
         self.coordinator.on_resigned(partition)
 
     def start(self) -> None:
-        """Start the timer drivers and load the groups of every offsets partition led here."""
+        """Start the timer drivers, load the groups of every offsets partition led here,
+        and schedule the periodic cleanup of expired offsets and dead groups."""
         for driver in self._drivers:
             driver.start()
         self.coordinator.startup()
         self._elect_hosted()
+        self._cleanup = asyncio.get_running_loop().call_soon(self._cleanup_group_metadata)
+
+    def _cleanup_group_metadata(self) -> None:
+        # The next run is armed first, so a run that raises does not end the task.
+        interval_s = self.config.offsets_retention_check_interval_ms / _MS_PER_S
+        self._cleanup = asyncio.get_running_loop().call_later(
+            interval_s, self._cleanup_group_metadata
+        )
+        self.coordinator.cleanup_group_metadata()
 
     async def handle(
         self, request: DecodedRequest, *, client_host: str = DEFAULT_CLIENT_HOST
@@ -123,7 +147,11 @@ class GroupService:
         return encode_response(request.correlation_id, response)
 
     def shutdown(self) -> None:
-        """Stop the timer drivers and both purgatories (the offsets logs belong to the broker)."""
+        """Stop the cleanup, the timer drivers and both purgatories (the offsets logs belong
+        to the broker)."""
+        if self._cleanup is not None:
+            self._cleanup.cancel()
+            self._cleanup = None
         for driver in self._drivers:
             driver.stop()
         self.coordinator.shutdown()

@@ -5,8 +5,11 @@ and CRCs, assigns offsets by patching each batch's base offset and leader epoch,
 never decodes records. Segments of ``segment.bytes`` carry sparse offset and time
 indexes; reads hand out file slices for ``os.sendfile``; idempotent producers are
 deduplicated; ``flush()`` and the recovery-point checkpoint follow Kafka's durability
-model, and ``Log.open`` recovers a crashed directory to its longest valid prefix.
-``Log`` (``_log``) documents the directory layout and ``_recovery`` the procedure.
+model, and ``Log.open`` recovers a crashed directory to its longest valid prefix. A
+leader epoch cache (``_leader_epoch``, Kafka's ``leader-epoch-checkpoint``) records
+where each leader epoch starts and answers OffsetsForLeaderEpoch
+(``Log.end_offset_for_epoch``). ``Log`` (``_log``) documents the directory layout and
+``_recovery`` the procedure.
 
 Depends on the standard library and ``crc32c`` only; no network, no replication.
 
@@ -26,6 +29,7 @@ from tickwheel.log._errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from tickwheel.log._leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
 from tickwheel.log._log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -41,7 +45,10 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
     "CorruptRecordError",
+    "EpochEntry",
     "FetchDataInfo",
     "FileRecordsSlice",
     "InvalidProducerEpochError",

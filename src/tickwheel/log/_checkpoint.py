@@ -52,16 +52,31 @@ def write_checkpoints(dir_path: str, topic: str, partition: int, offsets: dict[s
     """
     for name, offset in offsets.items():
         text = f"{CHECKPOINT_VERSION}\n1\n{topic} {partition} {offset}\n"
-        temp_path = os.path.join(dir_path, name + TEMP_SUFFIX)
-        fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, text.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_temp(dir_path, name, text.encode())
     for name in offsets:
         os.replace(os.path.join(dir_path, name + TEMP_SUFFIX), os.path.join(dir_path, name))
     fsync_dir(dir_path)
+
+
+def write_atomically(dir_path: str, name: str, data: bytes) -> None:
+    """Replace ``dir_path/name`` with ``data``: write and fsync a temporary file, rename
+    it over the old one, fsync the directory."""
+    _write_temp(dir_path, name, data)
+    os.replace(os.path.join(dir_path, name + TEMP_SUFFIX), os.path.join(dir_path, name))
+    fsync_dir(dir_path)
+
+
+def _write_temp(dir_path: str, name: str, data: bytes) -> None:
+    fd = os.open(
+        os.path.join(dir_path, name + TEMP_SUFFIX),
+        os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+        0o644,
+    )
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_checkpoint(path: str) -> int | None:

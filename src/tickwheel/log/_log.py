@@ -11,12 +11,20 @@ the broker)::
     00000000000000001234.timeindex
     recovery-point-offset-checkpoint everything below this offset is fsynced
     log-start-offset-checkpoint      offsets below this were deleted (DeleteRecords)
-    replication-offset-checkpoint    the high watermark at the last flush
+    replication-offset-checkpoint    the high watermark when last checkpointed
+    leader-epoch-checkpoint          where each leader epoch starts
 
 Segment files are named by their base offset, 20 digits, as in Kafka; see
 ``_segment`` for the files, ``_index`` for the index formats, ``_checkpoint`` for the
-checkpoint format and its atomic replacement, and ``_recovery`` for what ``Log.open``
-does after a crash.
+checkpoint format and its atomic replacement, ``_leader_epoch`` for the leader epoch
+cache and its file, and ``_recovery`` for what ``Log.open`` does after a crash.
+
+Leader epochs (KIP-101): the log keeps a ``LeaderEpochFileCache`` of the offset where
+each leader epoch's batches start. A leader append records its epoch at the first
+new offset when the epoch is new, a follower append each batch's epoch; a truncation
+drops the epochs past the new end, a log start move (DeleteRecords, retention) moves
+the first epoch up to it, and emptying the log empties the cache, as Kafka's log
+does. ``end_offset_for_epoch`` answers OffsetsForLeaderEpoch from it.
 
 Appends: a leader validates the payload (``_batch``: framing, magic, CRC-32C, record
 count, ``max.message.bytes``), checks idempotent producers (``_producer_state``), then
@@ -39,7 +47,14 @@ produced batch must pass -- is fixed per request, so it weighs less as batches g
 Durability follows Kafka: writes land in the page cache; ``flush.messages``,
 ``flush.ms`` (checked on append and by ``maybe_flush``) or ``flush()`` fsync the dirty
 segments and their indexes, then checkpoint the recovery point. A rolled segment is
-flushed by the next ``maybe_flush`` (Kafka flushes it in the background at roll).
+flushed by the next ``maybe_flush`` (Kafka flushes it in the background at roll). The
+high watermark moves in memory on every append or follower fetch and reaches its file
+through ``checkpoint_high_watermark``, which the broker calls every
+``replica.high.watermark.checkpoint.interval.ms``; so after a crash the checkpointed
+high watermark may lag, and the replica layer raises it again when the partition
+becomes leader (Kafka's ``makeLeader``). ``checkpoint_recovery_point`` and
+``checkpoint_log_start_offset`` do the same for the recovery point and for the log
+start offset, which retention moves without a write of its own.
 
 Reads return whole batches as a ``FileRecordsSlice`` for ``os.sendfile``, with the fetch
 position as ``LogOffsetMetadata``. With no transactions, the last stable offset is the
@@ -58,12 +73,16 @@ Where this log departs from Kafka's, and why:
 - producer state has no snapshots and no ``producer.id.expiration.ms``: it is rebuilt
   from batch headers on open and after a truncation, so a producer is forgotten when
   its batches are gone;
+- the leader epoch cache is rebuilt from the batch headers on open, in the same pass,
+  and its file checked against it (Kafka trusts its file and re-reads only recovered
+  segments); truncations write the file at once (Kafka writes them in the background);
 - indexes are sorted arrays in memory written to their files on flush and roll, not
   memory-mapped files; checkpoint files are kept per partition directory.
 
 Concurrency: thread-safe. One lock (``_lock``) guards all state; every public method
 that reads or changes more than one field takes it, so appends, reads, truncations and
-retention are serialised; the offset properties read one immutable value each. After
+retention are serialised; the offset properties, ``latest_epoch`` and
+``leader_epoch_entries`` read one immutable value each. After
 ``close()`` every method raises ``LogStorageError``.
 
 Slices returned by ``read`` may be sent from any thread after the call returns, and
@@ -110,6 +129,7 @@ from tickwheel.log._errors import (
     UnexpectedAppendOffsetError,
 )
 from tickwheel.log._index import NO_TIMESTAMP
+from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache
 from tickwheel.log._offset_metadata import LogOffsetMetadata
 from tickwheel.log._producer_state import BatchMetadata, ProducerStateManager
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
@@ -126,7 +146,14 @@ LATEST_TIMESTAMP: Final = -1
 EARLIEST_TIMESTAMP: Final = -2
 MAX_TIMESTAMP: Final = -3
 NO_OFFSET: Final = -1
+# RecordBatch.NO_PARTITION_LEADER_EPOCH: a batch, or an answer, without a leader epoch.
+NO_PARTITION_LEADER_EPOCH: Final = -1
 _NS_PER_MS: Final = 1_000_000
+_CHECKPOINTS: Final = (
+    RECOVERY_POINT_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    HIGH_WATERMARK_CHECKPOINT,
+)
 
 
 def system_clock_ms() -> int:
@@ -213,6 +240,7 @@ class Log:
         recovery_point: int,
         high_watermark: int,
         producer_state: ProducerStateManager,
+        leader_epochs: LeaderEpochFileCache,
         checkpointed: dict[str, int],
     ) -> None:
         self._lock = threading.RLock()
@@ -225,6 +253,7 @@ class Log:
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._producers = producer_state
+        self._leader_epochs = leader_epochs
         self._closed = False
         self._unflushed_messages = 0
         self._last_flush_ms = clock_ms()
@@ -258,6 +287,7 @@ class Log:
             loaded.recovery_point,
             loaded.high_watermark,
             loaded.producer_state,
+            loaded.leader_epochs,
             loaded.checkpointed,
         )
         with log._lock:
@@ -312,6 +342,16 @@ class Log:
     def recovery_point(self) -> int:
         """Every offset below this is on disk (fsynced)."""
         return self._recovery_point
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The newest leader epoch the log holds, or None if it knows none."""
+        return self._leader_epochs.latest_epoch
+
+    @property
+    def leader_epoch_entries(self) -> tuple[EpochEntry, ...]:
+        """(epoch, start offset) of every leader epoch the log holds, oldest first."""
+        return self._leader_epochs.entries
 
     @property
     def size_bytes(self) -> int:
@@ -377,6 +417,7 @@ class Log:
                 )
             else:
                 pieces, entries = _leader_pieces(data, batches, first_offset, leader_epoch)
+            self._note_epoch(leader_epoch, first_offset)
             segment.append(pieces, entries, total_bytes)
             if idempotent:
                 for (_, header), entry in zip(batches, entries, strict=True):
@@ -450,6 +491,8 @@ class Log:
             segment = self._segments[-1]
             if segment.should_roll(len(data), max_timestamp, next_offset - 1, now_ms, self._config):
                 segment = self._roll_at(first_offset, now_ms)
+            for _, header in batches:
+                self._note_epoch(header.partition_leader_epoch, header.base_offset)
             segment.append([data], entries, len(data))
             for header in (header for _, header in batches):
                 if header.producer_id >= 0:
@@ -478,6 +521,18 @@ class Log:
             valid_bytes=0,
             num_batches=0,
         )
+
+    def _note_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record in the cache that ``epoch`` starts at ``start_offset``, if it is new.
+
+        Called before the batches are written, as Kafka does: a crash in between leaves
+        an entry past the log end, which the next open drops.
+        """
+        epochs = self._leader_epochs
+        # The latest epoch starts at or below the log end, so an append in it never
+        # changes the cache: skip the call. A batch no leader stamped has no epoch.
+        if epoch != epochs.latest_epoch and epoch > NO_PARTITION_LEADER_EPOCH:
+            epochs.assign(epoch, start_offset)
 
     def _after_append(self, segment: LogSegment, num_messages: int, now_ms: int) -> None:
         """Move the log end past an append to ``segment`` and flush if it is due."""
@@ -613,14 +668,20 @@ class Log:
         The special timestamps -1 (latest), -2 (earliest) and -3 (max timestamp) are
         understood. The answer is a batch's base offset (at least the log start) and its
         max timestamp: records are never decoded, so the first record of that batch
-        may be older than the target. None when no batch is that recent.
+        may be older than the target. None when no batch is that recent. The leader
+        epoch is the batch's; for latest, the latest epoch; for earliest, the first
+        epoch if it covers the log start; -1 when unknown (as Kafka's log answers).
         """
         with self._lock:
             self._check_open()
+            epochs = self._leader_epochs.entries
             if timestamp_ms == LATEST_TIMESTAMP:
-                return TimestampAndOffset(NO_TIMESTAMP, self._log_end.message_offset, NO_OFFSET)
+                latest_epoch = epochs[-1].epoch if epochs else NO_PARTITION_LEADER_EPOCH
+                return TimestampAndOffset(NO_TIMESTAMP, self._log_end.message_offset, latest_epoch)
             if timestamp_ms == EARLIEST_TIMESTAMP:
-                return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, NO_OFFSET)
+                covers_start = epochs and epochs[0].start_offset <= self._log_start_offset
+                first_epoch = epochs[0].epoch if covers_start else NO_PARTITION_LEADER_EPOCH
+                return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, first_epoch)
             found: tuple[int, BatchHeader] | None = None
             if timestamp_ms == MAX_TIMESTAMP:
                 best = max(self._segments, key=lambda segment: segment.max_timestamp_ms)
@@ -640,8 +701,39 @@ class Log:
             return TimestampAndOffset(
                 header.max_timestamp,
                 max(header.base_offset, self._log_start_offset),
-                header.partition_leader_epoch,
+                max(header.partition_leader_epoch, NO_PARTITION_LEADER_EPOCH),
             )
+
+    # -- leader epochs -----------------------------------------------------------------
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (epoch, end offset) of ``leader_epoch`` in this log.
+
+        The answer is the newest epoch not above ``leader_epoch`` and the offset where
+        the next epoch starts, or the log end offset when ``leader_epoch`` is the latest;
+        ``(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)`` (-1, -1) when no epoch answers
+        (see ``_leader_epoch`` for every case).
+        """
+        with self._lock:
+            self._check_open()
+            return self._leader_epochs.end_offset_for(leader_epoch, self._log_end.message_offset)
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` if the epoch is new.
+
+        The replica layer calls it with the log end offset when this broker becomes
+        leader (Kafka's ``makeLeader``), so the new epoch answers OffsetsForLeaderEpoch
+        before its first append. Raises ``ValueError`` for a negative epoch or a start
+        outside [0, log end].
+        """
+        with self._lock:
+            self._check_open()
+            if not 0 <= start_offset <= self._log_end.message_offset:
+                raise ValueError(
+                    f"epoch {leader_epoch} cannot start at {start_offset}: the log ends at "
+                    f"{self._log_end.message_offset}"
+                )
+            self._leader_epochs.assign(leader_epoch, start_offset)
 
     # -- high watermark ----------------------------------------------------------------
 
@@ -675,6 +767,10 @@ class Log:
         with self._lock:
             self._check_open()
             if offset >= self._log_end.message_offset:
+                # An epoch this broker began as leader but wrote nothing in may end the
+                # cache at the log end: drop it, as Kafka does, before a new leader's
+                # batches arrive.
+                self._leader_epochs.truncate_from_end(self._log_end.message_offset)
                 return False
             if offset < self._log_start_offset or offset <= self._segments[0].base_offset:
                 self._truncate_fully(offset)
@@ -706,11 +802,14 @@ class Log:
         self._segments = [segment]
         self._base_offsets = [offset]
         self._log_start_offset = offset
+        self._leader_epochs.clear()
         self._after_truncation()
 
     def _after_truncation(self) -> None:
         self._update_log_end()
         log_end = self._log_end.message_offset
+        # The new end, not the offset asked for: a straddling batch went whole.
+        self._leader_epochs.truncate_from_end(log_end)
         # The high watermark's batch may have moved or gone with the cut segment.
         self._high_watermark = self._metadata_for(
             max(min(self._high_watermark.message_offset, log_end), self._log_start_offset)
@@ -740,7 +839,7 @@ class Log:
                 )
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
-                self._delete_segments_below_log_start()
+                self._after_log_start_moved()
                 self._sync_checkpoints()
             return self._log_start_offset
 
@@ -784,10 +883,12 @@ class Log:
                 self._roll_at(self._log_end.message_offset, now)
             new_start = self._segments[deletable].base_offset
             self._log_start_offset = max(self._log_start_offset, new_start)
-            self._delete_segments_below_log_start()
+            self._after_log_start_moved()
             return deletable
 
-    def _delete_segments_below_log_start(self) -> None:
+    def _after_log_start_moved(self) -> None:
+        """Delete the segments wholly below the log start; start its epoch there."""
+        self._leader_epochs.truncate_from_start(self._log_start_offset)
         while len(self._segments) > 1 and self._segments[1].base_offset <= self._log_start_offset:
             doomed = self._segments.pop(0)
             self._base_offsets.pop(0)
@@ -830,20 +931,52 @@ class Log:
         self._last_flush_ms = now_ms
         self._rolled_since_flush = False
 
-    def _sync_checkpoints(self) -> None:
-        """Write the checkpoints whose offsets differ from what is on disk."""
-        wanted = {
+    def checkpoint_high_watermark(self) -> None:
+        """Write the high watermark checkpoint if the high watermark moved since.
+
+        The broker calls it every ``replica.high.watermark.checkpoint.interval.ms``.
+        Raises ``LogStorageError`` if the write fails.
+        """
+        with self._lock:
+            self._check_open()
+            self._sync_checkpoints((HIGH_WATERMARK_CHECKPOINT,))
+
+    def checkpoint_recovery_point(self) -> None:
+        """Write the recovery point checkpoint if the recovery point moved since.
+
+        The broker calls it every ``log.flush.offset.checkpoint.interval.ms``; a flush
+        and a truncation write it at once. Raises ``LogStorageError`` if the write fails.
+        """
+        with self._lock:
+            self._check_open()
+            self._sync_checkpoints((RECOVERY_POINT_CHECKPOINT,))
+
+    def checkpoint_log_start_offset(self) -> None:
+        """Write the log start offset checkpoint if the log start offset moved since.
+
+        The broker calls it every ``log.flush.start.offset.checkpoint.interval.ms``;
+        DeleteRecords writes it at once, retention leaves it to this. Raises
+        ``LogStorageError`` if the write fails.
+        """
+        with self._lock:
+            self._check_open()
+            self._sync_checkpoints((LOG_START_OFFSET_CHECKPOINT,))
+
+    def _sync_checkpoints(self, names: tuple[str, ...] = _CHECKPOINTS) -> None:
+        """Write the named checkpoints whose offsets differ from what is on disk."""
+        current = {
             RECOVERY_POINT_CHECKPOINT: self._recovery_point,
             LOG_START_OFFSET_CHECKPOINT: self._log_start_offset,
             HIGH_WATERMARK_CHECKPOINT: self._high_watermark.message_offset,
         }
         changed = {
-            name: offset
-            for name, offset in wanted.items()
-            if self._checkpointed.get(name) != offset
+            name: current[name] for name in names if self._checkpointed.get(name) != current[name]
         }
         if changed:
-            write_checkpoints(self._dir_path, self._topic, self._partition, changed)
+            try:
+                write_checkpoints(self._dir_path, self._topic, self._partition, changed)
+            except OSError as error:
+                raise LogStorageError(f"checkpoint of {self._dir_path} failed: {error}") from error
             self._checkpointed.update(changed)
 
     def close(self) -> None:

@@ -8,9 +8,12 @@ The procedure ``load_log`` follows on every open (after a clean close or a crash
    index files), log start offset, high watermark. A missing one means 0 / the first
    segment's base offset / 0.
 3. Segments wholly below the recovery point are *loaded*: their index files are
-   read and sanity-checked (whole entries, increasing, inside the file) and only the
-   headers after the last index entry are read to find the end offset and largest
-   timestamp. A segment that fails the check is recovered instead (step 4).
+   read and sanity-checked (whole entries, increasing, inside the file and the
+   segment, last entries naming real batches: see ``_segment``) and only the headers
+   after the last index entry are read to find the end offset and largest timestamp;
+   the segment must start at its base offset and end at the next one's. A segment
+   that fails is recovered instead (step 4), with one WARNING naming the file and the
+   reason, as Kafka's "Found a corrupted index file ... rebuilding index files".
 4. The segment holding the recovery point and every later one are *recovered*:
    from the recovery point's batch (or from byte 0 if it cannot be found) each batch
    is read whole and must pass the framing, magic and CRC checks and start at the
@@ -20,7 +23,11 @@ The procedure ``load_log`` follows on every open (after a clean close or a crash
    deleted: the log is the longest valid prefix.
 5. Segments wholly below the log start offset are deleted; an empty directory gets
    an empty segment at the log start offset.
-6. Producer state is rebuilt by reading every batch header (not the records).
+6. Producer state and the leader epoch cache are rebuilt by reading every batch
+   header (not the records): each epoch starts at the first batch carrying an epoch
+   newer than every batch's before it (Kafka's recovery rule), the first one moved up
+   to the log start, none at or past the log end; ``leader-epoch-checkpoint`` is
+   checked against that and rewritten if it differs (see ``_leader_epoch``).
 7. The log end offset is the end of the last segment; the recovery point and the high
    watermark are clamped into [log start, log end].
 
@@ -32,13 +39,17 @@ Concurrency: runs inside ``Log.open`` before the log is shared.
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from tickwheel.log._batch import BatchHeader
 from tickwheel.log._checkpoint import TEMP_SUFFIX, read_checkpoint
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import LogError
+from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache, load_leader_epoch_cache
 from tickwheel.log._producer_state import ProducerStateManager
 from tickwheel.log._segment import (
     INDEX_SUFFIX,
@@ -56,6 +67,8 @@ _LEFTOVER_SUFFIXES: Final = (TEMP_SUFFIX, ".deleted", ".cleaned", ".swap")
 # Bigger reads when every header of a segment is wanted.
 _FULL_SCAN_CHUNK_BYTES: Final = 64 * 1024
 
+_log = logging.getLogger(__name__)
+
 
 @dataclass(slots=True)
 class LoadedLog:
@@ -66,6 +79,7 @@ class LoadedLog:
     recovery_point: int
     high_watermark: int
     producer_state: ProducerStateManager
+    leader_epochs: LeaderEpochFileCache
     # The checkpoint files' offsets as found (a missing file counts as its default).
     checkpointed: dict[str, int]
 
@@ -91,9 +105,9 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
             kept = i
             break
         if next_base is not None and next_base <= recovery_point:
-            cut_bytes = 0 if _load(segment, next_base) else segment.recover(0, segment.base_offset)
+            cut_bytes = _load(segment, next_base)
         else:
-            cut_bytes = _recover_from(segment, recovery_point)
+            cut_bytes = _recover_from(segment, recovery_point, next_base)
         if cut_bytes:
             kept = i + 1
             break
@@ -118,19 +132,39 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
     )
 
     producer_state = ProducerStateManager()
-    producer_state.rebuild(
-        header
-        for segment in segments
-        for _, header in segment.iter_headers(0, segment.size_bytes, _FULL_SCAN_CHUNK_BYTES)
-    )
+    batch_epochs: list[EpochEntry] = []
+    producer_state.rebuild(_noting_epochs(_every_header(segments), batch_epochs))
     return LoadedLog(
         segments=segments,
         log_start_offset=log_start,
         recovery_point=min(max(recovery_point, log_start), log_end),
         high_watermark=min(max(high_watermark, log_start), log_end),
         producer_state=producer_state,
+        leader_epochs=load_leader_epoch_cache(dir_path, batch_epochs, log_start, log_end),
         checkpointed=checkpointed,
     )
+
+
+def _every_header(segments: list[LogSegment]) -> Iterator[BatchHeader]:
+    """Every batch header of the log, oldest first."""
+    for segment in segments:
+        for _, header in segment.iter_headers(0, segment.size_bytes, _FULL_SCAN_CHUNK_BYTES):
+            yield header
+
+
+def _noting_epochs(
+    headers: Iterator[BatchHeader], batch_epochs: list[EpochEntry]
+) -> Iterator[BatchHeader]:
+    """Pass ``headers`` through, appending to ``batch_epochs`` where each newer epoch starts.
+
+    One scan of the headers then serves both the producer state and the epoch cache.
+    Batches without a leader epoch (-1) are skipped, as Kafka's recovery skips them.
+    """
+    for header in headers:
+        epoch = header.partition_leader_epoch
+        if epoch >= 0 and (not batch_epochs or epoch > batch_epochs[-1].epoch):
+            batch_epochs.append(EpochEntry(epoch, header.base_offset))
+        yield header
 
 
 def _clean_directory(dir_path: str) -> list[int]:
@@ -151,19 +185,32 @@ def _clean_directory(dir_path: str) -> list[int]:
     return sorted(base_offsets)
 
 
-def _load(segment: LogSegment, next_base: int) -> bool:
-    """Load a segment below the recovery point; False if it must be recovered."""
-    if not segment.load():
-        return False
-    if segment.size_bytes == 0:
-        return True
-    first = next(segment.iter_headers(0, segment.size_bytes))[1]
-    return first.base_offset == segment.base_offset and segment.next_offset == next_base
+def _load(segment: LogSegment, next_base: int) -> int:
+    """Load a segment below the recovery point, or recover it; returns the bytes cut."""
+    problem = segment.load(next_base)
+    if problem is None and segment.size_bytes:
+        first = next(segment.iter_headers(0, segment.size_bytes))[1]
+        if first.base_offset != segment.base_offset:
+            problem = (
+                f"{segment.file.path}: first batch has offset {first.base_offset}, "
+                f"not the segment's {segment.base_offset}"
+            )
+        elif segment.next_offset != next_base:
+            problem = (
+                f"{segment.file.path}: ends at offset {segment.next_offset}, "
+                f"not at the next segment's {next_base}"
+            )
+    if problem is None:
+        return 0
+    return _recover_after(segment, problem)
 
 
-def _recover_from(segment: LogSegment, recovery_point: int) -> int:
+def _recover_from(segment: LogSegment, recovery_point: int, next_base: int | None) -> int:
     """Recover a segment at or above the recovery point, from its batch when possible."""
-    if segment.base_offset < recovery_point and segment.load():
+    if segment.base_offset < recovery_point:
+        problem = segment.load(next_base)
+        if problem is not None:
+            return _recover_after(segment, problem)
         try:
             found = segment.translate_offset(recovery_point)
         except LogError:
@@ -173,4 +220,10 @@ def _recover_from(segment: LogSegment, recovery_point: int) -> int:
         if found is None and segment.next_offset == recovery_point:
             # A clean close: the recovery point is the end, nothing to re-verify.
             return segment.recover(segment.size_bytes, recovery_point)
+    return segment.recover(0, segment.base_offset)
+
+
+def _recover_after(segment: LogSegment, problem: str) -> int:
+    """Recover a whole segment whose files failed to load because of ``problem``."""
+    _log.warning("%s; recovering %s and rebuilding its indexes", problem, segment.file.path)
     return segment.recover(0, segment.base_offset)

@@ -10,11 +10,31 @@ from the entry found (at most about ``index.interval.bytes``); ``read`` also bis
 positions to cut its slice at the last batch boundary within ``max_bytes``; both read
 headers with ``pread`` and never decode records.
 
-Loading: ``load`` trusts the index files of a segment below the recovery point (after a
-sanity check) and re-reads only the headers after the last index entry to find the
-segment's end offset and largest timestamp. ``recover`` re-reads the file from a
-position, verifying each batch's framing, CRC and offsets, rebuilding both indexes,
-and cuts the file at the first batch that fails (a torn write or a flipped byte).
+Loading: ``load`` trusts the index files of a segment below the recovery point after
+sanity checks, and re-reads only the headers after the last index entry to find the
+segment's end offset and largest timestamp. The checks are Kafka's ``sanityCheck``
+made stricter. First each index's own rules (whole entries, strictly increasing, inside
+the file and the segment; see ``_index``), then agreement: the time index is empty
+exactly when the offset index is and starts at its first offset, and the last entry of
+each names an offset index entry whose position holds a batch with that base offset and
+a largest timestamp not above the time index's last (the running largest timestamp: a
+time index cut short is caught when a later indexed batch is newer), and some batch in
+the offset index interval before the time index's last entry carries its timestamp
+exactly (a made-up timestamp would become the segment's largest). They cost the split,
+one pass over the entries, two header reads and one interval's headers. A failed check
+returns the file and the reason; the caller logs it and recovers the segment.
+``recover`` re-reads the file from a position, verifying each batch's framing, CRC
+and offsets, rebuilding both indexes, and cuts the file at the first batch that fails
+(a torn write or a flipped byte).
+
+Entries between the first and the last are checked for order and range only: reading
+every batch they name would cost a scan of the segment. So every scan that starts at
+an offset index entry first checks that the entry's position holds a batch with the
+entry's offset; one that does not is dropped with the entries after it (one WARNING)
+and the scan starts from the entry before. A bad offset entry thus costs a longer scan,
+never an error or a wrong batch, and no pread gets a position outside the file. A time
+index timestamp cannot be checked without reading every batch before its entry: one
+that passes the checks is trusted, as Kafka trusts it.
 
 Concurrency: not thread-safe; the owning log's lock guards every call. Slices handed out
 by ``read`` stay valid while the segment grows, and after ``delete``; ``truncate_to``
@@ -24,6 +44,7 @@ invalidates those reaching past the cut.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from typing import Final, TypeAlias
@@ -50,6 +71,8 @@ _HEADER_SCAN_BYTES: Final = 4096 + RECORD_BATCH_OVERHEAD
 
 # (base offset, last offset, max timestamp, size in bytes) of one appended batch.
 BatchEntry: TypeAlias = tuple[int, int, int, int]
+
+_log = logging.getLogger(__name__)
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -214,10 +237,47 @@ class LogSegment:
             yield position, header
             position += size
 
+    def _headers_from_entry(
+        self, entry_offset: int, start_position: int
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """``iter_headers`` to the end from an offset index entry, once its batch is confirmed.
+
+        The first header must be a batch with the entry's offset; if not, the entry and
+        those after it are dropped (one WARNING) and the scan starts from the entry
+        before (see the module docstring). Position 0 is the first batch, unchecked.
+        """
+        while start_position:
+            headers = self.iter_headers(start_position, self.size_bytes)
+            try:
+                first = next(headers, None) if start_position > 0 else None
+            except LogError:
+                first = None
+            if first is not None and first[1].base_offset == entry_offset:
+                yield first
+                yield from headers
+                return
+            _log.warning(
+                "%s: entry (offset %d, position %d) does not hold a batch with that offset; "
+                "dropping it and the entries after it",
+                self.offset_index.path,
+                entry_offset,
+                start_position,
+            )
+            self.offset_index.truncate_to_position(start_position)
+            self.time_index.truncate_to_offset(entry_offset)
+            entry_offset, start_position = self.offset_index.lookup(entry_offset)
+        yield from self.iter_headers(0, self.size_bytes)
+
+    def _header_at(self, position: int) -> BatchHeader | None:
+        """The batch header at byte ``position``, None if no batch header fits there."""
+        if not 0 <= position <= self.size_bytes - RECORD_BATCH_OVERHEAD:
+            return None
+        header = _parse_header(self.file.read(position, RECORD_BATCH_OVERHEAD), 0)
+        return header if header.size_bytes >= RECORD_BATCH_OVERHEAD else None
+
     def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= ``offset``."""
-        _, start = self.offset_index.lookup(offset)
-        for position, header in self.iter_headers(start, self.size_bytes):
+        for position, header in self._headers_from_entry(*self.offset_index.lookup(offset)):
             if header.last_offset >= offset:
                 return position, header
         return None
@@ -244,8 +304,13 @@ class LogSegment:
     def _batch_boundary_at_or_before(self, limit: int, from_position: int) -> int:
         if limit >= self.size_bytes:
             return self.size_bytes
-        position = max(from_position, self.offset_index.lookup_position(limit))
-        for start, header in self.iter_headers(position, self.size_bytes):
+        entry_offset, entry_position = self.offset_index.lookup_position(limit)
+        position = max(from_position, entry_position)
+        if entry_position > from_position:
+            headers = self._headers_from_entry(entry_offset, entry_position)
+        else:
+            headers = self.iter_headers(from_position, self.size_bytes)
+        for start, header in headers:
             end = start + header.size_bytes
             if end > limit:
                 return start
@@ -257,8 +322,7 @@ class LogSegment:
     ) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch past ``min_offset`` with max ts >= target."""
         start_offset = max(self.time_index.offset_before(timestamp_ms), min_offset)
-        _, start = self.offset_index.lookup(start_offset)
-        for position, header in self.iter_headers(start, self.size_bytes):
+        for position, header in self._headers_from_entry(*self.offset_index.lookup(start_offset)):
             last = header.last_offset
             if header.max_timestamp >= timestamp_ms and last >= min_offset:
                 return position, header
@@ -300,7 +364,7 @@ class LogSegment:
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset if position else self.base_offset)
         self.size_bytes = position
-        self._reload_tail(position)
+        self._reload_tail()
 
     def flush(self) -> None:
         """fsync the log file if written since, and write and fsync both index files."""
@@ -327,30 +391,92 @@ class LogSegment:
 
     # -- loading and recovery ---------------------------------------------------------
 
-    def load(self) -> bool:
-        """Load a segment below the recovery point from its files; False if inconsistent."""
-        self.size_bytes = self.file.size()
-        if not (self.offset_index.load() and self.time_index.load()):
-            return False
-        if not self.offset_index.fits(self.size_bytes):
-            return False
-        try:
-            self._reload_tail(self.size_bytes)
-        except LogError:
-            return False
-        return self.time_index.fits(self.next_offset)
+    def load(self, end_offset: int | None) -> str | None:
+        """Load a segment below the recovery point from its files; why it cannot be, or None.
 
-    def _reload_tail(self, end_position: int) -> None:
+        ``end_offset`` is the next segment's base offset, None for the last segment. On
+        a failure both indexes are left empty, ready for ``recover``.
+        """
+        self.size_bytes = self.file.size()
+        offset_index, time_index = self.offset_index, self.time_index
+        problem = (
+            offset_index.load()
+            or time_index.load()
+            or offset_index.sanity_check(self.size_bytes - RECORD_BATCH_OVERHEAD + 1, end_offset)
+            or time_index.sanity_check(end_offset)
+            or self._indexes_problem()
+        )
+        if problem is None:
+            try:
+                self._reload_tail()
+            except LogError as error:
+                problem = str(error)
+        if problem is not None:
+            offset_index.clear()
+            time_index.clear()
+        return problem
+
+    def _indexes_problem(self) -> str | None:
+        """Why the two (each sane) indexes disagree with each other or the batches, or None."""
+        offset_index, time_index = self.offset_index, self.time_index
+        if offset_index.keys[:1] != time_index.values[:1]:
+            return f"{time_index.path}: does not start at the offset index's first offset"
+        if not offset_index.keys:
+            return None
+        last_timestamp_ms = time_index.last_timestamp()
+        for index, offset in (
+            (offset_index, offset_index.last_entry()[0]),
+            (time_index, self.base_offset + time_index.values[-1]),
+        ):
+            entry_offset, position = offset_index.lookup(offset)
+            header = self._header_at(position) if entry_offset == offset else None
+            if header is None or header.base_offset != offset:
+                return f"{index.path}: last entry (offset {offset}) names no indexed batch"
+            if header.max_timestamp > last_timestamp_ms:
+                return (
+                    f"{time_index.path}: last timestamp {last_timestamp_ms} is older than "
+                    f"batch {offset}'s {header.max_timestamp}"
+                )
+        return self._last_timestamp_problem()
+
+    def _last_timestamp_problem(self) -> str | None:
+        """Why no batch carries the time index's last timestamp, or None.
+
+        That entry was appended at an offset index entry with the running largest
+        timestamp, which was first reached after the offset index entry before it (or
+        the entry would have been appended there): so one batch from that previous
+        entry to this one carries it exactly, and scanning that one interval tells.
+        """
+        offset = self.base_offset + self.time_index.values[-1]
+        start_offset, start = self.offset_index.lookup(offset - 1)
+        start_header = self._header_at(start)
+        if start_header is None or start_header.base_offset != start_offset:
+            start = 0  # That entry lies (caught at lookup time): scan from the start.
+        _, end = self.offset_index.lookup(offset)
+        header = self._header_at(end)
+        assert header is not None  # checked by the caller: a batch starts there
+        largest = max(h.max_timestamp for _, h in self.iter_headers(start, end + header.size_bytes))
+        last_timestamp_ms = self.time_index.last_timestamp()
+        if largest != last_timestamp_ms:
+            return (
+                f"{self.time_index.path}: last timestamp {last_timestamp_ms} is carried by no "
+                f"batch before offset {offset}"
+            )
+        return None
+
+    def _reload_tail(self) -> None:
         """Recompute end offset, timestamps and index spacing from the last index entry."""
-        start = self.offset_index.last_position()
-        self.next_offset = self.base_offset
-        self.max_timestamp_ms = self.time_index.last_timestamp()
-        for position, header in self.iter_headers(start, end_position):
+        next_offset, max_timestamp_ms = self.base_offset, NO_TIMESTAMP
+        end_position = self.size_bytes
+        for position, header in self._headers_from_entry(*self.offset_index.last_entry()):
             if position + header.size_bytes > end_position:
                 raise LogError(f"{self.file.path}: batch at {position} runs past the end")
-            self.max_timestamp_ms = max(self.max_timestamp_ms, header.max_timestamp)
-            self.next_offset = header.last_offset + 1
-        self._bytes_since_last_index_entry = end_position - start
+            max_timestamp_ms = max(max_timestamp_ms, header.max_timestamp)
+            next_offset = header.last_offset + 1
+        self.next_offset = next_offset
+        # Read after the scan: it may have dropped index entries.
+        self.max_timestamp_ms = max(max_timestamp_ms, self.time_index.last_timestamp())
+        self._bytes_since_last_index_entry = end_position - self.offset_index.last_entry()[1]
         self.rolling_timestamp_ms = NO_TIMESTAMP
         if end_position > 0:
             self.rolling_timestamp_ms = next(self.iter_headers(0, end_position))[1].max_timestamp

@@ -1,11 +1,12 @@
 """The Kafka wire protocol, sans-IO: bytes in, kio entities out, and back.
 
 No sockets and no event loop here (the model is h11): the server reads a frame and
-hands its bytes to ``decode_request``; handlers describe responses as plain values
-that ``build_entity`` turns into the kio class of the requested version, and
-``encode_response`` makes the frame. Fetch responses are the exception:
-``encode_fetch_response`` writes them by hand as chunks, so record bytes go from the
-log to the socket without passing through an encoder.
+hands its bytes to ``decode_request``, which refuses what breaks the schema
+(``InvalidRequestError``, carrying the INVALID_REQUEST answer where the API has one);
+handlers describe responses as plain values that ``build_entity`` turns into the kio
+class of the requested version, and ``encode_response`` makes the frame. Fetch
+responses are the exception: ``encode_fetch_response`` writes them by hand as chunks,
+so record bytes go from the log to the socket without passing through an encoder.
 
 Everything here is pure or cached; safe from any thread.
 """
@@ -17,13 +18,17 @@ from tickwheel.protocol._codec import (
     VersionRange,
     decode_request,
     encode_api_versions_fallback,
+    encode_request,
     encode_response,
+    invalid_request_response,
+    request_header_bytes,
 )
 from tickwheel.protocol._errors import (
     FrameTooLargeError,
+    InvalidRequestError,
     MalformedFrameError,
     ProtocolError,
-    UndecodableRequestError,
+    TlsHandshakeError,
     UnknownApiKeyError,
     UnsupportedVersionError,
 )
@@ -55,11 +60,12 @@ __all__ = [
     "FetchResponseFrame",
     "FetchTopicData",
     "FrameTooLargeError",
+    "InvalidRequestError",
     "MalformedFrameError",
     "ProtocolError",
     "RecordsSource",
     "RequestKey",
-    "UndecodableRequestError",
+    "TlsHandshakeError",
     "UnknownApiKeyError",
     "UnsupportedVersionError",
     "VersionRange",
@@ -67,9 +73,12 @@ __all__ = [
     "decode_request",
     "encode_api_versions_fallback",
     "encode_fetch_response",
+    "encode_request",
     "encode_response",
+    "invalid_request_response",
     "peek_request_key",
     "read_frame_size",
+    "request_header_bytes",
     "request_schema",
     "response_schema",
     "size_prefix",

@@ -6,6 +6,14 @@ bytes of one response frame, size prefix included. Which API keys and versions a
 acceptable is the caller's table (the broker advertises what it handles), so this
 module knows nothing of handlers.
 
+A request is checked against the schema rules kio leaves to its caller
+(``_validate``): its counts and lengths before kio reads it, its nulls after, so a
+handler never meets a None its schema forbids and no count reserves memory the frame
+cannot fill. A request that fails to decode or fails those checks raises
+``InvalidRequestError`` carrying Kafka's answer, INVALID_REQUEST (42), built for any
+API whose response has a top-level error code (every other field null, empty or
+zero); the others have no way to say it, and their connection is closed.
+
 Response headers are written by hand: v0 is the correlation id, v1 adds an empty
 tagged-field section; kio's encoder is used for bodies. kio never writes a tagged
 field that holds its default value, which old librdkafka (before 2.2) cannot skip.
@@ -15,29 +23,36 @@ Stateless apart from the schema caches; safe from any thread.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 import struct
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16, i32
 from kio.static.protocol import Entity, RequestHeader, RequestPayload, ResponsePayload
 
 from tickwheel.protocol._build import build_entity
 from tickwheel.protocol._errors import (
-    UndecodableRequestError,
+    InvalidRequestError,
     UnknownApiKeyError,
     UnsupportedVersionError,
 )
-from tickwheel.protocol._framing import peek_request_key, size_prefix
+from tickwheel.protocol._framing import RequestKey, peek_request_key, size_prefix
 from tickwheel.protocol._schemas import reader_for, request_schema, response_schema, writer_for
+from tickwheel.protocol._validate import LengthError, check_lengths, null_field, without_none
 
 API_VERSIONS_KEY = 18
 # The response header of a flexible version carries a tagged-field section: empty.
 _EMPTY_TAGGED_FIELDS = b"\x00"
 _RESPONSE_HEADER_V0 = struct.Struct(">i")
-_FRAME_WITH_HEADER_V0 = struct.Struct(">ii")
+# Zero values of the field types that are not numbers (numbers, durations and
+# timestamps are 0, which ``build_entity`` coerces).
+_EMPTY_BY_KAFKA_TYPE: dict[object, object] = {"string": "", "bytes": b"", "bool": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +90,12 @@ class DecodedRequest:
 
 
 def decode_request(frame: bytes, supported: Mapping[int, VersionRange]) -> DecodedRequest:
-    """Decode one request frame whose API key and version are in ``supported``."""
+    """Decode one request frame whose API key and version are in ``supported``.
+
+    Raises ``InvalidRequestError`` (with the INVALID_REQUEST answer, when the API has
+    one) for a request that does not decode, announces a count or length past its end,
+    or holds a null its schema forbids.
+    """
     key = peek_request_key(frame)
     versions = supported.get(key.api_key)
     if versions is None:
@@ -90,15 +110,58 @@ def decode_request(frame: bytes, supported: Mapping[int, VersionRange]) -> Decod
     # Any failure to decode untrusted bytes, whatever kio raises, means the same thing.
     try:
         header, header_size = reader_for(header_cls)(frame, 0)
+        # Before kio reads the body: it reserves memory for each count it reads.
+        check_lengths(body_cls, frame, header_size)
         body, _ = reader_for(body_cls)(frame, header_size)
+    except LengthError as exc:
+        raise _invalid_request(key, str(exc)) from exc
     except Exception as exc:
-        raise UndecodableRequestError(
-            f"api_key={key.api_key} v{key.api_version} does not decode: {exc!r}"
-        ) from exc
+        raise _invalid_request(key, f"does not decode: {exc!r}") from exc
+    null = null_field(body)
+    if null is not None:
+        raise _invalid_request(key, f"non-nullable field {null} is null")
     # Bytes after the body are ignored, as Kafka's generated readers do: librdkafka 2.16
     # ends its Metadata v12 request with three bytes the schema does not have.
     # The readers were chosen by ``body_cls`` and its own header schema, so they made these.
     return DecodedRequest(header=cast(RequestHeader, header), body=cast(RequestPayload, body))
+
+
+def _invalid_request(key: RequestKey, reason: str) -> InvalidRequestError:
+    name = request_schema(key.api_key, key.api_version).__name__
+    return InvalidRequestError(
+        f"{name} v{key.api_version} (api_key={key.api_key}, correlation_id="
+        f"{key.correlation_id}) {reason}",
+        invalid_request_response(key),
+    )
+
+
+def invalid_request_response(key: RequestKey) -> bytes | None:
+    """The INVALID_REQUEST answer to the request ``key`` names, if its response can carry
+    one (a top-level ``error_code``, every other field empty); else None."""
+    cls = response_schema(key.api_key, key.api_version)
+    if "error_code" not in {field.name for field in dataclasses.fields(cls)}:
+        return None
+    values = {**_empty_values(cls), "error_code": ErrorCode.invalid_request}
+    return encode_response(key.correlation_id, build_entity(cls, values))
+
+
+@functools.cache
+def _empty_values(cls: type[Entity]) -> Mapping[str, Any]:
+    """A value for every field of ``cls`` without a default: null, empty, or zero."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if field.default is not dataclasses.MISSING:
+            continue
+        tp, nullable = without_none(field.type)
+        if nullable:
+            values[field.name] = None
+        elif typing.get_origin(tp) is tuple:
+            values[field.name] = ()
+        elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            values[field.name] = _empty_values(tp)
+        else:
+            values[field.name] = _EMPTY_BY_KAFKA_TYPE.get(field.metadata.get("kafka_type"), 0)
+    return values
 
 
 def response_header_bytes(correlation_id: int, *, flexible_header: bool) -> bytes:
@@ -120,6 +183,37 @@ def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:
     header = response_header_bytes(
         correlation_id, flexible_header=uses_flexible_header(type(response))
     )
+    return size_prefix(len(header) + len(body)) + header + body
+
+
+def request_header_bytes(
+    api_key: int, api_version: int, correlation_id: int, *, client_id: str
+) -> bytes:
+    """The request header for ``api_key`` at ``api_version`` (v2 for flexible versions)."""
+    header_cls: Any = request_schema(api_key, api_version).__header_schema__
+    header = header_cls(
+        request_api_key=i16(api_key),
+        request_api_version=i16(api_version),
+        correlation_id=i32(correlation_id),
+        client_id=client_id,
+    )
+    buffer = io.BytesIO()
+    writer_for(header_cls)(buffer, header)
+    return buffer.getvalue()
+
+
+def encode_request(correlation_id: int, request: RequestPayload, *, client_id: str) -> bytes:
+    """One request frame, size prefix included (the client side: tests, broker to broker)."""
+    request_cls = type(request)
+    header = request_header_bytes(
+        int(request_cls.__api_key__),
+        int(request_cls.__version__),
+        correlation_id,
+        client_id=client_id,
+    )
+    buffer = io.BytesIO()
+    writer_for(request_cls)(buffer, request)
+    body = buffer.getvalue()
     return size_prefix(len(header) + len(body)) + header + body
 
 

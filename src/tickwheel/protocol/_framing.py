@@ -6,6 +6,11 @@ API version and the correlation id (bytes 0-7 after the size), so they can be re
 before the schema is known; that is what lets the server close a bad connection with
 a log line naming the request, and answer ApiVersions at a version it cannot decode.
 
+A client configured for SSL that connects to a PLAINTEXT listener sends a TLS record
+first: content type 22 (handshake), then version 3.x. Read as a size, those bytes
+announce about 369 MB, more than ``socket.request.max.bytes`` allows; before saying
+"too large", ``read_frame_size`` looks whether they are such a record and says so.
+
 Stateless; safe from any thread.
 """
 
@@ -14,13 +19,16 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from tickwheel.protocol._errors import FrameTooLargeError, MalformedFrameError
+from tickwheel.protocol._errors import FrameTooLargeError, MalformedFrameError, TlsHandshakeError
 
 SIZE_PREFIX_BYTES = 4
 # api_key int16, api_version int16, correlation_id int32: common to request headers v1/v2.
 _HEADER_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 MIN_REQUEST_FRAME_BYTES = _HEADER_PREFIX.size
+_TLS_HANDSHAKE_RECORD = 0x16
+_TLS_MAJOR_VERSION = 0x03
+_TLS_MAX_MINOR_VERSION = 0x04  # SSL 3.0 is 3.0, TLS 1.0-1.3 are 3.1-3.4
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +46,24 @@ def read_frame_size(prefix: bytes, max_frame_bytes: int) -> int:
     if size < MIN_REQUEST_FRAME_BYTES:
         raise MalformedFrameError(f"frame of {size} bytes is shorter than a request header")
     if size > max_frame_bytes:
+        if _is_tls_handshake(prefix):
+            raise TlsHandshakeError(
+                f"a TLS handshake record (0x{prefix[:3].hex()}), not a Kafka request"
+            )
         raise FrameTooLargeError(
             f"frame of {size} bytes exceeds socket.request.max.bytes={max_frame_bytes}"
         )
     return size
+
+
+def _is_tls_handshake(prefix: bytes) -> bool:
+    """Whether ``prefix`` starts like a TLS handshake record (a ClientHello)."""
+    return (
+        len(prefix) >= 3
+        and prefix[0] == _TLS_HANDSHAKE_RECORD
+        and prefix[1] == _TLS_MAJOR_VERSION
+        and prefix[2] <= _TLS_MAX_MINOR_VERSION
+    )
 
 
 def peek_request_key(frame: bytes | memoryview) -> RequestKey:

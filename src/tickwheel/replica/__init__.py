@@ -14,6 +14,7 @@ from tickwheel.replica._delayed_delete_records import DelayedDeleteRecords
 from tickwheel.replica._delayed_fetch import DelayedFetch
 from tickwheel.replica._delayed_produce import DelayedProduce
 from tickwheel.replica._fetcher import (
+    EpochEndOffset,
     FetcherConfig,
     FetchTransport,
     FollowerFetchPartition,
@@ -25,7 +26,7 @@ from tickwheel.replica._fetcher import (
 from tickwheel.replica._isr import IsrManager, IsrWriter
 from tickwheel.replica._leader_and_isr import NO_LEADER, LeaderAndIsr
 from tickwheel.replica._leadership import become_follower, become_leader
-from tickwheel.replica._log_manager import LogManager
+from tickwheel.replica._log_manager import LogDirError, LogManager, check_log_dir
 from tickwheel.replica._manager import PurgatoryConfig, ReplicaManager
 from tickwheel.replica._partition import OffsetSnapshot, Partition, PartitionError, ReplicaState
 from tickwheel.replica._types import (
@@ -55,6 +56,7 @@ __all__ = [
     "DelayedFetch",
     "DelayedProduce",
     "DeleteRecordsPartitionResult",
+    "EpochEndOffset",
     "FetchIsolation",
     "FetchParams",
     "FetchPartitionResult",
@@ -66,6 +68,7 @@ __all__ = [
     "IsrManager",
     "IsrWriter",
     "LeaderAndIsr",
+    "LogDirError",
     "LogManager",
     "OffsetSnapshot",
     "Partition",
@@ -80,5 +83,6 @@ __all__ = [
     "TopicPartition",
     "become_follower",
     "become_leader",
+    "check_log_dir",
     "is_internal_topic",
 ]

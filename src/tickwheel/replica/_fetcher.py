@@ -21,6 +21,15 @@ that cannot be reached delays them all as long.
 A fetch offset out of the leader's range restarts the local log at the leader's log
 start (its records were deleted) or cuts it back to the leader's high watermark.
 
+Before its first fetch from a leader (a new leader, a new epoch, a restart), a
+partition is truncated where its log and the leader's part (Kafka's KIP-101/279): an
+OffsetsForLeaderEpoch asks the leader where this replica's latest leader epoch ends
+on its log; the log is cut to that offset, or, when the leader only knows an older
+epoch, to where both logs end that older epoch. Records a dead leader appended but
+never replicated are so removed from a replica that rejoins, and every in-sync
+replica holds the same bytes up to the high watermark. A log with no epochs (empty)
+has nothing to cut; a leader that cannot answer is asked again after the backoff.
+
 The network is behind ``FetchTransport`` (the cluster layer speaks the Kafka protocol
 over TCP), so this module is the replication logic only.
 
@@ -40,12 +49,16 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel._ratelimit import RateLimitedLog
 from tickwheel.log import LogError
 from tickwheel.replica._manager import ReplicaManager
 from tickwheel.replica._partition import Partition
 from tickwheel.replica._types import TopicPartition
 
 _log = logging.getLogger(__name__)
+# A leader that stays unreachable, or keeps answering an error, is logged with backoff
+# and a count, not once per replica.fetch.backoff.ms.
+_repeated = RateLimitedLog(_log)
 _MS_PER_S = 1000.0
 
 
@@ -83,6 +96,15 @@ class FollowerFetchRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """A leader's answer to OffsetsForLeaderEpoch for one partition."""
+
+    error_code: int
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class FollowerFetchResult:
     """What the leader answered for one partition."""
 
@@ -99,6 +121,12 @@ class FetchTransport(Protocol):
         self, leader_id: int, request: FollowerFetchRequest
     ) -> Mapping[TopicPartition, FollowerFetchResult]:
         """The leader's answer; raises ``OSError`` (or ``TimeoutError``) if unreachable."""
+        ...
+
+    async def end_offsets_for_epochs(
+        self, leader_id: int, replica_id: int, epochs: Mapping[TopicPartition, tuple[int, int]]
+    ) -> Mapping[TopicPartition, EpochEndOffset]:
+        """OffsetsForLeaderEpoch: per partition (current leader epoch, epoch asked about)."""
         ...
 
     async def disconnect(self, leader_id: int) -> None:
@@ -123,16 +151,19 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, int] = {}
         """Followed partitions -> the leader epoch they are followed at."""
         self._delayed_until_s: dict[TopicPartition, float] = {}
+        self._truncating: set[TopicPartition] = set()
         self._task: asyncio.Task[None] | None = None
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
-        """Fetch ``tp`` at ``leader_epoch`` from the next request on, without delay."""
+        """Fetch ``tp`` at ``leader_epoch``, after truncating it, without delay."""
         self.partitions[tp] = leader_epoch
+        self._truncating.add(tp)
         self._delayed_until_s.pop(tp, None)
 
     def remove(self, tp: TopicPartition) -> None:
         """Stop fetching ``tp``."""
         self.partitions.pop(tp, None)
+        self._truncating.discard(tp)
         self._delayed_until_s.pop(tp, None)
 
     def start(self) -> None:
@@ -154,6 +185,20 @@ class ReplicaFetcher:
         loop = asyncio.get_running_loop()
         backoff_s = self._config.backoff_ms / _MS_PER_S
         while True:
+            if self._truncating:
+                try:
+                    await self._truncate()
+                except (OSError, TimeoutError, EOFError) as exc:
+                    _repeated.log(
+                        logging.WARNING,
+                        ("unreachable", self.leader_id),
+                        "asking leader %d where our epochs end failed: %r; backing off",
+                        self.leader_id,
+                        exc,
+                    )
+                    await self._transport.disconnect(self.leader_id)
+                    await asyncio.sleep(backoff_s)
+                    continue
             now_s = loop.time()
             request = self._build_request(now_s)
             if not request.partitions:
@@ -163,18 +208,78 @@ class ReplicaFetcher:
             try:
                 results = await self._transport.fetch(self.leader_id, request)
             except (OSError, TimeoutError, EOFError) as exc:
-                _log.warning("fetch from leader %d failed: %r; backing off", self.leader_id, exc)
+                _repeated.log(
+                    logging.WARNING,
+                    ("unreachable", self.leader_id),
+                    "fetch from leader %d failed: %r; backing off",
+                    self.leader_id,
+                    exc,
+                )
                 await self._transport.disconnect(self.leader_id)
                 await asyncio.sleep(backoff_s)
                 continue
             for tp in self._process(request, results):
                 self._delayed_until_s[tp] = loop.time() + backoff_s
 
+    async def _truncate(self) -> None:
+        """Cut each partition awaiting truncation where its log and the leader's part."""
+        asked: dict[TopicPartition, tuple[int, int]] = {}
+        for tp in list(self._truncating):
+            partition = self._replica_manager.get_partition(tp)
+            latest = None if partition is None or partition.offline else partition.log.latest_epoch
+            if latest is None:
+                # Nothing here (or nothing readable): no epoch to agree on.
+                self._truncating.discard(tp)
+            else:
+                asked[tp] = (self.partitions[tp], latest)
+        if not asked:
+            return
+        answers = await self._transport.end_offsets_for_epochs(
+            self.leader_id, self._replica_manager.broker_id, asked
+        )
+        for tp, (leader_epoch, _) in asked.items():
+            answer = answers.get(tp)
+            partition = self._replica_manager.get_partition(tp)
+            if tp not in self._truncating or self.partitions.get(tp) != leader_epoch:
+                continue  # Removed or re-added meanwhile: asked again if needed.
+            if answer is None or answer.error_code != ErrorCode.none or partition is None:
+                continue  # The next round asks again.
+            self._truncating.discard(tp)
+            self._cut(partition, answer)
+
+    def _cut(self, partition: Partition, answer: EpochEndOffset) -> None:
+        log = partition.log
+        if answer.end_offset < 0:
+            # The leader holds no epoch this old: keep what is known to be committed.
+            offset = log.high_watermark
+        else:
+            # Where this log ends the leader's epoch (or the last one before it).
+            _, own_end = log.end_offset_for_epoch(answer.leader_epoch)
+            offset = answer.end_offset if own_end < 0 else min(answer.end_offset, own_end)
+        if offset < log.log_end_offset:
+            _log.info(
+                "%s: truncating from %d to %d, where leader %d's log parts from ours (epoch %d)",
+                partition.topic_partition,
+                log.log_end_offset,
+                offset,
+                self.leader_id,
+                answer.leader_epoch,
+            )
+            try:
+                log.truncate_to(offset)
+            except (LogError, OSError) as exc:
+                self._replica_manager.handle_storage_error(partition.topic_partition, exc)
+
     def _build_request(self, now_s: float) -> FollowerFetchRequest:
         partitions = []
         for tp, epoch in self.partitions.items():
             partition = self._replica_manager.get_partition(tp)
-            if partition is None or self._delayed_until_s.get(tp, 0.0) > now_s:
+            if (
+                partition is None
+                or partition.offline
+                or tp in self._truncating
+                or self._delayed_until_s.get(tp, 0.0) > now_s
+            ):
                 continue
             log = partition.log
             partitions.append(
@@ -221,7 +326,9 @@ class ReplicaFetcher:
             self._handle_out_of_range(partition, sent, result)
             return True
         if result.error_code != ErrorCode.none:
-            _log.info(
+            _repeated.log(
+                logging.INFO,
+                ("error", self.leader_id, tp, result.error_code),
                 "leader %d answered %s for %s; backing off",
                 self.leader_id,
                 ErrorCode(result.error_code).name,
@@ -235,8 +342,9 @@ class ReplicaFetcher:
             log.maybe_increment_high_watermark(min(result.high_watermark, log.log_end_offset))
             if log.log_start_offset < result.log_start_offset <= log.high_watermark:
                 log.delete_records_before(result.log_start_offset)
-        except LogError as exc:
+        except (LogError, OSError) as exc:
             _log.error("cannot append the leader's records to %s: %s", tp, exc)
+            self._replica_manager.handle_storage_error(tp, exc)
             return False
         return True
 

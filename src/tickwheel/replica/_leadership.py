@@ -1,13 +1,15 @@
 """Leader and follower transitions of a hosted partition (Kafka's ``makeLeader`` /
 ``makeFollower``), from a ``LeaderAndIsr`` the cluster decided.
 
-- ``become_leader``: open (or create) the log; take the leader epoch, the assigned
-  replicas and the ISR; keep a ``ReplicaState`` per follower. The high watermark
-  stays where this log had it and moves once the followers report their log ends.
+- ``become_leader``: open (or create) the log; take the leader epoch (recorded in the
+  log's leader-epoch cache as starting at its log end), the assigned replicas and the
+  ISR; keep a ``ReplicaState`` per follower. The high watermark
+  starts where this log had it (its checkpoint, which may lag) and moves once the
+  followers report their log ends; an ISR of this broker alone raises it to its log
+  end at once.
 - ``become_follower``: open (or create) the log and record who leads at which epoch;
-  the log is not truncated, since without a change of leader a follower's log is
-  always a prefix of its leader's (leader failover, a later step, will have to cut
-  a follower back to where its log and the new leader's agree before it fetches).
+  the fetcher then truncates the log to where it and the leader's agree
+  (OffsetsForLeaderEpoch) before it fetches.
 
 Either way every operation waiting on the partition is woken: a produce or fetch
 that waited for this broker as leader must learn that it no longer is one.
@@ -30,7 +32,7 @@ from tickwheel.replica._types import TopicPartition
 def _hosted(
     replica_manager: ReplicaManager, tp: TopicPartition, log_config: LogConfig
 ) -> Partition:
-    return replica_manager.make_leader(
+    return replica_manager.host_partition(
         tp, log_config, min_insync_replicas=log_config.min_insync_replicas
     )
 
@@ -59,6 +61,7 @@ def become_leader(
     partition.remote_replicas = {
         broker_id: ReplicaState(broker_id) for broker_id in replicas if broker_id != local
     }
+    partition.start_leader_epoch()
     partition.maybe_increment_leader_hw()
     _wake(replica_manager, tp)
     return partition

@@ -15,7 +15,12 @@ The path of a produce and a fetch below the API handlers (DESIGN.md §4):
 The events that wake them (Kafka's ``tryCompleteDelayedRequests``): an append wakes
 fetches on its partition (followers wait for the LEO); a high-watermark increase wakes
 produces, fetches and delete-records on it; a follower's fetch may move the HW; a
-leadership change or a deleted partition wakes everything on it.
+leadership change, a deleted partition or a failed log directory wakes everything on it.
+
+Storage failures: an I/O error from a log (a full disk, a failing device) takes its
+whole log directory offline through the ``LogManager``; every partition in it is
+marked offline and answers KAFKA_STORAGE_ERROR from then on, while the partitions of
+the other directories go on serving (Kafka's ``handleLogDirFailure``).
 
 Three purgatories, named as Kafka's (``Produce``, ``Fetch``, ``DeleteRecords``), each
 with its own ``SystemTimer`` run by an ``AsyncioTimerDriver`` with an
@@ -38,7 +43,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.log import LogConfig, LogError
+from tickwheel.log import LogConfig, LogError, LogStorageError
 from tickwheel.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from tickwheel.replica._delayed_delete_records import (
     DelayedDeleteRecords,
@@ -51,7 +56,7 @@ from tickwheel.replica._delayed_produce import (
     ProduceCallback,
     ProducePartitionStatus,
 )
-from tickwheel.replica._log_manager import LogManager
+from tickwheel.replica._log_manager import LogManager, storage_failure
 from tickwheel.replica._partition import Partition, PartitionError
 from tickwheel.replica._types import (
     ACKS_ALL,
@@ -101,12 +106,15 @@ class ReplicaManager:
     def __init__(
         self,
         broker_id: int,
-        log_dir: Path,
+        log_dirs: Sequence[Path],
         purgatory_config: PurgatoryConfig | None = None,
     ) -> None:
         config = purgatory_config or PurgatoryConfig()
         self.broker_id = broker_id
-        self.log_manager = LogManager(log_dir)
+        self.log_manager = LogManager(log_dirs, self._take_offline)
+        # Told of each failed log directory after its partitions went offline (the
+        # cluster reports them).
+        self.log_dir_failure_listener: Callable[[Path, list[TopicPartition]], None] | None = None
         # Told of every follower fetch after its read (the cluster's ISR bookkeeping).
         self.follower_fetch_listener: Callable[[Partition, int, int], None] | None = None
         # Whether a partition not hosted here exists in the cluster: then a request for
@@ -171,14 +179,21 @@ class ReplicaManager:
 
     def not_hosted_error(self, tp: TopicPartition) -> ErrorCode:
         """The error for a request on ``tp``, which this broker does not host."""
+        if self.log_manager.is_offline(tp):
+            return ErrorCode.kafka_storage_error
         if self.partition_exists is not None and self.partition_exists(tp):
             return ErrorCode.not_leader_or_follower
         return ErrorCode.unknown_topic_or_partition
 
-    def make_leader(
+    def host_partition(
         self, tp: TopicPartition, log_config: LogConfig, *, min_insync_replicas: int = 1
     ) -> Partition:
-        """Host ``tp`` as its leader, opening or creating its log."""
+        """Host ``tp``, opening (recovering) or creating its log; its HW is left as loaded.
+
+        A newly hosted partition starts as this broker's alone; the cluster's
+        ``become_leader`` and ``become_follower`` then give it its real shape. Raises
+        ``LogStorageError`` when its log directory is offline or fails now.
+        """
         partition = self._partitions.get(tp)
         if partition is None:
             log = self.log_manager.get_or_create_log(tp, log_config)
@@ -187,6 +202,21 @@ class ReplicaManager:
             )
             self._partitions[tp] = partition
             # A leadership change wakes every operation waiting on the partition.
+            self._complete_delayed_requests(tp)
+        return partition
+
+    def make_leader(
+        self, tp: TopicPartition, log_config: LogConfig, *, min_insync_replicas: int = 1
+    ) -> Partition:
+        """Lead ``tp`` as its only replica (a single broker), hosting it if needed.
+
+        As Kafka's ``makeLeader``, the high watermark is raised to what the ISR holds,
+        here this broker's whole log: every record acknowledged before a crash is
+        readable again at once, however far the HW checkpoint lagged.
+        """
+        partition = self.host_partition(tp, log_config, min_insync_replicas=min_insync_replicas)
+        partition.start_leader_epoch()
+        if partition.maybe_increment_leader_hw():
             self._complete_delayed_requests(tp)
         return partition
 
@@ -203,6 +233,7 @@ class ReplicaManager:
         partition = self._partitions[tp]
         partition.leader_id = self.broker_id
         partition.leader_epoch += 1
+        partition.start_leader_epoch()
         partition.isr = {self.broker_id, *partition.remote_replicas}
         self._complete_delayed_requests(tp)
         return partition.leader_epoch
@@ -212,12 +243,28 @@ class ReplicaManager:
         self._partitions[tp].offline = True
         self._complete_delayed_requests(tp)
 
+    def handle_storage_error(self, tp: TopicPartition, error: BaseException) -> None:
+        """Take ``tp``'s log directory offline if ``error`` is an I/O failure of it."""
+        cause = storage_failure(error)
+        log_dir = self.log_manager.dir_of(tp)
+        if cause is not None and log_dir is not None:
+            self.log_manager.fail_dir(log_dir, cause)
+
+    def _take_offline(self, log_dir: Path, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            if tp in self._partitions:
+                self.mark_offline(tp)
+        if self.log_dir_failure_listener is not None:
+            self.log_dir_failure_listener(log_dir, tps)
+
     def delete_partitions(self, tps: Iterable[TopicPartition]) -> None:
         """Stop hosting ``tps`` and delete their logs; waiting operations complete."""
         for tp in tps:
-            if self._partitions.pop(tp, None) is None:
+            partition = self._partitions.pop(tp, None)
+            if partition is None:
                 continue
-            self.log_manager.delete_log(tp)
+            if not partition.offline:
+                self.log_manager.delete_log(tp)
             self._complete_delayed_requests(tp)
 
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
@@ -279,8 +326,8 @@ class ReplicaManager:
             info, hw_moved = partition.append_records_to_leader(records, required_acks)
         except PartitionError as exc:
             return ProducePartitionResult(exc.error_code, error_message=str(exc)), _NO_OFFSET
-        except LogError as exc:
-            error = ErrorCode(exc.error_code)
+        except (LogError, OSError) as exc:
+            error = self._log_failure(tp, exc)
             return ProducePartitionResult(error, error_message=str(exc)), _NO_OFFSET
         if hw_moved:
             self._complete_delayed_requests(tp)
@@ -376,9 +423,9 @@ class ReplicaManager:
             )
         except PartitionError as exc:
             return FetchPartitionResult(exc.error_code)
-        except LogError as exc:
+        except (LogError, OSError) as exc:
             return FetchPartitionResult(
-                ErrorCode(exc.error_code),
+                self._log_failure(tp, exc),
                 high_watermark=log.high_watermark,
                 last_stable_offset=partition.last_stable_offset(),
                 log_start_offset=log.log_start_offset,
@@ -439,6 +486,17 @@ class ReplicaManager:
             return DeleteRecordsPartitionResult(ErrorCode.offset_out_of_range)
         try:
             log.delete_records_before(target)
-        except LogError as exc:
-            return DeleteRecordsPartitionResult(ErrorCode(exc.error_code))
+        except (LogError, OSError) as exc:
+            return DeleteRecordsPartitionResult(self._log_failure(tp, exc))
         return DeleteRecordsPartitionResult(ErrorCode.none, low_watermark=target)
+
+    def _log_failure(self, tp: TopicPartition, error: LogError | OSError) -> ErrorCode:
+        """The error code for a log operation on ``tp`` that raised ``error``.
+
+        An I/O failure takes the log's directory offline first; a log error carries
+        its own Kafka code.
+        """
+        self.handle_storage_error(tp, error)
+        if isinstance(error, OSError):
+            return ErrorCode(LogStorageError.error_code)
+        return ErrorCode(error.error_code)

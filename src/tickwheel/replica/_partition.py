@@ -124,6 +124,11 @@ class Partition:
         info = self.log.append_as_leader(records, self.leader_epoch)
         return info, self.maybe_increment_leader_hw()
 
+    def start_leader_epoch(self) -> None:
+        """Record that this broker's leader epoch starts at its log end (Kafka's
+        ``makeLeader``), so OffsetsForLeaderEpoch answers it before anything is written."""
+        self.log.maybe_assign_epoch_start_offset(self.leader_epoch, self.log.log_end_offset)
+
     def maybe_increment_leader_hw(self) -> bool:
         """Move the HW to the minimum LEO over the ISR if that is higher; True if moved."""
         end = self.log.log_end_offset
@@ -163,7 +168,7 @@ class Partition:
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> bool:
         """Record a follower's LEO from its fetch; True if that moved the HW."""
         replica = self.remote_replicas.get(replica_id)
-        if replica is None or not self.is_leader:
+        if replica is None or not self.is_leader or self.offline:
             return False
         replica.log_end_offset = fetch_offset
         return self.maybe_increment_leader_hw()

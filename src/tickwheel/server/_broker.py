@@ -1,14 +1,21 @@
 """``Broker`` and ``BackgroundBroker``: a running single-node Kafka-compatible broker.
 
-``Broker`` is the asyncio server: ``async with Broker(config) as broker`` opens the
-log directory (recovering every partition and the topic registry), starts the
-purgatories' timer drivers, listens on the configured ``PLAINTEXT`` listener (port 0
-takes a free port; ``bootstrap_servers`` tells which), optionally serves metrics, and
-runs two housekeeping loops: retention and flushing every
-``log.retention.check.interval.ms``, and closing connections idle for longer than
-``connections.max.idle.ms``. ``stop`` stops listening, closes every connection (a
-request waiting in a purgatory is dropped with its connection, as when Kafka shuts
-down), then flushes and closes the logs, which write their checkpoints.
+``Broker`` is the asyncio server: ``async with Broker(config) as broker`` checks that
+every ``log.dirs`` entry is a usable directory (``LogDirError`` otherwise), opens the
+logs in them (recovering every partition; the topic registry lives in the first),
+starts the purgatories' timer drivers, listens on the configured ``PLAINTEXT``
+listener (port 0 takes a free port; ``bootstrap_servers`` tells which), optionally
+serves metrics, and runs the housekeeping loops: retention and flushing every
+``log.retention.check.interval.ms``; the high watermark checkpoints every
+``replica.high.watermark.checkpoint.interval.ms``, the recovery point checkpoints every
+``log.flush.offset.checkpoint.interval.ms`` and the log start checkpoints every
+``log.flush.start.offset.checkpoint.interval.ms`` (on a worker thread, since they
+fsync; a failed write takes its log directory offline); and
+closing connections idle for longer than ``connections.max.idle.ms``. ``stop`` stops
+listening, closes every connection (a request waiting in a purgatory is dropped with
+its connection, as when Kafka shuts down), then flushes and closes the logs, which
+write their checkpoints. In a cluster, ``stop`` first hands this broker's leaderships
+to other in-sync replicas (Kafka's controlled shutdown).
 
 ``BackgroundBroker`` runs a ``Broker`` on an event loop in its own thread, for
 synchronous programs and tests: ``with BackgroundBroker(config) as broker``.
@@ -30,13 +37,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from tickwheel.replica import PurgatoryConfig, ReplicaManager
+from tickwheel.log import Log, LogError
+from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig
 from tickwheel.server._connection import Connection, ConnectionProtocol
 from tickwheel.server._context import BrokerContext, Endpoint
 from tickwheel.server._dispatch import Dispatcher
 from tickwheel.server._listener import Listener
+from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics, serve_metrics
 from tickwheel.server._topics import TopicRegistry
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
@@ -66,11 +75,18 @@ class Broker:
         self._housekeeping: list[asyncio.Task[None]] = []
         self._endpoint = Endpoint(_LOOPBACK, 0)
         self._metrics_port = -1
+        # Request bytes being read or served, over all connections (queued.max.request.bytes).
+        self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """The log directories, as ``log.dirs`` lists them."""
+        return [Path(entry.strip()) for entry in self.config.log_dirs.split(",") if entry.strip()]
 
     @property
     def log_dir(self) -> Path:
-        """The log directory (the first of ``log.dirs``)."""
-        return Path(self.config.log_dirs.split(",")[0].strip())
+        """The first log directory, which also holds the topic registry."""
+        return self.log_dirs[0]
 
     @property
     def bootstrap_servers(self) -> str:
@@ -106,11 +122,11 @@ class Broker:
     async def start(self) -> None:
         """Open the logs, then listen."""
         config = self.config
-        if "," in config.log_dirs:
-            _log.warning("only the first of log.dirs is used: %s", self.log_dir)
+        for log_dir in self.log_dirs:
+            check_log_dir(log_dir)
         replica_manager = ReplicaManager(
             config.broker_id,
-            self.log_dir,
+            self.log_dirs,
             PurgatoryConfig(
                 produce_purge_interval_requests=config.producer_purgatory_purge_interval_requests,
                 fetch_purge_interval_requests=config.fetch_purgatory_purge_interval_requests,
@@ -126,7 +142,10 @@ class Broker:
             on_disk[tp.topic] = max(on_disk.get(tp.topic, 0), tp.partition + 1)
         for name, count in on_disk.items():
             topics.adopt(name, count)
-        metrics = BrokerMetrics(lambda: replica_manager.purgatories)
+        metrics = BrokerMetrics(
+            lambda: replica_manager.purgatories,
+            lambda: replica_manager.log_manager.offline_dir_count,
+        )
         context = BrokerContext(config, replica_manager, topics, metrics, SUPPORTED_VERSIONS)
         self._context = context
         cluster = join_cluster(context) if config.zookeeper_connect else None
@@ -152,6 +171,22 @@ class Broker:
             asyncio.create_task(
                 self._every(config.log_retention_check_interval_ms, self._log_maintenance)
             ),
+            *(
+                asyncio.create_task(
+                    self._every(interval_ms, functools.partial(self._checkpoint, write))
+                )
+                for interval_ms, write in (
+                    (
+                        config.replica_high_watermark_checkpoint_interval_ms,
+                        Log.checkpoint_high_watermark,
+                    ),
+                    (config.log_flush_offset_checkpoint_interval_ms, Log.checkpoint_recovery_point),
+                    (
+                        config.log_flush_start_offset_checkpoint_interval_ms,
+                        Log.checkpoint_log_start_offset,
+                    ),
+                )
+            ),
             asyncio.create_task(
                 self._every(
                     config.connections_max_idle_ms // _IDLE_CHECKS_PER_TIMEOUT,
@@ -160,12 +195,12 @@ class Broker:
             ),
         ]
         _log.info(
-            "tickwheel broker %d listening on %s:%d (advertised %s), log dir %s, %d topics",
+            "tickwheel broker %d listening on %s:%d (advertised %s), log dirs %s, %d topics",
             config.broker_id,
             host,
             bound_port,
             self._endpoint,
-            self.log_dir,
+            ",".join(map(str, self.log_dirs)),
             len(topics.topics),
         )
 
@@ -179,7 +214,9 @@ class Broker:
     def _accept(
         self, dispatcher: Dispatcher, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        connection = Connection(dispatcher, reader, writer, self.config.socket_request_max_bytes)
+        connection = Connection(
+            dispatcher, reader, writer, self.config.socket_request_max_bytes, self.memory_pool
+        )
         if self._listener is None:
             # Handed over while ``stop`` runs: nothing will serve it.
             connection.close()
@@ -189,16 +226,29 @@ class Broker:
         task.add_done_callback(self._connections.pop)
 
     @staticmethod
-    async def _every(interval_ms: int, action: Callable[[], None]) -> None:
+    async def _every(interval_ms: int, action: Callable[[], Awaitable[None] | None]) -> None:
         interval_s = max(interval_ms, 1) / _MS_PER_S
         while True:
             await asyncio.sleep(interval_s)
-            action()
+            pending = action()
+            if pending is not None:
+                await pending
 
     def _log_maintenance(self) -> None:
-        for partition in self.replica_manager.partitions.values():
-            partition.log.apply_retention()
-            partition.log.maybe_flush()
+        replica_manager = self.replica_manager
+        for tp, partition in list(replica_manager.partitions.items()):
+            if partition.offline:
+                continue
+            try:
+                partition.log.apply_retention()
+                partition.log.maybe_flush()
+            except (LogError, OSError) as error:
+                replica_manager.handle_storage_error(tp, error)
+
+    async def _checkpoint(self, write: Callable[[Log], None]) -> None:
+        log_manager = self.replica_manager.log_manager
+        failures = await asyncio.to_thread(log_manager.checkpoint, log_manager.logs(), write)
+        log_manager.fail_logs(failures)
 
     def _close_idle_connections(self) -> None:
         deadline_s = asyncio.get_running_loop().time() - (
@@ -214,6 +264,9 @@ class Broker:
         if self._stopped:
             return
         self._stopped = True
+        if self._context is not None and self._context.cluster is not None:
+            # Kafka's controlled shutdown: leaderships move while clients are served.
+            await self._context.cluster.controlled_shutdown()
         listener, self._listener = self._listener, None
         if listener is not None:
             # Returns once every socket it accepted reached ``_accept``, which closed it.

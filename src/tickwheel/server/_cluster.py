@@ -25,6 +25,7 @@ from tickwheel.cluster import (
     BrokerEndpoint,
     ClusterNode,
     ClusterSettings,
+    ControllerSettings,
     TopicExistsError,
     TopicMetadata,
     ZkSettings,
@@ -57,6 +58,15 @@ def cluster_settings(config: BrokerConfig) -> ClusterSettings:
             response_max_bytes=config.replica_fetch_response_max_bytes,
             backoff_ms=config.replica_fetch_backoff_ms,
         ),
+        controller=ControllerSettings(
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+            auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_seconds=config.leader_imbalance_check_interval_seconds,
+            leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+        ),
+        controlled_shutdown_enable=config.controlled_shutdown_enable,
+        controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
+        controlled_shutdown_retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
     )
 
 

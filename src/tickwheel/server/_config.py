@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tickwheel.coordinator import GroupConfig
+from tickwheel.coordinator import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR, GroupConfig
 
 _log = logging.getLogger(__name__)
 
@@ -71,6 +71,13 @@ class BrokerConfig:
     socket_request_max_bytes: int = field(
         default=104_857_600, metadata=_kafka("socket.request.max.bytes")
     )
+    # Kafka's default is -1, no bound: a few clients announcing large frames and
+    # sending them slowly hold that much memory until connections.max.idle.ms. Here the
+    # default is one largest request (socket.request.max.bytes): any request the broker
+    # accepts can be read, and frames being read or served never hold more than that.
+    queued_max_request_bytes: int = field(
+        default=104_857_600, metadata=_kafka("queued.max.request.bytes")
+    )
     connections_max_idle_ms: int = field(
         default=600_000, metadata=_kafka("connections.max.idle.ms")
     )
@@ -92,6 +99,28 @@ class BrokerConfig:
     )
     zookeeper_connection_timeout_ms: int = field(
         default=18_000, metadata=_kafka("zookeeper.connection.timeout.ms")
+    )
+    # Leader failover (the controller; tickwheel.cluster.ControllerSettings).
+    unclean_leader_election_enable: bool = field(
+        default=False, metadata=_kafka("unclean.leader.election.enable")
+    )
+    auto_leader_rebalance_enable: bool = field(
+        default=True, metadata=_kafka("auto.leader.rebalance.enable")
+    )
+    leader_imbalance_check_interval_seconds: int = field(
+        default=300, metadata=_kafka("leader.imbalance.check.interval.seconds")
+    )
+    leader_imbalance_per_broker_percentage: int = field(
+        default=10, metadata=_kafka("leader.imbalance.per.broker.percentage")
+    )
+    controlled_shutdown_enable: bool = field(
+        default=True, metadata=_kafka("controlled.shutdown.enable")
+    )
+    controlled_shutdown_max_retries: int = field(
+        default=3, metadata=_kafka("controlled.shutdown.max.retries")
+    )
+    controlled_shutdown_retry_backoff_ms: int = field(
+        default=5_000, metadata=_kafka("controlled.shutdown.retry.backoff.ms")
     )
     replica_fetch_wait_max_ms: int = field(
         default=500, metadata=_kafka("replica.fetch.wait.max.ms")
@@ -123,6 +152,15 @@ class BrokerConfig:
     )
     log_retention_check_interval_ms: int = field(
         default=300_000, metadata=_kafka("log.retention.check.interval.ms")
+    )
+    replica_high_watermark_checkpoint_interval_ms: int = field(
+        default=5_000, metadata=_kafka("replica.high.watermark.checkpoint.interval.ms")
+    )
+    log_flush_offset_checkpoint_interval_ms: int = field(
+        default=60_000, metadata=_kafka("log.flush.offset.checkpoint.interval.ms")
+    )
+    log_flush_start_offset_checkpoint_interval_ms: int = field(
+        default=60_000, metadata=_kafka("log.flush.start.offset.checkpoint.interval.ms")
     )
     # The group coordinator's settings; tickwheel.coordinator.GroupConfig holds the
     # defaults and reads these from ``as_properties()``.
@@ -157,6 +195,13 @@ class BrokerConfig:
     offsets_commit_timeout_ms: int = field(
         default=_GROUPS.offsets_commit_timeout_ms, metadata=_kafka("offsets.commit.timeout.ms")
     )
+    offsets_retention_minutes: int = field(
+        default=_GROUPS.offsets_retention_minutes, metadata=_kafka("offsets.retention.minutes")
+    )
+    offsets_retention_check_interval_ms: int = field(
+        default=_GROUPS.offsets_retention_check_interval_ms,
+        metadata=_kafka("offsets.retention.check.interval.ms"),
+    )
     cluster_id: str = field(default="tickwheel", metadata=_kafka("cluster.id"))
     # Not a Kafka property: Kafka exports metrics over JMX, tickwheel over HTTP in
     # Prometheus's format; -1 disables the endpoint, 0 picks a free port.
@@ -168,6 +213,8 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be at least 1")
         if self.socket_request_max_bytes < 1:
             raise ConfigError("socket.request.max.bytes must be positive")
+        if self.queued_max_request_bytes < 1 and self.queued_max_request_bytes != -1:
+            raise ConfigError("queued.max.request.bytes must be positive, or -1 for no bound")
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
@@ -187,6 +234,9 @@ class BrokerConfig:
                 _log.warning("ignoring unknown broker property %s", name)
                 continue
             values[target.name] = _parse(name, raw, target.default)
+        if values.get("zookeeper_connect") and "offsets_topic_replication_factor" not in values:
+            # Kafka's default; only a single broker keeps the 1 of its server.properties.
+            values["offsets_topic_replication_factor"] = CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR
         return cls(**values)
 
     @classmethod

@@ -10,14 +10,26 @@ acks=0 produce) gets the connection closed instead.
 Fetch responses arrive as chunks: fixed fields as ``bytes``, records as the log's
 ``FileRecordsSlice``. A small slice is read (``pread``) and written with the bytes
 around it; a slice of at least ``SENDFILE_MIN_BYTES`` goes from the page cache to the
-socket with ``loop.sendfile`` (``os.sendfile``), never through Python memory.
+socket with ``loop.sendfile`` (``os.sendfile``), never through Python memory. A
+response whose client has gone (the transport is closing) is dropped quietly.
 
-A frame larger than ``socket.request.max.bytes``, an unknown API key, an unadvertised
-version or an undecodable body is logged and the connection closed; the broker and
-its other connections go on. An unexpected error in a handler is logged with its
-traceback and closes only this connection, too.
+Memory: before reading a frame's body, the connection reserves the size its prefix
+announced in the broker's ``MemoryPool`` (``queued.max.request.bytes``) and gives it
+back once the request is answered. While the pool cannot grant it, the connection
+reads nothing more (asyncio's stream stops reading the socket once its small buffer
+is full), as Kafka mutes a channel when its memory pool runs out.
 
-Concurrency: each connection runs as one task on the broker's event loop.
+Clients that send garbage: a request that breaks its schema is answered
+INVALID_REQUEST where the API has a top-level error code (the connection goes on),
+and otherwise closes the connection; so do a frame larger than
+``socket.request.max.bytes``, an unknown API key, an unadvertised version, and a TLS
+handshake sent to this PLAINTEXT listener. Each is one WARNING line with the client's
+address and the reason, rate-limited per client host (``RateLimitedLog``), never a
+traceback: the broker and its other connections go on. An unexpected error in a
+handler is a bug: it is logged with its traceback and closes only this connection.
+
+Concurrency: each connection runs as one task on the broker's event loop; the
+``MemoryPool`` is shared by the broker's connections on that loop.
 """
 
 from __future__ import annotations
@@ -28,17 +40,24 @@ import logging
 from collections.abc import Callable
 from typing import cast
 
+from tickwheel._ratelimit import RateLimitedLog
 from tickwheel.log import FileRecordsSlice
 from tickwheel.protocol import (
     SIZE_PREFIX_BYTES,
     FetchResponseFrame,
+    InvalidRequestError,
     ProtocolError,
+    TlsHandshakeError,
     read_frame_size,
 )
 from tickwheel.server._dispatch import Dispatcher
+from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server.apis import CloseConnectionError, Response
 
 _log = logging.getLogger(__name__)
+# Misbehaving clients, one key per client host: a client that reconnects and sends
+# the same garbage again gets one line with a count, not one line per connection.
+_client_errors = RateLimitedLog(_log)
 
 SENDFILE_MIN_BYTES = 64 * 1024
 """Slices smaller than this are read and written: a ``loop.sendfile`` call costs more
@@ -50,6 +69,10 @@ def _shrunk(records: FileRecordsSlice, got_bytes: int) -> CloseConnectionError:
         f"a fetched slice shrank from {records.length} to {got_bytes} bytes before it was "
         "sent (the log was truncated under it); the frame is broken, so the connection closes"
     )
+
+
+def _client_gone() -> ConnectionResetError:
+    return ConnectionResetError("the client closed the connection before its answer was sent")
 
 
 def _slice_bytes(records: FileRecordsSlice) -> bytes:
@@ -115,13 +138,20 @@ class Connection:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         max_request_bytes: int,
+        memory_pool: MemoryPool,
     ) -> None:
         self._dispatcher = dispatcher
         self._reader = reader
         self._writer = writer
         self._max_request_bytes = max_request_bytes
+        self._memory_pool = memory_pool
         self._loop = asyncio.get_running_loop()
-        self.peer = str(writer.get_extra_info("peername"))
+        peername = writer.get_extra_info("peername")
+        if isinstance(peername, tuple):
+            self.client_host = str(peername[0])
+            self.peer = f"{peername[0]}:{peername[1]}"
+        else:
+            self.client_host = self.peer = str(peername)
         self.last_active_s = self._loop.time()
         self.busy = False
 
@@ -131,24 +161,45 @@ class Connection:
             while True:
                 prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
                 size = read_frame_size(prefix, self._max_request_bytes)
-                frame = await self._reader.readexactly(size)
-                self.busy = True
-                self.last_active_s = self._loop.time()
-                response = await self._dispatcher.dispatch(frame)
-                if response is not None:
-                    await self._send(response)
-                self.busy = False
-                self.last_active_s = self._loop.time()
+                await self._memory_pool.reserve(size)
+                try:
+                    await self._serve(await self._reader.readexactly(size))
+                finally:
+                    self._memory_pool.release(size)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except TlsHandshakeError:
+            self._warn(
+                "TLS handshake on a PLAINTEXT listener from %s; "
+                "is the client configured with security.protocol=SSL?",
+                self.peer,
+            )
         except ProtocolError as exc:
-            _log.warning("closing connection from %s: %s", self.peer, exc)
+            self._warn("closing connection from %s: %s", self.peer, exc)
         except CloseConnectionError as exc:
             _log.info("closing connection from %s: %s", self.peer, exc)
         except Exception:
             _log.exception("unexpected error serving %s; closing its connection", self.peer)
         finally:
             self.close()
+
+    async def _serve(self, frame: bytes) -> None:
+        self.busy = True
+        self.last_active_s = self._loop.time()
+        try:
+            response = await self._dispatcher.dispatch(frame)
+        except InvalidRequestError as exc:
+            if exc.response is None:
+                raise
+            self._warn("answering INVALID_REQUEST to %s: %s", self.peer, exc)
+            response = exc.response
+        if response is not None:
+            await self._send(response)
+        self.busy = False
+        self.last_active_s = self._loop.time()
+
+    def _warn(self, msg: str, *args: object) -> None:
+        _client_errors.log(logging.WARNING, self.client_host, msg, *args)
 
     def close(self) -> None:
         """Close the socket (the ``run`` loop ends at its next read)."""
@@ -160,6 +211,8 @@ class Connection:
             await self._writer.wait_closed()
 
     async def _send(self, response: Response) -> None:
+        if self._writer.transport.is_closing():
+            raise _client_gone()
         if isinstance(response, bytes):
             self._writer.write(response)
         elif isinstance(response, FetchResponseFrame):
@@ -167,9 +220,12 @@ class Connection:
         await self._writer.drain()
 
     async def _sendfile(self, records: FileRecordsSlice) -> None:
+        transport = self._writer.transport
+        if transport.is_closing():
+            raise _client_gone()
         try:
             sent_bytes = await self._loop.sendfile(
-                self._writer.transport,
+                transport,
                 # sendfile uses only fileno, seek and mode, not the whole IO[bytes].
                 _SliceFile(records),  # type: ignore[arg-type]
                 records.position,
@@ -180,6 +236,11 @@ class Connection:
             # A transport without sendfile (not plain TCP on Linux): copy instead.
             self._writer.write(_slice_bytes(records))
             return
+        except (RuntimeError, OSError) as exc:
+            # The client went away while the file was being sent.
+            if transport.is_closing():
+                raise _client_gone() from exc
+            raise
         if sent_bytes != records.length:
             raise _shrunk(records, sent_bytes)
 

@@ -4,7 +4,10 @@ Decodes the frame against the advertised versions, answers an ApiVersions reques
 at a version we do not handle with the v0 fallback body (error 35), calls the API's
 handler, and records the request's count and time under Kafka's metric names. Any
 other frame that cannot be handled raises ``ProtocolError`` for the connection to
-close.
+deal with: ``InvalidRequestError`` (the request breaks its schema) carries the
+INVALID_REQUEST answer when the API has one, the others close the connection. A
+handler only ever sees a request that decoded and passed the schema check, so no
+null it did not ask for; whether its values are in range is its own to check.
 
 Concurrency: runs on the broker's event-loop thread.
 """

@@ -13,6 +13,8 @@ rest):
   ``kafka_network_RequestMetrics_TotalTimeMs{request}`` (a histogram, in ms).
 - ``kafka_server_BrokerTopicMetrics_BytesInPerSec_total`` and ``..._BytesOutPerSec_total``:
   record bytes produced and fetched.
+- ``kafka_log_LogManager_OfflineLogDirectoryCount``: log directories taken offline by
+  an I/O error (read when scraped).
 
 Each broker has its own ``CollectorRegistry``, so several brokers in one process
 (tests) do not share counters. ``serve_metrics`` answers any HTTP GET with the text.
@@ -41,6 +43,7 @@ _HTTP_HEADER_END = b"\r\n\r\n"
 _CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
 PurgatoryList = Callable[[], Sequence[DelayedOperationPurgatory[Any]]]
+OfflineDirCount = Callable[[], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +79,26 @@ class _PurgatoryCollector(Collector):
         yield from (size, delayed, expires)
 
 
+class _LogManagerCollector(Collector):
+    def __init__(self, offline_dir_count: OfflineDirCount) -> None:
+        self._offline_dir_count = offline_dir_count
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "kafka_log_LogManager_OfflineLogDirectoryCount",
+            "Log directories offline after an I/O error",
+            value=self._offline_dir_count(),
+        )
+
+
 class BrokerMetrics:
     """The broker's metrics in a registry of its own."""
 
-    def __init__(self, purgatories: PurgatoryList) -> None:
+    def __init__(self, purgatories: PurgatoryList, offline_dir_count: OfflineDirCount) -> None:
         self._purgatories = purgatories
         self.registry = CollectorRegistry()
         self.registry.register(_PurgatoryCollector(purgatories))
+        self.registry.register(_LogManagerCollector(offline_dir_count))
         self._requests = Counter(
             "kafka_network_RequestMetrics_RequestsPerSec",
             "Requests handled",

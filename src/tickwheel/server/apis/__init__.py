@@ -15,11 +15,13 @@ from tickwheel.server.apis._create_topics import CREATE_TOPICS
 from tickwheel.server.apis._delete_records import DELETE_RECORDS
 from tickwheel.server.apis._delete_topics import DELETE_TOPICS
 from tickwheel.server.apis._describe_configs import DESCRIBE_CONFIGS
+from tickwheel.server.apis._elect_leaders import ELECT_LEADERS
 from tickwheel.server.apis._fetch import FETCH
 from tickwheel.server.apis._groups import GROUP_SPECS
 from tickwheel.server.apis._init_producer_id import INIT_PRODUCER_ID
 from tickwheel.server.apis._list_offsets import LIST_OFFSETS
 from tickwheel.server.apis._metadata import METADATA
+from tickwheel.server.apis._offsets_for_leader_epoch import OFFSETS_FOR_LEADER_EPOCH
 from tickwheel.server.apis._produce import PRODUCE
 
 API_SPECS: tuple[ApiSpec, ...] = (
@@ -35,6 +37,8 @@ API_SPECS: tuple[ApiSpec, ...] = (
     INIT_PRODUCER_ID,
     DESCRIBE_CONFIGS,
     CREATE_PARTITIONS,
+    OFFSETS_FOR_LEADER_EPOCH,
+    ELECT_LEADERS,
 )
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}
 

@@ -2,7 +2,8 @@
 
 Offset -1 means the high watermark. The log start moves at once; the answer waits in
 the DeleteRecords purgatory until the low watermark (the smallest log start over the
-replicas) has reached the offset, which on one broker is immediately.
+replicas) has reached the offset, which on one broker is immediately. A request that
+names no partition is answered at once.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -25,9 +26,11 @@ async def handle_delete_records(context: BrokerContext, request: DecodedRequest)
         for topic in body.topics
         for p in topic.partitions
     }
-    pending: Pending[dict[TopicPartition, DeleteRecordsPartitionResult]] = Pending()
-    context.replica_manager.delete_records(to_ms(body.timeout), offsets, pending.resolve)
-    results = await pending
+    results: dict[TopicPartition, DeleteRecordsPartitionResult] = {}
+    if offsets:  # Nothing to delete, nothing to wait for: the purgatory needs a key.
+        pending: Pending[dict[TopicPartition, DeleteRecordsPartitionResult]] = Pending()
+        context.replica_manager.delete_records(to_ms(body.timeout), offsets, pending.resolve)
+        results = await pending
     return reply(
         request,
         {

@@ -1,22 +1,28 @@
 """The consumer-group APIs, answered by the broker's group coordinator.
 
 OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup,
-DescribeGroups, ListGroups and DeleteGroups: their versions and handlers live in
-``tickwheel.coordinator`` (``GROUP_API_VERSIONS``, ``GroupApis``); each spec here hands
-its request to the broker's ``GroupService`` (``context.groups``).
+DescribeGroups, ListGroups, DeleteGroups and OffsetDelete: their versions and handlers
+live in ``tickwheel.coordinator`` (``GROUP_API_VERSIONS``, ``GroupApis``); each spec here
+hands its request to the broker's ``GroupService`` (``context.groups``), which also knows
+from here which topic partitions exist (OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION
+for the others).
 
 ``start_groups`` runs at broker start-up, once the hosted partitions are open: the
-service loads the groups of every ``__consumer_offsets`` partition. The topic itself is
-created, as in Kafka, when the first FindCoordinator needs it, so a broker that never
+service loads the groups of every ``__consumer_offsets`` partition and starts expiring
+offsets and dead groups every ``offsets.retention.check.interval.ms``. The topic itself
+is created, as in Kafka, when the first FindCoordinator needs it, so a broker that never
 sees a consumer group never opens its partitions.
 
 In a cluster the coordinator of a group is the leader of its ``__consumer_offsets``
 partition as this broker's metadata cache knows it: FindCoordinator answers that
-broker (COORDINATOR_NOT_AVAILABLE while the topic or its leader is unknown, the topic
-being created in ZooKeeper on first need with ``offsets.topic.replication.factor``
-replicas, capped at the live brokers), and the node's leadership listener loads an
-offsets partition's groups when this broker starts leading it and unloads them (their
-requests then answer NOT_COORDINATOR) when it stops.
+broker, or COORDINATOR_NOT_AVAILABLE while the topic or its leader is unknown. The
+topic is created in ZooKeeper on first need with ``offsets.topic.replication.factor``
+replicas; as in Kafka, never with fewer: while fewer brokers are alive, it is not
+created and FindCoordinator keeps answering COORDINATOR_NOT_AVAILABLE (a cluster that
+is still starting gets there; an offsets topic with fewer replicas than asked for would
+stay under-replicated for good). The node's leadership listener loads an offsets
+partition's groups when this broker starts leading it and unloads them (their requests
+then answer NOT_COORDINATOR) when it stops.
 
 Concurrency: event-loop thread only, like every handler.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 from collections.abc import Mapping
 
 from tickwheel.cluster import ClusterNode
@@ -41,6 +48,8 @@ from tickwheel.protocol import DecodedRequest
 from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response
+
+_log = logging.getLogger(__name__)
 
 
 def start_groups(context: BrokerContext) -> GroupService:
@@ -72,12 +81,18 @@ def start_groups(context: BrokerContext) -> GroupService:
 
     cluster = context.cluster
     if cluster is None:
+
+        def partition_exists(topic: str, partition: int) -> bool:
+            info = context.topics.topics.get(topic)
+            return info is not None and 0 <= partition < info.num_partitions
+
         service = GroupService(
             config,
             context.replica_manager,
             broker_id=context.broker_id,
             advertised=advertised,
             create_offsets_topic=create_offsets_topic,
+            partition_exists=partition_exists,
         )
     else:
         service = GroupService(
@@ -86,6 +101,9 @@ def start_groups(context: BrokerContext) -> GroupService:
             broker_id=context.broker_id,
             advertised=advertised,
             locate=_cluster_locator(cluster, config, topic_configs),
+            partition_exists=lambda topic, partition: cluster.cache.contains_partition(
+                TopicPartition(topic, partition)
+            ),
         )
         cluster.leadership_listener = functools.partial(_leadership_changed, service)
     service.start()
@@ -100,7 +118,16 @@ def _cluster_locator(
     def locate(partition: int) -> CoordinatorNode | None:
         cache = cluster.cache
         if OFFSETS_TOPIC not in cache.topics:
-            replication = max(1, min(config.offsets_topic_replication_factor, len(cache.brokers)))
+            replication = config.offsets_topic_replication_factor
+            if len(cache.brokers) < replication:
+                _log.warning(
+                    "Number of alive brokers %d does not meet the required replication "
+                    "factor %d for the offsets topic (offsets.topic.replication.factor); "
+                    "this can be ignored while the cluster is starting up",
+                    len(cache.brokers),
+                    replication,
+                )
+                return None
             cluster.create_topic_later(
                 OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication, topic_configs
             )

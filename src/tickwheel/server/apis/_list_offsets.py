@@ -3,7 +3,14 @@
 Timestamps -2 (earliest: the log start offset), -1 (latest: the high watermark for a
 consumer, the last stable offset for read_committed, the log end for a follower),
 -3 (v7+: the batch holding the largest timestamp) or a time in ms: the first batch
-whose timestamp is at least that, or offset -1 and timestamp -1 when none is.
+whose timestamp is at least that and below the latest offset, or offset -1 and
+timestamp -1 when none is.
+
+The leader epoch answered (v4+) is Kafka's: for latest, the partition's current leader
+epoch; for earliest, the epoch of the log's first epoch entry if it covers the log
+start; for a batch found by timestamp, the epoch that batch was written in; -1 when
+unknown. A consumer keeps it with its position, and checks it with
+OffsetsForLeaderEpoch after a leader change (KIP-320).
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -14,9 +21,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log, LogError
+from tickwheel.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LogError
 from tickwheel.protocol import DecodedRequest, VersionRange
-from tickwheel.replica import FetchIsolation, PartitionError, TopicPartition
+from tickwheel.replica import FetchIsolation, Partition, PartitionError, TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
@@ -35,7 +42,7 @@ def _lookup(
         return {"error_code": context.replica_manager.not_hosted_error(tp)}
     try:
         partition.check_leader(current_leader_epoch)
-        found_timestamp, offset, leader_epoch = _find(partition.log, timestamp, isolation)
+        found_timestamp, offset, leader_epoch = _find(partition, timestamp, isolation)
     except PartitionError as exc:
         return {"error_code": exc.error_code}
     except LogError as exc:
@@ -48,15 +55,14 @@ def _lookup(
     }
 
 
-def _find(log: Log, timestamp: int, isolation: FetchIsolation) -> tuple[int, int, int]:
+def _find(partition: Partition, timestamp: int, isolation: FetchIsolation) -> tuple[int, int, int]:
     """(timestamp, offset, leader epoch) for a ListOffsets ``timestamp``."""
+    log = partition.log
+    latest = log.log_end_offset if isolation is FetchIsolation.LOG_END else log.high_watermark
     if timestamp == LATEST_TIMESTAMP:
-        latest = log.log_end_offset if isolation is FetchIsolation.LOG_END else log.high_watermark
-        return _NOT_FOUND, latest, _NOT_FOUND
-    if timestamp == EARLIEST_TIMESTAMP:
-        return _NOT_FOUND, log.log_start_offset, _NOT_FOUND
+        return _NOT_FOUND, latest, partition.leader_epoch
     found = log.offset_for_timestamp(timestamp)
-    if found is None or found.offset >= log.high_watermark:
+    if found is None or (timestamp != EARLIEST_TIMESTAMP and found.offset >= latest):
         return _NOT_FOUND, _NOT_FOUND, _NOT_FOUND
     return found.timestamp, found.offset, found.leader_epoch
 

@@ -1,10 +1,12 @@
 """Metadata (key 3): brokers, the cluster id, the controller, topics and their leaders.
 
 On a single node this broker is the only broker, the controller, and the leader and
-only replica of every partition; in a cluster (``zookeeper.connect``) the answer
-comes from the cluster's metadata cache: every live broker, the controller, each
-partition's leader, replicas and ISR (a partition without a live leader is answered
-LEADER_NOT_AVAILABLE with leader -1, never with a broker missing from the list).
+only replica of every partition, except a partition whose log directory failed: that
+one is answered LEADER_NOT_AVAILABLE with leader -1 and this broker offline. In a
+cluster (``zookeeper.connect``) the answer comes from the cluster's metadata cache:
+every live broker, the controller, each partition's leader, replicas and ISR (a
+partition without a live leader is answered LEADER_NOT_AVAILABLE with leader -1, never
+with a broker missing from the list).
 Every topic a client asks for appears in the answer — with
 UNKNOWN_TOPIC_OR_PARTITION or INVALID_TOPIC_EXCEPTION when it cannot be served —
 because librdkafka, kafka-python and aiokafka all misbehave on a response that leaves
@@ -23,7 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator import OFFSETS_TOPIC
 from tickwheel.protocol import DecodedRequest, VersionRange
-from tickwheel.replica import TopicPartition, is_internal_topic
+from tickwheel.replica import NO_LEADER, TopicPartition, is_internal_topic
 from tickwheel.server._cluster import auto_create_topic, broker_entries, partition_entries
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._topics import topic_name_error
@@ -50,8 +52,24 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
     broker_id = context.broker_id
     partitions = []
     for index in range(info.num_partitions):
-        partition = context.replica_manager.get_partition(TopicPartition(name, index))
+        tp = TopicPartition(name, index)
+        partition = context.replica_manager.get_partition(tp)
         epoch = partition.leader_epoch if partition is not None else 0
+        if context.replica_manager.log_manager.is_offline(tp):
+            # Its log directory failed and no other replica can lead (Kafka's
+            # controller leaves it leaderless): clients wait rather than retry here.
+            partitions.append(
+                {
+                    "error_code": ErrorCode.leader_not_available,
+                    "partition_index": index,
+                    "leader_id": NO_LEADER,
+                    "leader_epoch": epoch,
+                    "replica_nodes": [broker_id],
+                    "isr_nodes": [],
+                    "offline_replicas": [broker_id],
+                }
+            )
+            continue
         partitions.append(
             {
                 "error_code": ErrorCode.none,

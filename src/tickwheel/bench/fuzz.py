@@ -1,0 +1,880 @@
+"""``tickwheel bench fuzz``: garbage, mutated and schema-breaking frames against a broker.
+
+A ``tickwheel serve`` subprocess (log under ``--log-parent``, default ``/dev/shm``)
+receives at least ``--frames`` (100,000) request frames over many short connections,
+``--concurrency`` (16) at a time, from one asyncio loop in this process. Three kinds:
+
+1. **Schema-breaking.** For every API the broker serves (``API_SPECS``), at every
+   version, a well-formed seed request (``seed_entity``) is written again with one
+   field replaced (``schema_breaking_frames``): every array as null, empty, with a
+   negative count and with a count far past the frame's end; every string and byte
+   string as null, empty, with a negative and with a huge length; every integer as
+   -1, its minimum and its maximum (negative partitions, timeouts, byte limits);
+   every boolean as 2. The walk reaches nested fields through each array's first
+   item. One frame per connection, so each reaches the broker's decoder whatever
+   the one before did.
+2. **Mutated seeds.** A seed with 1-4 bytes flipped, replaced, inserted or cut, now
+   and then behind a size prefix that lies (the approach of ``tests/server/test_fuzz``).
+3. **Random frames.** Random bytes behind a served or an unknown API key and version;
+   and now and then a TLS ClientHello, as a client configured for SSL sends.
+
+Each connection sends 1-10 frames of kinds 2 and 3 (the first bad one usually closes
+it), half-closes, and reads the answers until the broker closes or
+``_READ_TIMEOUT_S`` passes; one in ``_ABORT_ONE_IN`` resets the connection instead,
+before reading its answers. The Fetch seeds read a first batch of 100 KB, above the
+server's sendfile threshold, so answers also meet closing sockets on the sendfile
+path. Every ``_LIVENESS_EVERY_CONNECTIONS`` connections a fresh
+connection must get an ApiVersions answer.
+
+Then **memory**: ``_HOLD_CONNECTIONS`` (8) sockets each announce a 24 MiB frame and
+send half of it; the broker's RSS growth is measured (``/proc/<pid>/status``) while
+a normal request on another connection must still be answered.
+``queued.max.request.bytes`` bounds it; ``--broker-override
+queued.max.request.bytes=-1`` shows it unbounded.
+Last, a real client (confluent-kafka) produces a message and consumes it back.
+
+Reported: frames sent (and how many schema-breaking), answers read (a frame after
+one that closed its connection is never read), connections, tracebacks and ERROR
+lines in the broker's stderr, WARNING lines, broker deaths (each one restarts
+the broker), liveness checks unanswered, frames/s, the broker's peak RSS and its RSS
+growth under the held frames. The exit status is 1 when the broker printed a
+traceback, died, missed a liveness check or failed the real client. Record the
+figures in ``docs/benchmarks.md`` ("Fuzzing").
+
+``seed_entity``, ``encode_request``, ``schema_breaking_frames``, ``mutate`` and
+``random_frame`` are also what ``tests/server`` fuzzes with.
+
+Concurrency: a command on the main thread; one asyncio loop for the connections, one
+thread draining the broker's stderr; librdkafka runs its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import io
+import random
+import re
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import types
+import typing
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kio.serial import entity_writer
+from kio.static.protocol import Entity, RequestPayload
+
+from tickwheel.bench._batches import make_batch
+from tickwheel.protocol import build_entity, request_header_bytes, request_schema
+from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
+
+FUZZ_TOPIC = "fuzz"
+FUZZ_ADMIN_TOPIC = "fuzz-admin"
+FUZZ_GROUP = "fuzz-group"
+SENDFILE_BATCH_BYTES = 100_000
+"""The first batch in ``FUZZ_TOPIC``: above the server's 64 KiB sendfile threshold."""
+
+_LOOPBACK = "127.0.0.1"
+_TMPFS = "/dev/shm"
+_DEFAULT_FRAMES = 100_000
+_DEFAULT_CONCURRENCY = 16
+_MAX_FRAMES_PER_CONNECTION = 10
+_READ_TIMEOUT_S = 2.0
+_ABORT_ONE_IN = 10
+_LYING_PREFIX_ONE_IN = 20
+_TLS_HELLO_ONE_IN = 200
+_RANDOM_FRAME_ONE_IN = 3
+_LIVENESS_EVERY_CONNECTIONS = 500
+_LIVENESS_TIMEOUT_S = 10.0
+_READY_TIMEOUT_S = 30.0
+_CLIENT_TIMEOUT_S = 30.0
+_STOP_TIMEOUT_S = 30.0
+_HOLD_CONNECTIONS = 8
+_HOLD_FRAME_BYTES = 24 * 1024 * 1024
+_RSS_SETTLE_S = 1.0
+_RSS_POLL_S = 0.1
+_MIB = 1024 * 1024
+_MAX_TRACEBACKS_SHOWN = 3
+_API_VERSIONS_KEY = 18
+_PRODUCE_KEY = 0
+# Frames of kind 3 use these keys too: served ones, and ones no broker serves.
+_UNKNOWN_API_KEYS = (-1, 99, 32767)
+_LISTENING = re.compile(r"listening on \S+:(\d+)")
+_LOG_LEVEL = re.compile(r"^\S+ \S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
+_TRACEBACK = "Traceback (most recent call last)"
+# A TLS 1.2 ClientHello's record header and the start of its handshake message.
+_TLS_CLIENT_HELLO = bytes.fromhex("160301020001000200fc0303") + bytes(32)
+
+# -- seeds: one well-formed request per API and version --------------------------------
+
+_FIELD_VALUES: Mapping[str, object] = {
+    # Field values by name at any depth; anything else gets a plain value of its type.
+    "name": FUZZ_TOPIC,
+    "topic": FUZZ_TOPIC,
+    "group_id": FUZZ_GROUP,
+    "key": FUZZ_GROUP,
+    "coordinator_keys": [FUZZ_GROUP],
+    "groups": [FUZZ_GROUP],
+    "groups_names": [FUZZ_GROUP],
+    "protocol_type": "consumer",
+    "member_id": "",
+    "acks": 1,
+    "timeout": 100,
+    "records": make_batch([b"fuzz"]),
+    "replica_id": -1,
+    "max_wait": 50,
+    "min_bytes": 1,
+    "max_bytes": 1 << 20,
+    "partition_max_bytes": 256 * 1024,
+    "current_leader_epoch": -1,
+    "timestamp": -1,
+    "session_timeout": 10_000,
+    "rebalance_timeout": 100,
+    "generation_id": -1,
+    "generation_id_or_member_epoch": -1,
+    "committed_offset": 1,
+    "committed_leader_epoch": -1,
+    "retention_time": -1,
+    "resource_type": 2,
+    "resource_name": FUZZ_TOPIC,
+    "num_partitions": 1,
+    "replication_factor": 1,
+    "count": 2,
+    "broker_ids": [0],
+    "validate_only": True,
+    "transaction_timeout": 1000,
+    "producer_id": -1,
+    "producer_epoch": -1,
+    "session_epoch": -1,
+}
+_API_VALUES: Mapping[int, Mapping[str, object]] = {
+    # Admin APIs work on a topic of their own, so the produce and fetch seeds keep theirs;
+    # the topic is created by a manual assignment with a real config, so that their
+    # mutations reach the checks of both.
+    19: {
+        "topics": [
+            {
+                "name": FUZZ_ADMIN_TOPIC,
+                "num_partitions": -1,
+                "replication_factor": -1,
+                "configs": [{"name": "retention.ms", "value": "60000"}],
+            }
+        ]
+    },
+    20: {"topic_names": [FUZZ_ADMIN_TOPIC], "topics": [{"name": FUZZ_ADMIN_TOPIC}]},
+    37: {"topics": [{"name": FUZZ_ADMIN_TOPIC, "assignments": [{}]}]},
+}
+_PLAIN_VALUES: Mapping[str, object] = {"string": "fuzz", "bytes": b"fuzz", "bool": False}
+
+
+_NOT_GIVEN = object()
+
+
+def _without_none(tp: Any) -> tuple[Any, bool]:
+    """``tp`` without its ``| None`` (kio's mark of a nullable field), and whether it had one."""
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        args = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        return args[0], True
+    return tp, False
+
+
+def _is_entity(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _seed_values(cls: type[Any], overrides: Mapping[str, object]) -> dict[str, Any]:
+    """Values for every field of ``cls``: ``overrides``, then ``_FIELD_VALUES``, then
+    one item per array, null where nullable, a plain value of the field's type."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        tp, nullable = _without_none(f.type)
+        given = overrides.get(f.name, _FIELD_VALUES.get(f.name, _NOT_GIVEN))
+        if typing.get_origin(tp) is tuple:
+            item, _ = _without_none(typing.get_args(tp)[0])
+            if given is not _NOT_GIVEN:
+                values[f.name] = (
+                    [_seed_values(item, v) for v in typing.cast(list[Mapping[str, object]], given)]
+                    if _is_entity(item)
+                    else given
+                )
+            elif _is_entity(item):
+                values[f.name] = [_seed_values(item, {})]
+            else:
+                values[f.name] = [_plain(f.metadata.get("kafka_type"))]
+        elif given is not _NOT_GIVEN:
+            values[f.name] = given
+        elif nullable:
+            values[f.name] = None
+        elif _is_entity(tp):
+            values[f.name] = _seed_values(tp, {})
+        else:
+            values[f.name] = _plain(f.metadata.get("kafka_type"))
+    return values
+
+
+def _plain(kafka_type: object) -> object:
+    return _PLAIN_VALUES.get(str(kafka_type), 0)
+
+
+def seed_entity(api_key: int, version: int) -> RequestPayload:
+    """A well-formed request of ``api_key`` at ``version``, on the fuzz topic and group."""
+    cls = request_schema(api_key, version)
+    return build_entity(cls, _seed_values(cls, _API_VALUES.get(api_key, {})))
+
+
+def _header(api_key: int, version: int, correlation_id: int) -> bytes:
+    return request_header_bytes(api_key, version, correlation_id, client_id="fuzz")
+
+
+def _framed(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def encode_request(
+    api_key: int, version: int, body: Entity | Mapping[str, Any], correlation_id: int
+) -> bytes:
+    """A whole request frame, size prefix included (``body`` an entity or its values)."""
+    if isinstance(body, Mapping):
+        body = build_entity(request_schema(api_key, version), body)
+    buffer = io.BytesIO()
+    entity_writer(type(body))(buffer, body)
+    return _framed(_header(api_key, version, correlation_id) + buffer.getvalue())
+
+
+def seed_frames() -> list[bytes]:
+    """One seed request frame for every API the broker serves, at every version."""
+    return [
+        encode_request(key, version, seed_entity(key, version), index)
+        for index, (key, version) in enumerate(served_versions())
+    ]
+
+
+def served_versions() -> Iterator[tuple[int, int]]:
+    """Every (API key, version) the broker serves, as ``API_SPECS`` lists them."""
+    for spec in API_SPECS:
+        for version in range(spec.versions.min_version, spec.versions.max_version + 1):
+            yield spec.api_key, version
+
+
+# -- schema-breaking variants ----------------------------------------------------------
+
+# A field's place in a request: field names, and item indexes within arrays.
+_Path = tuple[str | int, ...]
+_INT_FORMATS: Mapping[str, str] = {
+    "int8": ">b",
+    "int16": ">h",
+    "int32": ">i",
+    "int64": ">q",
+    "uint8": ">B",
+    "uint16": ">H",
+    "uint32": ">I",
+    "uint64": ">Q",
+    "error_code": ">h",
+    "timedelta_i32": ">i",
+    "timedelta_i64": ">q",
+    "datetime_i64": ">q",
+}
+_NULL_UUID = bytes(16)
+_NULLABLE_STRUCT_NULL = b"\xff"
+_NULLABLE_STRUCT_PRESENT = b"\x01"
+_NO_TAGGED_FIELDS = b"\x00"
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _length(value: int | None, *, flexible: bool, legacy_format: str) -> bytes:
+    """A length prefix: compact (length + 1, 0 for null) or legacy (-1 for null)."""
+    if flexible:
+        return _uvarint(0 if value is None else value + 1)
+    return struct.pack(legacy_format, -1 if value is None else value)
+
+
+def _leaf(kafka_type: str, value: Any, *, flexible: bool) -> bytes:
+    if kafka_type in _INT_FORMATS:
+        if isinstance(value, datetime.timedelta):
+            value = round(value.total_seconds() * 1000)
+        elif isinstance(value, datetime.datetime):
+            value = round(value.timestamp() * 1000)
+        return struct.pack(_INT_FORMATS[kafka_type], -1 if value is None else int(value))
+    if kafka_type == "bool":
+        return b"\x01" if value else b"\x00"
+    if kafka_type == "float64":
+        return struct.pack(">d", value)
+    if kafka_type == "uuid":
+        return _NULL_UUID if value is None else typing.cast(uuid.UUID, value).bytes
+    data = value.encode() if isinstance(value, str) else value
+    legacy_format = ">h" if kafka_type == "string" else ">i"
+    prefix = _length(
+        None if data is None else len(data), flexible=flexible, legacy_format=legacy_format
+    )
+    return prefix + (data or b"")
+
+
+def _int_limits(fmt: str) -> tuple[int, int]:
+    """The smallest and largest value of a struct integer format."""
+    bits = struct.calcsize(fmt) * 8
+    if fmt[1].isupper():
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def _bad_values(kafka_type: str, *, flexible: bool, is_array: bool) -> list[bytes]:
+    """What replaces a field: nulls, negative and huge lengths, out-of-range numbers."""
+    if is_array or kafka_type in {"string", "bytes", "records"}:
+        if flexible:
+            # Null, empty, then lengths of 2^32 - 2 and 2^31 - 1: far past any frame's end.
+            return [_uvarint(0), _uvarint(1), _uvarint(2**32 - 1), _uvarint(2**31)]
+        length_format = ">h" if kafka_type == "string" and not is_array else ">i"
+        # Null, empty, two negative lengths, and the largest: far past any frame's end.
+        lengths = (-1, 0, -2, *_int_limits(length_format))
+        return [struct.pack(length_format, v) for v in lengths]
+    if kafka_type in _INT_FORMATS:
+        fmt = _INT_FORMATS[kafka_type]
+        smallest, largest = _int_limits(fmt)
+        values = (largest,) if smallest == 0 else (-1, smallest, largest)
+        return [struct.pack(fmt, v) for v in values]
+    return [b"\x02"] if kafka_type == "bool" else []
+
+
+@dataclass(frozen=True, slots=True)
+class _Site:
+    path: _Path
+    kafka_type: str
+    flexible: bool
+    is_array: bool
+
+
+def _walk(
+    entity: Any, path: _Path, out: bytearray, at: _Path, bad: bytes, sites: list[_Site]
+) -> None:
+    """Encode ``entity`` into ``out``, writing ``bad`` instead of the field at ``at``,
+    and list every field that could be replaced in ``sites``."""
+    cls = type(entity)
+    flexible = bool(cls.__flexible__)
+    for f in dataclasses.fields(cls):
+        if "tag" in f.metadata:
+            continue
+        here = (*path, f.name)
+        tp, nullable = _without_none(f.type)
+        kafka_type = str(f.metadata.get("kafka_type", ""))
+        is_array = typing.get_origin(tp) is tuple
+        sites.append(_Site(here, kafka_type, flexible, is_array))
+        if here == at:
+            out += bad
+            continue
+        value = getattr(entity, f.name)
+        if is_array:
+            item_type, _ = _without_none(typing.get_args(tp)[0])
+            out += _length(
+                None if value is None else len(value), flexible=flexible, legacy_format=">i"
+            )
+            for index, item in enumerate(value or ()):
+                item_path = (*here, index)
+                if _is_entity(item_type):
+                    _walk(item, item_path, out, at, bad, sites)
+                    continue
+                sites.append(_Site(item_path, kafka_type, flexible, is_array=False))
+                out += bad if item_path == at else _leaf(kafka_type, item, flexible=flexible)
+        elif _is_entity(tp):
+            if nullable:
+                out += _NULLABLE_STRUCT_NULL if value is None else _NULLABLE_STRUCT_PRESENT
+            if value is not None:
+                _walk(value, here, out, at, bad, sites)
+        else:
+            out += _leaf(kafka_type, value, flexible=flexible)
+    if flexible:
+        out += _NO_TAGGED_FIELDS
+
+
+def encode_body(entity: Entity, at: _Path = (), bad: bytes = b"") -> bytes:
+    """``entity``'s bytes (tagged fields left out), the field at ``at`` replaced by ``bad``."""
+    out = bytearray()
+    _walk(entity, (), out, at, bad, [])
+    return bytes(out)
+
+
+def schema_breaking_frames(
+    api_key: int, version: int, first_correlation_id: int = 0
+) -> list[bytes]:
+    """The seed of ``api_key`` v``version`` once per field and bad value of that field."""
+    seed = seed_entity(api_key, version)
+    sites: list[_Site] = []
+    _walk(seed, (), bytearray(), (), b"", sites)
+    frames: list[bytes] = []
+    for site in sites:
+        for bad in _bad_values(site.kafka_type, flexible=site.flexible, is_array=site.is_array):
+            header = _header(api_key, version, first_correlation_id + len(frames))
+            frames.append(_framed(header + encode_body(seed, site.path, bad)))
+    return frames
+
+
+def all_schema_breaking_frames() -> list[bytes]:
+    """``schema_breaking_frames`` of every API the broker serves, at every version."""
+    frames: list[bytes] = []
+    for key, version in served_versions():
+        frames += schema_breaking_frames(key, version, len(frames))
+    return frames
+
+
+# -- mutations and random frames --------------------------------------------------------
+
+
+def mutate(frame: bytes, rng: random.Random) -> bytes:
+    """``frame`` with 1-4 bytes flipped, replaced, inserted or cut; now and then behind
+    a size prefix that lies."""
+    body = bytearray(frame[4:])
+    for _ in range(rng.randint(1, 4)):
+        position = rng.randint(0, len(body))
+        action = rng.choice(("flip", "replace", "insert", "cut"))
+        if action == "insert" or position == len(body):
+            body[position:position] = rng.randbytes(rng.randint(1, 8))
+        elif action == "flip":
+            body[position] ^= 1 << rng.randint(0, 7)
+        elif action == "replace":
+            body[position] = rng.randint(0, 255)
+        else:
+            del body[position : position + rng.randint(1, 8)]
+    if rng.randint(0, _LYING_PREFIX_ONE_IN) == 0:
+        return struct.pack(">i", rng.randint(-(2**31), 2**31 - 1)) + bytes(body)
+    return _framed(bytes(body))
+
+
+def random_frame(rng: random.Random) -> bytes:
+    """Random bytes behind a served or unknown API key, any version; or a TLS hello."""
+    if rng.randint(1, _TLS_HELLO_ONE_IN) == 1:
+        return _TLS_CLIENT_HELLO
+    key = rng.choice((*sorted(SUPPORTED_VERSIONS), *_UNKNOWN_API_KEYS))
+    head = struct.pack(">hhi", key, rng.randint(-2, 20), rng.randint(-(2**31), 2**31 - 1))
+    return _framed(head + rng.randbytes(rng.randint(0, 80)))
+
+
+# -- the broker under test ----------------------------------------------------------------
+
+
+@dataclass
+class BrokerLog:
+    """What the broker wrote to stderr: counts by level, and its tracebacks."""
+
+    lines: int = 0
+    by_level: dict[str, int] = field(default_factory=dict)
+    tracebacks: list[list[str]] = field(default_factory=list)
+    _in_traceback: bool = False
+
+    def feed(self, line: str) -> None:
+        """Count one line of the broker's stderr."""
+        self.lines += 1
+        if _TRACEBACK in line:
+            self.tracebacks.append([line])
+            self._in_traceback = True
+            return
+        level = _LOG_LEVEL.match(line)
+        if level is not None:
+            self._in_traceback = False
+            self.by_level[level[1]] = self.by_level.get(level[1], 0) + 1
+        elif self._in_traceback:
+            self.tracebacks[-1].append(line)
+
+
+class BrokerUnderTest:
+    """``tickwheel serve`` as a subprocess; restarted after a death, its stderr counted."""
+
+    def __init__(self, log_dir: Path, overrides: list[str]) -> None:
+        self._log_dir = log_dir
+        self._overrides = overrides
+        self.log = BrokerLog()
+        self.deaths = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self._drainer: threading.Thread | None = None
+        self.port = 0
+        self.peak_rss_bytes = 0
+
+    def start(self) -> None:
+        """Start the broker and wait until it answers."""
+        command = [sys.executable, "-m", "tickwheel.cli", "serve"]
+        for override in (
+            f"listeners=PLAINTEXT://{_LOOPBACK}:0",
+            f"log.dirs={self._log_dir}",
+            "offsets.topic.num.partitions=1",
+            "group.initial.rebalance.delay.ms=0",
+            *self._overrides,
+        ):
+            command += ["--override", override]
+        process = subprocess.Popen(command, stderr=subprocess.PIPE)
+        self.process = process
+        listening = threading.Event()
+        self._drainer = threading.Thread(target=self._drain, args=(process, listening), daemon=True)
+        self._drainer.start()
+        if not listening.wait(_READY_TIMEOUT_S):
+            raise RuntimeError("tickwheel serve did not start listening")
+        if not answers_api_versions(self.port, _READY_TIMEOUT_S):
+            raise RuntimeError("tickwheel serve does not answer")
+
+    def _drain(self, process: subprocess.Popen[bytes], listening: threading.Event) -> None:
+        assert process.stderr is not None
+        with process.stderr:
+            for raw in process.stderr:
+                line = raw.decode(errors="replace").rstrip("\n")
+                self.log.feed(line)
+                found = _LISTENING.search(line)
+                if found and not listening.is_set():
+                    self.port = int(found[1])
+                    listening.set()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` of the broker."""
+        return f"{_LOOPBACK}:{self.port}"
+
+    def alive(self) -> bool:
+        """Whether the process runs; a dead one is counted and started again."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            return True
+        self.deaths += 1
+        self.start()
+        return False
+
+    def rss_bytes(self) -> int:
+        """The broker's resident memory now (and the peak seen, in ``peak_rss_bytes``)."""
+        assert self.process is not None
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        rss = int(fields["VmRSS"].split()[0]) * 1024
+        self.peak_rss_bytes = max(self.peak_rss_bytes, int(fields["VmHWM"].split()[0]) * 1024)
+        return rss
+
+    def stop(self) -> None:
+        """SIGTERM, then wait."""
+        if self.process is None:
+            return
+        self.rss_bytes()
+        self.process.terminate()
+        try:
+            self.process.wait(_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self._drainer is not None:
+            self._drainer.join(_STOP_TIMEOUT_S)
+
+
+def answers_api_versions(port: int, timeout_s: float) -> bool:
+    """Whether a fresh connection gets an answer to ApiVersions v0 within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((_LOOPBACK, port), timeout=timeout_s) as sock:
+                sock.sendall(encode_request(_API_VERSIONS_KEY, 0, {}, 1))
+                size: int = struct.unpack(">i", _receive(sock, 4))[0]
+                return len(_receive(sock, size)) == size
+        except OSError:
+            time.sleep(_RSS_POLL_S)
+    return False
+
+
+def _receive(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionResetError("the broker closed the connection")
+        chunks += chunk
+    return bytes(chunks)
+
+
+# -- the fuzzing ----------------------------------------------------------------------
+
+
+@dataclass
+class FuzzFigures:
+    """What one run sent and what became of the broker."""
+
+    frames: int = 0
+    answers: int = 0
+    schema_breaking_frames: int = 0
+    connections: int = 0
+    liveness_misses: int = 0
+    seconds: float = 0.0
+    hold_rss_growth_bytes: int = 0
+    hold_answered: bool = False
+    client_round_trip: bool = False
+
+
+async def _send_connection(port: int, frames: list[bytes], *, abort: bool) -> int | None:
+    """Send ``frames`` on a new connection; the answers read, None if it did not open."""
+    try:
+        reader, writer = await asyncio.open_connection(_LOOPBACK, port)
+    except OSError:
+        return None
+    answers = 0
+    try:
+        writer.write(b"".join(frames))
+        if abort:
+            # A reset with the answers unread: the broker writes into a closing socket.
+            writer.transport.abort()
+            return 0
+        writer.write_eof()
+        with contextlib.suppress(TimeoutError, asyncio.IncompleteReadError):
+            async with asyncio.timeout(_READ_TIMEOUT_S):
+                while True:
+                    (size,) = struct.unpack(">i", await reader.readexactly(4))
+                    await reader.readexactly(size)
+                    answers += 1
+    except OSError:
+        pass
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    return answers
+
+
+def _connections(frames: int, rng: random.Random, seeds: list[bytes]) -> Iterator[list[bytes]]:
+    """Connections' worth of mutated and random frames, ``frames`` in all."""
+    left = frames
+    while left > 0:
+        count = min(left, rng.randint(1, _MAX_FRAMES_PER_CONNECTION))
+        left -= count
+        yield [
+            random_frame(rng)
+            if rng.randint(1, _RANDOM_FRAME_ONE_IN) == 1
+            else mutate(rng.choice(seeds), rng)
+            for _ in range(count)
+        ]
+
+
+async def _fuzz(broker: BrokerUnderTest, figures: FuzzFigures, args: argparse.Namespace) -> None:
+    rng = random.Random(args.seed)
+    seeds = seed_frames()
+    breaking = all_schema_breaking_frames()
+    plan = [[frame] for frame in breaking]
+    plan += _connections(max(args.frames - len(breaking), 0), rng, seeds)
+    figures.schema_breaking_frames = len(breaking)
+    queue: asyncio.Queue[list[bytes]] = asyncio.Queue()
+    for connection in plan:
+        queue.put_nowait(connection)
+    lock = asyncio.Lock()
+
+    async def worker() -> None:
+        while not queue.empty():
+            frames = queue.get_nowait()
+            abort = rng.randint(1, _ABORT_ONE_IN) == 1
+            answers = await _send_connection(broker.port, frames, abort=abort)
+            if answers is None:
+                # Refused: the broker died (it is restarted) or is out of descriptors.
+                queue.put_nowait(frames)
+                async with lock:
+                    await _check_liveness(broker, figures)
+                continue
+            figures.frames += len(frames)
+            figures.answers += answers
+            figures.connections += 1
+            if figures.connections % _LIVENESS_EVERY_CONNECTIONS == 0:
+                async with lock:
+                    await _check_liveness(broker, figures)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+    figures.seconds = time.perf_counter() - started
+    await _check_liveness(broker, figures)
+
+
+async def _check_liveness(broker: BrokerUnderTest, figures: FuzzFigures) -> None:
+    answered = await asyncio.to_thread(answers_api_versions, broker.port, _LIVENESS_TIMEOUT_S)
+    if not broker.alive() or not answered:
+        figures.liveness_misses += 1
+    print(
+        f"[fuzz] {figures.frames:,} frames, {figures.connections:,} connections, "
+        f"{len(broker.log.tracebacks)} tracebacks, {broker.deaths} deaths",
+        file=sys.stderr,
+    )
+
+
+def _settled_rss(broker: BrokerUnderTest) -> int:
+    """The broker's RSS once it has not grown for ``_RSS_SETTLE_S``."""
+    rss = broker.rss_bytes()
+    steady_since = time.monotonic()
+    deadline = steady_since + _READY_TIMEOUT_S
+    while time.monotonic() - steady_since < _RSS_SETTLE_S and time.monotonic() < deadline:
+        time.sleep(_RSS_POLL_S)
+        now = broker.rss_bytes()
+        if now > rss:
+            rss, steady_since = now, time.monotonic()
+    return rss
+
+
+def _hold_large_frames(broker: BrokerUnderTest, figures: FuzzFigures) -> None:
+    """8 connections announce a 24 MiB frame and send half of it; RSS growth measured."""
+    before = _settled_rss(broker)
+    header = _header(_PRODUCE_KEY, 9, 1)
+    half = b"\x00" * (_HOLD_FRAME_BYTES // 2 - len(header))
+    holders = []
+    try:
+        for _ in range(_HOLD_CONNECTIONS):
+            sock = socket.create_connection((_LOOPBACK, broker.port))
+            sock.setblocking(False)
+            holders.append((sock, memoryview(struct.pack(">i", _HOLD_FRAME_BYTES) + header + half)))
+        # Send until all is sent or nothing moves for a while: the kernel buffers of
+        # the connections the broker does not read fill up and stay full.
+        progressed_at = time.monotonic()
+        while any(data for _, data in holders) and time.monotonic() - progressed_at < _RSS_SETTLE_S:
+            for index, (sock, data) in enumerate(holders):
+                with contextlib.suppress(BlockingIOError):
+                    sent = sock.send(data[:_MIB])
+                    holders[index] = (sock, data[sent:])
+                    if sent:
+                        progressed_at = time.monotonic()
+            time.sleep(_RSS_POLL_S / 10)
+        figures.hold_rss_growth_bytes = _settled_rss(broker) - before
+        figures.hold_answered = answers_api_versions(broker.port, _LIVENESS_TIMEOUT_S)
+    finally:
+        for sock, _ in holders:
+            sock.close()
+
+
+def _client_round_trip(bootstrap_servers: str) -> bool:
+    """A confluent-kafka producer writes one message and a consumer reads it back."""
+    producer = Producer({"bootstrap.servers": bootstrap_servers})
+    producer.produce("after-fuzz", value=b"still here", partition=0)
+    if producer.flush(_CLIENT_TIMEOUT_S) != 0:
+        return False
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "after-fuzz"})
+    consumer.assign([TopicPartition("after-fuzz", 0, 0)])
+    deadline = time.monotonic() + _CLIENT_TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                return message.value() == b"still here"
+    finally:
+        consumer.close()
+    return False
+
+
+def _prepare_topic(broker: BrokerUnderTest) -> None:
+    """Put a 100 KB batch at the start of the fuzz topic (the Fetch seeds read it)."""
+    values = {
+        "acks": 1,
+        "timeout": 1000,
+        "topic_data": [
+            {
+                "name": FUZZ_TOPIC,
+                "partition_data": [
+                    {"index": 0, "records": make_batch([b"s" * SENDFILE_BATCH_BYTES])}
+                ],
+            }
+        ],
+    }
+    with socket.create_connection((_LOOPBACK, broker.port), timeout=_CLIENT_TIMEOUT_S) as sock:
+        # Metadata v1 creates the topic (before v4 a client cannot opt out).
+        sock.sendall(encode_request(3, 1, {"topics": [{"name": FUZZ_TOPIC}]}, 1))
+        sock.sendall(encode_request(_PRODUCE_KEY, 9, values, 2))
+        for _ in range(2):
+            (size,) = struct.unpack(">i", _receive(sock, 4))
+            _receive(sock, size)
+
+
+def report(figures: FuzzFigures, broker: BrokerUnderTest) -> str:
+    """The figures as a Markdown table."""
+    log = broker.log
+    rows = [
+        ("frames sent", f"{figures.frames:,}"),
+        (
+            "of which schema-breaking (null, negative, huge, out of range)",
+            f"{figures.schema_breaking_frames:,}",
+        ),
+        ("answers read", f"{figures.answers:,}"),
+        ("connections", f"{figures.connections:,}"),
+        ("frames/s", f"{figures.frames / figures.seconds:,.0f}" if figures.seconds else "n/a"),
+        ("broker tracebacks", str(len(log.tracebacks))),
+        ("broker ERROR lines", str(log.by_level.get("ERROR", 0))),
+        ("broker WARNING lines", f"{log.by_level.get('WARNING', 0):,}"),
+        ("broker deaths", str(broker.deaths)),
+        ("liveness checks unanswered", str(figures.liveness_misses)),
+        ("broker peak RSS (MiB)", f"{broker.peak_rss_bytes / _MIB:.0f}"),
+        (
+            f"RSS growth, {_HOLD_CONNECTIONS} x {_HOLD_FRAME_BYTES // _MIB} MiB frames "
+            "half sent (MiB)",
+            f"{figures.hold_rss_growth_bytes / _MIB:.0f}",
+        ),
+        ("another client answered meanwhile", "yes" if figures.hold_answered else "NO"),
+        (
+            "confluent-kafka produce + consume afterwards",
+            "ok" if figures.client_round_trip else "FAILED",
+        ),
+    ]
+    lines = [
+        "| figure | value |",
+        "|---|---:|",
+        *(f"| {label} | {value} |" for label, value in rows),
+    ]
+    for traceback in log.tracebacks[:_MAX_TRACEBACKS_SHOWN]:
+        lines += ["", "```", *traceback, "```"]
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tickwheel bench fuzz", description=__doc__.split("\n")[0] if __doc__ else None
+    )
+    parser.add_argument("--frames", type=int, default=_DEFAULT_FRAMES, help="at least this many")
+    parser.add_argument("--concurrency", type=int, default=_DEFAULT_CONCURRENCY)
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the mutations")
+    parser.add_argument(
+        "--broker-override",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a broker property for tickwheel serve (repeatable)",
+    )
+    parser.add_argument(
+        "--log-parent",
+        default=_TMPFS if Path(_TMPFS).is_dir() else None,
+        help="where the broker's temporary log directory goes (default /dev/shm)",
+    )
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """Fuzz a broker subprocess, print the figures; non-zero if the broker suffered."""
+    args = _parser().parse_args(argv)
+    figures = FuzzFigures()
+    with tempfile.TemporaryDirectory(prefix="tickwheel-fuzz-", dir=args.log_parent) as log_dir:
+        broker = BrokerUnderTest(Path(log_dir), args.broker_override)
+        broker.start()
+        try:
+            _prepare_topic(broker)
+            asyncio.run(_fuzz(broker, figures, args))
+            _hold_large_frames(broker, figures)
+            broker.alive()
+            figures.client_round_trip = _client_round_trip(broker.bootstrap_servers)
+        finally:
+            broker.stop()
+    print(report(figures, broker))
+    failed = (
+        broker.log.tracebacks
+        or broker.deaths
+        or figures.liveness_misses
+        or not figures.client_round_trip
+    )
+    return 1 if failed else 0

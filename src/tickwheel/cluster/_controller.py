@@ -1,0 +1,301 @@
+"""``Controller``: the one broker that moves leadership when brokers die or return.
+
+Kafka's ZooKeeper-mode ``KafkaController``, reduced to what leadership needs. The
+broker that creates the ephemeral ``/controller`` first is the controller (its epoch
+in ``/controller_epoch``); when its session ends, every broker's watch fires and the
+first to create the node again takes over. Its decisions:
+
+- When the live brokers change (``/brokers/ids``), and once when it takes over, every
+  partition is checked (``_election``): a partition whose leader is not live gets the
+  first live in-sync replica in assignment order, at the next leader epoch, or goes
+  offline (leader -1) when none is live, unless ``unclean.leader.election.enable``
+  (broker default, topic override) lets an out-of-sync replica lead; a live leader's
+  ISR loses the brokers that died. A returning broker that was the last in sync brings
+  its offline partitions back.
+- ``controlled_shutdown`` (this broker, the controller, told to stop): its
+  leaderships move to other in-sync replicas, and it leaves every ISR, before it goes;
+  it is not elected again until it re-registers. (Another broker hands its own
+  leaderships over itself: see ``ClusterNode.controlled_shutdown``.)
+- ``elect_leaders`` (ElectLeaders): preferred or unclean election of given partitions.
+- ``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``,
+  a broker whose share of non-preferred leaderships exceeds
+  ``leader.imbalance.per.broker.percentage`` gets its preferred leaderships back.
+
+How brokers learn: every decision is a write of the partition's state znode, which
+every broker watches already (``ClusterNode``), so there is no LeaderAndIsr request:
+one path carries leadership to every broker, whether the controller, a leader
+shrinking its ISR or a broker restarting decided it, and a broker that missed
+nothing needs nothing resent. Every write is fenced twice: conditional on the state
+znode's version (a concurrent ISR change makes it re-read and decide again) and, in
+the same transaction, on ``/controller_epoch`` still being this controller's, so a
+deposed controller can never overwrite a newer decision.
+
+Concurrency: lives on the broker's event loop; ZooKeeper writes run in worker
+threads. Checks are serialised by one ``asyncio.Lock``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.cluster._election import (
+    ElectionError,
+    drop_dead_from_isr,
+    elect_offline,
+    elect_preferred,
+    elect_unclean,
+)
+from tickwheel.cluster._metadata import MetadataCache
+from tickwheel.cluster._zk import ControllerEpoch, ControllerMovedError, ZkClient
+from tickwheel.replica import NO_LEADER, LeaderAndIsr, TopicPartition
+
+_log = logging.getLogger(__name__)
+_WRITE_ATTEMPTS = 5
+"""How often a decision is re-made after losing a race for the state znode."""
+_TRUE = "true"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    """Kafka's controller settings (broker properties)."""
+
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+
+
+Decide = Callable[[TopicPartition, tuple[int, ...], LeaderAndIsr, set[int]], LeaderAndIsr | None]
+"""A decision: (partition, replicas, its state, electable brokers) -> new state or None."""
+
+
+class Controller:
+    """Leader elections for the whole cluster, while this broker is the controller."""
+
+    def __init__(
+        self,
+        zk: ZkClient,
+        cache: MetadataCache,
+        settings: ControllerSettings,
+        record: Callable[[TopicPartition, LeaderAndIsr], Awaitable[None]],
+    ) -> None:
+        self._zk = zk
+        self._cache = cache
+        # Applies a written state on this broker at once (the watch brings it later).
+        self._record = record
+        self._settings = settings
+        self._epoch: ControllerEpoch | None = None
+        self._shutting_down: set[int] = set()
+        self._lock = asyncio.Lock()
+        self._rebalance: asyncio.Task[None] | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether this broker is the controller."""
+        return self._epoch is not None
+
+    @property
+    def epoch(self) -> int:
+        """The controller epoch this broker won (0 when it is not the controller)."""
+        return 0 if self._epoch is None else self._epoch.epoch
+
+    async def activate(self, epoch: ControllerEpoch) -> None:
+        """Take over at ``epoch``: check every partition, start the rebalance task."""
+        self._epoch = epoch
+        self._shutting_down.clear()
+        if self._settings.auto_leader_rebalance_enable and self._rebalance is None:
+            self._rebalance = asyncio.get_running_loop().create_task(
+                self._rebalance_loop(), name="leader-rebalance"
+            )
+        await self.on_brokers_changed()
+
+    def deactivate(self) -> None:
+        """Stop deciding (another broker was elected, or this one stops)."""
+        if self._epoch is not None:
+            _log.info("broker resigns as controller (epoch %d)", self._epoch.epoch)
+        self._epoch = None
+        if self._rebalance is not None:
+            self._rebalance.cancel()
+            self._rebalance = None
+
+    # -- broker changes ----------------------------------------------------------------
+
+    def _electable(self) -> set[int]:
+        return set(self._cache.brokers) - self._shutting_down
+
+    def _unclean(self, topic: str) -> bool:
+        info = self._cache.topics.get(topic)
+        override = info.configs.get("unclean.leader.election.enable") if info else None
+        if override is None:
+            return self._settings.unclean_leader_election_enable
+        return override.strip().lower() == _TRUE
+
+    async def on_brokers_changed(self) -> None:
+        """Re-elect the partitions whose leader died; drop dead brokers from ISRs."""
+        if not self.active:
+            return
+        self._shutting_down &= set(self._cache.brokers)
+        async with self._lock:
+            for tp in sorted(self._cache.partition_states):
+                await self._decide(tp, self._after_broker_change)
+
+    def _after_broker_change(
+        self, tp: TopicPartition, replicas: tuple[int, ...], state: LeaderAndIsr, live: set[int]
+    ) -> LeaderAndIsr | None:
+        unclean = self._unclean(tp.topic)
+        return elect_offline(
+            replicas, state, live, unclean=unclean, controller_epoch=self.epoch
+        ) or drop_dead_from_isr(state, live, controller_epoch=self.epoch)
+
+    async def _decide(self, tp: TopicPartition, decide: Decide) -> ErrorCode:
+        """Make and write ``decide``'s state for ``tp``, re-deciding after lost races."""
+        state = self._cache.partition_states.get(tp)
+        for _ in range(_WRITE_ATTEMPTS):
+            epoch = self._epoch
+            if state is None or epoch is None:
+                return ErrorCode.unknown_topic_or_partition
+            replicas = self._cache.replicas(tp)
+            try:
+                new = decide(tp, replicas, state, self._electable())
+            except ElectionError as error:
+                return error.error_code
+            if new is None:
+                return ErrorCode.none
+            try:
+                written = await asyncio.to_thread(
+                    self._zk.set_partition_state_fenced, tp, new, epoch
+                )
+            except ControllerMovedError:
+                _log.warning("a newer controller was elected; broker stops deciding")
+                self.deactivate()
+                return ErrorCode.not_controller
+            if written is not None:
+                await self._record(tp, written)
+                self._log_decision(tp, state, written)
+                return ErrorCode.none
+            state = await asyncio.to_thread(self._zk.partition_state, tp)
+        return ErrorCode.unknown_server_error
+
+    def _log_decision(self, tp: TopicPartition, old: LeaderAndIsr, new: LeaderAndIsr) -> None:
+        if new.leader == old.leader:
+            _log.info("%s: ISR %s -> %s", tp, list(old.isr), list(new.isr))
+        elif new.leader == NO_LEADER:
+            _log.warning("%s: offline, no live in-sync replica (last ISR %s)", tp, list(new.isr))
+        elif new.leader not in old.isr:
+            _log.warning(
+                "%s: unclean election of broker %d at epoch %d: records only the lost ISR "
+                "%s held are gone",
+                tp,
+                new.leader,
+                new.leader_epoch,
+                list(old.isr),
+            )
+        else:
+            _log.info(
+                "%s: leader %d -> %d at epoch %d, ISR %s",
+                tp,
+                old.leader,
+                new.leader,
+                new.leader_epoch,
+                list(new.isr),
+            )
+
+    # -- controlled shutdown ------------------------------------------------------------
+
+    async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
+        """Move ``broker_id``'s leaderships away and drop it from every ISR; returns
+        the partitions it still leads although another live in-sync replica could take
+        them (a partition with none stays with it: there is no one to hand it to)."""
+        if not self.active:
+            raise ElectionError(ErrorCode.not_controller, "this broker is not the controller")
+        self._shutting_down.add(broker_id)
+
+        def away(
+            _tp: TopicPartition, replicas: tuple[int, ...], state: LeaderAndIsr, live: set[int]
+        ) -> LeaderAndIsr | None:
+            if broker_id not in state.isr and state.leader != broker_id:
+                return None
+            if state.leader == broker_id:
+                others = live - {broker_id}
+                moved = elect_offline(
+                    replicas, state, others, unclean=False, controller_epoch=self.epoch
+                )
+                # With no other in-sync replica it keeps leading until it is gone.
+                return None if moved is None or moved.leader == NO_LEADER else moved
+            if len(state.isr) == 1:
+                return None
+            isr = tuple(b for b in state.isr if b != broker_id)
+            return LeaderAndIsr(state.leader, state.leader_epoch, isr, self.epoch, state.version)
+
+        async with self._lock:
+            for tp in sorted(self._cache.partition_states):
+                await self._decide(tp, away)
+        others = self._electable() - {broker_id}
+        remaining = [
+            tp
+            for tp, state in self._cache.partition_states.items()
+            if state.leader == broker_id and others & set(state.isr)
+        ]
+        _log.info(
+            "controlled shutdown of broker %d: %d leaderships remain", broker_id, len(remaining)
+        )
+        return sorted(remaining)
+
+    # -- ElectLeaders and rebalancing ---------------------------------------------------
+
+    async def elect_leaders(
+        self, tps: Iterable[TopicPartition], *, preferred: bool
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Preferred (or unclean) election of each of ``tps``; Kafka's error per partition."""
+        results: dict[TopicPartition, ErrorCode] = {}
+        choose = elect_preferred if preferred else elect_unclean
+
+        def decide(
+            _tp: TopicPartition, replicas: tuple[int, ...], state: LeaderAndIsr, live: set[int]
+        ) -> LeaderAndIsr | None:
+            return choose(replicas, state, live, controller_epoch=self.epoch)
+
+        async with self._lock:
+            for tp in tps:
+                if not self.active:
+                    results[tp] = ErrorCode.not_controller
+                elif tp not in self._cache.partition_states:
+                    results[tp] = ErrorCode.unknown_topic_or_partition
+                else:
+                    results[tp] = await self._decide(tp, decide)
+        return results
+
+    def imbalanced(self) -> list[TopicPartition]:
+        """Partitions to give back to their preferred leader: those of every broker whose
+        share of non-preferred leaderships exceeds the allowed percentage."""
+        live = self._electable()
+        preferred_of: dict[int, list[TopicPartition]] = {}
+        for tp in self._cache.partition_states:
+            replicas = self._cache.replicas(tp)
+            if replicas:
+                preferred_of.setdefault(replicas[0], []).append(tp)
+        chosen = []
+        for broker, tps in preferred_of.items():
+            if broker not in live:
+                continue
+            elsewhere = [tp for tp in tps if self._cache.partition_states[tp].leader != broker]
+            ratio = len(elsewhere) * 100 / len(tps)
+            if ratio > self._settings.leader_imbalance_per_broker_percentage:
+                chosen += [tp for tp in elsewhere if broker in self._cache.partition_states[tp].isr]
+        return sorted(chosen)
+
+    async def _rebalance_loop(self) -> None:
+        interval_s = self._settings.leader_imbalance_check_interval_seconds
+        while True:
+            await asyncio.sleep(interval_s)
+            chosen = self.imbalanced()
+            if chosen:
+                _log.info("rebalancing %d leaderships to their preferred replicas", len(chosen))
+                with contextlib.suppress(ElectionError):
+                    await self.elect_leaders(chosen, preferred=True)

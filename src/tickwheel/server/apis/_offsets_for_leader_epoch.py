@@ -1,0 +1,92 @@
+"""OffsetsForLeaderEpoch (key 23): where a leader epoch ends in the leader's log (KIP-101).
+
+A follower asks a new leader after a leader change, naming the latest epoch in its own
+log, and truncates its log to the end offset answered; the answer's epoch is the newest
+the leader holds at or below the one asked (KIP-279), so when the two differ the
+follower looks that epoch up in its own log and truncates to the smaller end. A
+consumer asks after a leader change, naming the epoch of its position, to detect that
+the log was truncated under it (KIP-320).
+
+Per partition, as Kafka's ``ReplicaManager.lastOffsetForLeaderEpoch``:
+
+- not hosted: KAFKA_STORAGE_ERROR (its log directory failed), NOT_LEADER_OR_FOLLOWER
+  (the topic exists, this broker holds no replica), or UNKNOWN_TOPIC_OR_PARTITION;
+- only the leader answers, followers and consumers alike (Kafka's
+  ``fetchOnlyFromLeader = true``): NOT_LEADER_OR_FOLLOWER on a follower;
+- ``current_leader_epoch`` (-1: not checked) fences the asker: FENCED_LEADER_EPOCH
+  when it is older than the leader's epoch, UNKNOWN_LEADER_EPOCH when newer;
+- the answer is ``Log.end_offset_for_epoch``: (epoch, end offset), (-1, -1) when the
+  log knows no epoch that answers.
+
+``replica_id`` (v3+: a follower's broker id, -1 for a consumer) only chooses Kafka's
+authorization (CLUSTER_ACTION or topic DESCRIBE), which this broker does not have.
+Versions 2-4: librdkafka sends v2 and kafka-python v2-v4; v0-v1 are deprecated and
+gone from Kafka 4 (and from kio).
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.log import LogError
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.replica import PartitionError, TopicPartition
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Response, reply
+
+
+def _last_offset_for_leader_epoch(
+    context: BrokerContext, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
+) -> dict[str, Any]:
+    """One partition's EpochEndOffset fields, or its error code."""
+    partition = context.replica_manager.get_partition(tp)
+    if partition is None:
+        return {"error_code": context.replica_manager.not_hosted_error(tp)}
+    try:
+        partition.check_leader(current_leader_epoch)
+        epoch, end_offset = partition.log.end_offset_for_epoch(leader_epoch)
+    except PartitionError as exc:
+        return {"error_code": exc.error_code}
+    except LogError as exc:
+        return {"error_code": ErrorCode(exc.error_code)}
+    return {"error_code": ErrorCode.none, "leader_epoch": epoch, "end_offset": end_offset}
+
+
+async def handle_offsets_for_leader_epoch(
+    context: BrokerContext, request: DecodedRequest
+) -> Response:
+    """Answer where each requested leader epoch ends in this leader's log."""
+    body: Any = request.body
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "topics": [
+                {
+                    "topic": topic.topic,
+                    "partitions": [
+                        {
+                            "partition": p.partition,
+                            **_last_offset_for_leader_epoch(
+                                context,
+                                TopicPartition(topic.topic, p.partition),
+                                p.current_leader_epoch,
+                                p.leader_epoch,
+                            ),
+                        }
+                        for p in topic.partitions
+                    ],
+                }
+                for topic in body.topics
+            ],
+        },
+    )
+
+
+OFFSETS_FOR_LEADER_EPOCH = ApiSpec(
+    23, "OffsetForLeaderEpoch", VersionRange(2, 4), handle_offsets_for_leader_epoch
+)
