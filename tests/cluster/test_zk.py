@@ -12,6 +12,7 @@ from kazoo.client import KazooClient
 
 from tickwheel.cluster import (
     BrokerEndpoint,
+    ControllerMovedError,
     TopicAssignment,
     TopicExistsError,
     ZkClient,
@@ -90,3 +91,33 @@ def test_partition_state_writes_are_conditional(client: ZkClient) -> None:
 def test_producer_id_blocks_never_overlap(client: ZkClient) -> None:
     blocks = [client.claim_producer_id_block(broker_id, 1000) for broker_id in (1, 2, 1)]
     assert [(b.first, b.last) for b in blocks] == [(0, 999), (1000, 1999), (2000, 2999)]
+
+
+def test_controller_writes_are_fenced_by_the_controller_epoch(client: ZkClient) -> None:
+    first = LeaderAndIsr(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1)
+    client.create_topic("orders", TopicAssignment({0: (1, 2)}, "id"), {}, {0: first})
+    old = client.elect_controller(1)
+    assert old is not None
+    state = client.partition_state(T0)
+    assert state is not None
+    # A leader's own ISR write wins the race: the controller lost only that race.
+    assert client.set_partition_state(T0, LeaderAndIsr(1, 0, (1,), 1, state.version))
+    assert (
+        client.set_partition_state_fenced(T0, LeaderAndIsr(2, 1, (2,), 1, state.version), old)
+        is None
+    )
+    fresh = client.partition_state(T0)
+    assert fresh is not None
+    moved = client.set_partition_state_fenced(T0, LeaderAndIsr(2, 1, (2,), 1, fresh.version), old)
+    assert moved is not None
+    assert moved.leader == 2
+    # A newer controller was elected: the old one's writes are refused as a whole.
+    client.stop()
+    client.start()
+    newer = client.elect_controller(2)
+    assert newer is not None
+    assert newer.epoch == old.epoch + 1
+    latest = client.partition_state(T0)
+    assert latest is not None
+    with pytest.raises(ControllerMovedError):
+        client.set_partition_state_fenced(T0, LeaderAndIsr(1, 2, (1,), 1, latest.version), old)

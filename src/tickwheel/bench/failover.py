@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import ElectionType, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import ElectionType, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tickwheel.cluster import LocalCluster
@@ -108,17 +108,19 @@ def _wait(condition: Callable[[], bool], what: str, timeout_s: float = _CLIENT_T
 def _elect_preferred(cluster: LocalCluster) -> None:
     """ElectLeaders(PREFERRED) for every partition, sent to the controller.
 
-    A new client each try: one that learnt of a controller before it died sends to the
-    dead one's successor in the broker list, which answers NOT_CONTROLLER.
+    A new client each try: one that learnt of a controller before it died may ask a
+    broker that is not the controller any more, which answers NOT_CONTROLLER.
     """
     for _ in range(_ELECT_ATTEMPTS):
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        try:
-            admin.elect_leaders(ElectionType.PREFERRED, None).result(_CLIENT_TIMEOUT_S)
+        results = admin.elect_leaders(ElectionType.PREFERRED, None).result(_CLIENT_TIMEOUT_S)
+        refused = [
+            error
+            for error in results.values()
+            if isinstance(error, KafkaError) and error.code() == KafkaError.NOT_CONTROLLER
+        ]
+        if not refused:
             return
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.NOT_CONTROLLER:
-                raise
         time.sleep(_RETRY_S)
     raise TimeoutError("no controller answered ElectLeaders")
 

@@ -31,6 +31,7 @@ from tickwheel.cluster._node import ClusterNode, ClusterSettings
 from tickwheel.cluster._wire import BrokerChannel, KafkaFetchTransport
 from tickwheel.cluster._zk import (
     BrokerIdTakenError,
+    ControllerMovedError,
     TopicExistsError,
     ZkClient,
     ZkSettings,
@@ -62,6 +63,7 @@ __all__ = [
     "ClusterNode",
     "ClusterSettings",
     "Controller",
+    "ControllerMovedError",
     "ControllerSettings",
     "ElectionError",
     "KafkaFetchTransport",

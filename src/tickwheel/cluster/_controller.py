@@ -37,9 +37,8 @@ threads. Checks are serialised by one ``asyncio.Lock``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -72,7 +71,15 @@ class ControllerSettings:
 
 
 Decide = Callable[[TopicPartition, tuple[int, ...], LeaderAndIsr, set[int]], LeaderAndIsr | None]
-"""A decision: (partition, replicas, its state, electable brokers) -> new state or None."""
+"""A rule: (partition, replicas, its state, electable brokers) -> new state or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What deciding one partition came to: Kafka's error, and the state written if any."""
+
+    error_code: ErrorCode
+    written: LeaderAndIsr | None = None
 
 
 class Controller:
@@ -83,11 +90,12 @@ class Controller:
         zk: ZkClient,
         cache: MetadataCache,
         settings: ControllerSettings,
-        record: Callable[[TopicPartition, LeaderAndIsr], Awaitable[None]],
+        record: Callable[[TopicPartition, LeaderAndIsr], None],
     ) -> None:
         self._zk = zk
         self._cache = cache
-        # Applies a written state on this broker at once (the watch brings it later).
+        # Hands a written state to this broker's own event queue, where it is applied
+        # in order with the watches' events (which bring it again, and are ignored).
         self._record = record
         self._settings = settings
         self._epoch: ControllerEpoch | None = None
@@ -142,8 +150,21 @@ class Controller:
             return
         self._shutting_down &= set(self._cache.brokers)
         async with self._lock:
-            for tp in sorted(self._cache.partition_states):
-                await self._decide(tp, self._after_broker_change)
+            await self._decide_each(sorted(self._cache.partition_states), self._after_broker_change)
+
+    async def _decide_each(
+        self, tps: Iterable[TopicPartition], decide: Decide
+    ) -> dict[TopicPartition, Decision]:
+        """``_decide`` for each partition; one that fails unexpectedly is logged and
+        answered UNKNOWN_SERVER_ERROR, and the others are still decided."""
+        decisions = {}
+        for tp in tps:
+            try:
+                decisions[tp] = await self._decide(tp, decide)
+            except Exception:
+                _log.exception("deciding the leadership of %s failed", tp)
+                decisions[tp] = Decision(ErrorCode.unknown_server_error)
+        return decisions
 
     def _after_broker_change(
         self, tp: TopicPartition, replicas: tuple[int, ...], state: LeaderAndIsr, live: set[int]
@@ -153,20 +174,25 @@ class Controller:
             replicas, state, live, unclean=unclean, controller_epoch=self.epoch
         ) or drop_dead_from_isr(state, live, controller_epoch=self.epoch)
 
-    async def _decide(self, tp: TopicPartition, decide: Decide) -> ErrorCode:
+    async def _decide(self, tp: TopicPartition, decide: Decide) -> Decision:
         """Make and write ``decide``'s state for ``tp``, re-deciding after lost races."""
         state = self._cache.partition_states.get(tp)
         for _ in range(_WRITE_ATTEMPTS):
             epoch = self._epoch
-            if state is None or epoch is None:
-                return ErrorCode.unknown_topic_or_partition
+            if epoch is None or state is None:
+                missing = (
+                    ErrorCode.not_controller
+                    if epoch is None
+                    else ErrorCode.unknown_topic_or_partition
+                )
+                return Decision(missing)
             replicas = self._cache.replicas(tp)
             try:
                 new = decide(tp, replicas, state, self._electable())
             except ElectionError as error:
-                return error.error_code
+                return Decision(error.error_code)
             if new is None:
-                return ErrorCode.none
+                return Decision(ErrorCode.none)
             try:
                 written = await asyncio.to_thread(
                     self._zk.set_partition_state_fenced, tp, new, epoch
@@ -174,13 +200,13 @@ class Controller:
             except ControllerMovedError:
                 _log.warning("a newer controller was elected; broker stops deciding")
                 self.deactivate()
-                return ErrorCode.not_controller
+                return Decision(ErrorCode.not_controller)
             if written is not None:
-                await self._record(tp, written)
+                self._record(tp, written)
                 self._log_decision(tp, state, written)
-                return ErrorCode.none
+                return Decision(ErrorCode.none, written)
             state = await asyncio.to_thread(self._zk.partition_state, tp)
-        return ErrorCode.unknown_server_error
+        return Decision(ErrorCode.unknown_server_error)
 
     def _log_decision(self, tp: TopicPartition, old: LeaderAndIsr, new: LeaderAndIsr) -> None:
         if new.leader == old.leader:
@@ -234,12 +260,16 @@ class Controller:
             return LeaderAndIsr(state.leader, state.leader_epoch, isr, self.epoch, state.version)
 
         async with self._lock:
-            for tp in sorted(self._cache.partition_states):
-                await self._decide(tp, away)
+            decisions = await self._decide_each(sorted(self._cache.partition_states), away)
         others = self._electable() - {broker_id}
+        latest = {
+            tp: decisions[tp].written or state
+            for tp, state in self._cache.partition_states.items()
+            if tp in decisions
+        }
         remaining = [
             tp
-            for tp, state in self._cache.partition_states.items()
+            for tp, state in latest.items()
             if state.leader == broker_id and others & set(state.isr)
         ]
         _log.info(
@@ -251,9 +281,8 @@ class Controller:
 
     async def elect_leaders(
         self, tps: Iterable[TopicPartition], *, preferred: bool
-    ) -> dict[TopicPartition, ErrorCode]:
+    ) -> dict[TopicPartition, Decision]:
         """Preferred (or unclean) election of each of ``tps``; Kafka's error per partition."""
-        results: dict[TopicPartition, ErrorCode] = {}
         choose = elect_preferred if preferred else elect_unclean
 
         def decide(
@@ -262,14 +291,7 @@ class Controller:
             return choose(replicas, state, live, controller_epoch=self.epoch)
 
         async with self._lock:
-            for tp in tps:
-                if not self.active:
-                    results[tp] = ErrorCode.not_controller
-                elif tp not in self._cache.partition_states:
-                    results[tp] = ErrorCode.unknown_topic_or_partition
-                else:
-                    results[tp] = await self._decide(tp, decide)
-        return results
+            return await self._decide_each(tps, decide)
 
     def imbalanced(self) -> list[TopicPartition]:
         """Partitions to give back to their preferred leader: those of every broker whose
@@ -294,8 +316,10 @@ class Controller:
         interval_s = self._settings.leader_imbalance_check_interval_seconds
         while True:
             await asyncio.sleep(interval_s)
-            chosen = self.imbalanced()
-            if chosen:
-                _log.info("rebalancing %d leaderships to their preferred replicas", len(chosen))
-                with contextlib.suppress(ElectionError):
+            try:
+                chosen = self.imbalanced()
+                if chosen:
+                    _log.info("rebalancing %d leaderships to their preferred replicas", len(chosen))
                     await self.elect_leaders(chosen, preferred=True)
+            except Exception:
+                _log.exception("leader rebalance failed; trying again next interval")

@@ -7,8 +7,10 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    this broker's endpoint, runs for controller, and watches the live brokers, the
    topics, each topic's assignment and each partition's state.
 2. Every watch event goes to the event loop through one queue and is applied in
-   order: the ``MetadataCache`` is updated, then each affected partition assigned to
-   this broker is reconciled with its ``LeaderAndIsr``:
+   order (so is every leadership this broker writes itself, without waiting for its
+   watch, which then brings a copy that is ignored): the ``MetadataCache`` is
+   updated, then each affected partition assigned to this broker is reconciled with
+   its ``LeaderAndIsr``:
 
    - the state names this broker as leader at an epoch it does not lead yet →
      stop fetching it, ``become_leader``, and let the ``IsrManager`` track followers;
@@ -33,13 +35,16 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
 
 6. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
    which re-elects leaders when brokers die or return (``_controller``); its
-   decisions reach every broker, itself included, through the same state watches.
-   ``controlled_shutdown`` moves this broker's leaderships to other in-sync replicas
-   before it stops: through the controller when this broker is the controller, else
-   as the leader's own conditional writes (Kafka sends a ControlledShutdown request
-   to the controller; here leadership travels through the state znodes whoever
-   writes them, so the broker writes its own hand-over, as it writes its ISR). The
-   same hand-over moves the leaderships of a log directory that fails.
+   decisions reach every other broker through the same state watches, and this one
+   through the queue. ElectLeaders answers from a ``DelayedElectLeader`` once this
+   broker has applied the new leaders. ``controlled_shutdown`` moves this broker's
+   leaderships to other in-sync replicas before it stops: through the controller when
+   this broker is the controller, else as the leader's own conditional writes (Kafka
+   sends a ControlledShutdown request to the controller; here leadership travels
+   through the state znodes whoever writes them, so the broker writes its own
+   hand-over, as it writes its ISR). The same hand-over moves the leaderships of a log
+   directory that fails. Unlike a controller's decision, such a write is fenced by the
+   state's version only.
 
 Concurrency: the node lives on the broker's event loop; ZooKeeper calls run in worker
 threads (``asyncio.to_thread``); watch callbacks run on kazoo's thread and only post
@@ -63,7 +68,7 @@ from kio.schema.errors import ErrorCode
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
 from tickwheel.cluster._controller import Controller, ControllerSettings
 from tickwheel.cluster._delayed_elect_leader import DelayedElectLeader
-from tickwheel.cluster._election import ElectionError, elect_offline
+from tickwheel.cluster._election import elect_offline
 from tickwheel.cluster._metadata import NO_CONTROLLER, MetadataCache, TopicMetadata
 from tickwheel.cluster._wire import KafkaFetchTransport
 from tickwheel.cluster._zk import ControllerEpoch, TopicExistsError, ZkClient, ZkSettings
@@ -204,7 +209,7 @@ class ClusterNode:
         self._replica_manager = replica_manager
         self._log_config_for = log_config_for
         self._zk = ZkClient(settings.zookeeper)
-        self.controller = Controller(self._zk, self.cache, settings.controller, self._record_state)
+        self.controller = Controller(self._zk, self.cache, settings.controller, self._post_state)
         elect_timer = SystemTimer("ElectLeader", executor=InlineExecutor())
         self._elect_timer_driver = AsyncioTimerDriver(elect_timer)
         self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
@@ -441,8 +446,19 @@ class ClusterNode:
         else:
             await self._record_state(event.tp, event.state)
 
+    def _post_state(self, tp: TopicPartition, state: LeaderAndIsr) -> None:
+        """Queue a state this broker wrote, to be applied in order with the watches' events
+        (its watch brings it again, and that copy is ignored as not newer)."""
+        self._events.put_nowait(_StateChanged(tp, state))
+
+    async def _applied(self) -> None:
+        """Return once every event queued so far has been applied."""
+        barrier = _Barrier(asyncio.Event())
+        self._events.put_nowait(barrier)
+        await barrier.applied.wait()
+
     async def _record_state(self, tp: TopicPartition, state: LeaderAndIsr) -> None:
-        """Take ``state`` (from a watch, or written by this broker's controller) if newer."""
+        """Take ``state`` if newer than what the cache holds, and act on it."""
         if self.cache.set_partition_state(tp, state):
             self.elect_leader_purgatory.check_and_complete(
                 TopicPartitionOperationKey(tp.topic, tp.partition)
@@ -684,20 +700,21 @@ class ClusterNode:
     ) -> dict[TopicPartition, ErrorCode]:
         """ElectLeaders on the controller: elect each of ``tps`` (None: every partition,
         answering only those that needed an election), then wait in a
-        ``DelayedElectLeader`` until the new leaders are in place. Raises
-        ``ElectionError`` (NOT_CONTROLLER) on any other broker."""
-        if not self.controller.active:
-            raise ElectionError(ErrorCode.not_controller, "this broker is not the controller")
+        ``DelayedElectLeader`` until this broker has applied the new leaders. Any other
+        broker answers NOT_CONTROLLER for each partition, as Kafka's does."""
         requested = sorted(self.cache.partition_states) if tps is None else list(tps)
-        results = await self.controller.elect_leaders(requested, preferred=preferred)
+        if not self.controller.active:
+            return dict.fromkeys(requested, ErrorCode.not_controller)
+        decisions = await self.controller.elect_leaders(requested, preferred=preferred)
+        results = {tp: decision.error_code for tp, decision in decisions.items()}
         if tps is None:
             results = {
                 tp: error for tp, error in results.items() if error != ErrorCode.election_not_needed
             }
         expected = {
-            tp: self.cache.partition_states[tp].leader
-            for tp, error in results.items()
-            if error == ErrorCode.none
+            tp: decision.written.leader
+            for tp, decision in decisions.items()
+            if tp in results and decision.written is not None
         }
         answered: asyncio.Future[dict[TopicPartition, ErrorCode]] = (
             asyncio.get_running_loop().create_future()
@@ -728,8 +745,9 @@ class ClusterNode:
         for attempt in range(1, settings.controlled_shutdown_max_retries + 1):
             try:
                 remaining = await self._request_controlled_shutdown()
-            except (OSError, TimeoutError, ElectionError) as exc:
-                _log.warning("controlled shutdown attempt %d failed: %s", attempt, exc)
+            except Exception as exc:  # ZooKeeper gone, a topic deleted meanwhile, ...
+                # The broker must stop whatever happens here: its logs still need closing.
+                _log.warning("controlled shutdown attempt %d failed: %r", attempt, exc)
             else:
                 if not remaining:
                     _log.info("controlled shutdown done: this broker leads nothing")
@@ -743,10 +761,14 @@ class ClusterNode:
                 await asyncio.sleep(settings.controlled_shutdown_retry_backoff_ms / _MS_PER_S)
 
     async def _request_controlled_shutdown(self) -> list[TopicPartition]:
-        # Either way each move is applied here as it is written (``_record_state``).
         if self.controller.active:
-            return await self.controller.controlled_shutdown(self.broker_id)
-        return await self._hand_over_leaderships(self._leading())
+            remaining = await self.controller.controlled_shutdown(self.broker_id)
+        else:
+            remaining = await self._hand_over_leaderships(self._leading())
+        # Follow the new leaders before going on: a produce accepted here now would be
+        # acknowledged by a broker that no longer leads.
+        await self._applied()
+        return remaining
 
     def _on_log_dir_failure(self, log_dir: Path, tps: list[TopicPartition]) -> None:
         """Hand the leaderships of a failed log directory's partitions to other replicas."""
@@ -775,7 +797,9 @@ class ClusterNode:
         others = set(self.cache.brokers) - {self.broker_id}
         remaining = []
         for tp in sorted(tps):
-            state = self.cache.partition_states[tp]
+            state = self.cache.partition_states.get(tp)
+            if state is None:
+                continue  # Deleted meanwhile.
             moved = elect_offline(
                 self.cache.replicas(tp),
                 state,
@@ -789,7 +813,7 @@ class ClusterNode:
             if written is None:
                 remaining.append(tp)
             else:
-                await self._record_state(tp, written)
+                self._post_state(tp, written)
         return remaining
 
     def _leading(self) -> set[TopicPartition]:

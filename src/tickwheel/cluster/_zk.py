@@ -43,6 +43,7 @@ from kazoo.exceptions import (  # type: ignore[import-untyped]
     BadVersionError,
     NodeExistsError,
     NoNodeError,
+    RolledBackError,
 )
 from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
 from kazoo.protocol.states import ZnodeStat  # type: ignore[import-untyped]
@@ -354,7 +355,9 @@ class ZkClient:
             version=state.version,
         )
         fenced, written = transaction.commit()
-        if isinstance(fenced, Exception):
+        # A failed multi reports the ops before the failing one as rolled back: only a
+        # failed check means another controller was elected.
+        if isinstance(fenced, Exception) and not isinstance(fenced, RolledBackError):
             raise ControllerMovedError(f"controller epoch {controller.epoch} is no longer current")
         if isinstance(written, Exception):
             return None

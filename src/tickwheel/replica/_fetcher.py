@@ -171,6 +171,14 @@ class ReplicaFetcher:
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{self.leader_id}"
         )
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        # The loop only ends when stopped; anything else is a bug worth a traceback.
+        if not task.cancelled() and task.exception() is not None:
+            _log.error(
+                "replica fetcher for leader %d died", self.leader_id, exc_info=task.exception()
+            )
 
     async def stop(self) -> None:
         """Stop fetching and close the connection to the leader."""
@@ -244,18 +252,33 @@ class ReplicaFetcher:
                 continue  # Removed or re-added meanwhile: asked again if needed.
             if answer is None or answer.error_code != ErrorCode.none or partition is None:
                 continue  # The next round asks again.
-            self._truncating.discard(tp)
-            self._cut(partition, answer)
+            if partition.offline:
+                self._truncating.discard(tp)  # Its directory failed while we asked.
+                continue
+            try:
+                if self._cut(partition, answer):
+                    self._truncating.discard(tp)
+            except (LogError, OSError) as exc:
+                self._truncating.discard(tp)
+                self._replica_manager.handle_storage_error(tp, exc)
 
-    def _cut(self, partition: Partition, answer: EpochEndOffset) -> None:
+    def _cut(self, partition: Partition, answer: EpochEndOffset) -> bool:
+        """Truncate as the leader's answer says; True when the logs now agree.
+
+        When this log holds no entry for the epoch the leader answered with, the cut
+        is to where this log's older epoch ends, and the leader is asked again about
+        the epoch this log has last (KIP-279); False then.
+        """
         log = partition.log
+        settled = True
         if answer.end_offset < 0:
             # The leader holds no epoch this old: keep what is known to be committed.
             offset = log.high_watermark
         else:
             # Where this log ends the leader's epoch (or the last one before it).
-            _, own_end = log.end_offset_for_epoch(answer.leader_epoch)
+            own_epoch, own_end = log.end_offset_for_epoch(answer.leader_epoch)
             offset = answer.end_offset if own_end < 0 else min(answer.end_offset, own_end)
+            settled = own_epoch == answer.leader_epoch or own_end < 0
         if offset < log.log_end_offset:
             _log.info(
                 "%s: truncating from %d to %d, where leader %d's log parts from ours (epoch %d)",
@@ -265,10 +288,8 @@ class ReplicaFetcher:
                 self.leader_id,
                 answer.leader_epoch,
             )
-            try:
-                log.truncate_to(offset)
-            except (LogError, OSError) as exc:
-                self._replica_manager.handle_storage_error(partition.topic_partition, exc)
+            log.truncate_to(offset)
+        return settled
 
     def _build_request(self, now_s: float) -> FollowerFetchRequest:
         partitions = []
@@ -323,7 +344,11 @@ class ReplicaFetcher:
         log = partition.log
         tp = partition.topic_partition
         if result.error_code == ErrorCode.offset_out_of_range:
-            self._handle_out_of_range(partition, sent, result)
+            try:
+                self._handle_out_of_range(partition, sent, result)
+            except (LogError, OSError) as exc:
+                self._replica_manager.handle_storage_error(tp, exc)
+                return False
             return True
         if result.error_code != ErrorCode.none:
             _repeated.log(

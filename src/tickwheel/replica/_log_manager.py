@@ -11,7 +11,9 @@ Checkpoints: the broker has ``checkpoint`` write the high watermark of every log
 ``replica.high.watermark.checkpoint.interval.ms``, the recovery points every
 ``log.flush.offset.checkpoint.interval.ms`` and the log start offsets every
 ``log.flush.start.offset.checkpoint.interval.ms``; each log writes only a file whose
-offset moved. They run off the event loop, since they fsync.
+offset moved. They run on a worker thread, since they fsync; each log holds its lock
+while its file is written (about a millisecond), so an append to that one log waits
+that long, and every other log and request goes on.
 
 Log directory failure, as Kafka's ``LogDirFailureChannel``: an I/O error on a log
 (a full disk, a failing device) takes its whole directory offline. The error is logged

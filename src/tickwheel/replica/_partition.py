@@ -100,16 +100,21 @@ class Partition:
         return self.leader_id == self.local_broker_id
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
-        """Raise unless this broker leads at ``current_leader_epoch`` (-1: any epoch)."""
+        """Raise unless this broker leads at ``current_leader_epoch`` (-1: any epoch).
+
+        The epoch is checked first, as Kafka's ``localLogWithEpochOrThrow`` does: a
+        client with a stale epoch learns it is fenced (and refreshes its metadata)
+        whether or not this broker still leads.
+        """
         if self.offline:
             raise PartitionError(ErrorCode.kafka_storage_error)
-        if not self.is_leader:
-            raise PartitionError(ErrorCode.not_leader_or_follower)
         if current_leader_epoch >= 0:
             if current_leader_epoch < self.leader_epoch:
                 raise PartitionError(ErrorCode.fenced_leader_epoch)
             if current_leader_epoch > self.leader_epoch:
                 raise PartitionError(ErrorCode.unknown_leader_epoch)
+        if not self.is_leader:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
 
     def append_records_to_leader(
         self, records: bytes, required_acks: int

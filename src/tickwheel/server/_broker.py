@@ -230,9 +230,13 @@ class Broker:
         interval_s = max(interval_ms, 1) / _MS_PER_S
         while True:
             await asyncio.sleep(interval_s)
-            pending = action()
-            if pending is not None:
-                await pending
+            try:
+                pending = action()
+                if pending is not None:
+                    await pending
+            except Exception:
+                # A bug, not a condition to stop housekeeping for: the next round runs.
+                _log.exception("housekeeping %s failed", getattr(action, "__name__", action))
 
     def _log_maintenance(self) -> None:
         replica_manager = self.replica_manager

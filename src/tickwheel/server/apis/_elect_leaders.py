@@ -5,8 +5,10 @@ Clients (``AdminClient.elect_leaders``) send it to the controller. There the
 and in sync; UNCLEAN: a live replica for a leaderless partition) and the answer waits
 in a ``DelayedElectLeader`` until the new leaders are in place or ``timeout_ms``
 passes. Kafka's errors: ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
-ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION per partition; NOT_CONTROLLER
-from any other broker (top level from v1, per partition in v0). A null partition list
+ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION per partition, and
+NOT_CONTROLLER per partition from any other broker, as Kafka's brokers answer in
+ZooKeeper mode; an election type other than the two is INVALID_REQUEST (top level from
+v1, per partition in v0). A null partition list
 means every partition, and then only the partitions that needed an election are
 answered. A single broker is the controller of a cluster of one, where every
 partition already has its only replica as leader: ELECTION_NOT_NEEDED.
@@ -20,7 +22,6 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.cluster import ElectionError
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
@@ -65,16 +66,11 @@ async def handle_elect_leaders(context: BrokerContext, request: DecodedRequest) 
         # A null list asks for every partition: none needs an election here.
         results = _single_node(context, requested or [])
     else:
-        try:
-            results = await context.cluster.elect_leaders(
-                requested, preferred=election_type == _PREFERRED, timeout_ms=to_ms(body.timeout)
-            )
-        except ElectionError as refused:
-            top_error = refused.error_code
-    if request.api_version < _FIRST_TOP_LEVEL_ERROR_VERSION and top_error != ErrorCode.none:
+        results = await context.cluster.elect_leaders(
+            requested, preferred=election_type == _PREFERRED, timeout_ms=to_ms(body.timeout)
+        )
+    if top_error != ErrorCode.none and request.api_version < _FIRST_TOP_LEVEL_ERROR_VERSION:
         results = dict.fromkeys(requested or [], top_error)
-    elif top_error != ErrorCode.none:
-        results = {}
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, code in sorted(results.items()):
         by_topic.setdefault(tp.topic, []).append(
