@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tickwheel.server import BrokerConfig, ConfigError, parse_properties
+from tickwheel.server._config import ConfigSource, environment_properties
 
 
 def test_defaults_are_kafkas() -> None:
@@ -82,3 +83,60 @@ def test_unknown_properties_are_ignored_with_a_warning(caplog: pytest.LogCapture
 
 def test_parse_properties_separators() -> None:
     assert parse_properties("a=1\nb: 2\nc\n  # x\n") == {"a": "1", "b": "2", "c": ""}
+
+
+def test_environment_names_as_the_apache_kafka_image_maps_them() -> None:
+    environ = {
+        "KAFKA_LOG_DIRS": "/data",
+        "KAFKA_LISTENER_NAME_INTERNAL_SSL___KEY__PASSWORD": "x",
+        "KAFKA_HEAP_OPTS": "-Xmx1G",  # the JVM's, not a property
+        "HOME": "/root",
+    }
+    assert environment_properties(environ) == {
+        "log.dirs": "/data",
+        "listener.name.internal.ssl-key_password": "x",
+    }
+
+
+def test_precedence_file_then_environment_then_override(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("num.partitions 2\nlog.dirs=/from-file\nbroker.id=1\n")
+    environ = {"KAFKA_NUM_PARTITIONS": "4", "KAFKA_LOG_DIRS": "/from-env"}
+    config = BrokerConfig.load(path, environ, {"num.partitions": "8"})
+    assert (config.broker_id, config.log_dirs, config.num_partitions) == (1, "/from-env", 8)
+    assert config.source("broker.id") is ConfigSource.FILE
+    assert config.source("log.dirs") is ConfigSource.ENVIRONMENT
+    assert config.source("num.partitions") is ConfigSource.OVERRIDE
+    assert config.source("message.max.bytes") is ConfigSource.DEFAULT
+
+
+def test_sources_follow_renamed_properties(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("node.id=3\nlog.retention.hours=2\nzookeeper.connect=zk:2181\n")
+    config = BrokerConfig.load(path, {})
+    assert config.source("broker.id") is ConfigSource.FILE
+    assert config.source("log.retention.ms") is ConfigSource.FILE
+    # Kafka's cluster default, not a setting the user made.
+    assert config.source("offsets.topic.replication.factor") is ConfigSource.DEFAULT
+
+
+def test_keyword_configs_count_changed_values_as_set() -> None:
+    config = BrokerConfig(num_partitions=3)
+    assert config.source("num.partitions") is ConfigSource.OVERRIDE
+    assert config.source("log.dirs") is ConfigSource.DEFAULT
+    assert BrokerConfig.from_properties({"num.partitions": "1"}).source("num.partitions") is (
+        ConfigSource.OVERRIDE
+    )
+
+
+def test_load_without_a_file_reads_the_environment() -> None:
+    config = BrokerConfig.load(None, {"KAFKA_TICKWHEEL_METRICS_PORT": "0"})
+    assert config.metrics_port == 0
+    assert config.source("tickwheel.metrics.port") is ConfigSource.ENVIRONMENT
+
+
+def test_malformed_escape_in_file_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("log.dirs=\\uZZZZ\n")
+    with pytest.raises(ConfigError, match=r"server\.properties"):
+        BrokerConfig.load(path, {})

@@ -1,10 +1,19 @@
-"""The Prometheus endpoint: Kafka's metric names, purgatory gauges that follow the purgatory."""
+"""The metrics server: Kafka's metric names, purgatory gauges that follow the purgatory,
+partition gauges, process metrics, health and readiness, 404 and 400."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from replica.records import batch
 from tickwheel.server import BackgroundBroker
@@ -15,6 +24,7 @@ pytestmark = pytest.mark.integration
 
 FETCH = 1
 PRODUCE = 0
+TIMEOUT_S = 30.0
 
 
 @pytest.fixture
@@ -96,3 +106,88 @@ def test_purgatory_request_and_byte_metrics(tickwheel_broker: BackgroundBroker) 
         'kafka_server_DelayedOperationPurgatory_ExpiresPerSec_total{delayedOperation="Produce"}'
         in samples
     )
+
+
+def get(broker: BackgroundBroker, path: str) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{broker.metrics_port}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_health_readiness_and_unknown_paths(tickwheel_broker: BackgroundBroker) -> None:
+    assert get(tickwheel_broker, "/healthz") == (200, "ok\n")
+    assert get(tickwheel_broker, "/readyz") == (200, "ok\n")
+    assert get(tickwheel_broker, "/")[0] == 404
+    assert get(tickwheel_broker, "/metricsx")[0] == 404
+    status, text = get(tickwheel_broker, "/metrics?name=x")
+    assert status == 200
+    assert "process_cpu_seconds_total" in text
+    assert "process_resident_memory_bytes" in text
+    assert "python_info" in text
+
+
+def test_garbage_is_a_bad_request(tickwheel_broker: BackgroundBroker) -> None:
+    with socket.create_connection(("127.0.0.1", tickwheel_broker.metrics_port), 10) as sock:
+        sock.sendall(bytes(range(200, 256)) + b"\x00" * 8)  # 64 bytes, no line end
+        answer = sock.recv(1024)
+    assert answer.startswith(b"HTTP/1.1 400 ")
+
+
+def test_partition_gauges_under_kafka_names(tickwheel_broker: BackgroundBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": tickwheel_broker.bootstrap_servers})
+    futures = admin.create_topics(
+        [
+            NewTopic("plain", 2, 1),
+            # One replica cannot satisfy min.insync.replicas=2: under min ISR.
+            NewTopic("strict", 1, 1, config={"min.insync.replicas": "2"}),
+        ]
+    )
+    for future in futures.values():
+        future.result(TIMEOUT_S)
+    samples = scrape(tickwheel_broker)
+    replica = "kafka_server_ReplicaManager_"
+    controller = "kafka_controller_KafkaController_"
+    # The broker may host internal topics too: count what these tests created.
+    partitions = samples[replica + "PartitionCount"]
+    assert partitions >= 3
+    assert samples[replica + "LeaderCount"] == partitions
+    assert samples[replica + "UnderMinIsrPartitionCount"] == 1
+    assert samples[replica + "UnderReplicatedPartitions"] == 0
+    assert samples[replica + "OfflineReplicaCount"] == 0
+    assert samples[controller + "ActiveControllerCount"] == 1
+    assert samples[controller + "OfflinePartitionsCount"] == 0
+
+
+def test_a_taken_metrics_port_names_its_setting(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tickwheel.cli",
+                "serve",
+                "--override",
+                "listeners=PLAINTEXT://127.0.0.1:0",
+                "--override",
+                f"log.dirs={tmp_path / 'logs'}",
+                "--override",
+                "offsets.topic.num.partitions=1",
+            ],
+            # Through the environment, as the apache/kafka image is configured.
+            env={**os.environ, "KAFKA_TICKWHEEL_METRICS_PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    assert "tickwheel.metrics.port" in done.stderr
+    assert f"127.0.0.1:{port}" in done.stderr
+    assert "cannot listen on PLAINTEXT" not in done.stderr
+    assert "Traceback" not in done.stderr

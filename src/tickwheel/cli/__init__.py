@@ -3,25 +3,47 @@
 Each verb's module has ``main(argv: list[str]) -> int`` and is imported only when its
 verb runs, so ``tickwheel bench timer`` never pays for the broker's imports.
 Nothing in a library layer imports this package.
+
+Each verb parses its own arguments with argparse (the standard library: no dependency,
+and subcommands, choices and ``--help`` are all it needs here), so a typo in a verb, a
+subcommand or a choice is a usage message with exit status 2, never a traceback. The
+admin verbs (``topic``, ``group``, ``produce``, ``consume``) speak the Kafka protocol
+through confluent-kafka, so they work against any Kafka-compatible broker.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
 
 # verb -> (module with main(argv), one line of help)
 _VERBS: dict[str, tuple[str, str]] = {
     "bench": ("tickwheel.cli._bench", "run a benchmark (tickwheel bench --help lists them)"),
-    "cluster": ("tickwheel.cli._cluster", "run ZooKeeper and N brokers on loopback"),
+    "cluster": (
+        "tickwheel.cli._cluster",
+        "run ZooKeeper and N brokers on loopback; 'cluster health' checks one",
+    ),
+    "consume": ("tickwheel.cli._consume", "print records of a topic (kcat-like --format)"),
     "demo": ("tickwheel.cli._demo", "run the clickstream pipeline: broker -> Spark -> Kafka"),
+    "group": ("tickwheel.cli._group", "list, describe (offsets, lag) or delete consumer groups"),
+    "produce": ("tickwheel.cli._produce", "send one record per line of stdin to a topic"),
     "serve": ("tickwheel.cli._serve", "run a Kafka-compatible broker (server.properties)"),
+    "topic": ("tickwheel.cli._topic", "create, list, describe, delete topics or add partitions"),
 }
+
+BUILD = "pure Python"
+"""Which implementation this package is (a compiled build would say so here)."""
+
+
+def version() -> str:
+    """``tickwheel VERSION (BUILD)``: the installed package's version and build."""
+    return f"tickwheel {importlib.metadata.version('tickwheel')} ({BUILD})"
 
 
 def _usage() -> str:
-    lines = ["usage: tickwheel VERB [ARGS...]", "", "verbs:"]
+    lines = ["usage: tickwheel [--version] VERB [ARGS...]", "", "verbs:"]
     lines += [f"  {verb:<8} {help_text}" for verb, (_, help_text) in sorted(_VERBS.items())]
     return "\n".join(lines)
 
@@ -32,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in {"-h", "--help"}:
         print(_usage())
         return 0 if args else 2
+    if args[0] == "--version":
+        print(version())
+        return 0
     verb, rest = args[0], args[1:]
     if verb not in _VERBS:
         print(f"tickwheel: unknown verb {verb!r}\n\n{_usage()}", file=sys.stderr)

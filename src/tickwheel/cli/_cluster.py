@@ -1,5 +1,7 @@
 """``tickwheel cluster``: ZooKeeper and N brokers on loopback, until Ctrl-C.
 
+(``tickwheel cluster health`` checks a running cluster instead: see ``_health``.)
+
 Starts a ``LocalCluster`` (Debian's ZooKeeper standalone, then ``--brokers`` broker
 processes, each with its own log directory under ``--dir`` and its own port from
 ``--base-port`` on), prints the bootstrap servers and the ``zookeeper.connect`` a
@@ -18,6 +20,7 @@ import tempfile
 import threading
 from types import FrameType
 
+from tickwheel.cli import _health as health
 from tickwheel.cluster import LocalCluster, ZooKeeperError
 from tickwheel.coordinator import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR
 from tickwheel.server import parse_overrides
@@ -63,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    """Run the cluster until a signal; returns the exit status."""
+    """Run the cluster until a signal (or check one: ``health``); returns the exit status."""
+    if argv[:1] == ["health"]:
+        return health.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         properties = parse_overrides(args.override)

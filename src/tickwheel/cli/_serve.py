@@ -1,13 +1,16 @@
 """``tickwheel serve [server.properties] [--override NAME=VALUE ...]``: run a broker.
 
 Reads Kafka's ``server.properties`` format (the file is optional; without it every
-setting has Kafka's default, listening on ``PLAINTEXT://127.0.0.1:9092``), applies
-``--override`` settings on top (``kafka-server-start.sh``'s flag), logs where it
+setting has Kafka's default, listening on ``PLAINTEXT://127.0.0.1:9092``), then
+``KAFKA_*`` environment variables as the apache/kafka image maps them
+(``KAFKA_LOG_DIRS`` is ``log.dirs``), then ``--override`` settings
+(``kafka-server-start.sh``'s flag), each over the one before. It logs where it
 listens, and runs until SIGINT or SIGTERM, then stops cleanly: connections closed,
 logs flushed, checkpoints written. With ``zookeeper.connect`` set it joins that
 cluster; otherwise it runs alone. A listener that cannot be opened (the port is
-taken) or a ``log.dirs`` entry that is not a usable directory is reported on stderr
-with exit status 2, like a bad setting.
+taken, for Kafka's listener or for ``tickwheel.metrics.port``) or a ``log.dirs`` entry
+that is not a usable directory is reported on stderr with exit status 2, like a bad
+setting.
 
 Concurrency: one process, one event loop; the signal handlers run on that loop.
 """
@@ -19,14 +22,18 @@ import asyncio
 import errno
 import gc
 import logging
+import os
 import signal
 import sys
 
 from tickwheel.replica import LogDirError
-from tickwheel.server import Broker, BrokerConfig, ConfigError, parse_overrides
+from tickwheel.server import Broker, BrokerConfig, ConfigError, MetricsPortError, parse_overrides
 
 _LISTEN_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL})
 """Why a listener cannot be opened: the port is taken, or the address is not ours."""
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""``--log-level`` choices: the logging module's level names."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,7 +49,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="set a property, overriding the file (repeatable)",
     )
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,  # case-insensitive: --log-level debug is DEBUG
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="logging level (default INFO)",
+    )
     return parser
 
 
@@ -65,15 +78,11 @@ def main(argv: list[str]) -> int:
     """Run the broker until a signal; returns the exit status."""
     args = _parser().parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         overrides = parse_overrides(args.override)
-        config = (
-            BrokerConfig.from_file(args.properties, overrides)
-            if args.properties
-            else BrokerConfig.from_properties(overrides)
-        )
+        config = BrokerConfig.load(args.properties, os.environ, overrides)
     except (ConfigError, OSError) as exc:
         print(f"tickwheel serve: {exc}", file=sys.stderr)
         return 2
@@ -81,6 +90,9 @@ def main(argv: list[str]) -> int:
         asyncio.run(_serve(config))
     except LogDirError as exc:
         print(f"tickwheel serve: {exc}", file=sys.stderr)
+        return 2
+    except MetricsPortError as exc:
+        print(f"tickwheel serve: {exc.strerror}", file=sys.stderr)
         return 2
     except OSError as exc:
         if exc.errno not in _LISTEN_ERRNOS:

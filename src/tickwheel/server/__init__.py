@@ -18,10 +18,11 @@ from tickwheel.server._broker import BackgroundBroker, Broker
 from tickwheel.server._config import (
     BrokerConfig,
     ConfigError,
+    ConfigSource,
     parse_overrides,
     parse_properties,
 )
-from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics
+from tickwheel.server._metrics import BrokerMetrics, MetricsPortError, PurgatoryMetrics
 
 __all__ = [
     "BackgroundBroker",
@@ -29,6 +30,8 @@ __all__ = [
     "BrokerConfig",
     "BrokerMetrics",
     "ConfigError",
+    "ConfigSource",
+    "MetricsPortError",
     "PurgatoryMetrics",
     "parse_overrides",
     "parse_properties",

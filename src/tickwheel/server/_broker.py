@@ -75,6 +75,7 @@ class Broker:
         self._housekeeping: list[asyncio.Task[None]] = []
         self._endpoint = Endpoint(_LOOPBACK, 0)
         self._metrics_port = -1
+        self._ready = False  # /readyz: listening, logs loaded, registered in a cluster
         # Request bytes being read or served, over all connections (queued.max.request.bytes).
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
 
@@ -145,6 +146,8 @@ class Broker:
         metrics = BrokerMetrics(
             lambda: replica_manager.purgatories,
             lambda: replica_manager.log_manager.offline_dir_count,
+            partitions=lambda: list(replica_manager.partitions.values()),
+            controller_active=lambda: cluster is None or cluster.controller.active,
         )
         context = BrokerContext(config, replica_manager, topics, metrics, SUPPORTED_VERSIONS)
         self._context = context
@@ -162,11 +165,15 @@ class Broker:
         bound_port = listener.port
         self._endpoint = self._advertised(host, bound_port)
         context.advertised = self._endpoint
+        if config.metrics_port >= 0:
+            # Served before joining the cluster, so /readyz says 503 until registered.
+            self._metrics_server = await serve_metrics(
+                metrics, host, config.metrics_port, lambda: self._ready
+            )
+            self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
         if cluster is not None:
             await start_cluster(context, cluster)
-        if config.metrics_port >= 0:
-            self._metrics_server = await serve_metrics(metrics, host, config.metrics_port)
-            self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+        self._ready = True
         self._housekeeping = [
             asyncio.create_task(
                 self._every(config.log_retention_check_interval_ms, self._log_maintenance)
@@ -203,6 +210,12 @@ class Broker:
             ",".join(map(str, self.log_dirs)),
             len(topics.topics),
         )
+        if self._metrics_server is not None:
+            _log.info(
+                "metrics on http://%s:%d/metrics (health /healthz, readiness /readyz)",
+                host,
+                self._metrics_port,
+            )
 
     def _advertised(self, host: str, port: int) -> Endpoint:
         advertised = self.config.advertised_listeners.split(",")[0].strip()
@@ -268,6 +281,7 @@ class Broker:
         if self._stopped:
             return
         self._stopped = True
+        self._ready = False
         if self._context is not None and self._context.cluster is not None:
             # Kafka's controlled shutdown: leaderships move while clients are served.
             await self._context.cluster.controlled_shutdown()

@@ -1,7 +1,12 @@
 """``BrokerConfig``: the broker's settings under Kafka's ``server.properties`` names.
 
 One frozen object built once at start-up, from a properties file, a dict, or keyword
-arguments; every field is named after its Kafka property with dots turned into
+arguments; ``BrokerConfig.load`` layers the sources ``tickwheel serve`` reads, later
+ones winning: the ``server.properties`` file (``_properties`` parses it as
+``java.util.Properties`` does), ``KAFKA_*`` environment variables (named as the
+apache/kafka image names them, ``environment_properties``), then ``--override``
+pairs. The config records where each value came from (``source``), which
+DescribeConfigs reports. Every field is named after its Kafka property with dots turned into
 underscores (``log.dirs`` → ``log_dirs``). Topic-level defaults (``log.segment.bytes``
 and friends) are kept as the broker's ``log.*`` properties and mapped to the topic
 names that ``LogConfig`` reads (``segment.bytes``), as Kafka does.
@@ -12,6 +17,7 @@ Immutable; safe from any thread.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel.coordinator import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR, GroupConfig
+from tickwheel.server._properties import parse_properties
+
+__all__ = [
+    "BROKER_TO_TOPIC_CONFIG",
+    "DEFAULT_LISTENERS",
+    "BrokerConfig",
+    "ConfigError",
+    "ConfigSource",
+    "environment_properties",
+    "parse_overrides",
+    "parse_properties",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -43,8 +61,37 @@ BROKER_TO_TOPIC_CONFIG: Mapping[str, str] = {
 }
 
 
+# The apache/kafka image's environment mapping (its kafka-propertiesSpec.json, after
+# Confluent's): ``KAFKA_`` prefixed variables become properties except these, which
+# configure the JVM and the start-up scripts.
+_ENV_PREFIX = "KAFKA_"
+_ENV_EXCLUDED = frozenset(
+    {
+        "KAFKA_VERSION",
+        "KAFKA_HEAP_OPTS",
+        "KAFKA_LOG4J_OPTS",
+        "KAFKA_OPTS",
+        "KAFKA_JMX_OPTS",
+        "KAFKA_JVM_PERFORMANCE_OPTS",
+        "KAFKA_GC_LOG_OPTS",
+        "KAFKA_LOG4J_ROOT_LOGLEVEL",
+        "KAFKA_LOG4J_LOGGERS",
+        "KAFKA_TOOLS_LOG4J_LOGLEVEL",
+    }
+)
+
+
 class ConfigError(ValueError):
     """A property that is unknown in type or out of range."""
+
+
+class ConfigSource(enum.Enum):
+    """Where a setting's value came from, lowest precedence first."""
+
+    DEFAULT = "default"
+    FILE = "file"
+    ENVIRONMENT = "environment"
+    OVERRIDE = "override"
 
 
 def _kafka(name: str) -> dict[str, str]:
@@ -206,6 +253,10 @@ class BrokerConfig:
     # Not a Kafka property: Kafka exports metrics over JMX, tickwheel over HTTP in
     # Prometheus's format; -1 disables the endpoint, 0 picks a free port.
     metrics_port: int = field(default=-1, metadata=_kafka("tickwheel.metrics.port"))
+    # Not a setting: where each property named here came from (``source``).
+    sources: Mapping[str, ConfigSource] = field(
+        default_factory=dict, compare=False, repr=False, metadata={}
+    )
 
     def __post_init__(self) -> None:
         self.listen_address()
@@ -217,34 +268,89 @@ class BrokerConfig:
             raise ConfigError("queued.max.request.bytes must be positive, or -1 for no bound")
 
     @classmethod
-    def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
-        """A config from Kafka-named string properties; unknown names are logged."""
-        by_name = {f.metadata["kafka"]: f for f in dataclasses.fields(cls)}
+    def from_properties(
+        cls,
+        properties: Mapping[str, str],
+        sources: Mapping[str, ConfigSource] = {},
+    ) -> BrokerConfig:
+        """A config from Kafka-named string properties; unknown names are logged.
+
+        ``sources`` says where each property came from; a property it does not name
+        counts as an override (it was set on purpose, by the caller).
+        """
+        by_name = {f.metadata["kafka"]: f for f in _settings()}
         values: dict[str, Any] = {}
-        for name, raw in properties.items():
+        recorded: dict[str, ConfigSource] = {}
+        for given, raw in properties.items():
+            source = sources.get(given, ConfigSource.OVERRIDE)
+            name = given
             if name == "log.dir" and "log.dirs" not in properties:
-                name = "log.dirs"  # noqa: PLW2901 - Kafka's older single-directory spelling
+                name = "log.dirs"  # Kafka's older single-directory spelling
             if name == "node.id":
-                name = "broker.id"  # noqa: PLW2901 - the KRaft spelling of the same id
+                name = "broker.id"  # the KRaft spelling of the same id
             if name == "log.retention.hours":
                 values["log_retention_ms"] = _parse_int(name, raw) * _MS_PER_HOUR
+                recorded["log.retention.ms"] = source
                 continue
             target = by_name.get(name)
             if target is None:
                 _log.warning("ignoring unknown broker property %s", name)
                 continue
             values[target.name] = _parse(name, raw, target.default)
+            recorded[name] = source
         if values.get("zookeeper_connect") and "offsets_topic_replication_factor" not in values:
             # Kafka's default; only a single broker keeps the 1 of its server.properties.
             values["offsets_topic_replication_factor"] = CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR
-        return cls(**values)
+            recorded["offsets.topic.replication.factor"] = ConfigSource.DEFAULT
+        return cls(**values, sources=recorded)
 
     @classmethod
     def from_file(cls, path: str | Path, overrides: Mapping[str, str] = {}) -> BrokerConfig:
         """A config from a ``server.properties`` file, with ``overrides`` on top."""
-        properties = parse_properties(Path(path).read_text(encoding="utf-8"))
-        properties.update(overrides)
-        return cls.from_properties(properties)
+        return cls.load(path, {}, overrides)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path | None,
+        environ: Mapping[str, str],
+        overrides: Mapping[str, str] = {},
+    ) -> BrokerConfig:
+        """A config from the file at ``path`` (if any), then ``KAFKA_*`` variables of
+        ``environ``, then ``overrides``: each layer replaces the one before.
+
+        A file that cannot be read raises ``OSError``; one that is not valid
+        properties text, or a bad value anywhere, raises ``ConfigError``.
+        """
+        properties: dict[str, str] = {}
+        sources: dict[str, ConfigSource] = {}
+        layers: list[tuple[Mapping[str, str], ConfigSource]] = []
+        if path is not None:
+            try:
+                from_file = parse_properties(Path(path).read_text(encoding="utf-8"))
+            except ValueError as exc:  # a malformed escape, or text that is not UTF-8
+                raise ConfigError(f"{path}: {exc}") from None
+            layers.append((from_file, ConfigSource.FILE))
+        layers.append((environment_properties(environ), ConfigSource.ENVIRONMENT))
+        layers.append((overrides, ConfigSource.OVERRIDE))
+        for layer, source in layers:
+            properties.update(layer)
+            sources.update(dict.fromkeys(layer, source))
+        return cls.from_properties(properties, sources)
+
+    def source(self, name: str) -> ConfigSource:
+        """Where the property ``name``'s value came from.
+
+        A config built from keyword arguments records nothing: there a value other
+        than the default counts as an override.
+        """
+        recorded = self.sources.get(name)
+        if recorded is not None:
+            return recorded
+        target = next((f for f in _settings() if f.metadata["kafka"] == name), None)
+        if target is None or getattr(self, target.name) == target.default:
+            return ConfigSource.DEFAULT
+        return ConfigSource.OVERRIDE
 
     def listen_address(self) -> tuple[str, int]:
         """The host and port of the first PLAINTEXT listener (port 0: any free port)."""
@@ -258,7 +364,7 @@ class BrokerConfig:
 
     def topic_defaults(self) -> dict[str, str]:
         """The topic-level defaults this broker gives, under topic config names."""
-        by_name = {f.metadata["kafka"]: f.name for f in dataclasses.fields(self)}
+        by_name = {f.metadata["kafka"]: f.name for f in _settings()}
         return {
             topic_name: _render(getattr(self, by_name[broker_name]))
             for broker_name, topic_name in BROKER_TO_TOPIC_CONFIG.items()
@@ -266,9 +372,30 @@ class BrokerConfig:
 
     def as_properties(self) -> dict[str, str]:
         """Every setting under its Kafka name, as strings."""
-        return {
-            f.metadata["kafka"]: _render(getattr(self, f.name)) for f in dataclasses.fields(self)
-        }
+        return {f.metadata["kafka"]: _render(getattr(self, f.name)) for f in _settings()}
+
+
+def _settings() -> tuple[dataclasses.Field[Any], ...]:
+    """The fields that are Kafka properties (all but ``sources``)."""
+    return tuple(f for f in dataclasses.fields(BrokerConfig) if "kafka" in f.metadata)
+
+
+def environment_properties(environ: Mapping[str, str]) -> dict[str, str]:
+    """The properties that ``KAFKA_*`` variables of ``environ`` set, named as the
+    apache/kafka image names them: the prefix dropped, lower case, ``___`` → ``-``,
+    ``__`` → ``_``, ``_`` → ``.`` (``KAFKA_LOG_DIRS`` → ``log.dirs``)."""
+    return {
+        _property_name(name[len(_ENV_PREFIX) :]): value
+        for name, value in sorted(environ.items())
+        if name.startswith(_ENV_PREFIX) and name not in _ENV_EXCLUDED
+    }
+
+
+def _property_name(variable: str) -> str:
+    # Longest runs first, as the image's envToProp does: "___" then "__" then "_".
+    dash, underscore = "\x00", "\x01"  # placeholders no variable name contains
+    named = variable.lower().replace("___", dash).replace("__", underscore)
+    return named.replace("_", ".").replace(dash, "-").replace(underscore, "_")
 
 
 def _render(value: object) -> str:
@@ -302,23 +429,3 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
             raise ConfigError(f"--override expects NAME=VALUE, got {pair!r}")
         overrides[name.strip()] = value.strip()
     return overrides
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` text (``key=value`` or ``key: value``, # and ! comments)."""
-    properties: dict[str, str] = {}
-    pending = ""
-    for raw_line in text.splitlines():
-        line = pending + raw_line.strip()
-        if line.endswith("\\"):
-            pending = line[:-1]
-            continue
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut < 0:
-            properties[line] = ""
-        else:
-            properties[line[:cut].strip()] = line[cut + 1 :].strip()
-    return properties

@@ -15,9 +15,28 @@ rest):
   record bytes produced and fetched.
 - ``kafka_log_LogManager_OfflineLogDirectoryCount``: log directories taken offline by
   an I/O error (read when scraped).
+- The ReplicaManager's partition gauges, counted over this broker's partitions when
+  scraped: ``kafka_server_ReplicaManager_PartitionCount``, ``..._LeaderCount``,
+  ``..._UnderReplicatedPartitions`` (led here, ISR smaller than the replicas),
+  ``..._UnderMinIsrPartitionCount`` (led here, ISR smaller than min.insync.replicas),
+  ``..._OfflineReplicaCount`` (in an offline log directory).
+- The controller's: ``kafka_controller_KafkaController_ActiveControllerCount`` (1 on
+  the controller; a broker alone is its own) and ``..._OfflinePartitionsCount``
+  (reported by the controller only, as in Kafka: partitions without a leader or in an
+  offline directory, counted over the partitions this broker hosts).
+- ``process_*`` and ``python_info``: prometheus_client's process and platform
+  collectors, in the broker's registry.
 
 Each broker has its own ``CollectorRegistry``, so several brokers in one process
-(tests) do not share counters. ``serve_metrics`` answers any HTTP GET with the text.
+(tests) do not share counters.
+
+``serve_metrics`` is a minimal HTTP/1.x server (one request per connection):
+``GET /metrics`` answers the text, ``/healthz`` answers ``ok`` whenever the event
+loop runs the handler (alive), ``/readyz`` answers ``ok`` once the broker's
+``ready()`` says so (listener bound, logs loaded, registered with ZooKeeper in a
+cluster) and 503 before; any other path is 404, and anything that is not an HTTP
+request line is 400. A port that cannot be bound raises ``MetricsPortError``, which
+names ``tickwheel.metrics.port`` rather than the Kafka listener.
 
 Concurrency: updated and scraped on the broker's event-loop thread; ``snapshot`` may
 be called from any thread (it reads integers).
@@ -26,24 +45,55 @@ be called from any thread (it reads integers).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tickwheel.purgatory import DelayedOperationPurgatory
+from tickwheel.replica import Partition
 
 _MS_PER_S = 1000.0
 # Request latency buckets in ms: long polls sit in the purgatory up to max_wait_ms.
 _LATENCY_BUCKETS_MS = (0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30000)
-_HTTP_HEADER_END = b"\r\n\r\n"
-_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+_HEADER_END = b"\r\n\r\n"
+_BARE_HEADER_END = b"\n\n"  # a client that ends lines with LF alone
+_METRICS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+_TEXT_CONTENT_TYPE = b"text/plain; charset=utf-8"
+# A request head larger than this is refused (400) rather than buffered: scrapers and
+# probes send a few hundred bytes.
+_MAX_REQUEST_HEAD_BYTES = 8192
+_HTTP_METHODS = frozenset({b"GET", b"HEAD"})
+_METHOD_PREFIXES = tuple(method + b" " for method in _HTTP_METHODS)
+_REQUEST_LINE_PARTS = 3
+_REASONS = {
+    200: b"OK",
+    400: b"Bad Request",
+    404: b"Not Found",
+    503: b"Service Unavailable",
+}
+METRICS_PORT_PROPERTY = "tickwheel.metrics.port"
 
 PurgatoryList = Callable[[], Sequence[DelayedOperationPurgatory[Any]]]
 OfflineDirCount = Callable[[], int]
+PartitionList = Callable[[], Iterable[Partition]]
+ControllerActive = Callable[[], bool]
+Ready = Callable[[], bool]
+
+
+class MetricsPortError(OSError):
+    """The metrics port (``tickwheel.metrics.port``) cannot be bound."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +141,120 @@ class _LogManagerCollector(Collector):
         )
 
 
-class BrokerMetrics:
-    """The broker's metrics in a registry of its own."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionCounts:
+    """The partition gauges of one broker, as Kafka's ReplicaManager and controller
+    report them."""
 
-    def __init__(self, purgatories: PurgatoryList, offline_dir_count: OfflineDirCount) -> None:
+    partition_count: int = 0
+    leader_count: int = 0
+    under_replicated: int = 0
+    under_min_isr: int = 0
+    offline_replicas: int = 0
+    offline_partitions: int = 0
+
+    @classmethod
+    def of(cls, partitions: Iterable[Partition]) -> PartitionCounts:
+        """Count ``partitions``; a partition with no leader or offline storage is
+        offline (the controller's OfflinePartitionsCount)."""
+        total = leaders = under_replicated = under_min_isr = offline_replicas = offline = 0
+        for partition in partitions:
+            total += 1
+            if partition.offline:
+                offline_replicas += 1
+            if partition.offline or partition.leader_id < 0:
+                offline += 1
+            if partition.is_leader and not partition.offline:
+                leaders += 1
+                in_sync = len(partition.isr)
+                under_replicated += in_sync < len(partition.assigned_replicas)
+                under_min_isr += in_sync < partition.min_insync_replicas
+        return cls(
+            partition_count=total,
+            leader_count=leaders,
+            under_replicated=under_replicated,
+            under_min_isr=under_min_isr,
+            offline_replicas=offline_replicas,
+            offline_partitions=offline,
+        )
+
+
+class _PartitionCollector(Collector):
+    def __init__(self, partitions: PartitionList, controller_active: ControllerActive) -> None:
+        self._partitions = partitions
+        self._controller_active = controller_active
+
+    def collect(self) -> Iterator[Metric]:
+        counts = PartitionCounts.of(self._partitions())
+        active = self._controller_active()
+        replica = "kafka_server_ReplicaManager_"
+        controller = "kafka_controller_KafkaController_"
+        for name, documentation, value in (
+            (replica + "PartitionCount", "Partitions on this broker", counts.partition_count),
+            (replica + "LeaderCount", "Partitions this broker leads", counts.leader_count),
+            (
+                replica + "UnderReplicatedPartitions",
+                "Led partitions whose ISR is smaller than their replicas",
+                counts.under_replicated,
+            ),
+            (
+                replica + "UnderMinIsrPartitionCount",
+                "Led partitions whose ISR is smaller than min.insync.replicas",
+                counts.under_min_isr,
+            ),
+            (
+                replica + "OfflineReplicaCount",
+                "Partitions in an offline log directory",
+                counts.offline_replicas,
+            ),
+            (
+                controller + "ActiveControllerCount",
+                "1 on the active controller",
+                int(active),
+            ),
+            (
+                controller + "OfflinePartitionsCount",
+                "Partitions without a leader (reported by the controller)",
+                counts.offline_partitions if active else 0,
+            ),
+        ):
+            yield GaugeMetricFamily(name, documentation, value=value)
+
+
+def _always() -> bool:
+    return True
+
+
+def _no_partitions() -> Iterable[Partition]:
+    return ()
+
+
+class BrokerMetrics:
+    """The broker's metrics in a registry of its own.
+
+    ``partitions`` lists this broker's partitions and ``controller_active`` says
+    whether it is the controller; both are read when scraped.
+    """
+
+    def __init__(
+        self,
+        purgatories: PurgatoryList,
+        offline_dir_count: OfflineDirCount,
+        *,
+        partitions: PartitionList = _no_partitions,
+        controller_active: ControllerActive = _always,
+    ) -> None:
         self._purgatories = purgatories
+        self._partitions = partitions
         self.registry = CollectorRegistry()
         self.registry.register(_PurgatoryCollector(purgatories))
         self.registry.register(_LogManagerCollector(offline_dir_count))
+        self.registry.register(_PartitionCollector(partitions, controller_active))
+        # The same collectors prometheus_client puts in its global registry; each
+        # broker's registry gets its own instances (the process is shared, so
+        # several brokers in one process report the same figures).
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
         self._requests = Counter(
             "kafka_network_RequestMetrics_RequestsPerSec",
             "Requests handled",
@@ -155,26 +311,86 @@ class BrokerMetrics:
             for p in self._purgatories()
         }
 
+    def partition_counts(self) -> PartitionCounts:
+        """The partition gauges now."""
+        return PartitionCounts.of(self._partitions())
 
-async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio.Server:
-    """An HTTP server answering every request with the metrics text."""
+
+def _response(status: int, body: bytes, content_type: bytes, *, head: bool) -> bytes:
+    return (
+        b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+        b"Connection: close\r\n\r\n" % (status, _REASONS[status], content_type, len(body))
+    ) + (b"" if head else body)
+
+
+def _could_start_request(received: bytes) -> bool:
+    """Whether ``received`` may still become an HTTP request line: garbage is refused
+    from its first bytes, without waiting for a line end that may never come."""
+    return any(method.startswith(received[: len(method)]) for method in _METHOD_PREFIXES)
+
+
+def route(metrics: BrokerMetrics, ready: Ready, request_line: bytes) -> bytes:
+    """The whole HTTP response to one request line (``GET /metrics HTTP/1.1``)."""
+    parts = request_line.split(b" ")
+    if (
+        len(parts) != _REQUEST_LINE_PARTS
+        or parts[0] not in _HTTP_METHODS
+        or not parts[1].startswith(b"/")
+        or not parts[2].startswith(b"HTTP/1.")
+    ):
+        return _response(400, b"bad request\n", _TEXT_CONTENT_TYPE, head=False)
+    head = parts[0] == b"HEAD"
+    path = parts[1].split(b"?", 1)[0]
+    if path == b"/metrics":
+        return _response(200, metrics.render(), _METRICS_CONTENT_TYPE, head=head)
+    if path == b"/healthz":
+        # Answering at all shows the event loop runs: this handler runs on it.
+        return _response(200, b"ok\n", _TEXT_CONTENT_TYPE, head=head)
+    if path == b"/readyz":
+        if ready():
+            return _response(200, b"ok\n", _TEXT_CONTENT_TYPE, head=head)
+        return _response(503, b"not ready\n", _TEXT_CONTENT_TYPE, head=head)
+    return _response(404, b"not found\n", _TEXT_CONTENT_TYPE, head=head)
+
+
+async def _read_request_line(reader: asyncio.StreamReader) -> bytes | None:
+    """The request line, after reading the whole request head; None for garbage
+    (anything that cannot start a GET or HEAD request line, or a head too large)."""
+    received = b""
+    while _HEADER_END not in received and _BARE_HEADER_END not in received:
+        if not _could_start_request(received) or len(received) > _MAX_REQUEST_HEAD_BYTES:
+            return None
+        chunk = await reader.read(_MAX_REQUEST_HEAD_BYTES)
+        if not chunk:
+            break  # the peer finished sending: answer what it sent
+        received += chunk
+    request_line = received.split(b"\n", 1)[0].rstrip(b"\r")
+    return request_line if _could_start_request(received) else None
+
+
+async def serve_metrics(
+    metrics: BrokerMetrics, host: str, port: int, ready: Ready = _always
+) -> asyncio.Server:
+    """An HTTP server for ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port``;
+    ``MetricsPortError`` when that address cannot be bound."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await reader.readuntil(_HTTP_HEADER_END)
-            body = metrics.render()
-            writer.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: "
-                + _CONTENT_TYPE
-                + b"\r\nContent-Length: "
-                + str(len(body)).encode()
-                + b"\r\nConnection: close\r\n\r\n"
-                + body
-            )
+            request_line = await _read_request_line(reader)
+            if request_line is None:
+                writer.write(_response(400, b"bad request\n", _TEXT_CONTENT_TYPE, head=False))
+            else:
+                writer.write(route(metrics, ready, request_line))
             await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        except ConnectionError:
             pass
         finally:
             writer.close()
 
-    return await asyncio.start_server(answer, host, port)
+    try:
+        return await asyncio.start_server(answer, host, port)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise MetricsPortError(
+            exc.errno, f"cannot serve metrics on {host}:{port} ({METRICS_PORT_PROPERTY}): {reason}"
+        ) from exc

@@ -2,11 +2,12 @@
 
 Topics (resource type 2) list every topic config with its value: an override set at
 creation (source DYNAMIC_TOPIC_CONFIG) or the broker's default (DEFAULT_CONFIG).
-The broker (resource type 4, named by its id) lists its ``server.properties``
-settings (STATIC_BROKER_CONFIG). ``configuration_keys`` narrows the list; null means
-all. Synonyms and documentation are not kept: those lists are empty and null.
-Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
-INVALID_REQUEST.
+The broker (resource type 4, named by its id) lists every setting: one set by the
+properties file, a ``KAFKA_*`` variable or ``--override`` is STATIC_BROKER_CONFIG,
+one left at its default DEFAULT_CONFIG (``BrokerConfig.source``).
+``configuration_keys`` narrows the list; null means all. Synonyms and documentation
+are not kept: those lists are empty and null. Unknown topic →
+UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type → INVALID_REQUEST.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -18,6 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.server._config import ConfigSource
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
@@ -66,8 +68,14 @@ def _describe(context: BrokerContext, resource: Any) -> dict[str, Any]:
         "",
         str(context.broker_id),
     }:
-        values = context.config.as_properties()
-        sources = dict.fromkeys(values, _STATIC_BROKER_CONFIG)
+        config = context.config
+        values = config.as_properties()
+        sources = {
+            name: _DEFAULT_CONFIG
+            if config.source(name) is ConfigSource.DEFAULT
+            else _STATIC_BROKER_CONFIG
+            for name in values
+        }
     else:
         return {
             **head,

@@ -1,0 +1,106 @@
+"""The metrics server's routing and the partition gauges' arithmetic (no sockets)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from tickwheel.replica import Partition, TopicPartition
+from tickwheel.server import BrokerMetrics
+from tickwheel.server._metrics import PartitionCounts, route
+
+BROKER = 1
+
+
+def metrics(partitions: list[Partition] | None = None) -> BrokerMetrics:
+    return BrokerMetrics(list, lambda: 0, partitions=lambda: partitions or [])
+
+
+def status(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1])
+
+
+@pytest.mark.parametrize(
+    ("request_line", "expected"),
+    [
+        (b"GET /healthz HTTP/1.1", 200),
+        (b"GET /readyz HTTP/1.0", 200),
+        (b"GET /metrics HTTP/1.1", 200),
+        (b"HEAD /metrics HTTP/1.1", 200),
+        (b"GET / HTTP/1.1", 404),
+        (b"GET /favicon.ico HTTP/1.1", 404),
+        (b"POST /metrics HTTP/1.1", 400),
+        (b"GET /metrics", 400),
+        (b"GET metrics HTTP/1.1", 400),
+        (b"\x16\x03\x01\x02\x00", 400),  # a TLS ClientHello
+    ],
+)
+def test_routes(request_line: bytes, expected: int) -> None:
+    assert status(route(metrics(), lambda: True, request_line)) == expected
+
+
+def test_not_ready_is_503_while_alive_is_still_200() -> None:
+    assert status(route(metrics(), lambda: False, b"GET /readyz HTTP/1.1")) == 503
+    assert status(route(metrics(), lambda: False, b"GET /healthz HTTP/1.1")) == 200
+
+
+def test_head_has_no_body() -> None:
+    response = route(metrics(), lambda: True, b"HEAD /healthz HTTP/1.1")
+    assert response.endswith(b"\r\n\r\n")
+    assert b"Content-Length: 3\r\n" in response
+
+
+def partition(
+    index: int,
+    *,
+    leader: int = BROKER,
+    replicas: tuple[int, ...] = (BROKER,),
+    isr: set[int] | None = None,
+    min_isr: int = 1,
+    offline: bool = False,
+) -> Partition:
+    return Partition(
+        topic_partition=TopicPartition("t", index),
+        log=cast(Any, None),  # the gauges never read the log
+        local_broker_id=BROKER,
+        leader_id=leader,
+        assigned_replicas=replicas,
+        isr=set(replicas) if isr is None else isr,
+        min_insync_replicas=min_isr,
+        offline=offline,
+    )
+
+
+def test_partition_counts() -> None:
+    partitions = [
+        partition(0),
+        partition(1, replicas=(1, 2, 3), isr={1, 2}),  # under-replicated
+        partition(2, replicas=(1, 2), isr={1}, min_isr=2),  # under-replicated, under min ISR
+        partition(3, min_isr=2),  # min.insync.replicas above its replicas
+        partition(4, leader=2, replicas=(1, 2), isr={2}),  # a follower: the leader counts it
+        partition(5, leader=-1, replicas=(1, 2), isr=set()),  # no leader: offline
+        partition(6, offline=True),  # in an offline log directory
+    ]
+    assert PartitionCounts.of(partitions) == PartitionCounts(
+        partition_count=7,
+        leader_count=4,
+        under_replicated=2,
+        under_min_isr=2,
+        offline_replicas=1,
+        offline_partitions=2,
+    )
+    assert metrics(partitions).partition_counts().under_min_isr == 2
+
+
+def test_only_the_controller_reports_offline_partitions() -> None:
+    offline = [partition(0, leader=-1)]
+    follower = BrokerMetrics(
+        list, lambda: 0, partitions=lambda: offline, controller_active=lambda: False
+    )
+    text = follower.render().decode()
+    assert "kafka_controller_KafkaController_ActiveControllerCount 0.0" in text
+    assert "kafka_controller_KafkaController_OfflinePartitionsCount 0.0" in text
+    assert "kafka_controller_KafkaController_OfflinePartitionsCount 1.0" in (
+        metrics(offline).render().decode()
+    )
