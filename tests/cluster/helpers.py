@@ -13,7 +13,7 @@ from typing import Any
 import crc32c
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tickwheel.cluster import BrokerChannel, BrokerEndpoint, LocalCluster
+from tickwheel.cluster import BrokerChannel, BrokerEndpoint, BrokerProcess, LocalCluster
 
 LAG_TIME_MS = 2000
 FETCH_WAIT_MS = 500
@@ -63,6 +63,26 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S
     return time.monotonic() - started
 
 
+def _controller_named_by(broker: BrokerProcess) -> int:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    return int(admin.list_topics(timeout=WAIT_S).controller_id)
+
+
+def _wait_for_controller(cluster: LocalCluster) -> None:
+    """Wait until every running broker's Metadata names a live controller.
+
+    A broker learns of the others' registrations from its own watch, a moment after
+    ZooKeeper has them; an admin client whose first Metadata named no controller may
+    not look for one again before its request times out.
+    """
+    for broker in cluster.brokers:
+        if broker.running:
+            wait_for(
+                lambda b=broker: _controller_named_by(b) >= 0,
+                f"broker {broker.broker_id} to name the controller",
+            )
+
+
 def create_topic(
     cluster: LocalCluster,
     name: str,
@@ -72,6 +92,7 @@ def create_topic(
     """Create ``name`` with a manual assignment (one replica list per partition), and
     wait until every broker knows partition 0: its leader serves it, the others refer
     clients to the leader (each broker learns of the topic from its own watch)."""
+    _wait_for_controller(cluster)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     topic = NewTopic(
         name,

@@ -33,6 +33,16 @@ _VERBS: dict[str, tuple[str, str]] = {
     "topic": ("tickwheel.cli._topic", "create, list, describe, delete topics or add partitions"),
 }
 
+# The extra that installs a verb's missing dependency (a top-level module's name).
+_EXTRAS = {
+    "confluent_kafka": "admin",
+    "kio": "broker",
+    "crc32c": "broker",
+    "prometheus_client": "broker",
+    "kazoo": "cluster",
+    "pyspark": "spark",
+}
+
 BUILD = "pure Python"
 """Which implementation this package is (a compiled build would say so here)."""
 
@@ -61,5 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if verb not in _VERBS:
         print(f"tickwheel: unknown verb {verb!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    entry: Callable[[list[str]], int] = importlib.import_module(_VERBS[verb][0]).main
+    try:
+        module = importlib.import_module(_VERBS[verb][0])
+    except ModuleNotFoundError as exc:
+        extra = _EXTRAS.get(str(exc.name), "dev")
+        print(
+            f"tickwheel {verb}: needs {exc.name}: pip install 'tickwheel[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
+    entry: Callable[[list[str]], int] = module.main
     return entry(rest)
