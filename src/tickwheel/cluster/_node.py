@@ -247,7 +247,8 @@ class ClusterNode:
         """Join the cluster advertising ``advertised``.
 
         The broker registers last, once its cache holds what ZooKeeper held and a
-        controller is known, and returns once it sees itself among the live brokers:
+        controller is known, and returns once it sees itself and the controller among
+        the live brokers:
         from then on its Metadata answers describe the whole cluster (a client that
         finds the registration must not get an empty or controller-less answer).
         """
@@ -271,6 +272,9 @@ class ClusterNode:
         await self.wait_until(lambda: self.cache.controller_id != NO_CONTROLLER, timeout_ms)
         await asyncio.to_thread(zk.register_broker, advertised)
         await self.wait_until(lambda: self.broker_id in self.cache.brokers, timeout_ms)
+        # The controller may register after this broker: its Metadata answers must not
+        # name no controller (an AdminClient told so may not ask again).
+        await self.wait_until(lambda: self.cache.live_controller_id() != NO_CONTROLLER, timeout_ms)
         _log.info(
             "broker %d joined cluster %s through ZooKeeper %s (controller: broker %d)",
             self.broker_id,
