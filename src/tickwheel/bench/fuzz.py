@@ -78,7 +78,7 @@ from kio.serial import entity_writer
 from kio.static.protocol import Entity, RequestPayload
 
 from tickwheel.bench._batches import make_batch
-from tickwheel.protocol import build_entity, request_header_bytes, request_schema
+from tickwheel.protocol import build_entity, request_header_bytes, request_schema, uvarint
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 
 FUZZ_TOPIC = "fuzz"
@@ -293,19 +293,10 @@ _NULLABLE_STRUCT_PRESENT = b"\x01"
 _NO_TAGGED_FIELDS = b"\x00"
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _length(value: int | None, *, flexible: bool, legacy_format: str) -> bytes:
     """A length prefix: compact (length + 1, 0 for null) or legacy (-1 for null)."""
     if flexible:
-        return _uvarint(0 if value is None else value + 1)
+        return uvarint(0 if value is None else value + 1)
     return struct.pack(legacy_format, -1 if value is None else value)
 
 
@@ -343,7 +334,7 @@ def _bad_values(kafka_type: str, *, flexible: bool, is_array: bool) -> list[byte
     if is_array or kafka_type in {"string", "bytes", "records"}:
         if flexible:
             # Null, empty, then lengths of 2^32 - 2 and 2^31 - 1: far past any frame's end.
-            return [_uvarint(0), _uvarint(1), _uvarint(2**32 - 1), _uvarint(2**31)]
+            return [uvarint(0), uvarint(1), uvarint(2**32 - 1), uvarint(2**31)]
         length_format = ">h" if kafka_type == "string" and not is_array else ">i"
         # Null, empty, two negative lengths, and the largest: far past any frame's end.
         lengths = (-1, 0, -2, *_int_limits(length_format))

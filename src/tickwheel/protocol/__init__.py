@@ -47,6 +47,7 @@ from tickwheel.protocol._framing import (
     peek_request_key,
     read_frame_size,
     size_prefix,
+    uvarint,
 )
 from tickwheel.protocol._schemas import request_schema, response_schema
 
@@ -82,4 +83,5 @@ __all__ = [
     "request_schema",
     "response_schema",
     "size_prefix",
+    "uvarint",
 ]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tickwheel.protocol._codec import response_header_bytes
-from tickwheel.protocol._framing import size_prefix
+from tickwheel.protocol._framing import size_prefix, uvarint
 
 FETCH_MIN_VERSION = 4
 FETCH_MAX_VERSION = 12
@@ -88,15 +88,6 @@ class FetchResponseFrame:
     total_bytes: int = 0
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 class _Writer:
     """Accumulates fixed fields into the current bytes chunk; slices become own chunks."""
 
@@ -111,18 +102,18 @@ class _Writer:
 
     def array_length(self, count: int | None) -> None:
         if self.flexible:
-            self.raw(_NULL_COMPACT if count is None else _uvarint(count + 1))
+            self.raw(_NULL_COMPACT if count is None else uvarint(count + 1))
         else:
             self.raw(_NULL_LEGACY_ARRAY if count is None else _INT32.pack(count))
 
     def string(self, value: str) -> None:
         encoded = value.encode()
-        length = _uvarint(len(encoded) + 1) if self.flexible else _INT16.pack(len(encoded))
+        length = uvarint(len(encoded) + 1) if self.flexible else _INT16.pack(len(encoded))
         self.raw(length + encoded)
 
     def records(self, source: RecordsSource | None) -> None:
         size = 0 if source is None else source.length
-        self.raw(_uvarint(size + 1) if self.flexible else _INT32.pack(size))
+        self.raw(uvarint(size + 1) if self.flexible else _INT32.pack(size))
         if size:
             assert source is not None
             self.flush()

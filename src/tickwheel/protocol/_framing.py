@@ -72,6 +72,16 @@ def peek_request_key(frame: bytes | memoryview) -> RequestKey:
     return RequestKey(api_key, api_version, correlation_id)
 
 
+def uvarint(value: int) -> bytes:
+    """``value`` (non-negative) as an unsigned varint, the lengths of flexible versions."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def size_prefix(length: int) -> bytes:
     """The 4-byte prefix for a frame of ``length`` bytes."""
     return _SIZE.pack(length)

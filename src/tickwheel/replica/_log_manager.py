@@ -271,6 +271,8 @@ class LogManager:
         A log no longer open here (its partition was deleted meanwhile) is skipped:
         its files going away is what failed the write.
         """
+        if not failures:
+            return  # The common case, every checkpoint tick: no map of every log to build.
         held_in = {id(log): self._dir_of[tp] for tp, log in self._logs.items()}
         for log, error in failures:
             log_dir = held_in.get(id(log))

@@ -16,6 +16,9 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from kio.schema.errors import ErrorCode
+
+from tickwheel.log import LogError
 from tickwheel.protocol import (
     DecodedRequest,
     FetchResponseFrame,
@@ -24,6 +27,7 @@ from tickwheel.protocol import (
     encode_response,
     response_schema,
 )
+from tickwheel.replica import Partition, PartitionError, TopicPartition
 from tickwheel.server._context import BrokerContext
 
 Response = bytes | FetchResponseFrame | None
@@ -78,3 +82,25 @@ class Pending(Generic[T]):
 
     def __await__(self) -> Generator[Any, None, T]:
         return self._future.__await__()
+
+
+def answer_as_leader(
+    context: BrokerContext,
+    tp: TopicPartition,
+    current_leader_epoch: int,
+    answer: Callable[[Partition], dict[str, Any]],
+) -> dict[str, Any]:
+    """``answer(partition)`` from ``tp``'s leader at ``current_leader_epoch`` (-1: any),
+    with ``error_code`` none; else the error code alone: the partition is not hosted
+    here, this broker does not lead it at that epoch, or its log raised."""
+    partition = context.replica_manager.get_partition(tp)
+    if partition is None:
+        return {"error_code": context.replica_manager.not_hosted_error(tp)}
+    try:
+        partition.check_leader(current_leader_epoch)
+        fields = answer(partition)
+    except PartitionError as exc:
+        return {"error_code": exc.error_code}
+    except LogError as exc:
+        return {"error_code": ErrorCode(exc.error_code)}
+    return {"error_code": ErrorCode.none, **fields}

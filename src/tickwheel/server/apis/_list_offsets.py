@@ -19,13 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
-from tickwheel.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LogError
+from tickwheel.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tickwheel.protocol import DecodedRequest, VersionRange
-from tickwheel.replica import FetchIsolation, Partition, PartitionError, TopicPartition
+from tickwheel.replica import FetchIsolation, Partition, TopicPartition
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import ApiSpec, Response, answer_as_leader, reply
 
 _NOT_FOUND = -1
 
@@ -37,22 +35,13 @@ def _lookup(
     isolation: FetchIsolation,
     current_leader_epoch: int,
 ) -> dict[str, Any]:
-    partition = context.replica_manager.get_partition(tp)
-    if partition is None:
-        return {"error_code": context.replica_manager.not_hosted_error(tp)}
-    try:
-        partition.check_leader(current_leader_epoch)
+    """One partition's ListOffsets fields, or its error code."""
+
+    def found(partition: Partition) -> dict[str, Any]:
         found_timestamp, offset, leader_epoch = _find(partition, timestamp, isolation)
-    except PartitionError as exc:
-        return {"error_code": exc.error_code}
-    except LogError as exc:
-        return {"error_code": ErrorCode(exc.error_code)}
-    return {
-        "error_code": ErrorCode.none,
-        "timestamp": found_timestamp,
-        "offset": offset,
-        "leader_epoch": leader_epoch,
-    }
+        return {"timestamp": found_timestamp, "offset": offset, "leader_epoch": leader_epoch}
+
+    return answer_as_leader(context, tp, current_leader_epoch, found)
 
 
 def _find(partition: Partition, timestamp: int, isolation: FetchIsolation) -> tuple[int, int, int]:

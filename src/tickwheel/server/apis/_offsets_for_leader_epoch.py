@@ -30,30 +30,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
-from tickwheel.log import LogError
 from tickwheel.protocol import DecodedRequest, VersionRange
-from tickwheel.replica import PartitionError, TopicPartition
+from tickwheel.replica import Partition, TopicPartition
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import ApiSpec, Response, answer_as_leader, reply
 
 
 def _last_offset_for_leader_epoch(
     context: BrokerContext, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
 ) -> dict[str, Any]:
     """One partition's EpochEndOffset fields, or its error code."""
-    partition = context.replica_manager.get_partition(tp)
-    if partition is None:
-        return {"error_code": context.replica_manager.not_hosted_error(tp)}
-    try:
-        partition.check_leader(current_leader_epoch)
-        epoch, end_offset = partition.log.end_offset_for_epoch(leader_epoch)
-    except PartitionError as exc:
-        return {"error_code": exc.error_code}
-    except LogError as exc:
-        return {"error_code": ErrorCode(exc.error_code)}
-    return {"error_code": ErrorCode.none, "leader_epoch": epoch, "end_offset": end_offset}
+
+    def end_offset(partition: Partition) -> dict[str, Any]:
+        epoch, offset = partition.log.end_offset_for_epoch(leader_epoch)
+        return {"leader_epoch": epoch, "end_offset": offset}
+
+    return answer_as_leader(context, tp, current_leader_epoch, end_offset)
 
 
 async def handle_offsets_for_leader_epoch(
