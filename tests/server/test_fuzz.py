@@ -65,6 +65,8 @@ def test_every_seed_is_answered(tickwheel_broker: BackgroundBroker) -> None:
         for version in range(spec.versions.min_version, spec.versions.max_version + 1)
     }
     client = WireClient(tickwheel_broker.bootstrap_servers)
+    # JoinGroup v1 waits for the v0 seed's member up to its session timeout.
+    client.sock.settimeout(TIMEOUT_S)
     try:
         for seed in SEEDS:
             client.sock.sendall(seed)

@@ -141,7 +141,9 @@ _FIELD_VALUES: Mapping[str, object] = {
     "partition_max_bytes": 256 * 1024,
     "current_leader_epoch": -1,
     "timestamp": -1,
-    "session_timeout": 10_000,
+    # The least group.min.session.timeout.ms allows: a v0 JoinGroup's member holds the
+    # next rebalance (a v1 seed's join) for its session timeout.
+    "session_timeout": 6_000,
     "rebalance_timeout": 100,
     "generation_id": -1,
     "generation_id_or_member_epoch": -1,
