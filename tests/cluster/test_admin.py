@@ -4,6 +4,9 @@ partition; CreatePartitions and DeleteTopics go through ZooKeeper to every broke
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -11,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import LocalCluster
+from tickwheel.server._meta_properties import new_cluster_id
 
 from .helpers import (
     WAIT_S,
@@ -79,3 +83,37 @@ def test_producer_ids_are_unique_across_the_cluster(cluster: LocalCluster) -> No
     for index in range(100):
         producer.produce(topic, value=f"exactly-once-{index}".encode())
     assert producer.flush(WAIT_S) == 0
+
+
+def test_every_broker_keeps_zookeepers_cluster_id_and_refuses_another(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    stored = cluster.read_znode("/cluster/id")
+    assert stored is not None
+    cluster_id = json.loads(stored)["id"]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    described = admin.describe_cluster(request_timeout=WAIT_S).result(WAIT_S)
+    assert described.cluster_id == cluster_id
+    assert sorted(node.id for node in described.nodes) == [0, 1, 2]
+    for broker in cluster.brokers:
+        text = (broker.log_dir / "meta.properties").read_text(encoding="utf-8")
+        assert f"cluster.id={cluster_id}\n" in text
+        assert f"broker.id={broker.broker_id}\n" in text
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "meta.properties").write_text(
+        f"version=0\nbroker.id=9\ncluster.id={new_cluster_id()}\n", encoding="utf-8"
+    )
+    overrides = {
+        "broker.id": "9",
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(foreign),
+        "zookeeper.connect": cluster.zookeeper_connect,
+    }
+    command = [sys.executable, "-m", "tickwheel.cli", "serve"]
+    for name, value in overrides.items():
+        command += ["--override", f"{name}={value}"]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=WAIT_S, check=False)
+    assert refused.returncode == 2, refused.stderr
+    assert "belong to another cluster" in refused.stderr
+    assert not cluster.is_registered(9)

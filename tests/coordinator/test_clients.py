@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tickwheel.server import BackgroundBroker
@@ -34,6 +41,7 @@ SESSION_TIMEOUT_MS = 2_000
 HEARTBEAT_MS = 200
 DEADLINE_S = 30.0
 POLL_S = 0.05
+NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 
 
 @pytest.fixture
@@ -360,3 +368,31 @@ def test_kcat_balanced_consumer(tickwheel_broker: BackgroundBroker, topic: str) 
         assert sum(tp.offset for tp in committed) == 20
     finally:
         checker.close()
+
+
+def test_a_commit_to_an_unknown_partition_is_refused_per_partition(
+    tickwheel_broker: BackgroundBroker, topic: str
+) -> None:
+    """Kafka answers UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist and
+    commits the others; nothing is stored for the unknown one. (librdkafka raises the
+    partition's error from a synchronous commit; kafka-python retries it as retriable,
+    as it does against Kafka.)"""
+    bootstrap = tickwheel_broker.bootstrap_servers
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": "commit-unknown"})
+    try:
+        with pytest.raises(KafkaException) as refused:
+            member.commit(
+                offsets=[
+                    TopicPartition(topic, 0, 7),
+                    TopicPartition(topic, PARTITIONS, 3),
+                    TopicPartition("no-such-topic", 0, 5),
+                ],
+                asynchronous=False,
+            )
+        assert refused.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        stored = member.committed(
+            [TopicPartition(topic, 0), TopicPartition(topic, PARTITIONS)], timeout=DEADLINE_S
+        )
+        assert [(s.partition, s.offset) for s in stored] == [(0, 7), (PARTITIONS, NO_OFFSET)]
+    finally:
+        member.close()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from tickwheel.coordinator import OFFSETS_TOPIC
 from tickwheel.server import BackgroundBroker, BrokerConfig
@@ -66,6 +66,8 @@ def admin_error(future: Future[Any]) -> int:
 
 def test_clients_cannot_touch_the_offsets_topic(tmp_path: Path) -> None:
     with BackgroundBroker(config(tmp_path)) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic(COMMITTED.topic, 1, 1)])[COMMITTED.topic].result(TIMEOUT_S)
         committer = group_client(broker)
         # The first commit creates __consumer_offsets and writes through the coordinator.
         committer.commit(offsets=[COMMITTED], asynchronous=False)
@@ -73,7 +75,6 @@ def test_clients_cannot_touch_the_offsets_topic(tmp_path: Path) -> None:
         error = produce_garbage(broker)
         assert error is not None
         assert error.code() == KafkaError.TOPIC_EXCEPTION
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         deleted = admin.delete_topics([OFFSETS_TOPIC])[OFFSETS_TOPIC]
         assert admin_error(deleted) == KafkaError.TOPIC_EXCEPTION
         grown = admin.create_partitions([NewPartitions(OFFSETS_TOPIC, 3)])[OFFSETS_TOPIC]

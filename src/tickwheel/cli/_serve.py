@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 
+from tickwheel.cluster import InconsistentClusterIdError
 from tickwheel.replica import LogDirError
 from tickwheel.server import Broker, BrokerConfig, ConfigError, MetricsPortError, parse_overrides
 
@@ -88,7 +89,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         asyncio.run(_serve(config))
-    except LogDirError as exc:
+    except (LogDirError, InconsistentClusterIdError) as exc:
         print(f"tickwheel serve: {exc}", file=sys.stderr)
         return 2
     except MetricsPortError as exc:

@@ -27,7 +27,7 @@ from tickwheel.cluster._metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
-from tickwheel.cluster._node import ClusterNode, ClusterSettings
+from tickwheel.cluster._node import ClusterNode, ClusterSettings, InconsistentClusterIdError
 from tickwheel.cluster._wire import BrokerChannel, KafkaFetchTransport
 from tickwheel.cluster._zk import (
     BrokerIdTakenError,
@@ -66,6 +66,7 @@ __all__ = [
     "ControllerMovedError",
     "ControllerSettings",
     "ElectionError",
+    "InconsistentClusterIdError",
     "KafkaFetchTransport",
     "LocalCluster",
     "MetadataCache",

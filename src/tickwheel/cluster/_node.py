@@ -122,13 +122,21 @@ LeadershipListener = Callable[[TopicPartition, bool], None]
 """Told when this broker starts (True) or stops (False) leading a hosted partition."""
 
 
+class InconsistentClusterIdError(Exception):
+    """ZooKeeper holds another cluster id than this broker's log directories (Kafka's
+    ``InconsistentClusterIdException``): the broker does not join."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterSettings:
     """What a broker needs to join a cluster (Kafka's names in ``BrokerConfig``)."""
 
     broker_id: int
     zookeeper: ZkSettings
-    cluster_id: str = "tickwheel"
+    cluster_id: str
+    """The id this broker proposes if ZooKeeper holds none yet (``/cluster/id``)."""
+    stored_cluster_id: str | None = None
+    """The id its ``meta.properties`` hold, which ZooKeeper's must equal."""
     replica_lag_time_max_ms: int = 30_000
     replica_socket_timeout_ms: int = 30_000
     fetcher: FetcherConfig = field(default_factory=FetcherConfig)
@@ -253,11 +261,20 @@ class ClusterNode:
         finds the registration must not get an empty or controller-less answer).
         """
         self._loop = asyncio.get_running_loop()
-        self._apply_task = self._loop.create_task(self._apply_events(), name="cluster-metadata")
-        self._elect_timer_driver.start()
         zk = self._zk
         await asyncio.to_thread(zk.start)
-        self.cache.cluster_id = await asyncio.to_thread(zk.cluster_id, self.settings.cluster_id)
+        cluster_id = await asyncio.to_thread(zk.cluster_id, self.settings.cluster_id)
+        stored = self.settings.stored_cluster_id
+        if stored is not None and stored != cluster_id:
+            await asyncio.to_thread(zk.stop)
+            raise InconsistentClusterIdError(
+                f"the cluster id {cluster_id} in ZooKeeper {self.settings.zookeeper.connect} "
+                f"does not match the cluster id {stored} in meta.properties: this broker's "
+                f"log.dirs belong to another cluster (is zookeeper.connect right?)"
+            )
+        self.cache.cluster_id = cluster_id
+        self._apply_task = self._loop.create_task(self._apply_events(), name="cluster-metadata")
+        self._elect_timer_driver.start()
         self._replica_manager.follower_fetch_listener = self.isr_manager.on_follower_fetch
         self._replica_manager.partition_exists = self.partition_known
         self._replica_manager.log_dir_failure_listener = self._on_log_dir_failure

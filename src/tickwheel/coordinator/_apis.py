@@ -377,11 +377,21 @@ class GroupApis:
     # --- offsets -------------------------------------------------------------------------
 
     async def offset_commit(self, request: Any) -> ResponsePayload:
-        """Commit offsets; answers once they are written."""
+        """Commit offsets; answers once they are written.
+
+        A partition that does not exist is answered UNKNOWN_TOPIC_OR_PARTITION and its
+        offset is not stored, as Kafka's ``handleOffsetCommitRequest`` does; the others
+        are committed.
+        """
         offsets: dict[TopicPartition, OffsetValue] = {}
+        unknown: dict[TopicPartition, ErrorCode] = {}
         for topic in request.topics:
             for partition in topic.partitions:
-                offsets[(topic.name, int(partition.partition_index))] = OffsetValue(
+                tp = (topic.name, int(partition.partition_index))
+                if not self._partition_exists(*tp):
+                    unknown[tp] = ErrorCode.unknown_topic_or_partition
+                    continue
+                offsets[tp] = OffsetValue(
                     offset=int(partition.committed_offset),
                     leader_epoch=int(getattr(partition, "committed_leader_epoch", NO_LEADER_EPOCH)),
                     metadata=partition.committed_metadata or "",
@@ -400,6 +410,7 @@ class GroupApis:
             errors = await answer.wait()
         else:
             errors = {}
+        errors.update(unknown)
         return _respond(
             request,
             {

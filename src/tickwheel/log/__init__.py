@@ -16,6 +16,7 @@ Depends on the standard library and ``crc32c`` only; no network, no replication.
 Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
 """
 
+from tickwheel.log._checkpoint import write_atomically
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import (
     CorruptRecordError,
@@ -65,4 +66,5 @@ __all__ = [
     "RecordTooLargeError",
     "TimestampAndOffset",
     "UnexpectedAppendOffsetError",
+    "write_atomically",
 ]

@@ -46,6 +46,12 @@ from tickwheel.server._context import BrokerContext, Endpoint
 from tickwheel.server._dispatch import Dispatcher
 from tickwheel.server._listener import Listener
 from tickwheel.server._memory_pool import MemoryPool
+from tickwheel.server._meta_properties import (
+    MetaProperties,
+    choose_cluster_id,
+    read_meta_properties,
+    write_meta_properties,
+)
 from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics, serve_metrics
 from tickwheel.server._topics import TopicRegistry
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
@@ -125,6 +131,10 @@ class Broker:
         config = self.config
         for log_dir in self.log_dirs:
             check_log_dir(log_dir)
+        stored = read_meta_properties(self.log_dirs, config.broker_id)
+        cluster_id = choose_cluster_id(stored, config.cluster_id)
+        if not config.zookeeper_connect:
+            write_meta_properties(self.log_dirs, MetaProperties(config.broker_id, cluster_id))
         replica_manager = ReplicaManager(
             config.broker_id,
             self.log_dirs,
@@ -149,9 +159,15 @@ class Broker:
             partitions=lambda: list(replica_manager.partitions.values()),
             controller_active=lambda: cluster is None or cluster.controller.active,
         )
-        context = BrokerContext(config, replica_manager, topics, metrics, SUPPORTED_VERSIONS)
+        context = BrokerContext(
+            config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id
+        )
         self._context = context
-        cluster = join_cluster(context) if config.zookeeper_connect else None
+        cluster = (
+            join_cluster(context, stored.cluster_id if stored else None)
+            if config.zookeeper_connect
+            else None
+        )
         for info in topics.topics.values():
             context.open_partitions(info)
         context.groups = start_groups(context)
@@ -173,6 +189,9 @@ class Broker:
             self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
         if cluster is not None:
             await start_cluster(context, cluster)
+            write_meta_properties(
+                self.log_dirs, MetaProperties(config.broker_id, context.cluster_id)
+            )
         self._ready = True
         self._housekeeping = [
             asyncio.create_task(

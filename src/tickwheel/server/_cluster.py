@@ -39,8 +39,11 @@ _AUTO_CREATE_TIMEOUT_MS = 5000
 """How long auto-creation waits for the new partitions' leaders (as Kafka's request)."""
 
 
-def cluster_settings(config: BrokerConfig) -> ClusterSettings:
-    """The cluster settings in ``config`` (Kafka's ``zookeeper.*``/``replica.*`` names)."""
+def cluster_settings(
+    config: BrokerConfig, cluster_id: str, stored_cluster_id: str | None
+) -> ClusterSettings:
+    """The cluster settings in ``config`` (Kafka's ``zookeeper.*``/``replica.*`` names),
+    proposing ``cluster_id`` and requiring ``stored_cluster_id`` (meta.properties)."""
     return ClusterSettings(
         broker_id=config.broker_id,
         zookeeper=ZkSettings(
@@ -48,7 +51,8 @@ def cluster_settings(config: BrokerConfig) -> ClusterSettings:
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
         ),
-        cluster_id=config.cluster_id,
+        cluster_id=cluster_id,
+        stored_cluster_id=stored_cluster_id,
         replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         replica_socket_timeout_ms=config.replica_socket_timeout_ms,
         fetcher=FetcherConfig(
@@ -70,11 +74,14 @@ def cluster_settings(config: BrokerConfig) -> ClusterSettings:
     )
 
 
-def join_cluster(context: BrokerContext) -> ClusterNode:
-    """A node for ``context``'s broker, set as ``context.cluster`` (not started yet)."""
-    node = ClusterNode(
-        cluster_settings(context.config), context.replica_manager, context.log_config
-    )
+def join_cluster(context: BrokerContext, stored_cluster_id: str | None) -> ClusterNode:
+    """A node for ``context``'s broker, set as ``context.cluster`` (not started yet).
+
+    It proposes ``context.cluster_id`` to ZooKeeper and refuses to join a cluster of
+    another id than ``stored_cluster_id``, the one in this broker's meta.properties.
+    """
+    settings = cluster_settings(context.config, context.cluster_id, stored_cluster_id)
+    node = ClusterNode(settings, context.replica_manager, context.log_config)
 
     def mirror(name: str, metadata: TopicMetadata | None) -> None:
         registry = context.topics

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel.coordinator import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR, GroupConfig
+from tickwheel.server._meta_properties import cluster_id_error
 from tickwheel.server._properties import parse_properties
 
 __all__ = [
@@ -249,7 +250,9 @@ class BrokerConfig:
         default=_GROUPS.offsets_retention_check_interval_ms,
         metadata=_kafka("offsets.retention.check.interval.ms"),
     )
-    cluster_id: str = field(default="tickwheel", metadata=_kafka("cluster.id"))
+    # Kafka makes the cluster id (``kafka-storage format``, or the first broker in
+    # ZooKeeper mode); empty means the same here (``_meta_properties``).
+    cluster_id: str = field(default="", metadata=_kafka("cluster.id"))
     # Not a Kafka property: Kafka exports metrics over JMX, tickwheel over HTTP in
     # Prometheus's format; -1 disables the endpoint, 0 picks a free port.
     metrics_port: int = field(default=-1, metadata=_kafka("tickwheel.metrics.port"))
@@ -266,6 +269,8 @@ class BrokerConfig:
             raise ConfigError("socket.request.max.bytes must be positive")
         if self.queued_max_request_bytes < 1 and self.queued_max_request_bytes != -1:
             raise ConfigError("queued.max.request.bytes must be positive, or -1 for no bound")
+        if self.cluster_id and (problem := cluster_id_error(self.cluster_id)) is not None:
+            raise ConfigError(f"cluster.id: {problem}")
 
     @classmethod
     def from_properties(

@@ -55,6 +55,7 @@ class BrokerContext:
         topics: TopicRegistry,
         metrics: BrokerMetrics,
         supported_versions: Mapping[int, VersionRange],
+        cluster_id: str,
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager
@@ -66,6 +67,17 @@ class BrokerContext:
         self.groups: GroupService | None = None
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         self.cluster: ClusterNode | None = None
+        # This broker's cluster id (meta.properties); in a cluster, until it has joined,
+        # the id it proposes.
+        self._own_cluster_id = cluster_id
+
+    @property
+    def cluster_id(self) -> str:
+        """The cluster id clients are told: ZooKeeper's once joined, else this broker's."""
+        cluster = self.cluster
+        if cluster is not None and cluster.cache.cluster_id:
+            return cluster.cache.cluster_id
+        return self._own_cluster_id
 
     @property
     def broker_id(self) -> int:

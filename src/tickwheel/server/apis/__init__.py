@@ -14,6 +14,7 @@ from tickwheel.server.apis._create_partitions import CREATE_PARTITIONS
 from tickwheel.server.apis._create_topics import CREATE_TOPICS
 from tickwheel.server.apis._delete_records import DELETE_RECORDS
 from tickwheel.server.apis._delete_topics import DELETE_TOPICS
+from tickwheel.server.apis._describe_cluster import DESCRIBE_CLUSTER
 from tickwheel.server.apis._describe_configs import DESCRIBE_CONFIGS
 from tickwheel.server.apis._elect_leaders import ELECT_LEADERS
 from tickwheel.server.apis._fetch import FETCH
@@ -39,6 +40,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
     CREATE_PARTITIONS,
     OFFSETS_FOR_LEADER_EPOCH,
     ELECT_LEADERS,
+    DESCRIBE_CLUSTER,
 )
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}
 

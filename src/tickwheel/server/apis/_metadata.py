@@ -116,7 +116,7 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
             "brokers": broker_entries(cluster)
             if cluster is not None
             else [{"node_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}],
-            "cluster_id": cluster.cache.cluster_id if cluster else context.config.cluster_id,
+            "cluster_id": context.cluster_id,
             "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
             "topics": [_topic_entry(context, name) for name in names],
         },
