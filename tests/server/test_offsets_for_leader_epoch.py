@@ -17,7 +17,7 @@ from confluent_kafka import TopicPartition as ClientTopicPartition
 from kio.schema.errors import ErrorCode
 
 from tickwheel.bench._batches import make_batch
-from tickwheel.replica import TopicPartition
+from tickwheel.replica import LeaderAndIsr, Partition, TopicPartition, become_leader
 from tickwheel.server import BackgroundBroker, Broker
 
 from .wire import WireClient
@@ -61,13 +61,13 @@ def client(tickwheel_broker: BackgroundBroker) -> Iterator[WireClient]:
     wire.close()
 
 
-def produce(client: WireClient, count: int, timestamp_ms: int = 1_000) -> None:
+def produce(client: WireClient, count: int, timestamp_ms: int = 1_000, acks: int = -1) -> None:
     records = make_batch([b"v"] * count, timestamp_ms=timestamp_ms)
     body = client.call(
         PRODUCE,
         9,
         {
-            "acks": -1,
+            "acks": acks,
             "timeout": 1000,
             "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": records}]}],
         },
@@ -226,6 +226,12 @@ def test_every_partition_is_answered_in_order(client: WireClient) -> None:
 
 
 def list_offsets(client: WireClient, timestamp: int) -> tuple[int, int]:
+    found = list_offsets_answer(client, timestamp)
+    assert found.error_code == ErrorCode.none
+    return found.offset, found.leader_epoch
+
+
+def list_offsets_answer(client: WireClient, timestamp: int) -> Any:
     body = client.call(
         LIST_OFFSETS,
         7,
@@ -237,9 +243,7 @@ def list_offsets(client: WireClient, timestamp: int) -> tuple[int, int]:
             ],
         },
     )
-    found = body.topics[0].partitions[0]
-    assert found.error_code == ErrorCode.none
-    return found.offset, found.leader_epoch
+    return body.topics[0].partitions[0]
 
 
 def test_list_offsets_answers_kafkas_leader_epochs(
@@ -254,6 +258,36 @@ def test_list_offsets_answers_kafkas_leader_epochs(
     assert list_offsets(client, 1_500) == (2, 1)  # by time: the batch's epoch
     assert list_offsets(client, -3) == (2, 1)  # max timestamp: the batch's epoch
     assert list_offsets(client, 9_000) == (-1, -1)
+
+
+def test_offsets_are_not_available_until_the_hw_reaches_the_epoch_start(
+    tickwheel_broker: BackgroundBroker, client: WireClient
+) -> None:
+    """Just after an election the new leader's HW may lag its log end; until the
+    followers catch up, latest (and a time past the HW) answer OFFSET_NOT_AVAILABLE."""
+
+    def partition(broker: Broker) -> Partition:
+        found = broker.replica_manager.get_partition(TP)
+        assert found is not None
+        return found
+
+    def lead_with_a_follower(broker: Broker) -> None:
+        config = partition(broker).log.config
+        state = LeaderAndIsr(0, 1, (0, FOLLOWER_ID))
+        become_leader(broker.replica_manager, TP, state, (0, FOLLOWER_ID), config)
+
+    tickwheel_broker.call(lead_with_a_follower)
+    produce(client, 2, timestamp_ms=1_000, acks=1)  # the HW stays at 0: 7 has not fetched
+    tickwheel_broker.call(lambda broker: broker.replica_manager.bump_leader_epoch(TP))
+    assert list_offsets_answer(client, -1).error_code == ErrorCode.offset_not_available
+    assert list_offsets_answer(client, 1_000).error_code == ErrorCode.offset_not_available
+    assert list_offsets(client, -2) == (0, 1)
+    assert list_offsets(client, 5_000) == (-1, -1)  # no such time: not found, no error
+    tickwheel_broker.call(
+        lambda broker: partition(broker).update_follower_fetch_state(FOLLOWER_ID, 2)
+    )
+    assert list_offsets(client, -1) == (2, 2)
+    assert list_offsets(client, 1_000) == (0, 1)
 
 
 # -- librdkafka ---------------------------------------------------------------------

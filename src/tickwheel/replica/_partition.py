@@ -73,6 +73,9 @@ class Partition:
     remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
     min_insync_replicas: int = 1
     offline: bool = False
+    # The log end when this broker last became leader (Kafka's leaderEpochStartOffset):
+    # until the HW reaches it, offsets by time are not known yet.
+    leader_epoch_start_offset: int = -1
 
     @classmethod
     def leader(
@@ -132,7 +135,13 @@ class Partition:
     def start_leader_epoch(self) -> None:
         """Record that this broker's leader epoch starts at its log end (Kafka's
         ``makeLeader``), so OffsetsForLeaderEpoch answers it before anything is written."""
-        self.log.maybe_assign_epoch_start_offset(self.leader_epoch, self.log.log_end_offset)
+        self.leader_epoch_start_offset = self.log.log_end_offset
+        self.log.maybe_assign_epoch_start_offset(self.leader_epoch, self.leader_epoch_start_offset)
+
+    def high_watermark_lags_epoch_start(self) -> bool:
+        """Whether this leader's HW is still below where its leader epoch started: just
+        after an election, until the followers have fetched up to there."""
+        return self.leader_epoch_start_offset > self.log.high_watermark
 
     def maybe_increment_leader_hw(self) -> bool:
         """Move the HW to the minimum LEO over the ISR if that is higher; True if moved."""

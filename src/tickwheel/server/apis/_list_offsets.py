@@ -6,6 +6,10 @@ consumer, the last stable offset for read_committed, the log end for a follower)
 whose timestamp is at least that and below the latest offset, or offset -1 and
 timestamp -1 when none is.
 
+Just after this broker became leader its high watermark may lag where its leader epoch
+started (the followers have not fetched yet): a client asking for latest, or for a time
+found only past the high watermark, is answered OFFSET_NOT_AVAILABLE and retries.
+
 The leader epoch answered (v4+) is Kafka's: for latest, the partition's current leader
 epoch; for earliest, the epoch of the log's first epoch entry if it covers the log
 start; for a batch found by timestamp, the epoch that batch was written in; -1 when
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from tickwheel.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tickwheel.protocol import DecodedRequest, VersionRange
-from tickwheel.replica import FetchIsolation, Partition, TopicPartition
+from tickwheel.replica import FetchIsolation, Partition, PartitionError, TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, answer_as_leader, reply
 
@@ -45,13 +51,24 @@ def _lookup(
 
 
 def _find(partition: Partition, timestamp: int, isolation: FetchIsolation) -> tuple[int, int, int]:
-    """(timestamp, offset, leader epoch) for a ListOffsets ``timestamp``."""
+    """(timestamp, offset, leader epoch) for a ListOffsets ``timestamp``.
+
+    A client's lookup of the latest offset, or of a time past what it may read, while
+    the HW still lags the leader epoch's start raises OFFSET_NOT_AVAILABLE (the client
+    retries), as Kafka's ``Partition.fetchOffsetForTimestamp`` does.
+    """
     log = partition.log
-    latest = log.log_end_offset if isolation is FetchIsolation.LOG_END else log.high_watermark
+    client = isolation is not FetchIsolation.LOG_END
+    latest = log.high_watermark if client else log.log_end_offset
+    not_yet = client and partition.high_watermark_lags_epoch_start()
     if timestamp == LATEST_TIMESTAMP:
+        if not_yet:
+            raise PartitionError(ErrorCode.offset_not_available)
         return _NOT_FOUND, latest, partition.leader_epoch
     found = log.offset_for_timestamp(timestamp)
     if found is None or (timestamp != EARLIEST_TIMESTAMP and found.offset >= latest):
+        if found is not None and not_yet:
+            raise PartitionError(ErrorCode.offset_not_available)
         return _NOT_FOUND, _NOT_FOUND, _NOT_FOUND
     return found.timestamp, found.offset, found.leader_epoch
 
