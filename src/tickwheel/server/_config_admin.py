@@ -25,6 +25,7 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -51,6 +52,10 @@ LIST_CONFIGS = frozenset(
 """Configs whose value is a comma-separated list (Kafka's LIST type): APPEND and
 SUBTRACT apply to these only."""
 _BROKER_CONFIG_NAMES = frozenset(BrokerConfig().as_properties())
+_NUMERIC_TOPIC_CONFIGS = frozenset(
+    f.name.replace("_", ".") for f in dataclasses.fields(LogConfig) if f.type == "int"
+)
+"""Topic configs whose value must be a whole number (Kafka's LONG and INT types)."""
 
 
 class OpType(enum.IntEnum):
@@ -173,9 +178,22 @@ def broker_entity(context: BrokerContext, name: str) -> str:
     return name
 
 
+def _is_integer(value: str) -> bool:
+    try:
+        int(value)
+    except ValueError:
+        return False
+    return True
+
+
 def validate_topic_overrides(context: BrokerContext, overrides: Mapping[str, str]) -> None:
     """Raise INVALID_CONFIG naming the key unless ``overrides`` make a valid topic config."""
     for name, value in overrides.items():
+        if name in _NUMERIC_TOPIC_CONFIGS and not _is_integer(value):
+            raise ConfigAlterError(
+                ErrorCode.invalid_config,
+                f"Invalid value {value} for configuration {name}: Not a number of type LONG",
+            )
         try:
             LogConfig.from_properties({name: value})
         except ValueError as exc:
