@@ -36,9 +36,11 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
 6. Config changes (Kafka's ``ZkConfigManager``): ``alter_config`` writes a topic's or
    broker entity's configs with a change notification (``/config/changes``); every
    broker watches the notifications and, for each one newer than the last it saw,
-   reads the entity it names again. A topic's new overrides go to the cache, to
-   ``topic_listener`` and to every hosted replica's log; a broker entity's
-   (``<default>`` or this broker's id) to ``broker_config_listener``, which is also
+   reads the entity it names again, then deletes notifications older than 15 minutes
+   (as Kafka does; a broker down longer reads every config afresh when it starts).
+   A topic's new overrides go to the cache, to ``topic_listener`` and to every hosted
+   replica's log; a broker entity's (``<default>`` or this broker's id) to
+   ``broker_config_listener``, which is also
    told of both at start-up. ``alter_config`` returns once this broker has applied
    its own change.
 
@@ -67,6 +69,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +142,8 @@ BrokerConfigListener = Callable[[str, dict[str, str]], None]
 DEFAULT_BROKER_ENTITY = "<default>"
 _INITIAL_CONFIGS = -1
 """The notification sequence of the broker configs read at start-up."""
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+"""How long a change notification is kept (Kafka's ``changeExpirationMs``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,6 +418,7 @@ class ClusterNode:
             configs = self._read_entity_config(entity_type, name)
             if configs is not None:
                 self._post(_ConfigChanged(entity_type, name, configs, seq))
+        self._zk.purge_config_changes(CONFIG_CHANGE_EXPIRATION_MS, int(time.time() * 1000))
         return None
 
     def _read_entity_config(self, entity_type: str, name: str) -> dict[str, str] | None:

@@ -53,6 +53,7 @@ from kazoo.protocol.states import ZnodeStat  # type: ignore[import-untyped]
 
 from tickwheel.cluster._znodes import (
     CLUSTER_ID_PATH,
+    CONFIG_CHANGES_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
     PERSISTENT_PATHS,
@@ -350,6 +351,16 @@ class ZkClient:
         sequence = config_change_sequence(str(results[-1]).rsplit("/", 1)[-1])
         assert sequence is not None
         return sequence
+
+    def purge_config_changes(self, expiration_ms: int, now_ms: int) -> None:
+        """Delete change notifications older than ``expiration_ms`` (every broker has
+        read them long since; Kafka keeps them 15 minutes)."""
+        for child in self.children(CONFIG_CHANGES_PATH):
+            path = f"{CONFIG_CHANGES_PATH}/{child}"
+            found = self.get(path)
+            if found is not None and now_ms - int(found[1].ctime) > expiration_ms:
+                with contextlib.suppress(NoNodeError):
+                    self._client.delete(path)
 
     def entity_config(self, entity_type: str, name: str) -> dict[str, str]:
         """An entity's configs as ZooKeeper holds them (empty if it has none)."""

@@ -33,6 +33,7 @@ DYNAMIC_BROKER_CONFIGS = frozenset(BROKER_TO_TOPIC_CONFIG)
 TOPIC_TO_BROKER_CONFIG: Mapping[str, str] = {
     topic: broker for broker, topic in BROKER_TO_TOPIC_CONFIG.items()
 }
+_BUILT_IN_DEFAULTS: Mapping[str, str] = BrokerConfig().as_properties()
 
 
 class DescribeSource(enum.IntEnum):
@@ -60,6 +61,7 @@ class DynamicBrokerConfig:
 
     def __init__(self, static: BrokerConfig) -> None:
         self.static = static
+        self._static_values = static.as_properties()
         self._layers: dict[str, dict[str, str]] = {}
         self.current = static
 
@@ -92,17 +94,20 @@ class DynamicBrokerConfig:
         default = self._layers.get(DEFAULT_ENTITY, {})
         if name in default:
             chain.append(Synonym(name, default[name], DescribeSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-        static = self.static.as_properties()
+        static = self._static_values
         if name in static:
-            source = self.static.source(name)
-            if source is not ConfigSource.DEFAULT:
+            if self.static.source(name) is ConfigSource.DEFAULT:
+                # The static value is a default (the built-in one, or one that depends
+                # on another setting, as offsets.topic.replication.factor in a cluster).
+                chain.append(Synonym(name, static[name], DescribeSource.DEFAULT_CONFIG))
+            else:
                 chain.append(Synonym(name, static[name], DescribeSource.STATIC_BROKER_CONFIG))
-            defaults = BrokerConfig().as_properties()
-            chain.append(Synonym(name, defaults[name], DescribeSource.DEFAULT_CONFIG))
+                built_in = _BUILT_IN_DEFAULTS[name]
+                chain.append(Synonym(name, built_in, DescribeSource.DEFAULT_CONFIG))
         return chain
 
     def topic_chain(self, name: str, overrides: Mapping[str, str], value: str) -> list[Synonym]:
-        """Where topic setting ``name`` (effective ``value``) comes from, first first."""
+        """Where topic setting ``name`` (effective ``value``) comes from, highest first."""
         chain = []
         if name in overrides:
             chain.append(Synonym(name, overrides[name], DescribeSource.DYNAMIC_TOPIC_CONFIG))
