@@ -1,5 +1,5 @@
 """Live config changes on one broker: IncrementalAlterConfigs and AlterConfigs from
-confluent-kafka and kafka-python, DescribeConfigs sources and synonyms."""
+confluent-kafka, kafka-python and aiokafka, DescribeConfigs sources and synonyms."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import NewTopic as AIOKafkaNewTopic
+from aiokafka.admin.config_resource import ConfigResource as AIOKafkaResource
+from aiokafka.admin.config_resource import ConfigResourceType as AIOKafkaResourceType
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import (
@@ -20,7 +24,7 @@ from confluent_kafka.admin import (
 from kafka.admin import ConfigResource as KafkaPythonResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
-from tickwheel.server import BackgroundBroker, BrokerConfig
+from tickwheel.server import BackgroundBroker, Broker, BrokerConfig
 
 from .wire import WireClient
 
@@ -290,3 +294,24 @@ def test_kafka_python_alter_configs_and_synonyms(tickwheel_broker: BackgroundBro
     assert configs["retention.ms"]["value"] == "1000"
     synonyms = [s["name"] for s in configs["segment.ms"]["synonyms"]]
     assert synonyms == ["segment.ms", "log.roll.ms"]
+
+
+@pytest.mark.asyncio
+async def test_aiokafka_alter_and_describe_configs(async_tickwheel_broker: Broker) -> None:
+    client = AIOKafkaAdminClient(bootstrap_servers=async_tickwheel_broker.bootstrap_servers)
+    await client.start()
+    try:
+        await client.create_topics([AIOKafkaNewTopic("aio", 1, 1)])
+        resource = AIOKafkaResource(AIOKafkaResourceType.TOPIC, "aio", {"retention.ms": "9000"})
+        (altered,) = await client.alter_configs([resource])
+        (described,) = await client.describe_configs(
+            [AIOKafkaResource(AIOKafkaResourceType.TOPIC, "aio")], include_synonyms=True
+        )
+    finally:
+        await client.close()
+    assert [r[0] for r in altered.resources] == [0]
+    (topic,) = described.resources
+    entries = {entry[0]: entry for entry in topic[4]}
+    name, value, _read_only, source, _sensitive, synonyms = entries["retention.ms"]
+    assert (name, value, source) == ("retention.ms", "9000", 1)
+    assert [s[0] for s in synonyms] == ["retention.ms", "log.retention.ms"]
