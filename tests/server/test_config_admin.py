@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.server import BrokerConfig
 from tickwheel.server._config_admin import (
     ConfigAlterError,
@@ -15,7 +16,6 @@ from tickwheel.server._config_admin import (
     replace_all,
 )
 from tickwheel.server._dynamic_config import (
-    DEFAULT_ENTITY,
     DescribeSource,
     DynamicBrokerConfig,
 )
@@ -72,7 +72,7 @@ def test_sources_follow_kafkas_precedence() -> None:
         ("log.retention.ms", DescribeSource.STATIC_BROKER_CONFIG),
         ("log.retention.ms", DescribeSource.DEFAULT_CONFIG),
     ]
-    dynamic.set(DEFAULT_ENTITY, {"log.retention.ms": "2000"})
+    dynamic.set(DEFAULT_BROKER_ENTITY, {"log.retention.ms": "2000"})
     dynamic.set("0", {"log.retention.ms": "3000"})
     assert dynamic.current.log_retention_ms == 3000
     assert [source for _, source in sources({"retention.ms": "4000"})] == [

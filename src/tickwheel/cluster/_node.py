@@ -40,9 +40,8 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    (as Kafka does; a broker down longer reads every config afresh when it starts).
    A topic's new overrides go to the cache, to ``topic_listener`` and to every hosted
    replica's log; a broker entity's (``<default>`` or this broker's id) to
-   ``broker_config_listener``, which is also
-   told of both at start-up. ``alter_config`` returns once this broker has applied
-   its own change.
+   ``broker_config_listener``, which also hears of both at start-up. ``alter_config``
+   returns once this broker has applied its own change.
 
 7. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
    which re-elects leaders when brokers die or return (``_controller``); its
@@ -90,6 +89,7 @@ from tickwheel.cluster._znodes import (
     CONFIG_CHANGES_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
+    DEFAULT_BROKER_ENTITY,
     TOPIC_ENTITY,
     TOPICS_PATH,
     BrokerEndpoint,
@@ -139,7 +139,6 @@ LeadershipListener = Callable[[TopicPartition, bool], None]
 """Told when this broker starts (True) or stops (False) leading a hosted partition."""
 BrokerConfigListener = Callable[[str, dict[str, str]], None]
 """Told of the dynamic configs of ``<default>`` or this broker's id, when they change."""
-DEFAULT_BROKER_ENTITY = "<default>"
 _INITIAL_CONFIGS = -1
 """The notification sequence of the broker configs read at start-up."""
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000

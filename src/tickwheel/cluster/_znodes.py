@@ -48,6 +48,8 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 """Each change notification is a persistent sequential node with this prefix."""
 TOPIC_ENTITY = "topics"
 BROKER_ENTITY = "brokers"
+DEFAULT_BROKER_ENTITY = "<default>"
+"""The broker entity whose configs are every broker's dynamic defaults."""
 PERSISTENT_PATHS = (
     BROKER_IDS_PATH,
     TOPICS_PATH,

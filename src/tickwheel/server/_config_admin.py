@@ -34,10 +34,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.log import LogConfig
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext
-from tickwheel.server._dynamic_config import DEFAULT_ENTITY, DYNAMIC_BROKER_CONFIGS
+from tickwheel.server._dynamic_config import DYNAMIC_BROKER_CONFIGS
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -168,7 +169,7 @@ def _split(value: str) -> list[str]:
 def broker_entity(context: BrokerContext, name: str) -> str:
     """The dynamic-config entity a broker resource names; INVALID_REQUEST for another broker."""
     if name == "":
-        return DEFAULT_ENTITY
+        return DEFAULT_BROKER_ENTITY
     if name != str(context.broker_id):
         raise ConfigAlterError(
             ErrorCode.invalid_request,

@@ -25,19 +25,17 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tickwheel.cluster import ClusterNode
+from tickwheel.cluster import BROKER_ENTITY, TOPIC_ENTITY, ClusterNode
 from tickwheel.coordinator import GroupService
 from tickwheel.log import LogConfig, LogStorageError
 from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
-from tickwheel.server._config import BrokerConfig
+from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._dynamic_config import DynamicBrokerConfig
 from tickwheel.server._metrics import BrokerMetrics
 from tickwheel.server._topics import TopicInfo, TopicRegistry
 
 _log = logging.getLogger(__name__)
-_TOPIC_ENTITY = "topics"
-_BROKER_ENTITY = "brokers"
 _ALTER_CONFIG_TIMEOUT_MS = 30_000
 """How long an alteration waits for this broker to apply its own change (cluster)."""
 
@@ -69,7 +67,10 @@ class BrokerContext:
     ) -> None:
         self.dynamic = DynamicBrokerConfig(config)
         for entity, configs in topics.broker_configs.items():
-            self.dynamic.set(entity, configs)
+            try:
+                self.dynamic.set(entity, configs)
+            except ConfigError as exc:
+                _log.error("ignoring the stored dynamic configs of %s: %s", entity, exc)
         self.config = self.dynamic.current
         self.replica_manager = replica_manager
         self.topics = topics
@@ -98,7 +99,7 @@ class BrokerContext:
         """Replace the overrides of topic ``name`` (already validated) and apply them."""
         if self.cluster is not None:
             await self.cluster.alter_config(
-                _TOPIC_ENTITY, name, configs, timeout_ms=_ALTER_CONFIG_TIMEOUT_MS
+                TOPIC_ENTITY, name, configs, timeout_ms=_ALTER_CONFIG_TIMEOUT_MS
             )
             return
         self.topics.set_configs(name, dict(configs))
@@ -110,7 +111,7 @@ class BrokerContext:
         already validated) and apply them."""
         if self.cluster is not None:
             await self.cluster.alter_config(
-                _BROKER_ENTITY, entity, configs, timeout_ms=_ALTER_CONFIG_TIMEOUT_MS
+                BROKER_ENTITY, entity, configs, timeout_ms=_ALTER_CONFIG_TIMEOUT_MS
             )
             return
         self.topics.set_broker_configs(entity, dict(configs))

@@ -24,10 +24,9 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.server._config import BROKER_TO_TOPIC_CONFIG, BrokerConfig, ConfigSource
 
-DEFAULT_ENTITY = "<default>"
-"""The entity name of the cluster-wide dynamic broker defaults (Kafka's)."""
 DYNAMIC_BROKER_CONFIGS = frozenset(BROKER_TO_TOPIC_CONFIG)
 """Broker settings that may change while the broker runs."""
 TOPIC_TO_BROKER_CONFIG: Mapping[str, str] = {
@@ -82,7 +81,7 @@ class DynamicBrokerConfig:
 
     def _apply(self, layers: Mapping[str, Mapping[str, str]]) -> BrokerConfig:
         own = str(self.static.broker_id)
-        merged = {**layers.get(DEFAULT_ENTITY, {}), **layers.get(own, {})}
+        merged = {**layers.get(DEFAULT_BROKER_ENTITY, {}), **layers.get(own, {})}
         return self.static.with_values(merged)
 
     def broker_chain(self, name: str) -> list[Synonym]:
@@ -91,7 +90,7 @@ class DynamicBrokerConfig:
         own = self._layers.get(str(self.static.broker_id), {})
         if name in own:
             chain.append(Synonym(name, own[name], DescribeSource.DYNAMIC_BROKER_CONFIG))
-        default = self._layers.get(DEFAULT_ENTITY, {})
+        default = self._layers.get(DEFAULT_BROKER_ENTITY, {})
         if name in default:
             chain.append(Synonym(name, default[name], DescribeSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
         static = self._static_values

@@ -23,11 +23,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.server._config_admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._dynamic_config import (
-    DEFAULT_ENTITY,
     DYNAMIC_BROKER_CONFIGS,
     DescribeSource,
     Synonym,
@@ -86,7 +86,7 @@ def _describe(context: BrokerContext, resource: Any, synonyms: bool) -> dict[str
             for name in _wanted(list(values), keys)
         ]
     elif resource.resource_type == BROKER_RESOURCE and resource.resource_name == "":
-        defaults = dynamic.entity_configs(DEFAULT_ENTITY)
+        defaults = dynamic.entity_configs(DEFAULT_BROKER_ENTITY)
         entries = [
             _entry(
                 name,
