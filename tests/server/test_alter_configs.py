@@ -11,7 +11,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin import NewTopic as AIOKafkaNewTopic
 from aiokafka.admin.config_resource import ConfigResource as AIOKafkaResource
 from aiokafka.admin.config_resource import ConfigResourceType as AIOKafkaResourceType
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -86,11 +92,18 @@ def describe(client: AdminClient, kind: ConfigResource.Type, name: str) -> dict[
     return entries
 
 
-def produce(broker: BackgroundBroker, topic: str, value: bytes) -> KafkaError | None:
-    """Produce one message, acks=all; its delivery error or None."""
+def produce(
+    broker: BackgroundBroker, topic: str, value: bytes, acks: str = "all"
+) -> KafkaError | None:
+    """Produce one message; its delivery error or None."""
     outcome: list[KafkaError | None] = []
     producer = Producer(
-        {"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "linger.ms": 0}
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "acks": acks,
+            "linger.ms": 0,
+            "retries": 0,
+        }
     )
     producer.produce(topic, value, partition=0, on_delivery=lambda e, _m: outcome.append(e))
     assert producer.flush(TIMEOUT_S) == 0
@@ -103,8 +116,6 @@ def assert_too_large(error: KafkaError | None) -> None:
 
 
 def low_watermark(broker: BackgroundBroker, topic: str) -> int:
-    from confluent_kafka import Consumer  # noqa: PLC0415 - local to this helper
-
     reader = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "watermarks"})
     try:
         low, _high = reader.get_watermark_offsets(
@@ -169,6 +180,33 @@ def test_a_topic_change_takes_effect_on_the_live_log_and_survives_a_restart(
         assert_too_large(produce(again, "live", b"x" * VALUE_BYTES))
         alter(client, TOPIC, "live", ("max.message.bytes", DELETE, None))
         assert produce(again, "live", b"x" * VALUE_BYTES) is None
+
+
+def test_timestamp_type_and_min_insync_replicas_change_on_the_live_partition(
+    tickwheel_broker: BackgroundBroker,
+) -> None:
+    client = admin(tickwheel_broker)
+    create(client, "stamped")
+    alter(
+        client,
+        TOPIC,
+        "stamped",
+        ("message.timestamp.type", SET, "LogAppendTime"),
+        ("min.insync.replicas", SET, "2"),
+    )
+    error = produce(tickwheel_broker, "stamped", b"v", acks="all")
+    assert error is not None
+    assert error.code() == KafkaError.NOT_ENOUGH_REPLICAS
+    assert produce(tickwheel_broker, "stamped", b"v", acks="1") is None
+    reader = Consumer({"bootstrap.servers": tickwheel_broker.bootstrap_servers, "group.id": "ts"})
+    try:
+        reader.assign([ConfluentTopicPartition("stamped", 0, 0)])
+        message = reader.poll(TIMEOUT_S)
+    finally:
+        reader.close()
+    assert message is not None
+    assert message.error() is None
+    assert message.timestamp()[0] == TIMESTAMP_LOG_APPEND_TIME
 
 
 def test_validate_only_changes_nothing(tickwheel_broker: BackgroundBroker) -> None:
