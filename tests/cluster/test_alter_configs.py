@@ -18,17 +18,42 @@ from .helpers import WAIT_S, create_topic, produce_raw, wait_for
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
 INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CONFIGS = 32
+TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SET = 0
 SMALL_MAX_MESSAGE_BYTES = 100
 LARGE_VALUE = b"x" * 300
 
 
-async def _alter_cluster_default(bootstrap_servers: str, name: str, value: str) -> int:
+def _channel(bootstrap_servers: str) -> BrokerChannel:
     host, _, port = bootstrap_servers.rpartition(":")
-    channel = BrokerChannel(
+    return BrokerChannel(
         BrokerEndpoint(-1, host, int(port)), client_id="cluster-test", timeout_ms=60_000
     )
+
+
+async def _describe_topic_on(bootstrap_servers: str, topic: str) -> dict[str, tuple[str, int]]:
+    """DescribeConfigs of ``topic`` asked of one broker: name -> (value, source)."""
+    channel = _channel(bootstrap_servers)
+    request: dict[str, Any] = {
+        "resources": [
+            {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}
+        ],
+        "include_synonyms": False,
+        "include_documentation": False,
+    }
+    try:
+        response = await channel.request(DESCRIBE_CONFIGS, 4, request)
+    finally:
+        await channel.close()
+    return {c.name: (c.value, int(c.config_source)) for c in response.results[0].configs}
+
+
+async def _alter_cluster_default(bootstrap_servers: str, name: str, value: str) -> int:
+    channel = _channel(bootstrap_servers)
     request: dict[str, Any] = {
         "resources": [
             {
@@ -97,3 +122,12 @@ def test_config_changes_reach_every_broker(cluster: LocalCluster) -> None:
     stored = cluster.read_znode("/config/brokers/<default>")
     assert stored is not None
     assert json.loads(stored)["config"] == {"min.insync.replicas": "3"}
+
+    # A broker that restarts reads both from ZooKeeper again.
+    restarted = cluster.brokers[2]
+    restarted.stop()
+    restarted.start()
+    cluster.wait_registered(restarted.broker_id)
+    configs = asyncio.run(_describe_topic_on(restarted.bootstrap_servers, "led-by-1"))
+    assert configs["max.message.bytes"] == (str(SMALL_MAX_MESSAGE_BYTES), DYNAMIC_TOPIC_CONFIG)
+    assert configs["min.insync.replicas"] == ("3", DYNAMIC_DEFAULT_BROKER_CONFIG)
