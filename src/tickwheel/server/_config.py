@@ -9,7 +9,9 @@ pairs. The config records where each value came from (``source``), which
 DescribeConfigs reports. Every field is named after its Kafka property with dots turned into
 underscores (``log.dirs`` → ``log_dirs``). Topic-level defaults (``log.segment.bytes``
 and friends) are kept as the broker's ``log.*`` properties and mapped to the topic
-names that ``LogConfig`` reads (``segment.bytes``), as Kafka does.
+names that ``LogConfig`` reads (``segment.bytes``), as Kafka does; those are the
+settings that may change while the broker runs, and ``with_values`` gives the copy of
+a config that such dynamic changes make (``DynamicBrokerConfig`` keeps them).
 
 Immutable; safe from any thread.
 """
