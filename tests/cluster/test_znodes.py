@@ -145,3 +145,21 @@ def test_producer_id_block_is_kafkas_json() -> None:
     assert decode_producer_id_block(encode_producer_id_block(block)) == block
     with pytest.raises(ZnodeError):
         decode_producer_id_block(b'{"version": 1, "broker": 2}')
+
+
+def test_config_change_notifications_are_kafkas_documents() -> None:
+    from tickwheel.cluster._znodes import (  # noqa: PLC0415 - grouped with its test
+        config_change_sequence,
+        decode_config_change,
+        encode_config_change,
+        entity_config_path,
+    )
+
+    document = json.loads(encode_config_change("brokers", "<default>"))
+    assert document == {"version": 2, "entity_path": "brokers/<default>"}
+    assert decode_config_change(encode_config_change("topics", "a.b")) == ("topics", "a.b")
+    assert entity_config_path("topics", "t") == "/config/topics/t"
+    assert config_change_sequence("config_change_0000000042") == 42
+    assert config_change_sequence("something_else") is None
+    with pytest.raises(ZnodeError):
+        decode_config_change(b'{"version": 2}')

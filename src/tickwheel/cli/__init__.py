@@ -30,7 +30,7 @@ _VERBS: dict[str, tuple[str, str]] = {
     "group": ("tickwheel.cli._group", "list, describe (offsets, lag) or delete consumer groups"),
     "produce": ("tickwheel.cli._produce", "send one record per line of stdin to a topic"),
     "serve": ("tickwheel.cli._serve", "run a Kafka-compatible broker (server.properties)"),
-    "topic": ("tickwheel.cli._topic", "create, list, describe, delete topics or add partitions"),
+    "topic": ("tickwheel.cli._topic", "create, list, describe, delete, grow or reconfigure topics"),
 }
 
 # The extra that installs a verb's missing dependency (a top-level module's name).

@@ -1,9 +1,14 @@
-"""``tickwheel topic create|list|describe|delete|add-partitions``: manage topics.
+"""``tickwheel topic create|list|describe|delete|add-partitions|alter-config``: manage topics.
 
-The verbs of ``kafka-topics.sh`` and ``rpk topic``, through confluent-kafka's
-AdminClient: CreateTopics, Metadata, DescribeConfigs, DeleteTopics and
-CreatePartitions requests, plus ListOffsets (a Consumer's watermarks) for the offsets
-``describe`` shows. ``describe`` asks for the topic with ``describe_topics``, whose
+The verbs of ``kafka-topics.sh``, ``kafka-configs.sh`` and ``rpk topic``, through
+confluent-kafka's AdminClient: CreateTopics, Metadata, DescribeConfigs, DeleteTopics,
+CreatePartitions and IncrementalAlterConfigs requests, plus ListOffsets (a Consumer's
+watermarks) for the offsets ``describe`` shows. ``alter-config`` changes the named
+configs only (``--set``, ``--delete``, ``--append``/``--subtract`` for list configs
+such as ``cleanup.policy``) and then shows each named config as the broker now
+describes it; ``--validate-only`` asks the broker to check the change and apply nothing.
+
+``describe`` asks for the topic with ``describe_topics``, whose
 Metadata request does not let the broker auto-create it; ``list_topics(topic=...)``
 would create a mistyped topic on a broker with ``auto.create.topics.enable``.
 
@@ -17,6 +22,8 @@ import argparse
 
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewPartitions,
@@ -26,6 +33,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from tickwheel.cli._client import (
     TIMEOUT_S,
+    CommandError,
     add_bootstrap_argument,
     admin_client,
     at_least,
@@ -127,6 +135,46 @@ def _add_partitions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _alter_config(args: argparse.Namespace) -> int:
+    changes = [
+        *((name, AlterConfigOpType.SET, value) for name, value in args.set),
+        *((name, AlterConfigOpType.DELETE, None) for name in args.delete),
+        *((name, AlterConfigOpType.APPEND, value) for name, value in args.append),
+        *((name, AlterConfigOpType.SUBTRACT, value) for name, value in args.subtract),
+    ]
+    if not changes:
+        raise CommandError("nothing to change: give --set, --delete, --append or --subtract")
+    admin = admin_client(args.bootstrap_server)
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        args.name,
+        incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op) for name, op, value in changes
+        ],
+    )
+    futures = admin.incremental_alter_configs(
+        [resource], validate_only=args.validate_only, request_timeout=TIMEOUT_S
+    )
+    wait(admin, futures[resource])
+    described = ConfigResource(ResourceType.TOPIC, args.name)
+    entries = wait(admin, admin.describe_configs([described])[described])
+    names = list(dict.fromkeys(name for name, _, _ in changes))
+    configs: list[Row] = [
+        {
+            "name": name,
+            "value": entries[name].value if name in entries else None,
+            "source": _source_name(entries[name].source) if name in entries else None,
+        }
+        for name in names
+    ]
+    data = {"name": args.name, "validate_only": args.validate_only, "configs": configs}
+    if args.format == "table":
+        verb = "validated (nothing applied)" if args.validate_only else "altered"
+        print(f"{verb} configs of topic {args.name}")
+    emit(data, args.format, tables=[("", configs)])
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``tickwheel topic`` parser, one subcommand per verb."""
     top = argparse.ArgumentParser(prog="tickwheel topic", description="Manage topics.")
@@ -186,7 +234,48 @@ def parser() -> argparse.ArgumentParser:
     )
     add_partitions.set_defaults(command=_add_partitions)
 
-    for sub in (create, listing, describe, delete, add_partitions):
+    alter = verbs.add_parser(
+        "alter-config", help="change topic configs while the topic runs (IncrementalAlterConfigs)"
+    )
+    alter.add_argument("name")
+    alter.add_argument(
+        "--set",
+        type=key_value,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a config (repeatable)",
+    )
+    alter.add_argument(
+        "--delete",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="remove an override: the broker default applies again (repeatable)",
+    )
+    alter.add_argument(
+        "--append",
+        type=key_value,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="add an item to a list config such as cleanup.policy (repeatable)",
+    )
+    alter.add_argument(
+        "--subtract",
+        type=key_value,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="remove an item from a list config (repeatable)",
+    )
+    alter.add_argument(
+        "--validate-only", action="store_true", help="let the broker check it; apply nothing"
+    )
+    add_format_argument(alter)
+    alter.set_defaults(command=_alter_config)
+
+    for sub in (create, listing, describe, delete, add_partitions, alter):
         add_bootstrap_argument(sub)
     return top
 

@@ -38,6 +38,9 @@ from tickwheel.cluster._zk import (
     split_connect,
 )
 from tickwheel.cluster._znodes import (
+    BROKER_ENTITY,
+    DEFAULT_BROKER_ENTITY,
+    TOPIC_ENTITY,
     BrokerEndpoint,
     TopicAssignment,
     ZnodeError,
@@ -54,7 +57,10 @@ from tickwheel.cluster._znodes import (
 from tickwheel.cluster._zookeeper import ZooKeeperError, ZooKeeperServer, free_port
 
 __all__ = [
+    "BROKER_ENTITY",
+    "DEFAULT_BROKER_ENTITY",
     "NO_CONTROLLER",
+    "TOPIC_ENTITY",
     "AssignmentError",
     "BrokerChannel",
     "BrokerEndpoint",

@@ -33,7 +33,17 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
 5. ``allocate_producer_id`` hands out producer ids from blocks claimed in ZooKeeper,
    so idempotent producers get ids unique in the cluster, as Kafka's do.
 
-6. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
+6. Config changes (Kafka's ``ZkConfigManager``): ``alter_config`` writes a topic's or
+   broker entity's configs with a change notification (``/config/changes``); every
+   broker watches the notifications and, for each one newer than the last it saw,
+   reads the entity it names again, then deletes notifications older than 15 minutes
+   (as Kafka does; a broker down longer reads every config afresh when it starts).
+   A topic's new overrides go to the cache, to ``topic_listener`` and to every hosted
+   replica's log; a broker entity's (``<default>`` or this broker's id) to
+   ``broker_config_listener``, which also hears of both at start-up. ``alter_config``
+   returns once this broker has applied its own change.
+
+7. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
    which re-elects leaders when brokers die or return (``_controller``); its
    decisions reach every other broker through the same state watches, and this one
    through the queue. ElectLeaders answers from a ``DelayedElectLeader`` once this
@@ -58,6 +68,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,15 +84,21 @@ from tickwheel.cluster._metadata import NO_CONTROLLER, MetadataCache, TopicMetad
 from tickwheel.cluster._wire import KafkaFetchTransport
 from tickwheel.cluster._zk import ControllerEpoch, TopicExistsError, ZkClient, ZkSettings
 from tickwheel.cluster._znodes import (
+    BROKER_ENTITY,
     BROKER_IDS_PATH,
+    CONFIG_CHANGES_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
+    DEFAULT_BROKER_ENTITY,
+    TOPIC_ENTITY,
     TOPICS_PATH,
     BrokerEndpoint,
     TopicAssignment,
     ZnodeError,
     broker_path,
+    config_change_sequence,
     decode_broker,
+    decode_config_change,
     decode_controller,
     decode_partition_state,
     decode_topic,
@@ -120,6 +137,12 @@ TopicListener = Callable[[str, TopicMetadata | None], None]
 """Told of every topic created or changed (its metadata) or deleted (None)."""
 LeadershipListener = Callable[[TopicPartition, bool], None]
 """Told when this broker starts (True) or stops (False) leading a hosted partition."""
+BrokerConfigListener = Callable[[str, dict[str, str]], None]
+"""Told of the dynamic configs of ``<default>`` or this broker's id, when they change."""
+_INITIAL_CONFIGS = -1
+"""The notification sequence of the broker configs read at start-up."""
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+"""How long a change notification is kept (Kafka's ``changeExpirationMs``)."""
 
 
 class InconsistentClusterIdError(Exception):
@@ -183,6 +206,14 @@ class _ControllerElected:
 
 
 @dataclass(frozen=True, slots=True)
+class _ConfigChanged:
+    entity_type: str
+    name: str
+    configs: dict[str, str]
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Barrier:
     """Set once every event queued before it has been applied."""
 
@@ -196,6 +227,7 @@ _Event = (
     | _StateChanged
     | _ControllerChanged
     | _ControllerElected
+    | _ConfigChanged
     | _Barrier
 )
 
@@ -214,6 +246,7 @@ class ClusterNode:
         self.cache = MetadataCache()
         self.topic_listener: TopicListener | None = None
         self.leadership_listener: LeadershipListener | None = None
+        self.broker_config_listener: BrokerConfigListener | None = None
         self._replica_manager = replica_manager
         self._log_config_for = log_config_for
         self._zk = ZkClient(settings.zookeeper)
@@ -243,6 +276,9 @@ class ClusterNode:
         self._watch_lock = threading.Lock()
         self._watched_topics: set[str] = set()
         self._watched_states: set[TopicPartition] = set()
+        # The newest change notification read (kazoo's thread) and applied (the loop).
+        self._seen_config_change: int | None = None
+        self._applied_config_change = _INITIAL_CONFIGS
         self._stopping = False
         self._background: set[asyncio.Task[None]] = set()
         self._next_producer_id = 0
@@ -302,6 +338,9 @@ class ClusterNode:
 
     def _install_watches(self) -> None:
         zk = self._zk
+        # Notifications first: a change made after a topic's config is read below is
+        # then seen as a notification.
+        zk.watch_children(CONFIG_CHANGES_PATH, self._on_config_changes)
         zk.watch_children(BROKER_IDS_PATH, self._on_broker_ids)
         zk.watch_children(TOPICS_PATH, self._on_topics)
         zk.watch_data(CONTROLLER_PATH, self._on_controller)
@@ -364,6 +403,46 @@ class ClusterNode:
         for name in new:
             self._zk.watch_data(topic_path(name), self._topic_watcher(name))
         return None
+
+    def _on_config_changes(self, children: list[str]) -> bool | None:
+        if self._stopping:
+            return False
+        sequences = sorted(
+            (seq, child) for child in children if (seq := config_change_sequence(child)) is not None
+        )
+        if self._seen_config_change is None:
+            # Start-up: the topics' configs are read with the topics; the broker
+            # entities' now.
+            self._seen_config_change = max((seq for seq, _ in sequences), default=-1)
+            for entity in (DEFAULT_BROKER_ENTITY, str(self.broker_id)):
+                configs = self._read_entity_config(BROKER_ENTITY, entity)
+                if configs is not None:
+                    self._post(_ConfigChanged(BROKER_ENTITY, entity, configs, _INITIAL_CONFIGS))
+            return None
+        for seq, child in sequences:
+            if seq <= self._seen_config_change:
+                continue
+            self._seen_config_change = seq
+            found = self._zk.get(f"{CONFIG_CHANGES_PATH}/{child}")
+            if found is None:
+                continue
+            try:
+                entity_type, name = decode_config_change(found[0])
+            except ZnodeError as exc:
+                _log.warning("ignoring config change %s: %s", child, exc)
+                continue
+            configs = self._read_entity_config(entity_type, name)
+            if configs is not None:
+                self._post(_ConfigChanged(entity_type, name, configs, seq))
+        self._zk.purge_config_changes(CONFIG_CHANGE_EXPIRATION_MS, int(time.time() * 1000))
+        return None
+
+    def _read_entity_config(self, entity_type: str, name: str) -> dict[str, str] | None:
+        try:
+            return self._zk.entity_config(entity_type, name)
+        except ZnodeError as exc:
+            _log.warning("ignoring the config of %s/%s: %s", entity_type, name, exc)
+            return None
 
     def _topic_watcher(self, name: str) -> Callable[[bytes | None, Any], bool | None]:
         def on_assignment(data: bytes | None, _stat: Any) -> bool | None:
@@ -464,8 +543,31 @@ class ClusterNode:
                 await self._reconcile(TopicPartition(event.name, partition))
         elif isinstance(event, _TopicDeleted):
             await self._delete_local(event.name)
+        elif isinstance(event, _ConfigChanged):
+            self._apply_config(event)
         else:
             await self._record_state(event.tp, event.state)
+
+    def _apply_config(self, event: _ConfigChanged) -> None:
+        self._applied_config_change = max(self._applied_config_change, event.sequence)
+        if event.entity_type == BROKER_ENTITY:
+            listener = self.broker_config_listener
+            if listener is not None and event.name in {DEFAULT_BROKER_ENTITY, str(self.broker_id)}:
+                listener(event.name, event.configs)
+            return
+        topic = self.cache.topics.get(event.name)
+        if event.entity_type != TOPIC_ENTITY or topic is None:
+            return
+        topic.configs = dict(event.configs)
+        if self.topic_listener is not None:
+            self.topic_listener(event.name, topic)
+        try:
+            log_config = self._log_config_for(topic.configs)
+        except ValueError as exc:
+            _log.error("not applying the config of topic %s: %s", event.name, exc)
+            return
+        self._replica_manager.update_topic_config(event.name, log_config)
+        _log.info("topic %s: config overrides now %s", event.name, topic.configs)
 
     def _post_state(self, tp: TopicPartition, state: LeaderAndIsr) -> None:
         """Queue a state this broker wrote, to be applied in order with the watches' events
@@ -703,6 +805,15 @@ class ClusterNode:
         """Delete ``name`` from the cluster and wait until this broker has dropped it."""
         await asyncio.to_thread(self._zk.delete_topic, name)
         await self.wait_until(lambda: name not in self.cache.topics, timeout_ms)
+
+    async def alter_config(
+        self, entity_type: str, name: str, configs: Mapping[str, str], *, timeout_ms: int
+    ) -> None:
+        """Replace the configs of a topic or broker entity (``<default>``, a broker id)
+        in ZooKeeper, notify every broker, and wait until this one has applied it."""
+        sequence = await asyncio.to_thread(self._zk.set_entity_config, entity_type, name, configs)
+        _log.info("set the config of %s/%s to %s", entity_type, name, dict(configs))
+        await self.wait_until(lambda: self._applied_config_change >= sequence, timeout_ms)
 
     async def allocate_producer_id(self) -> int:
         """A producer id never handed out before by any broker of the cluster."""

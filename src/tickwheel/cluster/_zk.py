@@ -21,6 +21,9 @@ offers what a broker needs and nothing more:
 - ``claim_producer_id_block``: the next block of producer ids for this broker, taken
   by a conditional write of ``/latest_producer_id_block``, so no id is handed out twice
   in the cluster;
+- ``set_entity_config``: a topic's or broker entity's config and a change
+  notification under ``/config/changes``, in one transaction, as Kafka's
+  ``AdminZkClient.changeConfigs`` writes them; every broker watches the notifications;
 - watches (``watch_children``, ``watch_data``), which call back with fresh data.
 
 Concurrency: every method blocks on ZooKeeper round trips and is meant to be called
@@ -50,6 +53,7 @@ from kazoo.protocol.states import ZnodeStat  # type: ignore[import-untyped]
 
 from tickwheel.cluster._znodes import (
     CLUSTER_ID_PATH,
+    CONFIG_CHANGES_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
     PERSISTENT_PATHS,
@@ -58,16 +62,21 @@ from tickwheel.cluster._znodes import (
     ProducerIdBlock,
     TopicAssignment,
     broker_path,
+    config_change_path,
+    config_change_sequence,
     decode_cluster_id,
     decode_partition_state,
     decode_producer_id_block,
+    decode_topic_config,
     encode_broker,
     encode_cluster_id,
+    encode_config_change,
     encode_controller,
     encode_partition_state,
     encode_producer_id_block,
     encode_topic,
     encode_topic_config,
+    entity_config_path,
     partition_path,
     partition_state_path,
     partitions_path,
@@ -323,6 +332,40 @@ class ZkClient:
         self._client.delete(topic_path(name), recursive=True)
         with contextlib.suppress(NoNodeError):
             self._client.delete(topic_config_path(name))
+
+    def set_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> int:
+        """Write an entity's configs and notify every broker; the notification's sequence."""
+        path = entity_config_path(entity_type, name)
+        transaction = self._client.transaction()
+        if self._client.exists(path) is None:
+            transaction.create(path, encode_topic_config(configs))
+        else:
+            transaction.set_data(path, encode_topic_config(configs))
+        transaction.create(
+            config_change_path(), encode_config_change(entity_type, name), sequence=True
+        )
+        results = transaction.commit()
+        failures = [r for r in results if isinstance(r, Exception)]
+        if failures:
+            raise failures[0]
+        sequence = config_change_sequence(str(results[-1]).rsplit("/", 1)[-1])
+        assert sequence is not None
+        return sequence
+
+    def purge_config_changes(self, expiration_ms: int, now_ms: int) -> None:
+        """Delete change notifications older than ``expiration_ms`` (every broker has
+        read them long since; Kafka keeps them 15 minutes)."""
+        for child in self.children(CONFIG_CHANGES_PATH):
+            path = f"{CONFIG_CHANGES_PATH}/{child}"
+            found = self.get(path)
+            if found is not None and now_ms - int(found[1].ctime) > expiration_ms:
+                with contextlib.suppress(NoNodeError):
+                    self._client.delete(path)
+
+    def entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        """An entity's configs as ZooKeeper holds them (empty if it has none)."""
+        found = self.get(entity_config_path(entity_type, name))
+        return decode_topic_config(name, found[0]) if found else {}
 
     def set_partition_state(self, tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
         """Write ``state`` if the znode is still at ``state.version``; the stored state or None."""

@@ -7,6 +7,8 @@ Brokers and tools written for Kafka's ZooKeeper mode read the same documents:
 ``/brokers/topics/<topic>``                 replica assignment ``{"partitions": {..}}``
 ``/brokers/topics/<t>/partitions/<p>/state``  leader, leader_epoch, isr, controller_epoch
 ``/config/topics/<topic>``                  the topic's config overrides
+``/config/brokers/<id>``, ``<default>``     dynamic configs of a broker, of all brokers
+``/config/changes/config_change_<seq>``     a config changed: ``{"entity_path": ..}``
 ``/controller`` (ephemeral)                 the broker acting as controller
 ``/controller_epoch``                       how many controllers there have been
 ``/cluster/id``                             the cluster id
@@ -40,13 +42,29 @@ CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 CLUSTER_ID_PATH = "/cluster/id"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
-PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, TOPIC_CONFIGS_PATH, "/cluster")
+BROKER_CONFIGS_PATH = "/config/brokers"
+CONFIG_CHANGES_PATH = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+"""Each change notification is a persistent sequential node with this prefix."""
+TOPIC_ENTITY = "topics"
+BROKER_ENTITY = "brokers"
+DEFAULT_BROKER_ENTITY = "<default>"
+"""The broker entity whose configs are every broker's dynamic defaults."""
+PERSISTENT_PATHS = (
+    BROKER_IDS_PATH,
+    TOPICS_PATH,
+    TOPIC_CONFIGS_PATH,
+    BROKER_CONFIGS_PATH,
+    CONFIG_CHANGES_PATH,
+    "/cluster",
+)
 """Paths every broker makes sure exist at start-up (Kafka's ``makeSurePersistentPathsExists``)."""
 
 _BROKER_VERSION = 5
 _TOPIC_VERSION = 3
 _STATE_VERSION = 1
 _CONFIG_VERSION = 1
+_CONFIG_CHANGE_VERSION = 2
 _CONTROLLER_VERSION = 1
 _CLUSTER_ID_VERSION = "1"
 _PRODUCER_ID_BLOCK_VERSION = 1
@@ -87,6 +105,38 @@ def partition_state_path(topic: str, partition: int) -> str:
 def topic_config_path(topic: str) -> str:
     """The config overrides of ``topic``."""
     return f"{TOPIC_CONFIGS_PATH}/{topic}"
+
+
+def entity_config_path(entity_type: str, name: str) -> str:
+    """The config of an entity: ``topics``/``<topic>`` or ``brokers``/``<id>``."""
+    return f"/config/{entity_type}/{name}"
+
+
+def config_change_path() -> str:
+    """The prefix of a new change notification (ZooKeeper appends the sequence)."""
+    return f"{CONFIG_CHANGES_PATH}/{CONFIG_CHANGE_PREFIX}"
+
+
+def config_change_sequence(child: str) -> int | None:
+    """The sequence number of a ``/config/changes`` child, or None if it is not one."""
+    if not child.startswith(CONFIG_CHANGE_PREFIX):
+        return None
+    digits = child[len(CONFIG_CHANGE_PREFIX) :]
+    return int(digits) if digits.isdigit() else None
+
+
+def encode_config_change(entity_type: str, name: str) -> bytes:
+    """A change notification naming the entity whose config changed."""
+    return _encode_json({"version": _CONFIG_CHANGE_VERSION, "entity_path": f"{entity_type}/{name}"})
+
+
+def decode_config_change(data: bytes) -> tuple[str, str]:
+    """The (entity type, entity name) a change notification names."""
+    entity_path = _decode_json(data, "config change notification").get("entity_path")
+    if not isinstance(entity_path, str) or "/" not in entity_path:
+        raise ZnodeError(f"config change notification names no entity: {entity_path!r}")
+    entity_type, _, name = entity_path.partition("/")
+    return entity_type, name
 
 
 def _now_ms() -> int:
@@ -206,12 +256,12 @@ def decode_topic(topic: str, data: bytes) -> TopicAssignment:
 
 
 def encode_topic_config(configs: Mapping[str, str]) -> bytes:
-    """The document at ``/config/topics/<topic>``."""
+    """The document at ``/config/topics/<topic>`` (and ``/config/brokers/<entity>``)."""
     return _encode_json({"version": _CONFIG_VERSION, "config": dict(sorted(configs.items()))})
 
 
 def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
-    """A topic's config overrides."""
+    """A topic's config overrides (or a broker entity's dynamic configs)."""
     config = _decode_json(data, f"config of topic {topic}").get("config") or {}
     if not isinstance(config, dict):
         raise ZnodeError(f"config of topic {topic} is not an object")

@@ -267,6 +267,15 @@ class ReplicaManager:
                 self.log_manager.delete_log(tp)
             self._complete_delayed_requests(tp)
 
+    def update_topic_config(self, topic: str, log_config: LogConfig) -> None:
+        """Apply changed topic settings (AlterConfigs) to every hosted partition of
+        ``topic``: its log from the next append or retention pass on, its
+        ``min.insync.replicas`` from the next acks=all produce on."""
+        for tp, partition in self._partitions.items():
+            if tp.topic == topic:
+                partition.log.update_config(log_config)
+                partition.min_insync_replicas = log_config.min_insync_replicas
+
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
         key = _key(tp)
         self.produce_purgatory.check_and_complete(key)

@@ -97,6 +97,7 @@ def join_cluster(context: BrokerContext, stored_cluster_id: str | None) -> Clust
             registry.set_partitions(name, count)
 
     node.topic_listener = mirror
+    node.broker_config_listener = context.apply_broker_configs
     context.cluster = node
     return node
 

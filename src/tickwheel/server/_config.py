@@ -9,7 +9,9 @@ pairs. The config records where each value came from (``source``), which
 DescribeConfigs reports. Every field is named after its Kafka property with dots turned into
 underscores (``log.dirs`` → ``log_dirs``). Topic-level defaults (``log.segment.bytes``
 and friends) are kept as the broker's ``log.*`` properties and mapped to the topic
-names that ``LogConfig`` reads (``segment.bytes``), as Kafka does.
+names that ``LogConfig`` reads (``segment.bytes``), as Kafka does; those are the
+settings that may change while the broker runs, and ``with_values`` gives the copy of
+a config that such dynamic changes make (``DynamicBrokerConfig`` keeps them).
 
 Immutable; safe from any thread.
 """
@@ -57,6 +59,7 @@ BROKER_TO_TOPIC_CONFIG: Mapping[str, str] = {
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
     "log.message.timestamp.type": "message.timestamp.type",
+    "log.cleanup.policy": "cleanup.policy",
     "message.max.bytes": "max.message.bytes",
     "min.insync.replicas": "min.insync.replicas",
 }
@@ -198,6 +201,7 @@ class BrokerConfig:
     log_message_timestamp_type: str = field(
         default="CreateTime", metadata=_kafka("log.message.timestamp.type")
     )
+    log_cleanup_policy: str = field(default="delete", metadata=_kafka("log.cleanup.policy"))
     log_retention_check_interval_ms: int = field(
         default=300_000, metadata=_kafka("log.retention.check.interval.ms")
     )
@@ -356,6 +360,18 @@ class BrokerConfig:
         if target is None or getattr(self, target.name) == target.default:
             return ConfigSource.DEFAULT
         return ConfigSource.OVERRIDE
+
+    def with_values(self, properties: Mapping[str, str]) -> BrokerConfig:
+        """This config with the Kafka-named ``properties`` replacing their values
+        (dynamic broker configs); ``ConfigError`` names an unknown or bad one."""
+        by_name = {f.metadata["kafka"]: f for f in _settings()}
+        values: dict[str, Any] = {}
+        for name, raw in properties.items():
+            target = by_name.get(name)
+            if target is None:
+                raise ConfigError(f"unknown broker config {name!r}")
+            values[target.name] = _parse(name, raw, target.default)
+        return dataclasses.replace(self, **values)
 
     def listen_address(self) -> tuple[str, int]:
         """The host and port of the first PLAINTEXT listener (port 0: any free port)."""

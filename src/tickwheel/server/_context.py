@@ -9,6 +9,12 @@ leader of each new partition or deletes the logs of a deleted one. Creating and
 growing are all-or-nothing: an ``OSError`` (a full disk, no file descriptors left)
 removes the partitions that call made and leaves the registry as it was.
 
+Live config changes (AlterConfigs, IncrementalAlterConfigs) are applied here too: a
+topic's new overrides, or new dynamic broker configs (``DynamicBrokerConfig``; ``config``
+is always its ``current``), reach every hosted partition's log at once. On a single
+node the registry file records them; in a cluster ZooKeeper does, and every broker,
+this one included, applies them when notified (``ClusterNode.alter_config``).
+
 Concurrency: used on the broker's event-loop thread only.
 """
 
@@ -19,16 +25,19 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tickwheel.cluster import ClusterNode
+from tickwheel.cluster import BROKER_ENTITY, TOPIC_ENTITY, ClusterNode
 from tickwheel.coordinator import GroupService
 from tickwheel.log import LogConfig, LogStorageError
 from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
-from tickwheel.server._config import BrokerConfig
+from tickwheel.server._config import BrokerConfig, ConfigError
+from tickwheel.server._dynamic_config import DynamicBrokerConfig
 from tickwheel.server._metrics import BrokerMetrics
 from tickwheel.server._topics import TopicInfo, TopicRegistry
 
 _log = logging.getLogger(__name__)
+_ALTER_CONFIG_TIMEOUT_MS = 30_000
+"""How long an alteration waits for this broker to apply its own change (cluster)."""
 
 STORAGE_ERRORS = (OSError, LogStorageError)
 """What creating a partition's log raises when the disk or the descriptors fail."""
@@ -57,7 +66,13 @@ class BrokerContext:
         supported_versions: Mapping[int, VersionRange],
         cluster_id: str,
     ) -> None:
-        self.config = config
+        self.dynamic = DynamicBrokerConfig(config)
+        for entity, configs in topics.broker_configs.items():
+            try:
+                self.dynamic.set(entity, configs)
+            except ConfigError as exc:
+                _log.error("ignoring the stored dynamic configs of %s: %s", entity, exc)
+        self.config = self.dynamic.current
         self.replica_manager = replica_manager
         self.topics = topics
         self.metrics = metrics
@@ -91,6 +106,42 @@ class BrokerContext:
     def log_config(self, configs: Mapping[str, str]) -> LogConfig:
         """The ``LogConfig`` of a topic with overrides ``configs``; ValueError if invalid."""
         return LogConfig.from_properties(self.topic_properties(configs))
+
+    async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace the overrides of topic ``name`` (already validated) and apply them."""
+        if self.cluster is not None:
+            await self.cluster.alter_config(
+                TOPIC_ENTITY, name, configs, timeout_ms=_ALTER_CONFIG_TIMEOUT_MS
+            )
+            return
+        self.topics.set_configs(name, dict(configs))
+        self.replica_manager.update_topic_config(name, self.log_config(configs))
+        _log.info("topic %s: config overrides now %s", name, dict(configs))
+
+    async def alter_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic configs of ``entity`` (``<default>`` or this broker's id,
+        already validated) and apply them."""
+        if self.cluster is not None:
+            await self.cluster.alter_config(
+                BROKER_ENTITY, entity, configs, timeout_ms=_ALTER_CONFIG_TIMEOUT_MS
+            )
+            return
+        self.topics.set_broker_configs(entity, dict(configs))
+        self.apply_broker_configs(entity, configs)
+
+    def apply_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Take ``entity``'s dynamic configs: new topic defaults reach every live log
+        whose topic does not override them."""
+        self.dynamic.set(entity, configs)
+        self.config = self.dynamic.current
+        for info in self.topics.topics.values():
+            try:
+                log_config = self.log_config(info.configs)
+            except ValueError as exc:
+                _log.error("not applying new broker defaults to topic %s: %s", info.name, exc)
+                continue
+            self.replica_manager.update_topic_config(info.name, log_config)
+        _log.info("dynamic broker configs of %s now %s", entity, dict(configs))
 
     def open_partitions(self, info: TopicInfo, first_partition: int = 0) -> None:
         """Lead partitions ``first_partition``.. of ``info``, opening or creating logs."""

@@ -3,7 +3,8 @@
 Kafka keeps this in its metadata log (KRaft) or ZooKeeper; a single-node broker needs
 only a small file in its log directory, ``tickwheel-metadata.json``, rewritten
 atomically (temporary file, fsync, rename) whenever a topic is created, grows, is
-deleted, or a new block of producer ids is taken. Producer ids are handed out from
+deleted or has its configs changed, whenever the broker's dynamic configs change, or
+a new block of producer ids is taken. Producer ids are handed out from
 blocks, as Kafka's controller does, so that after a restart no id is ever reused:
 a reused id would collide with the old producer's sequence numbers kept by the log.
 
@@ -57,6 +58,9 @@ class TopicRegistry:
     def __init__(self, log_dir: Path) -> None:
         self._path = log_dir / METADATA_FILE
         self.topics: dict[str, TopicInfo] = {}
+        # Dynamic broker configs by entity (``<default>`` or a broker id), as Kafka's
+        # metadata log keeps them.
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self._next_producer_id = 0
         self._producer_id_block_end = 0
 
@@ -68,6 +72,9 @@ class TopicRegistry:
         self.topics = {
             name: TopicInfo(name, int(t["partitions"]), dict(t["configs"]))
             for name, t in data["topics"].items()
+        }
+        self.broker_configs = {
+            entity: dict(configs) for entity, configs in data.get("broker_configs", {}).items()
         }
         # Ids below the persisted block end may have been handed out before a crash.
         self._next_producer_id = self._producer_id_block_end = int(data["producer_id_block_end"])
@@ -95,6 +102,19 @@ class TopicRegistry:
         self.topics[name].num_partitions = num_partitions
         self._save()
 
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides."""
+        self.topics[name].configs = dict(configs)
+        self._save()
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic broker configs of ``entity`` (none: remove it)."""
+        if configs:
+            self.broker_configs[entity] = dict(configs)
+        else:
+            self.broker_configs.pop(entity, None)
+        self._save()
+
     def delete(self, name: str) -> TopicInfo:
         """Remove a topic; returns what it was."""
         info = self.topics.pop(name)
@@ -118,6 +138,7 @@ class TopicRegistry:
                 name: {"partitions": t.num_partitions, "configs": t.configs}
                 for name, t in sorted(self.topics.items())
             },
+            "broker_configs": self.broker_configs,
         }
         self._path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_suffix(".tmp")

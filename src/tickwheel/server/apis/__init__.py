@@ -8,6 +8,7 @@ Concurrency: handlers run on the broker's event-loop thread.
 """
 
 from tickwheel.protocol import VersionRange
+from tickwheel.server.apis._alter_configs import ALTER_CONFIGS
 from tickwheel.server.apis._api_versions import API_VERSIONS
 from tickwheel.server.apis._common import ApiSpec, CloseConnectionError, Handler, Response
 from tickwheel.server.apis._create_partitions import CREATE_PARTITIONS
@@ -19,6 +20,7 @@ from tickwheel.server.apis._describe_configs import DESCRIBE_CONFIGS
 from tickwheel.server.apis._elect_leaders import ELECT_LEADERS
 from tickwheel.server.apis._fetch import FETCH
 from tickwheel.server.apis._groups import GROUP_SPECS
+from tickwheel.server.apis._incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from tickwheel.server.apis._init_producer_id import INIT_PRODUCER_ID
 from tickwheel.server.apis._list_offsets import LIST_OFFSETS
 from tickwheel.server.apis._metadata import METADATA
@@ -37,10 +39,12 @@ API_SPECS: tuple[ApiSpec, ...] = (
     DELETE_RECORDS,
     INIT_PRODUCER_ID,
     DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
     CREATE_PARTITIONS,
     OFFSETS_FOR_LEADER_EPOCH,
     ELECT_LEADERS,
     DESCRIBE_CLUSTER,
+    INCREMENTAL_ALTER_CONFIGS,
 )
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}
 

@@ -1,13 +1,18 @@
-"""DescribeConfigs (key 32): a topic's or the broker's configuration.
+"""DescribeConfigs (key 32): a topic's or the broker's configuration, and its sources.
 
-Topics (resource type 2) list every topic config with its value: an override set at
-creation (source DYNAMIC_TOPIC_CONFIG) or the broker's default (DEFAULT_CONFIG).
-The broker (resource type 4, named by its id) lists every setting: one set by the
-properties file, a ``KAFKA_*`` variable or ``--override`` is STATIC_BROKER_CONFIG,
-one left at its default DEFAULT_CONFIG (``BrokerConfig.source``).
-``configuration_keys`` narrows the list; null means all. Synonyms and documentation
-are not kept: those lists are empty and null. Unknown topic →
-UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type → INVALID_REQUEST.
+Topics (resource type 2) list every topic config with its effective value. Its
+source is the first layer that sets it (``DynamicBrokerConfig``): the topic's own
+override (DYNAMIC_TOPIC_CONFIG), else its broker synonym (``retention.ms`` →
+``log.retention.ms``) set dynamically for this broker (DYNAMIC_BROKER_CONFIG) or for
+all (DYNAMIC_DEFAULT_BROKER_CONFIG), statically (STATIC_BROKER_CONFIG: the properties
+file, a ``KAFKA_*`` variable or ``--override``), or left at its default
+(DEFAULT_CONFIG). The broker (resource type 4, named by its id) lists every setting
+the same way, read-only unless it may change while the broker runs; the name ``""``
+lists the cluster-wide dynamic defaults, as Kafka does. ``include_synonyms`` adds
+the whole chain of layers to each entry, highest precedence first.
+``configuration_keys`` narrows the list; null means all. Documentation is not kept
+(null). Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
+INVALID_REQUEST.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -18,85 +23,111 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.protocol import DecodedRequest, VersionRange
-from tickwheel.server._config import ConfigSource
+from tickwheel.server._config_admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server._context import BrokerContext
+from tickwheel.server._dynamic_config import (
+    DYNAMIC_BROKER_CONFIGS,
+    DescribeSource,
+    Synonym,
+)
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
-_DYNAMIC_TOPIC_CONFIG = 1
-_STATIC_BROKER_CONFIG = 4
-_DEFAULT_CONFIG = 5
 _STRING_TYPE = 2
 
 
-def _entries(values: dict[str, str], sources: dict[str, int], keys: Any) -> list[dict[str, Any]]:
-    wanted = sorted(values) if keys is None else [k for k in keys if k in values]
-    return [
-        {
-            "name": name,
-            "value": values[name],
-            "read_only": False,
-            "config_source": sources[name],
-            "is_sensitive": False,
-            "synonyms": [],
-            "config_type": _STRING_TYPE,
-            "documentation": None,
-        }
-        for name in wanted
-    ]
+def _entry(
+    name: str, value: str, chain: list[Synonym], *, read_only: bool, synonyms: bool
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": read_only,
+        "config_source": chain[0].source,
+        "is_sensitive": False,
+        "synonyms": [
+            {"name": s.name, "value": s.value, "source": s.source} for s in chain if synonyms
+        ],
+        "config_type": _STRING_TYPE,
+        "documentation": None,
+    }
 
 
-def _describe(context: BrokerContext, resource: Any) -> dict[str, Any]:
+def _wanted(names: list[str], keys: Any) -> list[str]:
+    return sorted(names) if keys is None else [k for k in keys if k in names]
+
+
+def _error(head: dict[str, Any], error_code: ErrorCode, message: str) -> dict[str, Any]:
+    return {**head, "error_code": error_code, "error_message": message, "configs": []}
+
+
+def _describe(context: BrokerContext, resource: Any, synonyms: bool) -> dict[str, Any]:
     head = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
+    keys = resource.configuration_keys
+    dynamic = context.dynamic
     if resource.resource_type == TOPIC_RESOURCE:
         info = context.topics.topics.get(resource.resource_name)
         if info is None:
-            return {
-                **head,
-                "error_code": ErrorCode.unknown_topic_or_partition,
-                "error_message": f"topic {resource.resource_name!r} does not exist",
-                "configs": [],
-            }
+            return _error(
+                head,
+                ErrorCode.unknown_topic_or_partition,
+                f"topic {resource.resource_name!r} does not exist",
+            )
         values = context.topic_properties(info.configs)
-        sources = {
-            name: _DYNAMIC_TOPIC_CONFIG if name in info.configs else _DEFAULT_CONFIG
-            for name in values
-        }
-    elif resource.resource_type == BROKER_RESOURCE and resource.resource_name in {
-        "",
-        str(context.broker_id),
-    }:
-        config = context.config
-        values = config.as_properties()
-        sources = {
-            name: _DEFAULT_CONFIG
-            if config.source(name) is ConfigSource.DEFAULT
-            else _STATIC_BROKER_CONFIG
-            for name in values
-        }
+        entries = [
+            _entry(
+                name,
+                values[name],
+                dynamic.topic_chain(name, info.configs, values[name]),
+                read_only=False,
+                synonyms=synonyms,
+            )
+            for name in _wanted(list(values), keys)
+        ]
+    elif resource.resource_type == BROKER_RESOURCE and resource.resource_name == "":
+        defaults = dynamic.entity_configs(DEFAULT_BROKER_ENTITY)
+        entries = [
+            _entry(
+                name,
+                defaults[name],
+                [Synonym(name, defaults[name], DescribeSource.DYNAMIC_DEFAULT_BROKER_CONFIG)],
+                read_only=False,
+                synonyms=synonyms,
+            )
+            for name in _wanted(list(defaults), keys)
+        ]
+    elif resource.resource_type == BROKER_RESOURCE and resource.resource_name == str(
+        context.broker_id
+    ):
+        values = context.config.as_properties()
+        entries = [
+            _entry(
+                name,
+                values[name],
+                dynamic.broker_chain(name),
+                read_only=name not in DYNAMIC_BROKER_CONFIGS,
+                synonyms=synonyms,
+            )
+            for name in _wanted(list(values), keys)
+        ]
     else:
-        return {
-            **head,
-            "error_code": ErrorCode.invalid_request,
-            "error_message": "only topics and this broker can be described",
-            "configs": [],
-        }
-    return {
-        **head,
-        "error_code": ErrorCode.none,
-        "error_message": None,
-        "configs": _entries(values, sources, resource.configuration_keys),
-    }
+        return _error(
+            head, ErrorCode.invalid_request, "only topics and this broker can be described"
+        )
+    return {**head, "error_code": ErrorCode.none, "error_message": None, "configs": entries}
 
 
 async def handle_describe_configs(context: BrokerContext, request: DecodedRequest) -> Response:
     """Describe each requested resource."""
     body: Any = request.body
+    synonyms = bool(body.include_synonyms)
     return reply(
         request,
-        {"throttle_time": 0, "results": [_describe(context, r) for r in body.resources]},
+        {
+            "throttle_time": 0,
+            "results": [_describe(context, r, synonyms) for r in body.resources],
+        },
     )
 
 

@@ -1,0 +1,35 @@
+"""AlterConfigs (key 33): replace a topic's or broker's whole set of dynamic configs.
+
+The configs given become the resource's overrides; any override not given is removed
+(Kafka's legacy semantics; IncrementalAlterConfigs changes single keys). Checks,
+errors and ``validate_only`` as ``_config_admin`` describes them, per resource.
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.server._config_admin import Resource, alter_each, replace_all
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Response, reply
+
+
+async def handle_alter_configs(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Replace each resource's configs."""
+    body: Any = request.body
+    requested = [
+        (
+            Resource(r.resource_type, r.resource_name),
+            functools.partial(replace_all, [(c.name, c.value) for c in r.configs]),
+        )
+        for r in body.resources
+    ]
+    responses = await alter_each(context, requested, validate_only=body.validate_only)
+    return reply(request, {"throttle_time": 0, "responses": responses})
+
+
+ALTER_CONFIGS = ApiSpec(33, "AlterConfigs", VersionRange(0, 2), handle_alter_configs)

@@ -1,0 +1,41 @@
+"""IncrementalAlterConfigs (key 44, KIP-339): change single configs of a topic or broker.
+
+Each config of a resource carries an operation: SET, DELETE, APPEND or SUBTRACT
+(the last two for list configs such as ``cleanup.policy``). Checks, errors and
+``validate_only`` as ``_config_admin`` describes them, per resource.
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.server._config_admin import Resource, alter_each, incremental
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Response, reply
+
+
+async def handle_incremental_alter_configs(
+    context: BrokerContext, request: DecodedRequest
+) -> Response:
+    """Apply each resource's operations."""
+    body: Any = request.body
+    requested = [
+        (
+            Resource(r.resource_type, r.resource_name),
+            functools.partial(
+                incremental, [(c.name, c.config_operation, c.value) for c in r.configs]
+            ),
+        )
+        for r in body.resources
+    ]
+    responses = await alter_each(context, requested, validate_only=body.validate_only)
+    return reply(request, {"throttle_time": 0, "responses": responses})
+
+
+INCREMENTAL_ALTER_CONFIGS = ApiSpec(
+    44, "IncrementalAlterConfigs", VersionRange(0, 1), handle_incremental_alter_configs
+)
