@@ -12,7 +12,13 @@ rest):
 - ``kafka_network_RequestMetrics_RequestsPerSec_total{request}`` and
   ``kafka_network_RequestMetrics_TotalTimeMs{request}`` (a histogram, in ms).
 - ``kafka_server_BrokerTopicMetrics_BytesInPerSec_total`` and ``..._BytesOutPerSec_total``:
-  record bytes produced and fetched.
+  record bytes produced and fetched, as Kafka's BrokerTopicMetrics MBeans: one series
+  without labels for all topics, and one per topic with a ``topic`` label (Kafka's
+  ``...,name=BytesInPerSec,topic=orders``). A topic's series go when this broker no
+  longer hosts a partition of it (deleted, or moved away), as Kafka removes a topic's
+  MBeans then, so deleted topics do not grow the scrape; the all-topics series keeps
+  counting what they took. The pruning happens when scraped (the partition list is
+  read then), so a topic deleted and re-created between two scrapes keeps its count.
 - ``kafka_log_LogManager_OfflineLogDirectoryCount``: log directories taken offline by
   an I/O error (read when scraped).
 - The ReplicaManager's partition gauges, counted over this broker's partitions when
@@ -46,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -221,6 +228,37 @@ class _PartitionCollector(Collector):
             yield GaugeMetricFamily(name, documentation, value=value)
 
 
+class _BrokerTopicCollector(Collector):
+    """Kafka's BrokerTopicMetrics byte rates: all topics, and per topic while hosted here."""
+
+    _PREFIX = "kafka_server_BrokerTopicMetrics_"
+
+    def __init__(self, partitions: PartitionList) -> None:
+        self._partitions = partitions
+        self.bytes_in: defaultdict[str, int] = defaultdict(int)
+        self.bytes_out: defaultdict[str, int] = defaultdict(int)
+        self.total_bytes_in = 0
+        self.total_bytes_out = 0
+
+    def _prune(self) -> None:
+        hosted = {partition.topic_partition.topic for partition in self._partitions()}
+        for counts in (self.bytes_in, self.bytes_out):
+            for topic in [topic for topic in counts if topic not in hosted]:
+                del counts[topic]
+
+    def collect(self) -> Iterator[Metric]:
+        self._prune()
+        for name, documentation, total, per_topic in (
+            ("BytesInPerSec", "Record bytes appended", self.total_bytes_in, self.bytes_in),
+            ("BytesOutPerSec", "Record bytes fetched", self.total_bytes_out, self.bytes_out),
+        ):
+            family = CounterMetricFamily(self._PREFIX + name, documentation, labels=["topic"])
+            family.add_metric([], total)  # no labels: the all-topics series
+            for topic in sorted(per_topic):
+                family.add_metric([topic], per_topic[topic])
+            yield family
+
+
 def _always() -> bool:
     return True
 
@@ -250,6 +288,8 @@ class BrokerMetrics:
         self.registry.register(_PurgatoryCollector(purgatories))
         self.registry.register(_LogManagerCollector(offline_dir_count))
         self.registry.register(_PartitionCollector(partitions, controller_active))
+        self._topic_rates = _BrokerTopicCollector(partitions)
+        self.registry.register(self._topic_rates)
         # The same collectors prometheus_client puts in its global registry; each
         # broker's registry gets its own instances (the process is shared, so
         # several brokers in one process report the same figures).
@@ -268,16 +308,6 @@ class BrokerMetrics:
             buckets=_LATENCY_BUCKETS_MS,
             registry=self.registry,
         )
-        self._bytes_in = Counter(
-            "kafka_server_BrokerTopicMetrics_BytesInPerSec",
-            "Record bytes appended",
-            registry=self.registry,
-        )
-        self._bytes_out = Counter(
-            "kafka_server_BrokerTopicMetrics_BytesOutPerSec",
-            "Record bytes fetched",
-            registry=self.registry,
-        )
         self._per_request: dict[str, tuple[Any, Any]] = {}
 
     def record_request(self, request: str, elapsed_s: float) -> None:
@@ -290,15 +320,17 @@ class BrokerMetrics:
         counter.inc()
         histogram.observe(elapsed_s * _MS_PER_S)
 
-    def record_bytes_in(self, size_bytes: int) -> None:
-        """Count record bytes appended."""
+    def record_bytes_in(self, topic: str, size_bytes: int) -> None:
+        """Count record bytes appended to a partition of ``topic``."""
         if size_bytes:
-            self._bytes_in.inc(size_bytes)
+            self._topic_rates.total_bytes_in += size_bytes
+            self._topic_rates.bytes_in[topic] += size_bytes
 
-    def record_bytes_out(self, size_bytes: int) -> None:
-        """Count record bytes sent to fetchers."""
+    def record_bytes_out(self, topic: str, size_bytes: int) -> None:
+        """Count record bytes of ``topic`` sent to fetchers."""
         if size_bytes:
-            self._bytes_out.inc(size_bytes)
+            self._topic_rates.total_bytes_out += size_bytes
+            self._topic_rates.bytes_out[topic] += size_bytes
 
     def render(self) -> bytes:
         """All metrics in Prometheus's text exposition format."""

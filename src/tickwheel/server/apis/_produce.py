@@ -42,7 +42,8 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
                 invalid[tp] = ProducePartitionResult(ErrorCode.invalid_record)
             else:
                 entries[tp] = partition.records
-    context.metrics.record_bytes_in(sum(len(records) for records in entries.values()))
+    for tp, records in entries.items():
+        context.metrics.record_bytes_in(tp.topic, len(records))
     pending: Pending[dict[TopicPartition, ProducePartitionResult]] = Pending()
     context.replica_manager.append_records(to_ms(body.timeout), body.acks, entries, pending.resolve)
     results = {**await pending, **invalid}
