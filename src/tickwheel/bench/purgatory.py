@@ -55,6 +55,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
 from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
 
@@ -448,6 +449,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="runs per setting")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed")
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
+    add_png_argument(parser)
     return parser
 
 
@@ -509,4 +511,32 @@ def main(argv: list[str]) -> int:
         }
         args.out.write_text(json.dumps(payload, indent=2, default=str) + "\n")
         print(f"\nwrote {args.out}")
+    save_png(args.png, f"tickwheel bench purgatory - {args.num:,} requests per run", _panels(rows))
     return 0
+
+
+def _panels(rows: Sequence[tuple[float, RunResult]]) -> list[Bars]:
+    def by_mode(figure: Callable[[RunResult], float]) -> dict[str, dict[str, float]]:
+        values: dict[str, dict[str, float]] = {}
+        for rate, result in rows:
+            values.setdefault(result.mode, {})[f"target {_rate_label(rate)}/s"] = figure(result)
+        return values
+
+    return [
+        Bars(
+            title="requests completed",
+            unit="requests/s (median)",
+            values=by_mode(lambda r: r.achieved_rate),
+        ),
+        Bars(
+            title="CPU",
+            unit="µs per request (median)",
+            values=by_mode(lambda r: r.cpu_us_per_request),
+        ),
+        Bars(
+            title="expirations",
+            unit="expired / predicted by the latency model",
+            values=by_mode(lambda r: r.expired_vs_predicted),
+            target=1.0,
+        ),
+    ]
