@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tickwheel.bench._chart import Bars, Lines, save_png
+from tickwheel.bench._chart import Bars, Lines, Panel, save_png
 from tickwheel.cli._bench import _benchmarks
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -17,7 +17,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 def test_bars_and_lines_make_one_png(tmp_path: Path) -> None:
     path = tmp_path / "charts" / "figures.png"
-    panels = [
+    panels: list[Panel] = [
         Bars(
             title="latency",
             unit="ms",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,12 @@ if TYPE_CHECKING:
 _DPI = 110
 _PANEL_WIDTH_IN = 5.5
 _PANEL_HEIGHT_IN = 4.5
+_MAX_COLUMNS = 2
+"""Panels per row: more go on further rows, so a chart stays readable when shrunk."""
 _GROUP_WIDTH = 0.8
 """The share of a category's slot its bars fill together."""
+_LABEL_WIDTH_CHARS = 14
+"""Category labels wrap at this width, so neighbours never overlap."""
 _SMALL_FONT = 8
 _TITLE_FONT = 10
 
@@ -89,7 +94,8 @@ def _draw_bars(axes: Axes, panel: Bars) -> None:
         axes.bar([i + index * width for i in slots], heights, width, label=series)
     middle = (len(panel.values) - 1) * width / 2
     axes.set_xticks([i + middle for i in range(len(categories))])
-    axes.set_xticklabels(categories, fontsize=_SMALL_FONT)
+    labels = [textwrap.fill(category, _LABEL_WIDTH_CHARS) for category in categories]
+    axes.set_xticklabels(labels, fontsize=_SMALL_FONT)
     if panel.target is not None:
         axes.axhline(panel.target, color="grey", linestyle="--", linewidth=0.8, label="target")
 
@@ -102,7 +108,7 @@ def _draw_lines(axes: Axes, panel: Lines) -> None:
 
 
 def save_png(path: str | Path | None, title: str, panels: Sequence[Panel]) -> bool:
-    """Draw ``panels`` side by side under ``title`` into ``path``; True once written.
+    """Draw ``panels`` (two per row) under ``title`` into ``path``; True once written.
 
     ``path`` None or empty draws nothing (no ``--png``); a missing matplotlib is one
     line on stderr.
@@ -117,13 +123,18 @@ def save_png(path: str | Path | None, title: str, panels: Sequence[Panel]) -> bo
     except ImportError:
         print("matplotlib is missing (pip install 'tickwheel[bench]'): no chart", file=sys.stderr)
         return False
-    figure, axes_list = plt.subplots(
-        1,
-        len(panels),
-        figsize=(_PANEL_WIDTH_IN * len(panels), _PANEL_HEIGHT_IN),
+    columns = min(len(panels), _MAX_COLUMNS)
+    rows = -(-len(panels) // columns)
+    figure, axes_grid = plt.subplots(
+        rows,
+        columns,
+        figsize=(_PANEL_WIDTH_IN * columns, _PANEL_HEIGHT_IN * rows),
         squeeze=False,
     )
-    for axes, panel in zip(axes_list[0], panels, strict=True):
+    all_axes = list(axes_grid.flat)
+    for unused in all_axes[len(panels) :]:
+        unused.set_visible(False)
+    for axes, panel in zip(all_axes, panels, strict=False):
         if isinstance(panel, Bars):
             _draw_bars(axes, panel)
         else:

@@ -258,7 +258,7 @@ def main(argv: list[str]) -> int:
             Bars(
                 title=f"throughput, {_PARTITIONS} partitions",
                 unit="messages/s (median of rounds)",
-                values={"RF 1": {"": rate1}, "RF 3": {"": rate3}},
+                values={"RF 3": {"": rate3}, "RF 1": {"": rate1}},
             ),
             Lines(
                 title="latency against produce rate",
