@@ -8,12 +8,13 @@ the shortened delay, since there is no event for "nothing happened".
 from __future__ import annotations
 
 import io
+import socket
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from tickwheel.cli import _progress
+from tickwheel.cli import _client, _progress, main
 from tickwheel.cli._progress import configure, progress
 
 DEADLINE_S = 10.0
@@ -79,3 +80,18 @@ def test_no_progress_silences_a_terminal() -> None:
     with progress("waiting", stream=stream):
         time.sleep(0.2)
     assert stream.getvalue() == ""
+
+
+def test_an_admin_verb_spins_on_stderr_and_keeps_json_stdout_clean(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(_client, "TIMEOUT_S", 0.5)  # no broker answers: the wait times out
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, never listening
+        status = main(["group", "list", "--format", "json", "--progress", "-b", nobody])
+    captured = capsys.readouterr()
+    assert status == 1
+    assert captured.out == ""
+    assert "waiting for the broker" in captured.err
+    assert captured.err.endswith("tickwheel group list: no answer from the broker within 0.5 s\n")
