@@ -143,6 +143,9 @@ def test_byte_rates_per_topic_and_a_deleted_topic_drops_out(
     assert samples[BYTES_IN] == in_a + in_b  # the all-topics series, without labels
     assert samples[_topic(BYTES_OUT, "a")] == samples[BYTES_OUT] >= in_a
     assert _topic(BYTES_OUT, "b") not in samples  # nothing fetched from b
+    produces = "kafka_server_BrokerTopicMetrics_TotalProduceRequestsPerSec_total"
+    assert samples[_topic(produces, "a")] == samples[_topic(produces, "b")] == 1
+    assert samples[produces] == 2
 
     admin.delete_topics(["b"])["b"].result(timeout=TIMEOUT_S)
     after = scrape(tickwheel_broker)

@@ -64,7 +64,9 @@ async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Respo
     context.replica_manager.fetch_messages(params, fetch_infos, pending.resolve)
     results = await pending
     for tp, result in results.items():
-        context.metrics.record_bytes_out(tp.topic, result.size_bytes)
+        context.metrics.record_fetch(
+            tp.topic, result.size_bytes, from_follower=params.is_from_follower
+        )
     topics = [
         FetchTopicData(
             topic.topic,
