@@ -34,7 +34,9 @@ threads, until the last request completed or expired, divided by the requests),
 expired count and share, the distribution's predicted share and the share drawn for
 this run, and the ratio expired / predicted. With ``--repeat`` the table gives medians.
 docs/benchmarks.md records the default run (unthrottled and 10,000 requests/s, both
-modes).
+modes). ``--png`` charts the medians beside Apache Kafka's Java purgatory as the issue
+quotes it (``KAFKA_JAVA_RATE``, ``KAFKA_JAVA_CPU_US``: a reference figure, not measured
+here, since no JVM benchmark runs in this command).
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ DEFAULT_PCT50_MS = 20.0
 DEFAULT_REPEAT = 3
 DEFAULT_SEED = 42
 MODES = ("threaded", "loop")
+KAFKA_JAVA_RATE = 228_000.0
+"""Requests/s of Apache Kafka's TestPurgatoryPerformance, unthrottled (the issue's figure)."""
+KAFKA_JAVA_CPU_US = 9.2
+"""Its CPU per request, in µs (the issue's figure)."""
+_KAFKA_JAVA = "Kafka, Java (the issue's figure)"
 
 Z_75 = 0.6744897501960817
 """The 75th percentile of the standard normal distribution."""
@@ -522,16 +529,23 @@ def _panels(rows: Sequence[tuple[float, RunResult]]) -> list[Bars]:
             values.setdefault(result.mode, {})[f"target {_rate_label(rate)}/s"] = figure(result)
         return values
 
+    unthrottled = f"target {_rate_label(0)}/s"
     return [
         Bars(
             title="requests completed",
             unit="requests/s (median)",
-            values=by_mode(lambda r: r.achieved_rate),
+            values={
+                **by_mode(lambda r: r.achieved_rate),
+                _KAFKA_JAVA: {unthrottled: KAFKA_JAVA_RATE},
+            },
         ),
         Bars(
             title="CPU",
             unit="µs per request (median)",
-            values=by_mode(lambda r: r.cpu_us_per_request),
+            values={
+                **by_mode(lambda r: r.cpu_us_per_request),
+                _KAFKA_JAVA: {unthrottled: KAFKA_JAVA_CPU_US},
+            },
         ),
         Bars(
             title="expirations",
