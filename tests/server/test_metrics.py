@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -106,6 +107,51 @@ def test_purgatory_request_and_byte_metrics(tickwheel_broker: BackgroundBroker) 
         'kafka_server_DelayedOperationPurgatory_ExpiresPerSec_total{delayedOperation="Produce"}'
         in samples
     )
+
+
+BYTES_IN = "kafka_server_BrokerTopicMetrics_BytesInPerSec_total"
+BYTES_OUT = "kafka_server_BrokerTopicMetrics_BytesOutPerSec_total"
+
+
+def _topic(series: str, topic: str) -> str:
+    return f'{series}{{topic="{topic}"}}'
+
+
+def test_byte_rates_per_topic_and_a_deleted_topic_drops_out(
+    tickwheel_broker: BackgroundBroker,
+) -> None:
+    bootstrap = tickwheel_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic("a", 1, 1), NewTopic("b", 1, 1)]).values():
+        future.result(timeout=TIMEOUT_S)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer.produce("a", b"x" * 100)
+    producer.produce("b", b"y" * 1000)
+    assert producer.flush(TIMEOUT_S) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "m"})
+    consumer.assign([TopicPartition("a", 0, 0)])
+    try:
+        message = consumer.poll(TIMEOUT_S)
+        assert message is not None
+        assert message.value() == b"x" * 100
+    finally:
+        consumer.close()
+
+    samples = scrape(tickwheel_broker)
+    in_a, in_b = samples[_topic(BYTES_IN, "a")], samples[_topic(BYTES_IN, "b")]
+    assert in_b > in_a + 800  # each topic counts its own batches
+    assert samples[BYTES_IN] == in_a + in_b  # the all-topics series, without labels
+    assert samples[_topic(BYTES_OUT, "a")] == samples[BYTES_OUT] >= in_a
+    assert _topic(BYTES_OUT, "b") not in samples  # nothing fetched from b
+    produces = "kafka_server_BrokerTopicMetrics_TotalProduceRequestsPerSec_total"
+    assert samples[_topic(produces, "a")] == samples[_topic(produces, "b")] == 1
+    assert samples[produces] == 2
+
+    admin.delete_topics(["b"])["b"].result(timeout=TIMEOUT_S)
+    after = scrape(tickwheel_broker)
+    assert _topic(BYTES_IN, "b") not in after
+    assert after[_topic(BYTES_IN, "a")] == in_a
+    assert after[BYTES_IN] == in_a + in_b  # what b took still counts for all topics
 
 
 def get(broker: BackgroundBroker, path: str) -> tuple[int, str]:

@@ -58,12 +58,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from tickwheel.bench._chart import Bars, Panel, add_png_argument, save_png
 
 _LOOPBACK = "127.0.0.1"
 _TMPFS = "/dev/shm"
@@ -583,6 +585,57 @@ def report(results: dict[str, BrokerFigures], rounds: int, messages: int) -> str
     return "\n".join(lines)
 
 
+def panels(results: dict[str, BrokerFigures]) -> list[Panel]:
+    """The chart of ``--png``: latency, throughput and broker CPU, medians per broker."""
+
+    def median(values: Iterable[float]) -> float:
+        return statistics.median(list(values))
+
+    passes: tuple[tuple[str, Callable[[BrokerFigures], list[ThroughputResult]]], ...] = (
+        ("acks=1", lambda f: f.produce_acks_1),
+        ("acks=all", lambda f: f.produce_acks_all),
+        ("consume", lambda f: f.consume),
+    )
+    charted: list[Panel] = [
+        Bars(
+            title="long-poll latency (log scale)",
+            unit="ms, median of rounds",
+            values={
+                name: {
+                    "p50": median(r.p50_ms for r in f.latency),
+                    "p99": median(r.p99_ms for r in f.latency),
+                }
+                for name, f in results.items()
+            },
+            log_scale=True,
+        ),
+        Bars(
+            title="throughput",
+            unit="messages/s, median of rounds",
+            values={
+                name: {label: median(r.messages_per_s for r in of(f)) for label, of in passes}
+                for name, f in results.items()
+            },
+        ),
+        Bars(
+            title="broker CPU",
+            unit="CPU-s per million messages",
+            values={
+                name: {label: median(r.cpu_s_per_million for r in of(f)) for label, of in passes}
+                for name, f in results.items()
+            },
+        ),
+    ]
+    idle = {
+        name: {"idle": f.idle_cpu_percent}
+        for name, f in results.items()
+        if f.idle_cpu_percent is not None
+    }
+    if idle:
+        charted.append(Bars(title="idle long-polling consumers", unit="% of a core", values=idle))
+    return charted
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tickwheel bench broker", description=__doc__.split("\n")[0] if __doc__ else None
@@ -604,6 +657,7 @@ def _parser() -> argparse.ArgumentParser:
         default=_TMPFS if Path(_TMPFS).is_dir() else None,
         help="where tickwheel's temporary log directory goes (default /dev/shm)",
     )
+    add_png_argument(parser)
     return parser
 
 
@@ -635,4 +689,9 @@ def main(argv: list[str]) -> int:
                     broker, args.consumers, args.idle_seconds
                 )
     print(report(results, args.rounds, args.messages))
+    save_png(
+        args.png,
+        f"tickwheel bench broker - {args.messages:,} messages, {args.rounds} rounds",
+        panels(results),
+    )
     return 0

@@ -30,6 +30,7 @@ from pathlib import Path
 from confluent_kafka import ElectionType, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.cluster import LocalCluster
 from tickwheel.replica import NO_LEADER
 
@@ -178,6 +179,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--log-parent", default=_TMPFS, help="where the brokers' logs go")
+    add_png_argument(parser)
     return parser
 
 
@@ -233,5 +235,26 @@ def main(argv: list[str]) -> int:
     print(
         f"\np50 {p50:.2f} s, max {worst:.2f} s (target p50 ≤ {_P50_TARGET_S:.0f} s, "
         f"max ≤ {_MAX_TARGET_S:.0f} s: {met}); failed deliveries: {writer.failures}"
+    )
+    save_png(
+        args.png,
+        f"tickwheel bench failover - {args.kills} leader kills, "
+        f"zookeeper.session.timeout.ms={args.session_timeout_ms}",
+        [
+            Bars(
+                title="from SIGKILL of a leader to",
+                unit="s",
+                values={
+                    "p50": {
+                        "new leader in ZooKeeper": statistics.median(detection),
+                        "first acknowledged write": p50,
+                    },
+                    "max": {
+                        "new leader in ZooKeeper": detection[-1],
+                        "first acknowledged write": worst,
+                    },
+                },
+            )
+        ],
     )
     return 0

@@ -78,6 +78,7 @@ from kio.serial import entity_writer
 from kio.static.protocol import Entity, RequestPayload
 
 from tickwheel.bench._batches import make_batch
+from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.protocol import build_entity, request_header_bytes, request_schema, uvarint
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 
@@ -845,6 +846,7 @@ def _parser() -> argparse.ArgumentParser:
         default=_TMPFS if Path(_TMPFS).is_dir() else None,
         help="where the broker's temporary log directory goes (default /dev/shm)",
     )
+    add_png_argument(parser)
     return parser
 
 
@@ -864,6 +866,24 @@ def main(argv: list[str]) -> int:
         finally:
             broker.stop()
     print(report(figures, broker))
+    save_png(
+        args.png,
+        f"tickwheel bench fuzz - {figures.frames:,} mutated frames, seed {args.seed}",
+        [
+            Bars(
+                title="what the broker suffered (0 is the target)",
+                unit="count",
+                values={
+                    "tickwheel": {
+                        "tracebacks": len(broker.log.tracebacks),
+                        "ERROR lines": broker.log.by_level.get("ERROR", 0),
+                        "deaths": broker.deaths,
+                        "liveness misses": figures.liveness_misses,
+                    }
+                },
+            )
+        ],
+    )
     failed = (
         broker.log.tracebacks
         or broker.deaths

@@ -45,6 +45,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tickwheel.bench._chart import Bars, add_png_argument, save_png
+
 SESSION_TIMEOUT_MS = 6_000
 HEARTBEAT_INTERVAL_MS = 3_000
 KAFKA_INITIAL_DELAY_MS = 3_000
@@ -258,6 +260,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--peers", default=f"{TICKWHEEL},{TANSU}")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    add_png_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -291,6 +294,24 @@ def main(argv: list[str]) -> int:
                     )
             results.append(result)
     _report(results, args.initial_delay_ms)
+    save_png(
+        args.png,
+        f"tickwheel bench groups - {args.partitions} partitions, median of {args.rounds} rounds",
+        [
+            Bars(
+                title="group membership",
+                unit="ms (median)",
+                values={
+                    r.broker: {
+                        "first member joined": r.median("first_join_ms"),
+                        "second member placed": r.median("second_member_ms"),
+                        "death to reassignment": r.median("death_to_reassignment_ms"),
+                    }
+                    for r in results
+                },
+            )
+        ],
+    )
     if args.out is not None:
         args.out.write_text(
             json.dumps(

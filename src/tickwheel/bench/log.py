@@ -52,6 +52,7 @@ import crc32c
 
 from tickwheel.bench._batches import CRC_FIELD, CRC_START, HEADER_BYTES, encode_record
 from tickwheel.bench._batches import make_batch as encode_batch
+from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.log import Log, LogConfig
 
 DEFAULT_BATCH_BYTES: Final = 16 * 1024
@@ -237,7 +238,8 @@ def _report(
     peer: str,
     mib: float,
     subject: str = "log",
-) -> None:
+) -> tuple[float, float]:
+    """Print one workload's line; returns (subject, peer) median MiB/s."""
     ratios = [plain / log for log, plain in zip(log_s, plain_s, strict=True)]
     print(
         f"{name:<24} {subject:<5} {mib / statistics.median(log_s):7.0f} MiB/s   "
@@ -245,6 +247,7 @@ def _report(
         f"ratio {statistics.median(ratios):5.2f}  "
         f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
     )
+    return mib / statistics.median(log_s), mib / statistics.median(plain_s)
 
 
 def main(argv: list[str]) -> int:
@@ -261,6 +264,7 @@ def main(argv: list[str]) -> int:
         default="cpu",
         help="what times the appends: this thread's CPU time (default) or wall-clock time",
     )
+    add_png_argument(parser)
     args = parser.parse_args(argv)
 
     batches = [make_batch(args.batch_bytes, i) for i in range(args.batches)]
@@ -273,7 +277,7 @@ def main(argv: list[str]) -> int:
         directory = Path(temp)
         clock = _APPEND_CLOCKS[args.clock]
         appends = [_append_round(directory, batches, r, clock) for r in range(args.rounds)]
-        _report(
+        append = _report(
             f"append ({args.batch_bytes} B batches)",
             [log for log, _, _ in appends],
             [plain for _, plain, _ in appends],
@@ -302,6 +306,26 @@ def main(argv: list[str]) -> int:
             os.close(devnull)
             log.close()
         socket_log, socket_plain = [r[0] for r in reads], [r[1] for r in reads]
-        _report("read -> socket", socket_log, socket_plain, "preadv+send", mib)
-        _report("read -> /dev/null", [r[2] for r in reads], [r[3] for r in reads], "preadv", mib)
+        to_socket = _report("read -> socket", socket_log, socket_plain, "preadv+send", mib)
+        to_null = _report(
+            "read -> /dev/null", [r[2] for r in reads], [r[3] for r in reads], "preadv", mib
+        )
+    workloads = {"append": append, "read -> socket": to_socket, "read -> /dev/null": to_null}
+    save_png(
+        args.png,
+        f"tickwheel bench log - {args.batches} batches of {args.batch_bytes} B, "
+        f"median of {args.rounds} rounds",
+        [
+            Bars(
+                title="tickwheel's log beside plain system calls",
+                unit="MiB/s (median)",
+                values={
+                    "tickwheel Log": {name: ours for name, (ours, _) in workloads.items()},
+                    "plain calls (os.write, preadv+send, preadv)": {
+                        name: plain for name, (_, plain) in workloads.items()
+                    },
+                },
+            )
+        ],
+    )
     return 0

@@ -34,7 +34,9 @@ threads, until the last request completed or expired, divided by the requests),
 expired count and share, the distribution's predicted share and the share drawn for
 this run, and the ratio expired / predicted. With ``--repeat`` the table gives medians.
 docs/benchmarks.md records the default run (unthrottled and 10,000 requests/s, both
-modes).
+modes). ``--png`` charts the medians beside Apache Kafka's Java purgatory as the issue
+quotes it (``KAFKA_JAVA_RATE``, ``KAFKA_JAVA_CPU_US``: a reference figure, not measured
+here, since no JVM benchmark runs in this command).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
 from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
 
@@ -69,6 +72,11 @@ DEFAULT_PCT50_MS = 20.0
 DEFAULT_REPEAT = 3
 DEFAULT_SEED = 42
 MODES = ("threaded", "loop")
+KAFKA_JAVA_RATE = 228_000.0
+"""Requests/s of Apache Kafka's TestPurgatoryPerformance, unthrottled (the issue's figure)."""
+KAFKA_JAVA_CPU_US = 9.2
+"""Its CPU per request, in µs (the issue's figure)."""
+_KAFKA_JAVA = "Kafka, Java (the issue's figure)"
 
 Z_75 = 0.6744897501960817
 """The 75th percentile of the standard normal distribution."""
@@ -448,6 +456,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="runs per setting")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed")
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
+    add_png_argument(parser)
     return parser
 
 
@@ -509,4 +518,39 @@ def main(argv: list[str]) -> int:
         }
         args.out.write_text(json.dumps(payload, indent=2, default=str) + "\n")
         print(f"\nwrote {args.out}")
+    save_png(args.png, f"tickwheel bench purgatory - {args.num:,} requests per run", _panels(rows))
     return 0
+
+
+def _panels(rows: Sequence[tuple[float, RunResult]]) -> list[Bars]:
+    def by_mode(figure: Callable[[RunResult], float]) -> dict[str, dict[str, float]]:
+        values: dict[str, dict[str, float]] = {}
+        for rate, result in rows:
+            values.setdefault(result.mode, {})[f"target {_rate_label(rate)}/s"] = figure(result)
+        return values
+
+    unthrottled = f"target {_rate_label(0)}/s"
+    return [
+        Bars(
+            title="requests completed",
+            unit="requests/s (median)",
+            values={
+                **by_mode(lambda r: r.achieved_rate),
+                _KAFKA_JAVA: {unthrottled: KAFKA_JAVA_RATE},
+            },
+        ),
+        Bars(
+            title="CPU",
+            unit="µs per request (median)",
+            values={
+                **by_mode(lambda r: r.cpu_us_per_request),
+                _KAFKA_JAVA: {unthrottled: KAFKA_JAVA_CPU_US},
+            },
+        ),
+        Bars(
+            title="expirations",
+            unit="expired / predicted by the latency model",
+            values=by_mode(lambda r: r.expired_vs_predicted),
+            target=1.0,
+        ),
+    ]

@@ -14,6 +14,13 @@ this process:
    ``acks=all`` (``linger.ms=5``), alternately to an RF 1 and an RF 3 topic for
    ``--rounds`` rounds: messages/s and MB/s, medians over the rounds, and the ratio
    RF 3 / RF 1.
+3. **Latency against rate.** For each ``--rate`` (messages/s), ``--rate-messages``
+   messages paced at that rate (``linger.ms=0``, ``acks=all``, one partition, RF 3
+   and RF 1), the producer serving delivery reports while it waits for the next send:
+   p50 and p99 from ``produce`` to the delivery report. Where the broker keeps up, the
+   latency stays near (1); past that, messages queue and it climbs.
+
+``--png PATH`` draws (1) and (2) as bars and (3) as lines.
 
 Targets (issue 7): p99 ≤ 15 ms with RF 3, and RF 3 throughput at least half of RF 1.
 The machine is shared: run it twice before trusting a small difference.
@@ -22,6 +29,7 @@ The machine is shared: run it twice before trusting a small difference.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import tempfile
 import time
@@ -31,6 +39,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from tickwheel.bench._chart import Bars, Lines, add_png_argument, save_png
 from tickwheel.cluster import LocalCluster
 
 _TMPFS = "/dev/shm"
@@ -45,6 +54,8 @@ _P99 = 0.99
 _PERCENT = 100
 _LATENCY_TARGET_MS = 15.0
 _THROUGHPUT_TARGET_RATIO = 0.5
+_RATES = (250, 1000, 4000)
+"""Measurement 3's default rates, messages/s: idle, busy, and past what RF 3 keeps up with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +102,39 @@ def measure_latency(bootstrap: str, topic: str, messages: int) -> Latency:
     )
 
 
+def _delivered(
+    samples: list[float], started_s: float, error: KafkaError | None, _message: Message
+) -> None:
+    if error is not None:
+        raise RuntimeError(f"delivery failed: {error}")
+    samples.append((time.perf_counter() - started_s) * _MS_PER_S)
+
+
+def measure_latency_at_rate(bootstrap: str, topic: str, rate: float, messages: int) -> Latency:
+    """Send ``messages`` paced at ``rate`` per second with acks=all; the latency
+    distribution from ``produce`` to each delivery report."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    payload = b"x" * _MESSAGE_BYTES
+    samples: list[float] = []
+    interval_s = 1.0 / rate
+    next_send_s = time.perf_counter()
+    for _ in range(messages):
+        while (wait_s := next_send_s - time.perf_counter()) > 0:
+            producer.poll(wait_s)  # serves delivery reports until the next send is due
+        producer.produce(
+            topic,
+            value=payload,
+            on_delivery=functools.partial(_delivered, samples, time.perf_counter()),
+        )
+        next_send_s += interval_s
+    if producer.flush(_CLIENT_TIMEOUT_S) != 0:
+        raise RuntimeError("messages were not delivered in time")
+    samples.sort()
+    return Latency(
+        p50_ms=statistics.median(samples), p99_ms=_percentile(samples, _P99), max_ms=samples[-1]
+    )
+
+
 def measure_throughput(bootstrap: str, topic: str, messages: int) -> float:
     """Produce ``messages`` with acks=all as fast as the client goes; messages/s."""
     producer = Producer(
@@ -129,13 +173,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--latency-messages", type=int, default=2000)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--rate",
+        type=float,
+        action="append",
+        help=f"messages/s of measurement 3 (repeatable; default {', '.join(map(str, _RATES))})",
+    )
+    parser.add_argument("--rate-messages", type=int, default=2000, help="messages per rate")
     parser.add_argument("--log-parent", default=_TMPFS, help="where the brokers' logs go")
+    add_png_argument(parser)
     return parser
 
 
 def main(argv: list[str]) -> int:
     """Run both measurements on a fresh three-broker cluster and print a table."""
     args = _parser().parse_args(argv)
+    paced_rates = sorted(args.rate or _RATES)
     parent = args.log_parent if Path(args.log_parent).is_dir() else None
     with (
         tempfile.TemporaryDirectory(prefix="tickwheel-bench-replication-", dir=parent) as base,
@@ -152,6 +205,13 @@ def main(argv: list[str]) -> int:
                 topic = f"throughput-rf{replication}-{round_index}"
                 _create(bootstrap, topic, _PARTITIONS, replication)
                 rates[replication].append(measure_throughput(bootstrap, topic, args.messages))
+        paced: dict[int, list[tuple[float, Latency]]] = {1: [], 3: []}
+        for rate in paced_rates:
+            for replication in (1, 3):
+                topic = f"paced-rf{replication}-{rate:g}"
+                _create(bootstrap, topic, 1, replication)
+                latency = measure_latency_at_rate(bootstrap, topic, rate, args.rate_messages)
+                paced[replication].append((rate, latency))
     rate1, rate3 = statistics.median(rates[1]), statistics.median(rates[3])
     ratio = rate3 / rate1
     print(f"## Replication ({_BROKERS} brokers on loopback, confluent-kafka, acks=all)\n")
@@ -174,5 +234,42 @@ def main(argv: list[str]) -> int:
         f"\nRF 3 p99 {rf3.p99_ms:.2f} ms (target ≤ {_LATENCY_TARGET_MS:.0f} ms: {latency_ok}); "
         f"RF 3 / RF 1 throughput {ratio:.2f} = {ratio * _PERCENT:.0f}% "
         f"(target ≥ {_THROUGHPUT_TARGET_RATIO}: {ratio_ok})"
+    )
+    print(f"\n| latency at a rate, {args.rate_messages:,} messages | msgs/s | p50 ms | p99 ms |")
+    print("|---|---:|---:|---:|")
+    for replication in (3, 1):
+        for rate, latency in paced[replication]:
+            print(
+                f"| RF {replication} | {rate:,.0f} | {latency.p50_ms:.2f} | {latency.p99_ms:.2f} |"
+            )
+    save_png(
+        args.png,
+        f"tickwheel bench replication - {_BROKERS} brokers on loopback, acks=all",
+        [
+            Bars(
+                title="latency, one message at a time",
+                unit="ms",
+                values={
+                    f"RF {n}": {"p50": lat.p50_ms, "p99": lat.p99_ms}
+                    for n, lat in ((3, rf3), (1, rf1))
+                },
+                target=_LATENCY_TARGET_MS,
+            ),
+            Bars(
+                title=f"throughput, {_PARTITIONS} partitions",
+                unit="messages/s (median of rounds)",
+                values={"RF 3": {"": rate3}, "RF 1": {"": rate1}},
+            ),
+            Lines(
+                title="latency against produce rate",
+                x_label="messages/s",
+                unit="ms (log scale)",
+                points={
+                    **{f"RF {n} p50": [(r, lat.p50_ms) for r, lat in paced[n]] for n in (3, 1)},
+                    **{f"RF {n} p99": [(r, lat.p99_ms) for r, lat in paced[n]] for n in (3, 1)},
+                },
+                log_scale=True,
+            ),
+        ],
     )
     return 0

@@ -60,6 +60,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from tickwheel.bench._chart import Bars, Panel, add_png_argument, save_png
 from tickwheel.timer import (
     InlineExecutor,
     ManualClock,
@@ -825,39 +826,25 @@ def _targets(medians: dict[str, dict[str, float]]) -> list[tuple[str, bool, str]
     return checks
 
 
-def _chart(medians: dict[str, dict[str, float]], path: Path, title: str) -> bool:
-    try:
-        import matplotlib  # noqa: PLC0415 -- optional ``bench`` extra
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError:
-        return False
-    peers = list(medians)
+def _panels(medians: dict[str, dict[str, float]]) -> list[Panel]:
     time_metrics = [m for m in METRICS if m != "d_bytes"]
-    fig, (left, right) = plt.subplots(
-        1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [len(time_metrics), 1.4]}
-    )
-    width = 0.8 / len(peers)
-    for i, peer in enumerate(peers):
-        xs = [j + i * width for j in range(len(time_metrics))]
-        left.bar(xs, [medians[peer][m] for m in time_metrics], width, label=peer)
-        right.bar([i], [medians[peer]["d_bytes"]], 0.8, label=peer)
-    left.set_xticks([j + 0.4 - width / 2 for j in range(len(time_metrics))])
-    left.set_xticklabels([METRIC_LABELS[m] for m in time_metrics], fontsize=8)
-    left.set_yscale("log")
-    left.set_ylabel("ns (median, log scale; lower is better)")
-    left.legend(fontsize=8)
-    right.set_xticks(range(len(peers)))
-    right.set_xticklabels(peers, rotation=45, ha="right", fontsize=8)
-    right.set_ylabel("bytes per pending timer")
-    right.axhline(200, color="grey", linestyle="--", linewidth=0.8)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return [
+        Bars(
+            title="time per operation",
+            unit="ns (median, log scale; lower is better)",
+            values={
+                peer: {METRIC_LABELS[m]: figures[m] for m in time_metrics}
+                for peer, figures in medians.items()
+            },
+            log_scale=True,
+        ),
+        Bars(
+            title="(d) memory",
+            unit="bytes per pending timer",
+            values={peer: {"": figures["d_bytes"]} for peer, figures in medians.items()},
+            target=200,
+        ),
+    ]
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -885,7 +872,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         "--skip-buckets", action="store_true", help="skip the bucket-storage comparison"
     )
     parser.add_argument("--out", default=DEFAULT_OUT, help="JSON results path")
-    parser.add_argument("--png", default=DEFAULT_PNG, help="chart path ('' for none)")
+    add_png_argument(parser, default=DEFAULT_PNG)
     parser.add_argument("--quick", action="store_true", help="100x smaller, 1 run: a smoke test")
     return parser.parse_args(argv)
 
@@ -967,13 +954,9 @@ def main(argv: list[str]) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     progress(f"wrote {out}")
-    if args.png:
-        title = (
-            f"tickwheel bench timer - n={args.n:,}, pending={args.pending:,}, "
-            f"median of {args.repeat}, CPython {result['python']}, {when}"
-        )
-        if _chart(medians, Path(args.png), title):
-            progress(f"wrote {args.png}")
-        else:
-            progress("matplotlib is missing (pip install 'tickwheel[bench]'): no chart")
+    title = (
+        f"tickwheel bench timer - n={args.n:,}, pending={args.pending:,}, "
+        f"median of {args.repeat}, CPython {result['python']}, {when}"
+    )
+    save_png(args.png, title, _panels(medians))
     return 0

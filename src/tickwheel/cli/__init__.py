@@ -27,7 +27,10 @@ _VERBS: dict[str, tuple[str, str]] = {
     ),
     "consume": ("tickwheel.cli._consume", "print records of a topic (kcat-like --format)"),
     "demo": ("tickwheel.cli._demo", "run the clickstream pipeline: broker -> Spark -> Kafka"),
-    "group": ("tickwheel.cli._group", "list, describe (offsets, lag) or delete consumer groups"),
+    "group": (
+        "tickwheel.cli._group",
+        "list, describe (offsets, lag), delete or seek (reset offsets of) consumer groups",
+    ),
     "produce": ("tickwheel.cli._produce", "send one record per line of stdin to a topic"),
     "serve": ("tickwheel.cli._serve", "run a Kafka-compatible broker (server.properties)"),
     "topic": ("tickwheel.cli._topic", "create, list, describe, delete, grow or reconfigure topics"),

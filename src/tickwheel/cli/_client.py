@@ -13,6 +13,10 @@ Pitfall: an AdminClient resolves its futures on its own background thread, and w
 client is garbage-collected before they resolve, librdkafka destroys them (the future
 fails with ``_DESTROY``). ``wait`` therefore takes the client along with the future and
 holds it until the result is in; never write ``AdminClient(...).create_topics(...)``.
+
+Progress: ``wait`` and ``watermarks`` wait under ``progress`` (``_progress``), so any
+admin verb shows a spinner on stderr once a wait passes a second; ``--progress`` and
+``--no-progress`` come with ``-b`` and ``run`` applies them.
 """
 
 from __future__ import annotations
@@ -26,10 +30,13 @@ from typing import TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from tickwheel.cli._progress import configure, progress
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 TIMEOUT_S = 10.0
 """How long a command waits for one answer from the broker before giving up."""
 
+_WAITING = "waiting for the broker"
 _QUIET = 0
 """librdkafka's ``log_level`` for the CLI's clients: its log lines off, errors via results."""
 
@@ -66,13 +73,20 @@ def at_least(minimum: int) -> Callable[[str], int]:
 
 
 def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
-    """Give ``parser`` the ``-b/--bootstrap-server HOST:PORT`` option."""
+    """Give ``parser`` the options every admin verb shares: ``-b/--bootstrap-server
+    HOST:PORT`` and ``--progress/--no-progress``."""
     parser.add_argument(
         "-b",
         "--bootstrap-server",
         default=DEFAULT_BOOTSTRAP,
         metavar="HOST:PORT",
         help=f"a broker to connect to (default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a spinner on stderr while a wait passes a second (default: on a terminal)",
     )
 
 
@@ -108,7 +122,8 @@ def error_text(error: KafkaError | KafkaException | BaseException) -> str:
 def wait(admin: AdminClient, future: concurrent.futures.Future[T]) -> T:
     """The result of one of ``admin``'s futures, holding ``admin`` alive until then."""
     try:
-        return future.result(timeout=TIMEOUT_S)
+        with progress(_WAITING):
+            return future.result(timeout=TIMEOUT_S)
     except KafkaException as exc:
         raise CommandError(error_text(exc)) from exc
     except concurrent.futures.TimeoutError as exc:
@@ -120,16 +135,21 @@ def wait(admin: AdminClient, future: concurrent.futures.Future[T]) -> T:
 def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int]:
     """The low and high watermark offsets of one partition."""
     try:
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=TIMEOUT_S
-        )
+        with progress(_WAITING):
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=TIMEOUT_S
+            )
     except KafkaException as exc:
         raise CommandError(error_text(exc)) from exc
     return int(low), int(high)
 
 
 def run(prog: str, command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """Run ``command``; a ``CommandError`` or client error prints one line and returns 1."""
+    """Run ``command``; a ``CommandError`` or client error prints one line and returns 1.
+
+    ``--progress`` / ``--no-progress``, where the verb has them, apply to its waits.
+    """
+    configure(getattr(args, "progress", None))
     try:
         return command(args)
     except (CommandError, KafkaException) as exc:

@@ -7,7 +7,8 @@ record's value; with ``--key-separator SEP`` the text before the first SEP is it
 partitioner chooses, by key), and ``--acks`` is the producer's ``acks``.
 
 Every record is acknowledged (or failed) before the command returns: exit status 0
-when all were written, 1 with the first error on stderr when any was not.
+when all were written, 1 with the first error on stderr when any was not. A wait for
+the acknowledgements that passes a second shows the admin verbs' spinner on stderr.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tickwheel.cli._client import (
     key_value,
     run,
 )
+from tickwheel.cli._progress import progress
 
 ACKS = ("0", "1", "all", "-1")
 
@@ -62,7 +64,8 @@ def produce_lines(args: argparse.Namespace, lines: TextIO) -> int:
             **extra,
         )
         producer.poll(0)
-    remaining = producer.flush(TIMEOUT_S)
+    with progress("waiting for acknowledgements"):
+        remaining = producer.flush(TIMEOUT_S)
     if errors:
         raise CommandError(error_text(errors[0]))
     if remaining:

@@ -11,8 +11,17 @@ rest):
   Read from the purgatories when scraped.
 - ``kafka_network_RequestMetrics_RequestsPerSec_total{request}`` and
   ``kafka_network_RequestMetrics_TotalTimeMs{request}`` (a histogram, in ms).
-- ``kafka_server_BrokerTopicMetrics_BytesInPerSec_total`` and ``..._BytesOutPerSec_total``:
-  record bytes produced and fetched.
+- Kafka's BrokerTopicMetrics rates, as ``kafka_server_BrokerTopicMetrics_<name>_total``:
+  ``BytesInPerSec`` (record bytes appended for clients), ``BytesOutPerSec`` (record
+  bytes fetched by clients), ``ReplicationBytesOutPerSec`` (fetched by followers),
+  ``TotalProduceRequestsPerSec`` and ``TotalFetchRequestsPerSec`` (one per partition
+  of a request, as Kafka marks them). Each has one series without labels for all
+  topics, and one per topic with a ``topic`` label (Kafka's
+  ``...,name=BytesInPerSec,topic=orders``). A topic's series go when this broker no
+  longer hosts a partition of it (deleted, or moved away), as Kafka removes a topic's
+  MBeans then, so deleted topics do not grow the scrape; the all-topics series keeps
+  counting what they took. The pruning happens when scraped (the partition list is
+  read then), so a topic deleted and re-created between two scrapes keeps its count.
 - ``kafka_log_LogManager_OfflineLogDirectoryCount``: log directories taken offline by
   an I/O error (read when scraped).
 - The ReplicaManager's partition gauges, counted over this broker's partitions when
@@ -46,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -221,6 +231,54 @@ class _PartitionCollector(Collector):
             yield GaugeMetricFamily(name, documentation, value=value)
 
 
+BYTES_IN = "BytesInPerSec"
+BYTES_OUT = "BytesOutPerSec"
+REPLICATION_BYTES_OUT = "ReplicationBytesOutPerSec"
+TOTAL_PRODUCE_REQUESTS = "TotalProduceRequestsPerSec"
+TOTAL_FETCH_REQUESTS = "TotalFetchRequestsPerSec"
+_TOPIC_RATES = {
+    BYTES_IN: "Record bytes appended for clients",
+    BYTES_OUT: "Record bytes fetched by clients",
+    REPLICATION_BYTES_OUT: "Record bytes fetched by followers",
+    TOTAL_PRODUCE_REQUESTS: "Partitions in produce requests",
+    TOTAL_FETCH_REQUESTS: "Partitions in fetch requests",
+}
+
+
+class _BrokerTopicCollector(Collector):
+    """Kafka's BrokerTopicMetrics rates: all topics, and per topic while hosted here."""
+
+    _PREFIX = "kafka_server_BrokerTopicMetrics_"
+
+    def __init__(self, partitions: PartitionList) -> None:
+        self._partitions = partitions
+        self._totals = dict.fromkeys(_TOPIC_RATES, 0)
+        self._per_topic: dict[str, defaultdict[str, int]] = {
+            rate: defaultdict(int) for rate in _TOPIC_RATES
+        }
+
+    def mark(self, rate: str, topic: str, amount: int = 1) -> None:
+        """Add ``amount`` to ``rate`` for ``topic`` and for all topics."""
+        self._totals[rate] += amount
+        self._per_topic[rate][topic] += amount
+
+    def _prune(self) -> None:
+        hosted = {partition.topic_partition.topic for partition in self._partitions()}
+        for counts in self._per_topic.values():
+            for topic in [topic for topic in counts if topic not in hosted]:
+                del counts[topic]
+
+    def collect(self) -> Iterator[Metric]:
+        self._prune()
+        for rate, documentation in _TOPIC_RATES.items():
+            family = CounterMetricFamily(self._PREFIX + rate, documentation, labels=["topic"])
+            family.add_metric([], self._totals[rate])  # no labels: the all-topics series
+            per_topic = self._per_topic[rate]
+            for topic in sorted(per_topic):
+                family.add_metric([topic], per_topic[topic])
+            yield family
+
+
 def _always() -> bool:
     return True
 
@@ -250,6 +308,8 @@ class BrokerMetrics:
         self.registry.register(_PurgatoryCollector(purgatories))
         self.registry.register(_LogManagerCollector(offline_dir_count))
         self.registry.register(_PartitionCollector(partitions, controller_active))
+        self._topic_rates = _BrokerTopicCollector(partitions)
+        self.registry.register(self._topic_rates)
         # The same collectors prometheus_client puts in its global registry; each
         # broker's registry gets its own instances (the process is shared, so
         # several brokers in one process report the same figures).
@@ -268,16 +328,6 @@ class BrokerMetrics:
             buckets=_LATENCY_BUCKETS_MS,
             registry=self.registry,
         )
-        self._bytes_in = Counter(
-            "kafka_server_BrokerTopicMetrics_BytesInPerSec",
-            "Record bytes appended",
-            registry=self.registry,
-        )
-        self._bytes_out = Counter(
-            "kafka_server_BrokerTopicMetrics_BytesOutPerSec",
-            "Record bytes fetched",
-            registry=self.registry,
-        )
         self._per_request: dict[str, tuple[Any, Any]] = {}
 
     def record_request(self, request: str, elapsed_s: float) -> None:
@@ -290,15 +340,20 @@ class BrokerMetrics:
         counter.inc()
         histogram.observe(elapsed_s * _MS_PER_S)
 
-    def record_bytes_in(self, size_bytes: int) -> None:
-        """Count record bytes appended."""
-        if size_bytes:
-            self._bytes_in.inc(size_bytes)
+    def record_produce(self, topic: str, appended_bytes: int) -> None:
+        """Count one partition of ``topic`` in a produce request, and the record bytes
+        appended to it (0 when the append failed)."""
+        self._topic_rates.mark(TOTAL_PRODUCE_REQUESTS, topic)
+        if appended_bytes:
+            self._topic_rates.mark(BYTES_IN, topic, appended_bytes)
 
-    def record_bytes_out(self, size_bytes: int) -> None:
-        """Count record bytes sent to fetchers."""
+    def record_fetch(self, topic: str, size_bytes: int, *, from_follower: bool) -> None:
+        """Count one partition of ``topic`` in a fetch request, and the record bytes
+        sent for it (to a follower: replication bytes)."""
+        self._topic_rates.mark(TOTAL_FETCH_REQUESTS, topic)
         if size_bytes:
-            self._bytes_out.inc(size_bytes)
+            rate = REPLICATION_BYTES_OUT if from_follower else BYTES_OUT
+            self._topic_rates.mark(rate, topic, size_bytes)
 
     def render(self) -> bytes:
         """All metrics in Prometheus's text exposition format."""

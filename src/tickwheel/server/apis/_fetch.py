@@ -63,7 +63,10 @@ async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Respo
     pending: Pending[dict[TopicPartition, FetchPartitionResult]] = Pending()
     context.replica_manager.fetch_messages(params, fetch_infos, pending.resolve)
     results = await pending
-    context.metrics.record_bytes_out(sum(r.size_bytes for r in results.values()))
+    for tp, result in results.items():
+        context.metrics.record_fetch(
+            tp.topic, result.size_bytes, from_follower=params.is_from_follower
+        )
     topics = [
         FetchTopicData(
             topic.topic,

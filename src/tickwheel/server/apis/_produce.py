@@ -42,10 +42,12 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
                 invalid[tp] = ProducePartitionResult(ErrorCode.invalid_record)
             else:
                 entries[tp] = partition.records
-    context.metrics.record_bytes_in(sum(len(records) for records in entries.values()))
     pending: Pending[dict[TopicPartition, ProducePartitionResult]] = Pending()
     context.replica_manager.append_records(to_ms(body.timeout), body.acks, entries, pending.resolve)
     results = {**await pending, **invalid}
+    for tp, records in entries.items():
+        appended = results[tp].error_code == ErrorCode.none
+        context.metrics.record_produce(tp.topic, len(records) if appended else 0)
     if body.acks == ACKS_NONE:
         failed = sorted(str(tp) for tp, r in results.items() if r.error_code != ErrorCode.none)
         if failed:

@@ -1,0 +1,148 @@
+"""Every ```python block of README.md runs as written, against real brokers.
+
+Each block is one test, named by its line in the README. The only change made to a
+block is the broker address: the README's ``127.0.0.1:9092`` (or its three-broker
+list) becomes the address of a broker started for the test. What a block needs decides
+where it runs, and under which marker:
+
+- it names ``tickwheel.spark``: a fixture broker and a local Spark session (``spark``);
+- it names the three-broker list: a ZooKeeper and three brokers (``cluster``);
+- it names ``127.0.0.1:9092``, or shows a test taking ``tickwheel_broker``: the
+  ``tickwheel_broker`` fixture (``integration``), and such a test is called with it;
+- otherwise nothing (the fast tier).
+
+A block that reads a topic the README filled before it (``events``, from the kcat
+example) gets that topic filled first, as the reader's shell did. No block is skipped.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable, Iterator
+from contextlib import redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from tickwheel.server import BackgroundBroker
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+SINGLE = "127.0.0.1:9092"
+THREE = "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
+TIMEOUT_S = 30
+_FENCE = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+# Topics the README's shell examples fill before a block reads them: name -> values.
+_FILLED_BEFORE = {"events": [str(n).encode() for n in range(1, 9)]}
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One ```python block: its first line in README.md and its code."""
+
+    line: int
+    code: str
+
+    @property
+    def kind(self) -> str:
+        """What the block needs: ``spark``, ``cluster``, ``broker`` or ``none``."""
+        if "tickwheel.spark" in self.code:
+            return "spark"
+        if THREE in self.code:
+            return "cluster"
+        if SINGLE in self.code or ("def test_" in self.code and "tickwheel_broker" in self.code):
+            return "broker"
+        return "none"
+
+
+def _blocks() -> list[Block]:
+    text = README.read_text()
+    return [
+        Block(text.count("\n", 0, match.start()) + 1, match.group(1))
+        for match in _FENCE.finditer(text)
+    ]
+
+
+def _params(kind: str, *marks: pytest.MarkDecorator) -> list[object]:
+    return [
+        pytest.param(block, id=f"README.md:{block.line}", marks=marks)
+        for block in _blocks()
+        if block.kind == kind
+    ]
+
+
+def _run(block: Block, bootstrap: str | None = None) -> str:
+    """Run ``block`` as a script of its own, the README's address replaced by
+    ``bootstrap``; returns what it printed."""
+    code = block.code
+    if bootstrap is not None:
+        code = code.replace(THREE, bootstrap).replace(SINGLE, bootstrap)
+    printed = io.StringIO()
+    namespace: dict[str, object] = {"__name__": f"readme_line_{block.line}"}
+    with redirect_stdout(printed):
+        exec(compile(code, f"README.md:{block.line}", "exec"), namespace)
+    _call_its_tests(namespace, bootstrap)
+    return printed.getvalue()
+
+
+def _call_its_tests(namespace: dict[str, object], bootstrap: str | None) -> None:
+    """A block that shows a test using the ``tickwheel_broker`` fixture: run that test
+    with the broker the block ran against."""
+    for name, value in namespace.items():
+        if name.startswith("test_") and callable(value) and bootstrap is not None:
+            test: Callable[[object], None] = value
+            test(_Fixture(bootstrap))
+
+
+@dataclass(frozen=True, slots=True)
+class _Fixture:
+    bootstrap_servers: str
+
+
+def _fill_topics_it_reads(block: Block, bootstrap: str) -> None:
+    for topic, values in _FILLED_BEFORE.items():
+        if f'"{topic}"' in block.code:
+            producer = Producer({"bootstrap.servers": bootstrap})
+            for value in values:
+                producer.produce(topic, value)
+            assert producer.flush(TIMEOUT_S) == 0
+
+
+def test_the_readme_has_python_blocks_of_every_kind() -> None:
+    kinds = {block.kind for block in _blocks()}
+    assert kinds == {"none", "broker", "cluster", "spark"}
+
+
+@pytest.mark.parametrize("block", _params("none"))
+def test_standalone_block(block: Block) -> None:
+    _run(block)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("block", _params("broker"))
+def test_block_against_a_broker(block: Block, tickwheel_broker: BackgroundBroker) -> None:
+    bootstrap = tickwheel_broker.bootstrap_servers
+    _fill_topics_it_reads(block, bootstrap)
+    _run(block, bootstrap)
+
+
+@pytest.fixture
+def three_brokers(tmp_path: Path) -> Iterator[str]:
+    from cluster.helpers import local_cluster  # noqa: PLC0415 - kazoo only for this tier
+
+    with local_cluster(tmp_path) as cluster:
+        yield cluster.bootstrap_servers
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("block", _params("cluster"))
+def test_block_against_a_cluster(block: Block, three_brokers: str) -> None:
+    _run(block, three_brokers)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("block", _params("spark"))
+def test_block_with_spark(block: Block, tickwheel_broker: BackgroundBroker) -> None:
+    _run(block, tickwheel_broker.bootstrap_servers)
