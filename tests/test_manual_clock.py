@@ -9,6 +9,7 @@ The clients' own wall-clock timeouts are set far beyond the test's real duration
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 
@@ -16,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from server.wire import WireClient
 from tickwheel.server import BackgroundBroker
 from tickwheel.timer import ManualClock
 
@@ -26,6 +28,8 @@ INITIAL_REBALANCE_DELAY_MS = 3_000
 FETCH_WAIT_MAX_MS = 30_000
 RETENTION_MS = 60_000
 RETENTION_CHECK_INTERVAL_MS = 1_000
+CONNECTIONS_MAX_IDLE_MS = 600_000  # Kafka's default; checked every tenth of it
+API_VERSIONS = 18
 WAIT_S = 20.0
 _POLL_S = 0.01
 
@@ -138,3 +142,20 @@ def test_retention_deletes_an_old_segment_when_the_clock_passes_retention_ms(
     assert consumer.get_watermark_offsets(partition, WAIT_S) == (0, 1)
     tickwheel_clock.advance(2 * RETENTION_CHECK_INTERVAL_MS + RETENTION_MS)
     assert consumer.get_watermark_offsets(partition, WAIT_S) == (1, 1)
+
+
+def test_an_idle_connection_is_closed_when_the_clock_passes_connections_max_idle_ms(
+    tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
+) -> None:
+    client = WireClient(tickwheel_manual_broker.bootstrap_servers)
+    try:
+        assert client.call(API_VERSIONS, 0, {}).error_code == 0
+        tickwheel_clock.advance(CONNECTIONS_MAX_IDLE_MS)
+        client.sock.settimeout(0.05)
+        with pytest.raises(socket.timeout):
+            client.sock.recv(1)
+        tickwheel_clock.advance(CONNECTIONS_MAX_IDLE_MS // 10)
+        client.sock.settimeout(WAIT_S)
+        assert client.sock.recv(1) == b""
+    finally:
+        client.close()

@@ -159,8 +159,9 @@ def _cluster_or_skip(base_dir: Path, properties: Mapping[str, str]) -> LocalClus
     )
 
 
-def _start_cluster(cluster: LocalCluster) -> LocalCluster:
-    """Start the cluster and wait until it has a controller (it can then create topics).
+def _running_cluster(cluster: LocalCluster) -> Iterator[LocalCluster]:
+    """Start the cluster, wait until it has a controller (it can then create topics), yield
+    it, and stop it.
 
     Skips the test when ZooKeeper cannot run here (no ``zookeeper`` package or no Java).
     """
@@ -176,7 +177,10 @@ def _start_cluster(cluster: LocalCluster) -> LocalCluster:
             cluster.stop()
             raise TimeoutError("the cluster elected no controller")
         time.sleep(_CLUSTER_POLL_S)
-    return cluster
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -193,8 +197,7 @@ def tickwheel_cluster(
     cluster = _cluster_or_skip(
         tmp_path_factory.mktemp("tickwheel-cluster"), tickwheel_cluster_properties
     )
-    with _start_cluster(cluster):
-        yield cluster
+    yield from _running_cluster(cluster)
 
 
 @pytest.fixture(scope="session")
@@ -205,8 +208,7 @@ def tickwheel_session_cluster(
     cluster = _cluster_or_skip(
         tmp_path_factory.mktemp("tickwheel-session-cluster"), tickwheel_cluster_properties
     )
-    with _start_cluster(cluster):
-        yield cluster
+    yield from _running_cluster(cluster)
 
 
 try:

@@ -92,8 +92,13 @@ class Scheduler:
         Returns the task: its ``cancel()`` ends the schedule.
         """
         task = _PeriodicTask(self, name, action, max(period_ms, 1))
-        task.delay_ms = task.period_ms if delay_ms is None else delay_ms
-        self._timer.add(task)
+        if delay_ms is not None and delay_ms <= 0:
+            # What ``SystemTimer.add`` would do, without its ``cancel()`` of the task
+            # (which here means "never again").
+            task.run()
+        else:
+            task.delay_ms = task.period_ms if delay_ms is None else delay_ms
+            self._timer.add(task)
         return task
 
     def _again(self, task: _PeriodicTask) -> None:
