@@ -9,9 +9,14 @@ The clients' own wall-clock timeouts are set far beyond the test's real duration
 
 from __future__ import annotations
 
+import os
+import re
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
@@ -31,6 +36,8 @@ RETENTION_CHECK_INTERVAL_MS = 1_000
 CONNECTIONS_MAX_IDLE_MS = 600_000  # Kafka's default; checked every tenth of it
 API_VERSIONS = 18
 WAIT_S = 20.0
+README = Path(__file__).resolve().parents[1] / "README.md"
+SRC = Path(__file__).resolve().parents[1] / "src"
 _POLL_S = 0.01
 
 
@@ -159,3 +166,24 @@ def test_an_idle_connection_is_closed_when_the_clock_passes_connections_max_idle
         assert client.sock.recv(1) == b""
     finally:
         client.close()
+
+
+def test_the_readme_example_runs_as_a_test_of_its_own(tmp_path: Path) -> None:
+    """The README's manual-clock example, run by pytest with the installed plugin."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("\n## Testing your code against tickwheel\n") :]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    example = tmp_path / "test_readme_example.py"
+    example.write_text(match.group(1), encoding="utf-8")
+    path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    assert b"1 passed" in done.stdout

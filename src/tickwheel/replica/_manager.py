@@ -110,10 +110,11 @@ class ReplicaManager:
         purgatory_config: PurgatoryConfig | None = None,
         *,
         timers: LoopTimers | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         config = purgatory_config or PurgatoryConfig()
         self.broker_id = broker_id
-        self.log_manager = LogManager(log_dirs, self._take_offline)
+        self.log_manager = LogManager(log_dirs, self._take_offline, clock_ms=clock_ms)
         # Told of each failed log directory after its partitions went offline (the
         # cluster reports them).
         self.log_dir_failure_listener: Callable[[Path, list[TopicPartition]], None] | None = None

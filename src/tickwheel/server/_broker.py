@@ -149,6 +149,7 @@ class Broker:
                 delete_records_purge_interval_requests=config.delete_records_purgatory_purge_interval_requests,
             ),
             timers=broker_time.timers,
+            clock_ms=broker_time.wall_clock_ms,
         )
         self._replica_manager = replica_manager
         replica_manager.start()
@@ -262,13 +263,12 @@ class Broker:
 
     def _log_maintenance(self) -> None:
         replica_manager = self.replica_manager
-        now_ms = self.time.wall_clock_ms()
         for tp, partition in list(replica_manager.partitions.items()):
             if partition.offline:
                 continue
             try:
-                partition.log.apply_retention(now_ms)
-                partition.log.maybe_flush(now_ms)
+                partition.log.apply_retention()
+                partition.log.maybe_flush()
             except (LogError, OSError) as error:
                 replica_manager.handle_storage_error(tp, error)
 
