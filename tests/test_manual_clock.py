@@ -19,7 +19,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    ConsumerGroupState,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from server.wire import WireClient
@@ -33,6 +39,7 @@ INITIAL_REBALANCE_DELAY_MS = 3_000
 FETCH_WAIT_MAX_MS = 30_000
 RETENTION_MS = 60_000
 RETENTION_CHECK_INTERVAL_MS = 1_000
+OFFSETS_RETENTION_MS = 60_000
 CONNECTIONS_MAX_IDLE_MS = 600_000  # Kafka's default; checked every tenth of it
 API_VERSIONS = 18
 WAIT_S = 20.0
@@ -46,6 +53,8 @@ def tickwheel_broker_properties() -> dict[str, str]:
     return {
         "group.initial.rebalance.delay.ms": str(INITIAL_REBALANCE_DELAY_MS),
         "log.retention.check.interval.ms": str(RETENTION_CHECK_INTERVAL_MS),
+        "offsets.retention.minutes": str(OFFSETS_RETENTION_MS // 60_000),
+        "offsets.retention.check.interval.ms": str(RETENTION_CHECK_INTERVAL_MS),
     }
 
 
@@ -149,6 +158,26 @@ def test_retention_deletes_an_old_segment_when_the_clock_passes_retention_ms(
     assert consumer.get_watermark_offsets(partition, WAIT_S) == (0, 1)
     tickwheel_clock.advance(2 * RETENTION_CHECK_INTERVAL_MS + RETENTION_MS)
     assert consumer.get_watermark_offsets(partition, WAIT_S) == (1, 1)
+
+
+def test_committed_offsets_expire_when_the_clock_passes_offsets_retention(
+    tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock, consumer: Consumer
+) -> None:
+    bootstrap = tickwheel_manual_broker.bootstrap_servers
+    _create_topic(bootstrap, "committed")
+    partition = TopicPartition("committed", 0, 7)
+    consumer.commit(offsets=[partition], asynchronous=False)
+
+    def committed() -> int:
+        return int(consumer.committed([TopicPartition("committed", 0)], WAIT_S)[0].offset)
+
+    assert committed() == 7
+    # A group that only stores offsets: each expires retention after its commit time,
+    # at the next offsets.retention.check.interval.ms tick.
+    tickwheel_clock.advance(OFFSETS_RETENTION_MS - RETENTION_CHECK_INTERVAL_MS)
+    assert committed() == 7
+    tickwheel_clock.advance(RETENTION_CHECK_INTERVAL_MS)
+    assert committed() == OFFSET_INVALID
 
 
 def test_an_idle_connection_is_closed_when_the_clock_passes_connections_max_idle_ms(

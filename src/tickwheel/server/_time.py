@@ -11,9 +11,11 @@ retention check, the idle-connection check). All those timers come from one
   from a broker built before this choice existed.
 - ``ManualClock`` (tests, like Kafka's ``MockTime``): time moves only when the test
   calls ``clock.advance(ms)``, which runs every due task of every timer before it
-  returns. Epoch time (record timestamps are epoch milliseconds, and so are retention
-  and offset-commit times) follows the same clock: ``wall_clock_ms`` is the real epoch
-  time when the broker was built, plus the time the clock advanced since.
+  returns. Epoch time follows the same clock (Kafka's ``MockTime`` moves both too):
+  ``wall_clock_ms`` is the real epoch time when the broker was built, plus the time the
+  clock advanced since. The logs read it (``retention.ms`` against record timestamps,
+  ``segment.ms``, ``flush.ms``, LogAppendTime), and so does the group coordinator
+  (commit times, offsets retention).
 
 Two waits stay on real time: a client's own timeouts, and, in a cluster, ZooKeeper's
 session and the replica fetchers (a cluster is not run on a manual clock).
