@@ -3,12 +3,15 @@
 Three ways a test suite gets a broker, each measured ``--runs`` times (median and max):
 
 - *in-process fixture*: ``BackgroundBroker`` (what ``tickwheel_broker`` runs) on a
-  fresh log directory, from the constructor to the first produce acknowledged; the
-  first fixture of a session also pays for importing ``tickwheel.server`` once, shown
-  on its own row (a fresh interpreter running ``import tickwheel.server``, interpreter
-  start included);
+  fresh log directory, from the constructor to the first produce acknowledged; and the
+  first fixture of a session, which also pays for the imports: a fresh interpreter
+  that imports ``tickwheel.server`` and confluent-kafka, starts one and produces once
+  (the process's whole run, its interpreter start included);
 - *``tickwheel serve`` process*: ``python -m tickwheel.cli serve`` on a free port, from
   the spawn (interpreter start and imports included) to the first produce acknowledged;
+  once more with ``hypothesis`` made unimportable: kio imports it when it is installed
+  (to register strategies for its types), which a development environment has and a
+  deployment does not;
 - *ZooKeeper + 3 brokers*: a ``LocalCluster`` (``tickwheel_cluster``), from the start of
   ZooKeeper to the first acks=all produce acknowledged by a topic with replication
   factor 3 and ``min.insync.replicas`` 2 (``--cluster-runs``, fewer: each costs seconds).
@@ -23,6 +26,7 @@ Targets (issue 20): in-process ≤ 100 ms, process ≤ 500 ms, cluster ≤ 6 s.
 from __future__ import annotations
 
 import argparse
+import functools
 import socket
 import statistics
 import subprocess
@@ -45,7 +49,7 @@ _CONNECT_POLL_S = 0.002
 _PROCESS_STOP_TIMEOUT_S = 30.0
 _TARGETS_S = {
     "in-process fixture": 0.1,
-    "import tickwheel.server": None,
+    "first in-process fixture": None,
     "tickwheel serve process": 0.5,
     "ZooKeeper + 3": 6.0,
 }
@@ -88,9 +92,13 @@ def _in_process(log_parent: str | None) -> float:
             return time.perf_counter() - started_s
 
 
-def _import(_log_parent: str | None) -> float:
+def _first_in_session(log_parent: str | None) -> float:
+    code = (
+        "import sys; from tickwheel.bench.startup import _in_process; "
+        "_in_process(sys.argv[1] or None)"
+    )
     started_s = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import tickwheel.server"], check=True)
+    subprocess.run([sys.executable, "-c", code, log_parent or ""], check=True)
     return time.perf_counter() - started_s
 
 
@@ -113,7 +121,17 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
             return
 
 
-def _process(log_parent: str | None) -> float:
+_SERVE = [sys.executable, "-m", "tickwheel.cli", "serve"]
+_SERVE_WITHOUT_HYPOTHESIS = [
+    sys.executable,
+    "-c",
+    "import sys; sys.modules['hypothesis'] = None; "
+    "from tickwheel.cli import main; sys.exit(main(sys.argv[1:]))",
+    "serve",
+]
+
+
+def _process(log_parent: str | None, serve: list[str] = _SERVE) -> float:
     with tempfile.TemporaryDirectory(prefix="tickwheel-bench-startup-", dir=log_parent) as base:
         port = _free_port()
         overrides = {
@@ -121,7 +139,7 @@ def _process(log_parent: str | None) -> float:
             "listeners": f"PLAINTEXT://{_LOOPBACK}:{port}",
             "log.dirs": base,
         }
-        command = [sys.executable, "-m", "tickwheel.cli", "serve"]
+        command = list(serve)
         for name, value in overrides.items():
             command += ["--override", f"{name}={value}"]
         started_s = time.perf_counter()
@@ -170,8 +188,13 @@ def main(argv: list[str]) -> int:
     log_parent = args.log_parent if Path(args.log_parent).is_dir() else None
     cases: list[tuple[str, Callable[[str | None], float], int]] = [
         ("in-process fixture", _in_process, args.runs),
-        ("import tickwheel.server (once per session)", _import, args.runs),
+        ("first in-process fixture of a session, imports included", _first_in_session, args.runs),
         ("tickwheel serve process", _process, args.runs),
+        (
+            "tickwheel serve process, hypothesis not importable",
+            functools.partial(_process, serve=_SERVE_WITHOUT_HYPOTHESIS),
+            args.runs,
+        ),
     ]
     if args.cluster_runs > 0:
         cases.append(("ZooKeeper + 3 brokers", _cluster, args.cluster_runs))
