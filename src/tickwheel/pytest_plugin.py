@@ -106,7 +106,8 @@ def tickwheel_broker(
 
 @pytest.fixture(scope="session")
 def tickwheel_session_broker_properties() -> dict[str, str]:
-    """Extra broker properties for ``tickwheel_session_broker`` (override to change them)."""
+    """Extra broker properties for ``tickwheel_session_broker`` (override to change them,
+    with ``scope="session"``)."""
     return {}
 
 
@@ -185,7 +186,8 @@ def _running_cluster(cluster: LocalCluster) -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="session")
 def tickwheel_cluster_properties() -> dict[str, str]:
-    """Extra broker properties for the cluster fixtures (override to change them)."""
+    """Extra broker properties for the cluster fixtures (override to change them, with
+    ``scope="session"`` if ``tickwheel_session_cluster`` is used)."""
     return {}
 
 
