@@ -67,7 +67,8 @@ CLUSTER_BROKERS = 3
 """How many brokers the cluster fixtures start (Kafka's replication factor 3)."""
 
 TEST_CLUSTER_PROPERTIES = {
-    # A killed broker's partitions move within seconds rather than Kafka's 18 s.
+    # A killed broker's partitions move within seconds rather than Kafka's 18 s, and a
+    # stopped follower leaves the ISR after 10 s rather than Kafka's 30 s.
     "zookeeper.session.timeout.ms": "6000",
     "replica.lag.time.max.ms": "10000",
 }
