@@ -9,6 +9,8 @@ The clients' own wall-clock timeouts are set far beyond the test's real duration
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import socket
@@ -18,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import aiokafka
 import pytest
 from confluent_kafka import (
     OFFSET_INVALID,
@@ -29,7 +32,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from server.wire import WireClient
-from tickwheel.server import BackgroundBroker
+from tickwheel.server import BackgroundBroker, Broker
 from tickwheel.timer import ManualClock
 
 pytestmark = pytest.mark.integration
@@ -158,6 +161,35 @@ def test_retention_deletes_an_old_segment_when_the_clock_passes_retention_ms(
     assert consumer.get_watermark_offsets(partition, WAIT_S) == (0, 1)
     tickwheel_clock.advance(2 * RETENTION_CHECK_INTERVAL_MS + RETENTION_MS)
     assert consumer.get_watermark_offsets(partition, WAIT_S) == (1, 1)
+
+
+@pytest.mark.asyncio
+async def test_on_the_tests_loop_an_advance_expires_a_long_poll_inline(
+    async_tickwheel_manual_broker: Broker, tickwheel_clock: ManualClock
+) -> None:
+    broker = async_tickwheel_manual_broker
+    await asyncio.to_thread(_create_topic, broker.bootstrap_servers, "async-long-poll")
+    consumer = aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=broker.bootstrap_servers, fetch_max_wait_ms=FETCH_WAIT_MAX_MS
+    )
+    await consumer.start()
+    try:
+        consumer.assign([aiokafka.TopicPartition("async-long-poll", 0)])
+        consumer.seek(aiokafka.TopicPartition("async-long-poll", 0), 0)
+        polling = asyncio.create_task(consumer.getmany(timeout_ms=int(WAIT_S * 1000)))
+        deadline_s = time.monotonic() + WAIT_S
+        while broker.metrics()["Fetch"].num_delayed_operations == 0:
+            assert time.monotonic() < deadline_s, "timed out waiting for the long poll"
+            await asyncio.sleep(_POLL_S)
+        tickwheel_clock.advance(FETCH_WAIT_MAX_MS - 1)
+        assert broker.metrics()["Fetch"].expirations == 0
+        tickwheel_clock.advance(1)
+        assert broker.metrics()["Fetch"].expirations == 1
+        polling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await polling
+    finally:
+        await consumer.stop()
 
 
 def test_committed_offsets_expire_when_the_clock_passes_offsets_retention(

@@ -17,7 +17,8 @@ Installed with tickwheel (entry point ``pytest11``), so a test only names a fixt
   by every test that names it (start-up paid once; topics and groups persist between
   tests, so give each test its own names). Its settings come from the session-scoped
   ``tickwheel_session_broker_properties``.
-- ``tickwheel_clock`` and ``tickwheel_manual_broker``: a broker on a ``ManualClock``.
+- ``tickwheel_clock`` and ``tickwheel_manual_broker`` (``async_tickwheel_manual_broker``
+  on the test's loop): a broker on a ``ManualClock``.
   Its timeouts -- DelayedProduce, DelayedFetch and DelayedDeleteRecords, group
   sessions, rebalances and the initial rebalance delay, the offsets retention check,
   log retention, flushing and checkpoints, idle connections -- fire only when the
@@ -229,4 +230,19 @@ else:
 
         log_dir = tmp_path_factory.mktemp("tickwheel-broker")
         async with Broker(_config(log_dir, tickwheel_broker_properties)) as broker:
+            yield broker
+
+    @pytest_asyncio.fixture
+    async def async_tickwheel_manual_broker(
+        tmp_path_factory: pytest.TempPathFactory,
+        tickwheel_broker_properties: dict[str, str],
+        tickwheel_clock: ManualClock,
+    ) -> AsyncIterator[Broker]:
+        """A broker on the test's event loop whose every timeout waits for
+        ``tickwheel_clock.advance`` (called on the loop, it runs them inline)."""
+        from tickwheel.server import Broker  # noqa: PLC0415 - imported only when used
+
+        log_dir = tmp_path_factory.mktemp("tickwheel-manual-broker")
+        config = _config(log_dir, tickwheel_broker_properties)
+        async with Broker(config, clock=tickwheel_clock) as broker:
             yield broker
