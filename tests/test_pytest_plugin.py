@@ -6,9 +6,11 @@ import subprocess
 import sys
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from server.wire import WireClient
+from tickwheel.cluster import LocalCluster
 from tickwheel.server import BackgroundBroker, Broker
 
 pytestmark = pytest.mark.integration
@@ -51,3 +53,40 @@ def test_the_plugin_loads_without_the_broker_extra() -> None:
     blocked = "import sys; sys.modules['kio'] = None; import tickwheel.pytest_plugin"
     done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, check=False)
     assert done.returncode == 0, done.stderr.decode()
+
+
+_session_ports: set[int] = set()
+
+
+@pytest.mark.parametrize("test", ["first", "second"])
+def test_the_session_broker_is_one_broker_for_every_test(
+    tickwheel_session_broker: BackgroundBroker, test: str
+) -> None:
+    _session_ports.add(tickwheel_session_broker.port)
+    assert len(_session_ports) == 1
+    admin = AdminClient({"bootstrap.servers": tickwheel_session_broker.bootstrap_servers})
+    admin.create_topics([NewTopic(f"session-{test}", 1, 1)])[f"session-{test}"].result(10)
+    topics = admin.list_topics(timeout=10).topics
+    assert f"session-{test}" in topics
+    if test == "second":
+        assert "session-first" in topics
+
+
+def test_the_manual_broker_runs_on_the_fixtures_clock(
+    tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: object
+) -> None:
+    assert tickwheel_manual_broker.clock is tickwheel_clock
+
+
+@pytest.mark.cluster
+def test_the_cluster_fixture_replicates_to_three_brokers(tickwheel_cluster: LocalCluster) -> None:
+    bootstrap = tickwheel_cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic("replicated", 1, 3, config={"min.insync.replicas": "3"})
+    admin.create_topics([topic])["replicated"].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce("replicated", b"everywhere")
+    assert producer.flush(30) == 0
+    state = tickwheel_cluster.partition_state("replicated", 0)
+    assert state is not None
+    assert sorted(state.isr) == [0, 1, 2]

@@ -1,9 +1,10 @@
 """``GroupService``: the group coordinator as a broker runs it, on its event loop.
 
 It puts the parts together the way Kafka's broker does: the coordinator's two
-purgatories, "Heartbeat" and "Rebalance", each on its own ``SystemTimer`` with an
-``InlineExecutor`` driven by an ``AsyncioTimerDriver`` (no thread; expirations run on
-the loop); ``__consumer_offsets`` through the ``ReplicaManager`` (``ReplicaOffsetsLog``);
+purgatories, "Heartbeat" and "Rebalance", each on its own ``SystemTimer`` of the
+broker's ``LoopTimers`` (an ``InlineExecutor`` driven by an ``AsyncioTimerDriver``, or by
+a ``ManualClock``'s ``advance`` in tests; no thread; expirations run on the loop);
+``__consumer_offsets`` through the ``ReplicaManager`` (``ReplicaOffsetsLog``);
 and ``GroupApis`` for the requests. ``start()`` loads the groups of every offsets
 partition this broker leads; ``handle`` answers one decoded group request with its
 response frame. As in Kafka, ``__consumer_offsets`` is created when the first
@@ -12,7 +13,9 @@ that never sees a group never pays for its partitions.
 
 Like Kafka's GroupMetadataManager.startup, ``start`` also schedules the coordinator's
 "delete-expired-group-metadata" task: ``cleanup_group_metadata`` runs at once, then
-every ``offsets.retention.check.interval.ms`` (``loop.call_later``) until ``shutdown``.
+every ``offsets.retention.check.interval.ms`` (on the broker's ``Scheduler``) until
+``shutdown``. Commit and expiry timestamps read ``wall_clock_ms`` (epoch milliseconds;
+a manual clock's view of them in tests).
 Each run visits every group this broker coordinates, holding one group's lock at a
 time, and appends the tombstones of what it removed.
 
@@ -22,7 +25,6 @@ run on the loop, since the timer drivers arm ``loop.call_at``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -35,15 +37,15 @@ from tickwheel.coordinator._apis import (
 )
 from tickwheel.coordinator._config import GroupConfig
 from tickwheel.coordinator._coordinator import GroupCoordinator
-from tickwheel.coordinator._manager import GroupMetadataManager
+from tickwheel.coordinator._manager import GroupMetadataManager, wall_clock_ms
 from tickwheel.coordinator._offsets_log import OFFSETS_TOPIC
 from tickwheel.coordinator._replica_offsets_log import ReplicaOffsetsLog
 from tickwheel.protocol import DecodedRequest, encode_response
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import ReplicaManager, TopicPartition
-from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
+from tickwheel.timer import LoopTimers, Scheduler, SystemTimer, TimerTask
 
-_MS_PER_S = 1000.0
+_CLEANUP_TASK = "delete-expired-group-metadata"
 
 
 class GroupService:
@@ -59,19 +61,25 @@ class GroupService:
         create_offsets_topic: Callable[[], None] | None = None,
         locate: CoordinatorLocator | None = None,
         partition_exists: PartitionChecker,
+        timers: LoopTimers | None = None,
+        scheduler: Scheduler | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.config = config
         self._replica_manager = replica_manager
         self._advertised = advertised
         self._create_offsets_topic = create_offsets_topic
-        self._drivers: list[AsyncioTimerDriver] = []
-        self._cleanup: asyncio.Handle | None = None
+        # The owner starts and stops shared timers; a private set is started here.
+        self._owns_timers = timers is None
+        self._timers = LoopTimers() if timers is None else timers
+        self._scheduler = Scheduler(self._timers) if scheduler is None else scheduler
+        self._cleanup: TimerTask | None = None
         offsets_log = ReplicaOffsetsLog(
             replica_manager, commit_timeout_ms=config.offsets_commit_timeout_ms
         )
         self.coordinator = GroupCoordinator(
             config,
-            GroupMetadataManager(config, offsets_log),
+            GroupMetadataManager(config, offsets_log, clock_ms=clock_ms),
             timer_for=self._timer_for,
             broker_id=broker_id,
             reaper_enabled=False,
@@ -87,9 +95,7 @@ class GroupService:
         return (self.coordinator.heartbeat_purgatory, self.coordinator.join_purgatory)
 
     def _timer_for(self, name: str) -> SystemTimer:
-        timer = SystemTimer(name, executor=InlineExecutor())
-        self._drivers.append(AsyncioTimerDriver(timer))
-        return timer
+        return self._timers.new_timer(name)
 
     def _offsets_partition(self, partition: int) -> TopicPartition:
         return TopicPartition(OFFSETS_TOPIC, partition)
@@ -123,18 +129,18 @@ class GroupService:
     def start(self) -> None:
         """Start the timer drivers, load the groups of every offsets partition led here,
         and schedule the periodic cleanup of expired offsets and dead groups."""
-        for driver in self._drivers:
-            driver.start()
+        if self._owns_timers:
+            self._timers.start()
         self.coordinator.startup()
         self._elect_hosted()
-        self._cleanup = asyncio.get_running_loop().call_soon(self._cleanup_group_metadata)
+        self._cleanup = self._scheduler.schedule(
+            _CLEANUP_TASK,
+            self._cleanup_group_metadata,
+            self.config.offsets_retention_check_interval_ms,
+            delay_ms=0,
+        )
 
     def _cleanup_group_metadata(self) -> None:
-        # The next run is armed first, so a run that raises does not end the task.
-        interval_s = self.config.offsets_retention_check_interval_ms / _MS_PER_S
-        self._cleanup = asyncio.get_running_loop().call_later(
-            interval_s, self._cleanup_group_metadata
-        )
         self.coordinator.cleanup_group_metadata()
 
     async def handle(
@@ -152,6 +158,6 @@ class GroupService:
         if self._cleanup is not None:
             self._cleanup.cancel()
             self._cleanup = None
-        for driver in self._drivers:
-            driver.stop()
+        if self._owns_timers:
+            self._timers.stop()
         self.coordinator.shutdown()

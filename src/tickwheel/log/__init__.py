@@ -38,6 +38,7 @@ from tickwheel.log._log import (
     Log,
     LogAppendInfo,
     TimestampAndOffset,
+    system_clock_ms,
 )
 from tickwheel.log._offset_metadata import LogOffsetMetadata
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
@@ -66,5 +67,6 @@ __all__ = [
     "RecordTooLargeError",
     "TimestampAndOffset",
     "UnexpectedAppendOffsetError",
+    "system_clock_ms",
     "write_atomically",
 ]

@@ -108,11 +108,18 @@ class LogManager:
     """Opens, places, deletes, checkpoints and closes the partition logs of ``log.dirs``."""
 
     def __init__(
-        self, log_dirs: Sequence[Path], on_dir_failure: DirFailureListener | None = None
+        self,
+        log_dirs: Sequence[Path],
+        on_dir_failure: DirFailureListener | None = None,
+        *,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         if not log_dirs:
             raise LogDirError("log.dirs names no directory")
         self.log_dirs = tuple(log_dirs)
+        # Epoch milliseconds for every log opened here (segment.ms rolls, flush.ms,
+        # retention.ms, LogAppendTime): the broker's clock.
+        self._clock_ms = clock_ms
         # Told of each directory taken offline, with its partitions that had open logs.
         self.on_dir_failure = on_dir_failure
         self._offline: set[Path] = set()
@@ -188,7 +195,7 @@ class LogManager:
         self._on_disk[tp] = log_dir
         try:
             path.mkdir(parents=True, exist_ok=True)
-            log = Log.open(str(path), config)
+            log = Log.open(str(path), config, clock_ms=self._clock_ms)
         except (OSError, LogStorageError) as error:
             cause = storage_failure(error)
             if cause is not None:

@@ -23,9 +23,9 @@ marked offline and answers KAFKA_STORAGE_ERROR from then on, while the partition
 the other directories go on serving (Kafka's ``handleLogDirFailure``).
 
 Three purgatories, named as Kafka's (``Produce``, ``Fetch``, ``DeleteRecords``), each
-with its own ``SystemTimer`` run by an ``AsyncioTimerDriver`` with an
-``InlineExecutor``: no thread exists; completions, expirations and purges all run on
-the event loop.
+with its own ``SystemTimer`` from the broker's ``LoopTimers`` (an ``InlineExecutor``,
+driven by an ``AsyncioTimerDriver``, or by a ``ManualClock``'s ``advance`` in tests):
+no thread exists; completions, expirations and purges all run on the event loop.
 
 Concurrency: everything — handlers, partitions, logs, purgatories, timers — runs on
 the one event-loop thread that called ``start``; nothing here may be called from
@@ -71,7 +71,7 @@ from tickwheel.replica._types import (
     TopicPartition,
     is_internal_topic,
 )
-from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
+from tickwheel.timer import LoopTimers
 
 _log = logging.getLogger(__name__)
 
@@ -108,10 +108,13 @@ class ReplicaManager:
         broker_id: int,
         log_dirs: Sequence[Path],
         purgatory_config: PurgatoryConfig | None = None,
+        *,
+        timers: LoopTimers | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         config = purgatory_config or PurgatoryConfig()
         self.broker_id = broker_id
-        self.log_manager = LogManager(log_dirs, self._take_offline)
+        self.log_manager = LogManager(log_dirs, self._take_offline, clock_ms=clock_ms)
         # Told of each failed log directory after its partitions went offline (the
         # cluster reports them).
         self.log_dir_failure_listener: Callable[[Path, list[TopicPartition]], None] | None = None
@@ -121,7 +124,9 @@ class ReplicaManager:
         # it gets NOT_LEADER_OR_FOLLOWER (Kafka's getPartitionOrError), not UNKNOWN_....
         self.partition_exists: Callable[[TopicPartition], bool] | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
-        self._drivers: list[AsyncioTimerDriver] = []
+        # The owner starts and stops shared timers; a private set is started here.
+        self._owns_timers = timers is None
+        self._timers = LoopTimers() if timers is None else timers
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = self._purgatory(
             "Produce", config.produce_purge_interval_requests
         )
@@ -133,11 +138,9 @@ class ReplicaManager:
         )
 
     def _purgatory(self, name: str, purge_interval: int) -> DelayedOperationPurgatory[Any]:
-        timer = SystemTimer(name, executor=InlineExecutor())
-        self._drivers.append(AsyncioTimerDriver(timer))
         return DelayedOperationPurgatory(
             name,
-            timer,
+            self._timers.new_timer(name),
             broker_id=self.broker_id,
             purge_interval=purge_interval,
             reaper_enabled=False,
@@ -153,14 +156,14 @@ class ReplicaManager:
         )
 
     def start(self) -> None:
-        """Start the timer drivers; must run on the event-loop thread."""
-        for driver in self._drivers:
-            driver.start()
+        """Start the timer drivers (unless shared); must run on the event-loop thread."""
+        if self._owns_timers:
+            self._timers.start()
 
     def shutdown(self) -> None:
         """Stop the purgatories and timers, then flush and close every log."""
-        for driver in self._drivers:
-            driver.stop()
+        if self._owns_timers:
+            self._timers.stop()
         for purgatory in self.purgatories:
             purgatory.shutdown()
         self._partitions.clear()

@@ -7,7 +7,9 @@ own thread, ``with BackgroundBroker(config)``) serve Kafka clients on one node;
 check) → a handler in ``apis`` (one module per API key) → ``ReplicaManager``
 (``tickwheel.replica``) → ``Log``; answers come back the same way, Fetch records by
 ``sendfile``. Metrics are Kafka's names in Prometheus format (``BrokerMetrics``).
-The pytest plugin (``tickwheel.pytest_plugin``) gives tests a broker. With
+Every timeout of a broker follows one clock (``BrokerTime``): the system's, or a
+``ManualClock`` handed in as ``clock=`` that tests advance by hand. The pytest plugin
+(``tickwheel.pytest_plugin``) gives tests a broker. With
 ``zookeeper.connect`` set, the broker joins a cluster (``_cluster`` builds its
 ``tickwheel.cluster.ClusterNode``) and replicates its partitions.
 

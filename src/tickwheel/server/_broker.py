@@ -5,8 +5,8 @@ every ``log.dirs`` entry is a usable directory (``LogDirError`` otherwise), open
 logs in them (recovering every partition; the topic registry lives in the first),
 starts the purgatories' timer drivers, listens on the configured ``PLAINTEXT``
 listener (port 0 takes a free port; ``bootstrap_servers`` tells which), optionally
-serves metrics, and runs the housekeeping loops: retention and flushing every
-``log.retention.check.interval.ms``; the high watermark checkpoints every
+serves metrics, and schedules the housekeeping on its ``Scheduler``: retention and
+flushing every ``log.retention.check.interval.ms``; the high watermark checkpoints every
 ``replica.high.watermark.checkpoint.interval.ms``, the recovery point checkpoints every
 ``log.flush.offset.checkpoint.interval.ms`` and the log start checkpoints every
 ``log.flush.start.offset.checkpoint.interval.ms`` (on a worker thread, since they
@@ -19,6 +19,11 @@ to other in-sync replicas (Kafka's controlled shutdown).
 
 ``BackgroundBroker`` runs a ``Broker`` on an event loop in its own thread, for
 synchronous programs and tests: ``with BackgroundBroker(config) as broker``.
+
+Time: both take ``clock=`` -- none (the system clock), or a ``ManualClock`` for tests:
+then every timeout of the broker (purgatories, group sessions and rebalances, the
+housekeeping above) fires only when the test calls ``clock.advance(ms)``, before that
+call returns (``BrokerTime`` tells how).
 
 Concurrency: a ``Broker`` lives on one event loop and every method must be awaited
 there. ``BackgroundBroker``'s methods may be called from any thread; they hand work
@@ -53,13 +58,14 @@ from tickwheel.server._meta_properties import (
     write_meta_properties,
 )
 from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics, serve_metrics
+from tickwheel.server._time import BrokerTime
 from tickwheel.server._topics import TopicRegistry
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 from tickwheel.server.apis._groups import start_groups
+from tickwheel.timer import Clock, ManualClock
 
 _log = logging.getLogger(__name__)
 
-_MS_PER_S = 1000.0
 _IDLE_CHECKS_PER_TIMEOUT = 10
 """How many times per ``connections.max.idle.ms`` idle connections are looked for."""
 _ANY_INTERFACE = "0.0.0.0"
@@ -70,20 +76,27 @@ _THREAD_START_TIMEOUT_S = 30.0
 class Broker:
     """A single-node broker on the running asyncio event loop."""
 
-    def __init__(self, config: BrokerConfig | None = None) -> None:
+    def __init__(
+        self, config: BrokerConfig | None = None, *, clock: ManualClock | None = None
+    ) -> None:
         self.config = config or BrokerConfig()
+        self.time = BrokerTime(clock)
         self._listener: Listener | None = None
         self._stopped = False
         self._metrics_server: asyncio.Server | None = None
         self._replica_manager: ReplicaManager | None = None
         self._context: BrokerContext | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
-        self._housekeeping: list[asyncio.Task[None]] = []
         self._endpoint = Endpoint(_LOOPBACK, 0)
         self._metrics_port = -1
         self._ready = False  # /readyz: listening, logs loaded, registered in a cluster
         # Request bytes being read or served, over all connections (queued.max.request.bytes).
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
+
+    @property
+    def clock(self) -> Clock:
+        """The clock every timeout of this broker follows."""
+        return self.time.clock
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -135,6 +148,8 @@ class Broker:
         cluster_id = choose_cluster_id(stored, config.cluster_id)
         if not config.zookeeper_connect:
             write_meta_properties(self.log_dirs, MetaProperties(config.broker_id, cluster_id))
+        broker_time = self.time
+        broker_time.start()
         replica_manager = ReplicaManager(
             config.broker_id,
             self.log_dirs,
@@ -143,6 +158,8 @@ class Broker:
                 fetch_purge_interval_requests=config.fetch_purgatory_purge_interval_requests,
                 delete_records_purge_interval_requests=config.delete_records_purgatory_purge_interval_requests,
             ),
+            timers=broker_time.timers,
+            clock_ms=broker_time.wall_clock_ms,
         )
         self._replica_manager = replica_manager
         replica_manager.start()
@@ -170,7 +187,7 @@ class Broker:
         )
         for info in topics.topics.values():
             context.open_partitions(info)
-        context.groups = start_groups(context)
+        context.groups = start_groups(context, broker_time)
         dispatcher = Dispatcher(context, API_SPECS)
         host, port = config.listen_address()
         listener = Listener(
@@ -193,33 +210,34 @@ class Broker:
                 self.log_dirs, MetaProperties(config.broker_id, context.cluster_id)
             )
         self._ready = True
-        self._housekeeping = [
-            asyncio.create_task(
-                self._every(config.log_retention_check_interval_ms, self._log_maintenance)
+        # Kafka's task names (LogManager, ReplicaManager, SocketServer).
+        schedule = broker_time.scheduler.schedule
+        schedule(
+            "kafka-log-retention", self._log_maintenance, config.log_retention_check_interval_ms
+        )
+        for name, interval_ms, write in (
+            (
+                "highwatermark-checkpoint",
+                config.replica_high_watermark_checkpoint_interval_ms,
+                Log.checkpoint_high_watermark,
             ),
-            *(
-                asyncio.create_task(
-                    self._every(interval_ms, functools.partial(self._checkpoint, write))
-                )
-                for interval_ms, write in (
-                    (
-                        config.replica_high_watermark_checkpoint_interval_ms,
-                        Log.checkpoint_high_watermark,
-                    ),
-                    (config.log_flush_offset_checkpoint_interval_ms, Log.checkpoint_recovery_point),
-                    (
-                        config.log_flush_start_offset_checkpoint_interval_ms,
-                        Log.checkpoint_log_start_offset,
-                    ),
-                )
+            (
+                "kafka-recovery-point-checkpoint",
+                config.log_flush_offset_checkpoint_interval_ms,
+                Log.checkpoint_recovery_point,
             ),
-            asyncio.create_task(
-                self._every(
-                    config.connections_max_idle_ms // _IDLE_CHECKS_PER_TIMEOUT,
-                    self._close_idle_connections,
-                )
+            (
+                "kafka-log-start-offset-checkpoint",
+                config.log_flush_start_offset_checkpoint_interval_ms,
+                Log.checkpoint_log_start_offset,
             ),
-        ]
+        ):
+            schedule(name, functools.partial(self._checkpoint, write), interval_ms)
+        schedule(
+            "idle-connection-check",
+            self._close_idle_connections,
+            config.connections_max_idle_ms // _IDLE_CHECKS_PER_TIMEOUT,
+        )
         _log.info(
             "tickwheel broker %d listening on %s:%d (advertised %s), log dirs %s, %d topics",
             config.broker_id,
@@ -247,7 +265,12 @@ class Broker:
         self, dispatcher: Dispatcher, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         connection = Connection(
-            dispatcher, reader, writer, self.config.socket_request_max_bytes, self.memory_pool
+            dispatcher,
+            reader,
+            writer,
+            self.config.socket_request_max_bytes,
+            self.memory_pool,
+            clock=self.time.clock,
         )
         if self._listener is None:
             # Handed over while ``stop`` runs: nothing will serve it.
@@ -256,19 +279,6 @@ class Broker:
         task = asyncio.get_running_loop().create_task(connection.run())
         self._connections[task] = connection
         task.add_done_callback(self._connections.pop)
-
-    @staticmethod
-    async def _every(interval_ms: int, action: Callable[[], Awaitable[None] | None]) -> None:
-        interval_s = max(interval_ms, 1) / _MS_PER_S
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                pending = action()
-                if pending is not None:
-                    await pending
-            except Exception:
-                # A bug, not a condition to stop housekeeping for: the next round runs.
-                _log.exception("housekeeping %s failed", getattr(action, "__name__", action))
 
     def _log_maintenance(self) -> None:
         replica_manager = self.replica_manager
@@ -287,11 +297,9 @@ class Broker:
         log_manager.fail_logs(failures)
 
     def _close_idle_connections(self) -> None:
-        deadline_s = asyncio.get_running_loop().time() - (
-            self.config.connections_max_idle_ms / _MS_PER_S
-        )
+        deadline_ms = self.time.clock.now_ms() - self.config.connections_max_idle_ms
         for connection in list(self._connections.values()):
-            if not connection.busy and connection.last_active_s < deadline_s:
+            if not connection.busy and connection.last_active_ms < deadline_ms:
                 _log.info("closing idle connection from %s", connection.peer)
                 connection.close()
 
@@ -310,8 +318,9 @@ class Broker:
             await listener.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
+        await self.time.scheduler.shutdown()
         connections = list(self._connections.values())
-        tasks = [*self._housekeeping, *self._connections]
+        tasks = list(self._connections)
         for task in tasks:
             task.cancel()
         for connection in connections:
@@ -325,6 +334,7 @@ class Broker:
             self._context.groups.shutdown()
         if self._replica_manager is not None:
             self._replica_manager.shutdown()
+        self.time.timers.stop()
         _log.info("tickwheel broker %d stopped", self.config.broker_id)
 
     async def __aenter__(self) -> Self:
@@ -343,8 +353,10 @@ class Broker:
 class BackgroundBroker:
     """A ``Broker`` running on its own event-loop thread."""
 
-    def __init__(self, config: BrokerConfig | None = None) -> None:
-        self.broker = Broker(config)
+    def __init__(
+        self, config: BrokerConfig | None = None, *, clock: ManualClock | None = None
+    ) -> None:
+        self.broker = Broker(config, clock=clock)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -365,6 +377,11 @@ class BackgroundBroker:
     def metrics_port(self) -> int:
         """The metrics HTTP port, or -1."""
         return self.broker.metrics_port
+
+    @property
+    def clock(self) -> Clock:
+        """The clock every timeout of the broker follows."""
+        return self.broker.clock
 
     def start(self) -> Self:
         """Start the thread and wait until the broker listens (re-raises its failure)."""

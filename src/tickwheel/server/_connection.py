@@ -53,6 +53,7 @@ from tickwheel.protocol import (
 from tickwheel.server._dispatch import Dispatcher
 from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server.apis import CloseConnectionError, Response
+from tickwheel.timer import Clock, SystemClock
 
 _log = logging.getLogger(__name__)
 # Misbehaving clients, one key per client host: a client that reconnects and sends
@@ -139,6 +140,7 @@ class Connection:
         writer: asyncio.StreamWriter,
         max_request_bytes: int,
         memory_pool: MemoryPool,
+        clock: Clock | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._reader = reader
@@ -146,13 +148,15 @@ class Connection:
         self._max_request_bytes = max_request_bytes
         self._memory_pool = memory_pool
         self._loop = asyncio.get_running_loop()
+        # The broker's clock, which decides when the connection counts as idle.
+        self._clock: Clock = SystemClock() if clock is None else clock
         peername = writer.get_extra_info("peername")
         if isinstance(peername, tuple):
             self.client_host = str(peername[0])
             self.peer = f"{peername[0]}:{peername[1]}"
         else:
             self.client_host = self.peer = str(peername)
-        self.last_active_s = self._loop.time()
+        self.last_active_ms = self._clock.now_ms()
         self.busy = False
 
     async def run(self) -> None:
@@ -185,7 +189,7 @@ class Connection:
 
     async def _serve(self, frame: bytes) -> None:
         self.busy = True
-        self.last_active_s = self._loop.time()
+        self.last_active_ms = self._clock.now_ms()
         try:
             response = await self._dispatcher.dispatch(frame)
         except InvalidRequestError as exc:
@@ -196,7 +200,7 @@ class Connection:
         if response is not None:
             await self._send(response)
         self.busy = False
-        self.last_active_s = self._loop.time()
+        self.last_active_ms = self._clock.now_ms()
 
     def _warn(self, msg: str, *args: object) -> None:
         _client_errors.log(logging.WARNING, self.client_host, msg, *args)

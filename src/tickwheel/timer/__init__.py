@@ -12,6 +12,10 @@ The parts are Kafka's (``server-common/.../server/util/timer``), one concept per
   ``InlineExecutor``): injected time and where expired tasks run.
 - Drivers: ``TimerReaper`` (Kafka's reaper thread) and ``AsyncioTimerDriver`` (one
   ``loop.call_at`` armed for the earliest bucket).
+- ``LoopTimers`` -- the timers of one component on an event loop: each driven by an
+  ``AsyncioTimerDriver``, or, on a ``ManualClock``, by the clock's ``advance`` (every
+  timer of a broker moves at once); ``Scheduler`` -- Kafka's ``KafkaScheduler``,
+  named periodic tasks on one of those timers.
 - ``RoundWheelTimer`` -- seed 000's single-level wheel with round counts (Netty's
   ``HashedWheelTimer``), kept to be measured against the hierarchical wheel.
 
@@ -73,10 +77,12 @@ executor, never while the timer's lock is held.
 
 from tickwheel.timer._asyncio_driver import AsyncioTimerDriver
 from tickwheel.timer._bucket_queue import BucketQueue
-from tickwheel.timer._clock import Clock, ManualClock, SystemClock
+from tickwheel.timer._clock import Clock, ClockListener, ManualClock, SystemClock
 from tickwheel.timer._executor import Executor, InlineExecutor, ThreadExecutor
+from tickwheel.timer._loop_timers import LoopTimers
 from tickwheel.timer._reaper import TimerReaper
 from tickwheel.timer._round_wheel import RoundWheelTimer
+from tickwheel.timer._scheduler import Scheduler
 from tickwheel.timer._system_timer import Driver, SystemTimer, WakeupListener
 from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
 from tickwheel.timer._task_list import TaskCounter, TimerTaskList
@@ -87,11 +93,14 @@ __all__ = [
     "BucketQueue",
     "CallbackTask",
     "Clock",
+    "ClockListener",
     "Driver",
     "Executor",
     "InlineExecutor",
+    "LoopTimers",
     "ManualClock",
     "RoundWheelTimer",
+    "Scheduler",
     "SystemClock",
     "SystemTimer",
     "TaskCounter",

@@ -9,9 +9,20 @@ The wheel itself never reads a clock (time is passed in, as in Kafka's
   ``MockClock`` or Kafka's ``MockTime``); it cannot wait, so a timer on a manual clock
   never sleeps and every test built on it is deterministic.
 
-Concurrency: ``SystemClock`` is stateless and safe from any thread. ``ManualClock`` keeps
-one integer; ``advance`` and ``now_ms`` may be called from any thread (a single attribute
-store/load), but tests normally drive it from one thread.
+Like Kafka's ``MockTime``, a ``ManualClock`` tells its *listeners* when time moves, so
+that one ``advance`` moves every timer built on it. A listener also says when its
+earliest pending work falls due (``next_expiration_ms``): ``advance(ms)`` steps the
+clock to each such moment in turn and tells every listener there, so a task sees the
+time it was due at, tasks of different timers run in the order of their expirations,
+and a periodic task due several times within one ``advance`` runs each time. When
+``advance`` returns, every task due by the new time has run (a listener that hands work
+to another thread waits for it: ``LoopTimers``).
+
+Concurrency: ``SystemClock`` is stateless and safe from any thread. ``ManualClock``'s
+``now_ms`` may be called from any thread (a single attribute load); ``advance`` and the
+listener registry may be called from any thread too, but one thread at a time should
+drive ``advance`` (tests drive it from one). Listeners run on the thread that called
+``advance``.
 """
 
 from __future__ import annotations
@@ -42,6 +53,18 @@ class Clock(Protocol):
         ...
 
 
+class ClockListener(Protocol):
+    """Told by a ``ManualClock`` when its time moved (Kafka's ``MockTimeListener``)."""
+
+    def next_expiration_ms(self) -> int | None:
+        """When this listener's earliest pending work falls due (clock ms), or None."""
+        ...
+
+    def on_time_updated(self) -> None:
+        """Run everything due by the clock's time; return once it ran."""
+        ...
+
+
 class SystemClock:
     """The monotonic system clock in whole milliseconds."""
 
@@ -63,20 +86,65 @@ class SystemClock:
 class ManualClock:
     """A clock that moves only when told: ``advance(ms)``."""
 
-    __slots__ = ("_now_ms",)
+    __slots__ = ("_listeners", "_listeners_lock", "_now_ms")
 
     def __init__(self, start_ms: int = 0) -> None:
         self._now_ms = start_ms
+        self._listeners: list[ClockListener] = []
+        self._listeners_lock = threading.Lock()
 
     def now_ms(self) -> int:
         """The time set by the constructor plus every ``advance``."""
         return self._now_ms
 
+    def add_listener(self, listener: ClockListener) -> None:
+        """Tell ``listener`` from now on whenever time moves."""
+        with self._listeners_lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: ClockListener) -> None:
+        """Stop telling ``listener`` (no error if it was not listening)."""
+        with self._listeners_lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
     def advance(self, ms: int) -> None:
-        """Move the clock forward by ``ms`` milliseconds (``ms >= 0``)."""
+        """Move the clock forward by ``ms`` milliseconds (``ms >= 0``).
+
+        Steps through every listener expiration up to the new time, telling all
+        listeners at each; returns once everything due by the new time has run.
+        """
         if ms < 0:
             raise ValueError(f"a clock cannot go back: advance({ms})")
-        self._now_ms += ms
+        target_ms = self._now_ms + ms
+        notified_ms: int | None = None
+        while (due_ms := self._earliest_expiration_ms()) is not None and due_ms <= target_ms:
+            step_ms = max(self._now_ms, due_ms)
+            if step_ms == notified_ms:
+                # A listener left due work behind (it is stopping): do not spin on it.
+                break
+            self._now_ms = step_ms
+            self._notify()
+            notified_ms = step_ms
+        self._now_ms = target_ms
+        if notified_ms != target_ms:
+            self._notify()
+
+    def _earliest_expiration_ms(self) -> int | None:
+        earliest: int | None = None
+        for listener in self._snapshot():
+            expiration_ms = listener.next_expiration_ms()
+            if expiration_ms is not None and (earliest is None or expiration_ms < earliest):
+                earliest = expiration_ms
+        return earliest
+
+    def _notify(self) -> None:
+        for listener in self._snapshot():
+            listener.on_time_updated()
+
+    def _snapshot(self) -> list[ClockListener]:
+        with self._listeners_lock:
+            return list(self._listeners)
 
     def wait_ms(self, condition: threading.Condition, timeout_ms: int) -> bool:
         """Never waits (time passes only by ``advance``); returns False."""

@@ -47,13 +47,15 @@ from tickwheel.coordinator import (
 from tickwheel.protocol import DecodedRequest
 from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
+from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
 
 _log = logging.getLogger(__name__)
 
 
-def start_groups(context: BrokerContext) -> GroupService:
-    """Start this broker's group coordinator over its ``__consumer_offsets`` partitions."""
+def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupService:
+    """Start this broker's group coordinator over its ``__consumer_offsets`` partitions,
+    on the broker's timers, scheduler and clock."""
     config = GroupConfig.from_properties(context.config.as_properties())
     existing = context.topics.topics.get(OFFSETS_TOPIC)
     if existing is not None:
@@ -93,6 +95,9 @@ def start_groups(context: BrokerContext) -> GroupService:
             advertised=advertised,
             create_offsets_topic=create_offsets_topic,
             partition_exists=partition_exists,
+            timers=broker_time.timers,
+            scheduler=broker_time.scheduler,
+            clock_ms=broker_time.wall_clock_ms,
         )
     else:
         service = GroupService(
@@ -104,6 +109,9 @@ def start_groups(context: BrokerContext) -> GroupService:
             partition_exists=lambda topic, partition: cluster.cache.contains_partition(
                 TopicPartition(topic, partition)
             ),
+            timers=broker_time.timers,
+            scheduler=broker_time.scheduler,
+            clock_ms=broker_time.wall_clock_ms,
         )
         cluster.leadership_listener = functools.partial(_leadership_changed, service)
     service.start()
