@@ -163,7 +163,9 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
         recovery_point=min(max(recovery_point, log_start), log_end),
         high_watermark=min(max(high_watermark, log_start), log_end),
         producer_state=producer_state,
-        leader_epochs=load_leader_epoch_cache(dir_path, batch_epochs, log_start, log_end),
+        leader_epochs=load_leader_epoch_cache(
+            dir_path, batch_epochs, log_start, log_end, compacted=not contiguous
+        ),
         checkpointed=checkpointed,
         cleaned_offset=min(max(cleaner_checkpoint or 0, log_start), log_end),
         contiguous=contiguous,
