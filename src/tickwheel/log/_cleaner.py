@@ -610,8 +610,10 @@ class LogCleaner:
             )
         except CleaningAbortedError:
             return False
-        except LogStorageError:
-            # The log closed (deleted, or its directory failed) under the cleaning.
+        except (LogStorageError, OSError) as error:
+            # The log closed or its directory went (a deleted topic, a failed disk)
+            # under the cleaning: the next round sees whether it is still there.
+            _log.warning("cleaning %s stopped: %s", log.dir_path, error)
             return False
         except Exception:
             _log.exception("cleaning %s failed; it will not be cleaned again", log.dir_path)
