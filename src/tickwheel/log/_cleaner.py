@@ -438,10 +438,13 @@ class _GroupCleaner:
             base_timestamp = self.now_ms + self.plan.view.config.delete_retention_ms
             attributes |= DELETE_HORIZON_FLAG_MASK
         timestamps = [header.base_timestamp + record.timestamp_delta for record in retained]
-        records = b"".join(
-            encode_record(record, timestamp - base_timestamp)
-            for record, timestamp in zip(retained, timestamps, strict=True)
-        )
+        if base_timestamp == header.base_timestamp:
+            records = b"".join(record.raw for record in retained)
+        else:
+            records = b"".join(
+                encode_record(record, timestamp - base_timestamp)
+                for record, timestamp in zip(retained, timestamps, strict=True)
+            )
         payload = compress(attributes & COMPRESSION_CODEC_MASK, records)
         max_timestamp = (
             header.max_timestamp if attributes & TIMESTAMP_TYPE_MASK else max(timestamps)

@@ -21,8 +21,7 @@ Concurrency: pure functions; thread-safe.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 import cramjam
 
@@ -48,8 +47,9 @@ _VARINT_PAYLOAD_BITS: Final = 7
 _SIGN_SHIFT: Final = 63
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+# A NamedTuple rather than a frozen dataclass: the cleaner decodes every record of the
+# log, and a tuple is built several times faster.
+class Record(NamedTuple):
     """One decoded record; ``headers`` is the raw header count and headers."""
 
     attributes: int
@@ -58,6 +58,9 @@ class Record:
     key: bytes | None
     value: bytes | None
     headers: bytes
+    # The whole record as stored, length prefix included: copied as is when its
+    # batch's base timestamp (which its timestamp delta counts from) stays.
+    raw: bytes
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:
@@ -145,41 +148,84 @@ def records_section(batch: bytes | memoryview, header: BatchHeader) -> bytes:
     return decompress(codec, memoryview(batch)[RECORD_BATCH_OVERHEAD : header.size_bytes])
 
 
+def _varint_at(data: bytes, position: int) -> tuple[int, int]:
+    """``read_varint`` with the one-byte case (most deltas and short lengths) inline."""
+    byte = data[position]
+    if byte < _VARINT_CONTINUATION:
+        return (byte >> 1) ^ -(byte & 1), position + 1
+    return read_varint(data, position)
+
+
 def decode_records(batch: bytes | memoryview, header: BatchHeader) -> list[Record]:
     """Every record of a whole ``batch``; raises ``CorruptRecordError`` if they do not parse."""
     data = records_section(batch, header)
     records: list[Record] = []
     position = 0
-    for _ in range(header.records_count):
-        length, position = read_varint(data, position)
-        end = position + length
-        if length < 1 or end > len(data):
-            raise CorruptRecordError(f"a record of {length} bytes does not fit its batch")
-        attributes = data[position]
-        timestamp_delta, position = read_varint(data, position + 1)
-        offset_delta, position = read_varint(data, position)
-        key_length, position = read_varint(data, position)
-        key = None
-        if key_length != _NULL_LENGTH:
-            key = data[position : position + key_length]
-            position += key_length
-        value_length, position = read_varint(data, position)
-        value = None
-        if value_length != _NULL_LENGTH:
-            value = data[position : position + value_length]
-            position += value_length
-        if position > end:
-            raise CorruptRecordError("a record's fields run past its length")
-        records.append(
-            Record(attributes, timestamp_delta, offset_delta, key, value, data[position:end])
-        )
-        position = end
+    size = len(data)
+    try:
+        for _ in range(header.records_count):
+            start = position
+            length, position = _varint_at(data, position)
+            end = position + length
+            if length < 1 or end > size:
+                raise CorruptRecordError(f"a record of {length} bytes does not fit its batch")
+            attributes = data[position]
+            timestamp_delta, position = _varint_at(data, position + 1)
+            offset_delta, position = _varint_at(data, position)
+            key_length, position = _varint_at(data, position)
+            key = None
+            if key_length >= 0:
+                key = data[position : position + key_length]
+                position += key_length
+            value_length, position = _varint_at(data, position)
+            value = None
+            if value_length >= 0:
+                value = data[position : position + value_length]
+                position += value_length
+            if position > end:
+                raise CorruptRecordError("a record's fields run past its length")
+            # tuple.__new__ skips the NamedTuple's generated (Python-level) __new__.
+            records.append(
+                tuple.__new__(
+                    Record,
+                    (
+                        attributes,
+                        timestamp_delta,
+                        offset_delta,
+                        key,
+                        value,
+                        data[position:end],
+                        data[start:end],
+                    ),
+                )
+            )
+            position = end
+    except IndexError as error:
+        raise CorruptRecordError("a record runs past the end of its batch") from error
     return records
 
 
 def has_null_key(batch: bytes | memoryview, header: BatchHeader) -> bool:
-    """Whether any record of ``batch`` has a null key."""
-    return any(record.key is None for record in decode_records(batch, header))
+    """Whether any record of ``batch`` has a null key.
+
+    Reads only each record's length and the varints before its key: a leader runs it
+    on every batch produced to a compacted topic.
+    """
+    data = records_section(batch, header)
+    position = 0
+    for _ in range(header.records_count):
+        length, position = read_varint(data, position)
+        end = position + length
+        # Attributes, then the timestamp and offset deltas.
+        _, at = read_varint(data, position + 1)
+        _, at = read_varint(data, at)
+        key_length, _ = read_varint(data, at)
+        if key_length == _NULL_LENGTH:
+            return True
+        position = end
+    if position != len(data):
+        raise CorruptRecordError("the records do not fill their batch")
+    return False
 
 
 def encode_record(record: Record, timestamp_delta: int) -> bytes:
