@@ -13,6 +13,7 @@ the broker)::
     log-start-offset-checkpoint      offsets below this were deleted (DeleteRecords)
     replication-offset-checkpoint    the high watermark when last checkpointed
     leader-epoch-checkpoint          where each leader epoch starts
+    cleaner-offset-checkpoint        compacted logs: where the cleaner's dirty part starts
 
 Segment files are named by their base offset, 20 digits, as in Kafka; see
 ``_segment`` for the files, ``_index`` for the index formats, ``_checkpoint`` for the
@@ -60,12 +61,22 @@ Reads return whole batches as a ``FileRecordsSlice`` for ``os.sendfile``, with t
 position as ``LogOffsetMetadata``. With no transactions, the last stable offset is the
 high watermark.
 
+Compaction (``cleanup.policy=compact``; the cleaner is ``_cleaner``): a leader refuses
+records without a key (INVALID_RECORD); ``cleaning_view`` hands the cleaner the closed
+segments, ``replace_segments`` swaps cleaned ones in (under the lock, crash-safe), and
+``mark_cleaned`` moves ``cleaner-offset-checkpoint``. A compacted log has gaps where
+whole batches were removed: reads, lookups and follower appends then step over them,
+and recovery accepts them (``_recovery``). Retention skips a log whose policy lacks
+``delete``. The producer state is left as it is after a swap: the cleaner keeps each
+producer's last batch, the one its state rests on.
+
 Where this log departs from Kafka's, and why:
 
-- no transactions or compaction: transactional and control batches are rejected, the
-  last stable offset is the high watermark, and offsets are contiguous (a follower
-  batch that leaves a gap is an error, which also lets recovery catch a flipped byte
-  in a base offset, a field the CRC does not cover);
+- no transactions: transactional and control batches are rejected and the last stable
+  offset is the high watermark;
+- offsets are contiguous in a log that was never compacted and is not compactable (a
+  follower batch that leaves a gap is an error, which also lets recovery catch a
+  flipped byte in a base offset, a field the CRC does not cover); Kafka never checks;
 - ``truncate_to`` removes a batch straddling the offset whole and the log end becomes
   its base offset (Kafka sets the log end to the offset regardless);
 - ``offset_for_timestamp`` answers with a batch (base offset, max timestamp), since
@@ -85,16 +96,16 @@ retention are serialised; the offset properties, ``latest_epoch`` and
 ``leader_epoch_entries`` read one immutable value each. After
 ``close()`` every method raises ``LogStorageError``.
 
-Slices returned by ``read`` may be sent from any thread after the call returns, and
-stay valid through appends, rolls, retention and ``delete_records_before``: appends
-only add bytes past a slice's end, and a deleted segment is unlinked but keeps its
-descriptor open until its last slice is dropped. ``truncate_to`` is the exception, as
-in Kafka: it cuts the segment holding ``offset`` in place, and later appends write new
-batches at the positions it freed, so a slice of that segment reaching past the cut
-then reads fewer bytes (``pread`` and ``sendfile`` stop at the end of the file) or
-other batches. Slices wholly below the cut, and slices of segments the truncation
-deletes whole (or that ``truncate_fully_and_start_at`` deletes), keep their bytes.
-Kafka's ``FileRecords`` slices share the segment file the same way, and its
+Slices returned by ``read`` may be sent from any thread after the call returns, and stay
+valid through appends, rolls, retention, ``delete_records_before`` and the cleaner's
+swaps: appends only add bytes past a slice's end, and a deleted or replaced segment is
+unlinked but keeps its descriptor open until its last slice is dropped. ``truncate_to``
+is the exception, as in Kafka: it cuts the segment holding ``offset`` in place, and
+later appends write new batches at the positions it freed, so a slice of that segment
+reaching past the cut then reads fewer bytes (``pread`` and ``sendfile`` stop at the end
+of the file) or other batches. Slices wholly below the cut, and slices of segments the
+truncation deletes whole (or that ``truncate_fully_and_start_at`` deletes), keep their
+bytes. Kafka's ``FileRecords`` slices share the segment file the same way, and its
 ``writeTo`` fails a send that finds the file truncated under it; a caller that may
 truncate while a slice is in flight must expect the same.
 """

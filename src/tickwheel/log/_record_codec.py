@@ -213,16 +213,19 @@ def has_null_key(batch: bytes | memoryview, header: BatchHeader) -> bool:
     """
     data = records_section(batch, header)
     position = 0
-    for _ in range(header.records_count):
-        length, position = read_varint(data, position)
-        end = position + length
-        # Attributes, then the timestamp and offset deltas.
-        _, at = read_varint(data, position + 1)
-        _, at = read_varint(data, at)
-        key_length, _ = read_varint(data, at)
-        if key_length == _NULL_LENGTH:
-            return True
-        position = end
+    try:
+        for _ in range(header.records_count):
+            length, position = _varint_at(data, position)
+            end = position + length
+            # Attributes, then the timestamp and offset deltas.
+            _, at = _varint_at(data, position + 1)
+            _, at = _varint_at(data, at)
+            key_length, _ = _varint_at(data, at)
+            if key_length == _NULL_LENGTH:
+                return True
+            position = end
+    except IndexError as error:
+        raise CorruptRecordError("a record runs past the end of its batch") from error
     if position != len(data):
         raise CorruptRecordError("the records do not fill their batch")
     return False

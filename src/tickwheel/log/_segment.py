@@ -3,7 +3,9 @@
 A segment is named by its base offset, zero-padded to 20 digits as in Kafka
 (``00000000000000000000.log``, ``.index``, ``.timeindex``). The log file is batches
 back to back, exactly the bytes producers sent with offsets patched in; it is only
-ever appended to, or cut at a batch boundary (follower truncation, a torn tail).
+ever appended to, or cut at a batch boundary (follower truncation, a torn tail). The
+cleaner writes whole new segments under a suffix (``.log.cleaned``), renames them
+(``change_file_suffix``) and never changes an existing one.
 
 Lookups: ``translate_offset`` bisects the offset index and scans batch headers forward
 from the entry found (at most about ``index.interval.bytes``); ``read`` also bisects the
