@@ -326,3 +326,36 @@ def test_a_crash_after_the_swap_started_finishes_it_on_open(tmp_path: Path) -> N
     assert reopened.segment_base_offsets == [0, 30]
     assert not list(directory.glob("*.swap"))
     reopened.close()
+
+
+def test_a_slice_read_before_a_swap_keeps_its_bytes(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = Log.open(tmp_path / "t-0", COMPACT, clock_ms=clock)
+    for i in range(20):
+        log.append_as_leader(make_keyed_batch([(b"k", b"%d" % i)]), 0)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    in_flight = log.read(0, 1 << 20).records
+    before = in_flight.read_bytes()
+    clean(log, clock(), offset_map())
+    # The old segment was unlinked by the swap; the slice still reads its file.
+    assert in_flight.read_bytes() == before
+    assert len(read_all(log)) == 1
+    log.close()
+
+
+def test_a_compacted_follower_accepts_the_leaders_gaps(tmp_path: Path) -> None:
+    clock = FakeClock()
+    leader = Log.open(tmp_path / "l-0", COMPACT, clock_ms=clock)
+    for i in range(10):
+        leader.append_as_leader(make_keyed_batch([(b"k%d" % (i % 2), b"%d" % i)]), 0)
+    leader.roll()
+    leader.update_high_watermark(leader.log_end_offset)
+    clean(leader, clock(), offset_map())
+    follower = Log.open(tmp_path / "f-0", COMPACT, clock_ms=clock)
+    for batch in read_batches(leader):
+        follower.append_as_follower(batch)
+    assert read_all(follower) == read_all(leader)
+    assert follower.log_end_offset == leader.log_end_offset
+    leader.close()
+    follower.close()
