@@ -366,14 +366,17 @@ class _GroupCleaner:
         )
         swapped = False
         try:
-            last_entry = group[-1]
+            # One batch behind the reads, so the group's last batch is known as such.
+            previous: tuple[BatchHeader, memoryview] | None = None
             for entry in group:
-                batches = list(_batches(entry, self.io_buffer_bytes))
-                for i, (header, batch) in enumerate(batches):
+                for current in _batches(entry, self.io_buffer_bytes):
                     if self.should_stop():
                         raise CleaningAbortedError
-                    last_of_group = entry is last_entry and i == len(batches) - 1
-                    self._clean_batch(cleaned, header, batch, last_of_group=last_of_group)
+                    if previous is not None:
+                        self._clean_batch(cleaned, *previous, last_of_group=False)
+                    previous = current
+            if previous is not None:
+                self._clean_batch(cleaned, *previous, last_of_group=True)
             self._write_pending(cleaned)
             cleaned.flush()
             swapped = self.log.replace_segments(group, cleaned)
