@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -73,8 +72,11 @@ import crc32c
 
 from tickwheel.log._batch import (
     ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
+    CRC_FIELD,
+    CRC_OFFSET,
     CURRENT_MAGIC,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -91,8 +93,6 @@ from tickwheel.log._segment import MAX_RELATIVE_OFFSET, BatchEntry, LogSegment
 
 # KIP-534: attribute bit 6 says the base timestamp is the batch's delete horizon.
 DELETE_HORIZON_FLAG_MASK: Final = 0x40
-_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
-_CRC_OFFSET: Final = 17
 _NO_OFFSET: Final = -1
 _MS_PER_S: Final = 1000.0
 _PERCENT: Final = 100.0
@@ -213,7 +213,7 @@ def clean(
     offset_map: OffsetMap,
     *,
     io_buffer_bytes: int = DEFAULT_IO_BUFFER_BYTES,
-    should_stop: Callable[[], bool] = bool,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> CleanerStats | None:
     """Clean ``log`` once if it is cleanable at ``now_ms``; its stats, or None if not.
 
@@ -486,7 +486,7 @@ def _encode_batch(
     payload: bytes,
 ) -> tuple[BatchHeader, bytes]:
     batch = bytearray(
-        _HEADER.pack(
+        BATCH_HEADER.pack(
             header.base_offset,
             RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
             header.partition_leader_epoch,
@@ -503,7 +503,7 @@ def _encode_batch(
         )
     )
     batch += payload
-    struct.pack_into(">I", batch, _CRC_OFFSET, crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    CRC_FIELD.pack_into(batch, CRC_OFFSET, crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
     data = bytes(batch)
     return parse_header(data, 0), data
 
