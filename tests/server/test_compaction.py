@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import kafka
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -221,3 +222,39 @@ def test_consumer_offsets_is_compacted(tickwheel_broker: BackgroundBroker) -> No
     finally:
         reader.close()
     assert committed.offset == 200
+
+
+def test_kafka_python_idempotent_producer_and_consumer_on_a_compacted_topic(
+    tickwheel_broker: BackgroundBroker,
+) -> None:
+    servers = tickwheel_broker.bootstrap_servers
+    topic = "kp-compacted"
+    create_topic(tickwheel_broker, topic, TOPIC_CONFIG)
+    producer = kafka.KafkaProducer(bootstrap_servers=servers, linger_ms=5)  # idempotent
+    try:
+        for i in range(300):
+            producer.send(topic, key=b"k%d" % (i % 5), value=b"%d" % i, partition=0)
+        producer.flush()
+        roll_offset = roll_active_segment(tickwheel_broker, topic)
+        wait_until_cleaned(tickwheel_broker, topic, roll_offset)
+        # The producer's sequence survived the cleaning (its last batch was kept).
+        producer.send(topic, key=b"k0", value=b"after", partition=0).get(TIMEOUT_S)
+    finally:
+        producer.close()
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=servers, consumer_timeout_ms=int(TIMEOUT_S * 1000)
+    )
+    try:
+        consumer.assign([kafka.TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        seen = []
+        for message in consumer:
+            seen.append((message.offset, message.key, message.value))
+            if message.value == b"after":
+                break
+    finally:
+        consumer.close()
+    assert [(key, value) for _, key, value in seen if not key.startswith(ROLL_PREFIX)] == [
+        *[(b"k%d" % k, b"%d" % (295 + k)) for k in range(5)],
+        (b"k0", b"after"),
+    ]
