@@ -87,7 +87,13 @@ from tickwheel.log._batch import (
 from tickwheel.log._errors import LogError, LogStorageError
 from tickwheel.log._log import CleanableSegment, CleaningView, Log, system_clock_ms
 from tickwheel.log._offset_map import OffsetMap
-from tickwheel.log._record_codec import Record, compress, decode_records, encode_record
+from tickwheel.log._record_codec import (
+    Record,
+    compress,
+    decode_records,
+    encode_record,
+    record_keys,
+)
 from tickwheel.log._recovery import CLEANED_SUFFIX
 from tickwheel.log._segment import MAX_RELATIVE_OFFSET, BatchEntry, LogSegment
 
@@ -332,13 +338,14 @@ def _build_offset_map(
             stats.map_bytes_read += header.size_bytes
             if header.attributes & CONTROL_FLAG_MASK or header.last_offset < first_dirty:
                 continue
-            for record in decode_records(batch, header):
-                offset = header.base_offset + record.offset_delta
-                if record.key is None or offset < first_dirty:
+            base_offset = header.base_offset
+            for offset_delta, key in record_keys(batch, header):
+                offset = base_offset + offset_delta
+                if key is None or offset < first_dirty:
                     continue
                 if offset_map.full:
                     return offset_map.latest_offset + 1
-                offset_map.put(record.key, offset)
+                offset_map.put(key, offset)
     return dirty[-1].end_offset if dirty else first_dirty
 
 

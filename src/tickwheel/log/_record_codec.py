@@ -149,10 +149,15 @@ def records_section(batch: bytes | memoryview, header: BatchHeader) -> bytes:
 
 
 def _varint_at(data: bytes, position: int) -> tuple[int, int]:
-    """``read_varint`` with the one-byte case (most deltas and short lengths) inline."""
+    """``read_varint`` with the one- and two-byte cases inline: deltas and lengths below
+    8 KiB, nearly every varint of a record."""
     byte = data[position]
     if byte < _VARINT_CONTINUATION:
         return (byte >> 1) ^ -(byte & 1), position + 1
+    second = data[position + 1]
+    if second < _VARINT_CONTINUATION:
+        raw = (byte & _VARINT_PAYLOAD_MASK) | (second << _VARINT_PAYLOAD_BITS)
+        return (raw >> 1) ^ -(raw & 1), position + 2
     return read_varint(data, position)
 
 
@@ -203,6 +208,26 @@ def decode_records(batch: bytes | memoryview, header: BatchHeader) -> list[Recor
     except IndexError as error:
         raise CorruptRecordError("a record runs past the end of its batch") from error
     return records
+
+
+def record_keys(batch: bytes | memoryview, header: BatchHeader) -> list[tuple[int, bytes | None]]:
+    """(offset delta, key) of every record of ``batch``: the cleaner's map pass, which
+    needs no values (so none is copied)."""
+    data = records_section(batch, header)
+    keys: list[tuple[int, bytes | None]] = []
+    position = 0
+    try:
+        for _ in range(header.records_count):
+            length, position = _varint_at(data, position)
+            end = position + length
+            _, at = _varint_at(data, position + 1)
+            offset_delta, at = _varint_at(data, at)
+            key_length, at = _varint_at(data, at)
+            keys.append((offset_delta, data[at : at + key_length] if key_length >= 0 else None))
+            position = end
+    except IndexError as error:
+        raise CorruptRecordError("a record runs past the end of its batch") from error
+    return keys
 
 
 def has_null_key(batch: bytes | memoryview, header: BatchHeader) -> bool:
