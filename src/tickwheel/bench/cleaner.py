@@ -19,9 +19,10 @@ median of the per-round ratios subject / peer (above 1: the subject is faster).
   producer (librdkafka's own threads, so it takes no GIL time from the broker) send
   ``--produce-mib`` MiB of keyed records (``linger.ms`` 5, acks=1) to a topic with
   ``cleanup.policy=compact`` while the cleaner runs (``log.cleaner.backoff.ms`` 10,
-  ``min.cleanable.dirty.ratio`` 0.01, 1 MiB segments, so it cleans again after
-  nearly every roll) and to one with ``cleanup.policy=delete``; timed from the first
-  ``produce`` call to the end of ``flush``.
+  1 MiB segments, ``min.cleanable.dirty.ratio`` ``--dirty-ratio``: Kafka's 0.5 by
+  default, so it cleans each time the dirty bytes reach the clean ones; 0.01 cleans
+  again after nearly every roll) and to one with ``cleanup.policy=delete``; timed
+  from the first ``produce`` call to the end of ``flush``.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ def _produce_rounds(args: argparse.Namespace, directory: Path) -> list[tuple[flo
             topics = {
                 f"compact-{index}": {
                     "cleanup.policy": "compact",
-                    "min.cleanable.dirty.ratio": "0.01",
+                    "min.cleanable.dirty.ratio": str(args.dirty_ratio),
                 },
                 f"delete-{index}": {"cleanup.policy": "delete"},
             }
@@ -216,6 +217,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--value-bytes", type=int, default=DEFAULT_VALUE_BYTES)
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
     parser.add_argument("--dir", type=Path, default=None, help="where to put the files")
+    parser.add_argument(
+        "--dirty-ratio",
+        type=float,
+        default=0.5,
+        help="min.cleanable.dirty.ratio of the produce workload's compacted topic",
+    )
     parser.add_argument("--skip-produce", action="store_true", help="run the clean workload only")
     args = parser.parse_args(argv)
 
@@ -226,7 +233,8 @@ def main(argv: list[str]) -> int:
         mib = size / MIB
         print(
             f"tickwheel bench cleaner: {mib:.0f} MiB dirty log, {args.keys} keys, "
-            f"{args.value_bytes} B values, {args.rounds} rounds"
+            f"{args.value_bytes} B values, {args.rounds} rounds, produce with "
+            f"min.cleanable.dirty.ratio {args.dirty_ratio}"
         )
         rounds = [_clean_round(source, directory) for _ in range(args.rounds)]
         _report(
