@@ -17,7 +17,6 @@ from tickwheel.log._cleaner import (
     clean,
     plan_cleaning,
 )
-from tickwheel.log._offset_map import OffsetMap
 from tickwheel.log._record_codec import decode_records
 
 from .batches import split_batches
@@ -67,10 +66,6 @@ def latest(records: Records) -> dict[bytes, bytes]:
     return view
 
 
-def offset_map() -> OffsetMap:
-    return OffsetMap(1 << 20, 0.9)
-
-
 def test_1001_records_over_10_keys_compact_to_10(tmp_path: Path) -> None:
     clock = FakeClock()
     log = Log.open(tmp_path / "t-0", COMPACT, clock_ms=clock)
@@ -79,7 +74,7 @@ def test_1001_records_over_10_keys_compact_to_10(tmp_path: Path) -> None:
     log.roll()
     log.update_high_watermark(log.log_end_offset)
     before = read_all(log)
-    stats = clean(log, clock(), offset_map())
+    stats = clean(log, clock())
     assert stats is not None
     after = read_all(log)
     assert len(before) == 1001
@@ -91,7 +86,7 @@ def test_1001_records_over_10_keys_compact_to_10(tmp_path: Path) -> None:
     assert set(after) <= set(before)
     assert stats.bytes_written < stats.bytes_read
     # Nothing dirty is left: a second pass has nothing to do.
-    assert clean(log, clock(), offset_map()) is None
+    assert clean(log, clock()) is None
     log.close()
     reopened = Log.open(tmp_path / "t-0", COMPACT, clock_ms=clock)
     assert read_all(reopened) == after
@@ -109,7 +104,7 @@ def test_active_segment_and_high_watermark_bound_the_dirty_section(tmp_path: Pat
     log.update_high_watermark(10)
     plan = plan_cleaning(log.cleaning_view(), clock())
     assert plan.first_uncleanable_offset == 10
-    clean(log, clock(), offset_map())
+    clean(log, clock())
     records = read_all(log)
     # Below the high watermark only the latest record of k (offset 9) is left.
     assert [offset for offset, _, _ in records] == [9, *range(10, 20)]
@@ -123,7 +118,7 @@ def test_tombstones_stay_for_delete_retention_after_their_first_cleaning(tmp_pat
     log.append_as_leader(make_keyed_batch([(b"a", None)]), 0)
     log.roll()
     log.update_high_watermark(log.log_end_offset)
-    clean(log, clock(), offset_map())
+    clean(log, clock())
     assert read_all(log) == [(1, b"b", b"1"), (2, b"a", None)]
     batches = read_batches(log)
     horizon = parse_header(batches[-1], 0)
@@ -134,14 +129,14 @@ def test_tombstones_stay_for_delete_retention_after_their_first_cleaning(tmp_pat
     log.roll()
     log.update_high_watermark(log.log_end_offset)
     clock.advance(COMPACT.delete_retention_ms - 1)
-    clean(log, clock(), offset_map())
+    clean(log, clock())
     assert (2, b"a", None) in read_all(log)
     # Past the horizon the next pass drops it.
     log.append_as_leader(make_keyed_batch([(b"d", b"1")]), 0)
     log.roll()
     log.update_high_watermark(log.log_end_offset)
     clock.advance(1)
-    clean(log, clock(), offset_map())
+    clean(log, clock())
     assert [key for _, key, _ in read_all(log)] == [b"b", b"c", b"d"]
     log.close()
 
@@ -166,10 +161,10 @@ def test_min_compaction_lag_keeps_young_segments_and_max_lag_forces(tmp_path: Pa
     # Old enough, but a ratio can never exceed 1.0: not cleanable until overdue.
     assert plan.dirty_bytes > 0
     assert not plan.cleanable
-    assert clean(log, clock(), offset_map()) is None
+    assert clean(log, clock()) is None
     clock.advance(50_000)
     assert plan_cleaning(log.cleaning_view(), clock()).overdue
-    assert clean(log, clock(), offset_map()) is not None
+    assert clean(log, clock()) is not None
     assert read_all(log) == [(3, b"k", b"3")]
     log.close()
 
@@ -185,7 +180,7 @@ def test_compressed_batches_are_cleaned_and_keep_their_codec(tmp_path: Path, cod
     log.roll()
     log.update_high_watermark(log.log_end_offset)
     before = read_all(log)
-    clean(log, clock(), offset_map())
+    clean(log, clock())
     after = read_all(log)
     assert latest(after) == latest(before)
     assert len(after) == 8
@@ -216,7 +211,7 @@ def test_an_idempotent_producers_last_batch_survives_empty(tmp_path: Path) -> No
     log.append_as_leader(make_keyed_batch([(b"q", b"last")]), 0)
     log.roll()
     log.update_high_watermark(log.log_end_offset)
-    clean(log, clock(), offset_map())
+    clean(log, clock())
     headers = [parse_header(b, 0) for b in read_batches(log)]
     producer_batches = [h for h in headers if h.producer_id == 7]
     assert [(h.base_offset, h.records_count, h.base_sequence) for h in producer_batches] == [
@@ -239,12 +234,12 @@ def test_small_cleaned_segments_merge_up_to_segment_bytes(tmp_path: Path) -> Non
     assert len(log.segment_base_offsets) == 5
     # Groups are made from the sizes before cleaning (as Kafka does): full segments
     # stay apart the first time, and the small cleaned ones merge on the next pass.
-    clean(log, clock(), offset_map())
+    clean(log, clock())
     assert len(log.segment_base_offsets) == 5
     log.append_as_leader(make_keyed_batch([(b"k0", b"y")]), 0)
     log.roll()
     log.update_high_watermark(log.log_end_offset)
-    clean(log, clock(), offset_map())
+    clean(log, clock())
     assert log.segment_base_offsets == [0, 61]
     assert [offset for offset, _, _ in read_all(log)] == [58, 59, 60]
     log.close()
@@ -315,7 +310,7 @@ def test_a_crash_after_the_swap_started_finishes_it_on_open(tmp_path: Path) -> N
     before = latest(read_all(log))
     directory = tmp_path / "t-0"
     # A swap cut after the cleaned log file became a .swap and one old segment went.
-    clean(log, clock(), offset_map())
+    clean(log, clock())
     cleaned = (directory / "00000000000000000000.log").read_bytes()
     crash(log)
     (directory / "00000000000000000000.log").unlink()
@@ -337,7 +332,7 @@ def test_a_slice_read_before_a_swap_keeps_its_bytes(tmp_path: Path) -> None:
     log.update_high_watermark(log.log_end_offset)
     in_flight = log.read(0, 1 << 20).records
     before = in_flight.read_bytes()
-    clean(log, clock(), offset_map())
+    clean(log, clock())
     # The old segment was unlinked by the swap; the slice still reads its file.
     assert in_flight.read_bytes() == before
     assert len(read_all(log)) == 1
@@ -351,7 +346,7 @@ def test_a_compacted_follower_accepts_the_leaders_gaps(tmp_path: Path) -> None:
         leader.append_as_leader(make_keyed_batch([(b"k%d" % (i % 2), b"%d" % i)]), 0)
     leader.roll()
     leader.update_high_watermark(leader.log_end_offset)
-    clean(leader, clock(), offset_map())
+    clean(leader, clock())
     follower = Log.open(tmp_path / "f-0", COMPACT, clock_ms=clock)
     for batch in read_batches(leader):
         follower.append_as_follower(batch)

@@ -24,7 +24,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from tickwheel.bench._batches import make_keyed_batch
 from tickwheel.log import Log, LogConfig
 from tickwheel.log._cleaner import clean
-from tickwheel.log._offset_map import OffsetMap
 
 from .helpers import FakeClock, crash
 from .test_cleaner import latest, read_all
@@ -59,7 +58,7 @@ def _clean_in_child(log: Log, now_ms: int, crash_after: int, map_keys: int) -> i
         try:
             os.replace = dying(os.replace)
             os.unlink = dying(os.unlink)
-            clean(log, now_ms, OffsetMap(map_keys * 24, 1.0))
+            clean(log, now_ms, map_buffer_bytes=map_keys * 24, map_load_factor=1.0)
         except BaseException:
             os._exit(_FAILED)
         os._exit(0)
@@ -105,7 +104,7 @@ class CleanerModel(RuleBasedStateMachine):
 
     @rule(map_keys=st.sampled_from([2, 1000]))
     def clean(self, map_keys: int) -> None:
-        clean(self.log, self.clock(), OffsetMap(map_keys * 24, 1.0))
+        clean(self.log, self.clock(), map_buffer_bytes=map_keys * 24, map_load_factor=1.0)
 
     @rule(crash_after=st.integers(0, 30), map_keys=st.sampled_from([2, 1000]))
     def clean_and_crash(self, crash_after: int, map_keys: int) -> None:

@@ -62,6 +62,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
+import multiprocessing.pool
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -84,8 +87,9 @@ from tickwheel.log._batch import (
     BatchHeader,
     parse_header,
 )
+from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import LogError, LogStorageError
-from tickwheel.log._log import CleanableSegment, CleaningView, Log, system_clock_ms
+from tickwheel.log._log import CleaningView, Log, system_clock_ms
 from tickwheel.log._offset_map import OffsetMap
 from tickwheel.log._record_codec import (
     Record,
@@ -102,6 +106,8 @@ DELETE_HORIZON_FLAG_MASK: Final = 0x40
 _NO_OFFSET: Final = -1
 _MS_PER_S: Final = 1000.0
 _PERCENT: Final = 100.0
+# How often a thread waiting for its worker checks whether the cleaner is stopping.
+_WORKER_POLL_S: Final = 0.05
 
 # Kafka's defaults for the broker's log.cleaner.* settings.
 DEFAULT_DEDUPE_BUFFER_BYTES: Final = 128 * 1024 * 1024
@@ -216,71 +222,177 @@ def plan_cleaning(view: CleaningView, now_ms: int) -> CleaningPlan:
 def clean(
     log: Log,
     now_ms: int,
-    offset_map: OffsetMap,
     *,
+    map_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
+    map_load_factor: float = DEFAULT_IO_BUFFER_LOAD_FACTOR,
     io_buffer_bytes: int = DEFAULT_IO_BUFFER_BYTES,
-    should_stop: Callable[[], bool] = lambda: False,
 ) -> CleanerStats | None:
-    """Clean ``log`` once if it is cleanable at ``now_ms``; its stats, or None if not.
+    """Clean ``log`` once, on this thread, if it is cleanable at ``now_ms``.
 
-    The entry point tests drive with a manual clock. Raises ``LogStorageError`` if the
-    log closes or its files fail, ``CleaningAbortedError`` when ``should_stop`` turns
-    true (the cleaned files written so far are deleted).
+    The entry point tests drive with a manual clock; returns the stats, or None if
+    the log was not cleanable. Raises ``LogStorageError`` if the log closes, ``OSError``
+    if its files fail.
     """
     plan = plan_cleaning(log.cleaning_view(), now_ms)
     if not plan.cleanable:
         return None
-    return clean_plan(log, plan, now_ms, offset_map, io_buffer_bytes, should_stop)
+    job = cleaning_job(plan, now_ms, map_buffer_bytes, map_load_factor, io_buffer_bytes)
+    return swap_cleaned(log, plan, write_cleaned(job))
 
 
-def clean_plan(
-    log: Log,
+@dataclass(frozen=True, slots=True)
+class SegmentFiles:
+    """A closed segment as a cleaning job names it: its ``.log`` file and offsets."""
+
+    path: str
+    base_offset: int
+    size_bytes: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningJob:
+    """Steps 1 and 2 of one cleaning, as plain values: a worker process can run it."""
+
+    dir_path: str
+    config: LogConfig
+    segments: tuple[SegmentFiles, ...]
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    producer_last_offsets: dict[int, int]
+    now_ms: int
+    map_buffer_bytes: int
+    map_load_factor: float
+    io_buffer_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedSegments:
+    """What a job wrote: one ``.cleaned`` segment per group, named by its base offset."""
+
+    end_offset: int
+    # The base offsets of the old segments each cleaned segment replaces.
+    groups: tuple[tuple[int, ...], ...]
+    stats: CleanerStats
+
+
+def cleaning_job(
     plan: CleaningPlan,
     now_ms: int,
-    offset_map: OffsetMap,
+    map_buffer_bytes: int,
+    map_load_factor: float,
     io_buffer_bytes: int,
-    should_stop: Callable[[], bool],
-) -> CleanerStats:
-    """Steps 1-4 of the module docstring for a planned log."""
+) -> CleaningJob:
+    """The job of a planned cleaning."""
+    view = plan.view
+    return CleaningJob(
+        dir_path=os.path.dirname(view.segments[0].segment.file.path),
+        config=view.config,
+        segments=tuple(
+            SegmentFiles(
+                entry.segment.file.path,
+                entry.segment.base_offset,
+                entry.size_bytes,
+                entry.end_offset,
+            )
+            for entry in view.segments
+        ),
+        first_dirty_offset=plan.first_dirty_offset,
+        first_uncleanable_offset=plan.first_uncleanable_offset,
+        producer_last_offsets=dict(view.producer_last_offsets),
+        now_ms=now_ms,
+        map_buffer_bytes=map_buffer_bytes,
+        map_load_factor=map_load_factor,
+        io_buffer_bytes=io_buffer_bytes,
+    )
+
+
+def write_cleaned(job: CleaningJob) -> CleanedSegments:
+    """Steps 1 and 2: map the dirty section, write each group's ``.cleaned`` segment.
+
+    Touches only files: it runs in a cleaner worker process, or on the caller's thread
+    (``clean``). On any failure the ``.cleaned`` files written so far are deleted.
+    """
     started_s = time.monotonic()
     stats = CleanerStats()
-    offset_map.clear()
+    offset_map = OffsetMap(job.map_buffer_bytes, job.map_load_factor)
     dirty = [
         entry
-        for entry in plan.view.segments
-        if entry.end_offset > plan.first_dirty_offset
-        and entry.end_offset <= plan.first_uncleanable_offset
+        for entry in job.segments
+        if job.first_dirty_offset < entry.end_offset <= job.first_uncleanable_offset
     ]
-    end_offset = _build_offset_map(plan, dirty, offset_map, stats, io_buffer_bytes, should_stop)
+    end_offset = _build_offset_map(job, dirty, offset_map, stats)
     stats.buffer_utilization = offset_map.utilization
-    if end_offset <= plan.first_dirty_offset:
-        return stats
-    to_clean = [entry for entry in plan.view.segments if entry.segment.base_offset < end_offset]
-    cleaner = _GroupCleaner(log, plan, now_ms, offset_map, stats, io_buffer_bytes, should_stop)
-    for group in group_segments_by_size(to_clean, plan.view.config.segment_bytes):
-        if not cleaner.clean_group(group):
-            stats.elapsed_s = time.monotonic() - started_s
-            return stats
-    log.mark_cleaned(end_offset)
+    groups: list[list[SegmentFiles]] = []
+    if end_offset > job.first_dirty_offset:
+        to_clean = [entry for entry in job.segments if entry.base_offset < end_offset]
+        groups = group_segments_by_size(to_clean, job.config.segment_bytes)
+    writer = _GroupWriter(job, offset_map, stats)
+    written: list[LogSegment] = []
+    try:
+        for group in groups:
+            # Appended one by one: a failure must know what was written before it.
+            written.append(writer.write_group(group))  # noqa: PERF401
+    except BaseException:
+        for cleaned in written:
+            cleaned.delete()
+        raise
     stats.end_offset = end_offset
     stats.elapsed_s = time.monotonic() - started_s
-    return stats
+    return CleanedSegments(
+        end_offset,
+        tuple(tuple(entry.base_offset for entry in group) for group in groups),
+        stats,
+    )
+
+
+def swap_cleaned(log: Log, plan: CleaningPlan, cleaned: CleanedSegments) -> CleanerStats:
+    """Steps 3 and 4: swap each cleaned segment in, then move the cleaner checkpoint.
+
+    If the log refuses a swap (retention or a truncation touched those segments), the
+    cleaned segments not yet swapped are deleted and the checkpoint stays.
+    """
+    started_s = time.monotonic()
+    by_base = {entry.segment.base_offset: entry for entry in plan.view.segments}
+    config = plan.view.config
+    pending = list(cleaned.groups)
+    try:
+        while pending:
+            old = [by_base[base] for base in pending[0]]
+            segment = LogSegment.open_file(
+                log.dir_path, old[0].segment.base_offset, config, 0, CLEANED_SUFFIX
+            )
+            problem = segment.load(old[-1].end_offset)
+            if problem is not None:
+                segment.recover(0, segment.base_offset, contiguous=False)
+            if not log.replace_segments(old, segment):
+                segment.close()
+                break
+            pending.pop(0)
+        else:
+            log.mark_cleaned(cleaned.end_offset)
+    finally:
+        for group in pending:
+            base = group[0]
+            LogSegment.open_file(log.dir_path, base, config, 0, CLEANED_SUFFIX).delete()
+    cleaned.stats.elapsed_s += time.monotonic() - started_s
+    return cleaned.stats
 
 
 def group_segments_by_size(
-    segments: Sequence[CleanableSegment], max_bytes: int
-) -> list[list[CleanableSegment]]:
+    segments: Sequence[SegmentFiles], max_bytes: int
+) -> list[list[SegmentFiles]]:
     """Runs of consecutive segments whose sizes add up to at most ``max_bytes``.
 
     As Kafka's ``groupSegmentsBySize``: a group also spans at most 2^31 - 1 offsets,
     since the cleaned segment's indexes hold offsets relative to its base.
     """
-    groups: list[list[CleanableSegment]] = []
+    groups: list[list[SegmentFiles]] = []
     for entry in segments:
         if groups:
             group = groups[-1]
             size = sum(member.size_bytes for member in group) + entry.size_bytes
-            span = entry.end_offset - 1 - group[0].segment.base_offset
+            span = entry.end_offset - 1 - group[0].base_offset
             if size <= max_bytes and span <= MAX_RELATIVE_OFFSET:
                 group.append(entry)
                 continue
@@ -288,53 +400,46 @@ def group_segments_by_size(
     return groups
 
 
-def _batches(
-    entry: CleanableSegment, io_buffer_bytes: int
-) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """Each batch of a closed segment, read in chunks of about ``io_buffer_bytes``."""
-    file = entry.segment.file
-    position = 0
-    while position < entry.size_bytes:
-        chunk = memoryview(
-            file.read(
-                position,
-                min(max(io_buffer_bytes, RECORD_BATCH_OVERHEAD), entry.size_bytes - position),
-            )
-        )
-        at = 0
-        while at + RECORD_BATCH_OVERHEAD <= len(chunk):
-            header = parse_header(chunk, at)
-            size = header.size_bytes
-            if size < RECORD_BATCH_OVERHEAD:
-                raise LogError(f"{file.path}: batch at {position + at} has length {size}")
-            if at + size > len(chunk):
-                if at == 0:
-                    chunk = memoryview(file.read(position, size))
+def _batches(entry: SegmentFiles, io_buffer_bytes: int) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Each batch of a closed segment, read in chunks of about ``io_buffer_bytes``.
+
+    The file is opened read-only by name: a segment deleted since the plan raises
+    ``FileNotFoundError`` and ends the cleaning.
+    """
+    fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        position = 0
+        while position < entry.size_bytes:
+            want = min(max(io_buffer_bytes, RECORD_BATCH_OVERHEAD), entry.size_bytes - position)
+            chunk = memoryview(os.pread(fd, want, position))
+            at = 0
+            while at + RECORD_BATCH_OVERHEAD <= len(chunk):
+                header = parse_header(chunk, at)
+                size = header.size_bytes
+                if size < RECORD_BATCH_OVERHEAD:
+                    raise LogError(f"{entry.path}: batch at {position + at} has length {size}")
+                if at + size > len(chunk):
+                    if at:
+                        break
+                    chunk = memoryview(os.pread(fd, size, position))
                     if len(chunk) < size:
-                        raise LogError(f"{file.path}: batch at {position} is cut short")
-                else:
-                    break
-            yield header, chunk[at : at + size]
-            at += size
-        if at == 0:
-            raise LogError(f"{file.path}: batch header at {position} is cut short")
-        position += at
+                        raise LogError(f"{entry.path}: batch at {position} is cut short")
+                yield header, chunk[at : at + size]
+                at += size
+            if at == 0:
+                raise LogError(f"{entry.path}: batch header at {position} is cut short")
+            position += at
+    finally:
+        os.close(fd)
 
 
 def _build_offset_map(
-    plan: CleaningPlan,
-    dirty: list[CleanableSegment],
-    offset_map: OffsetMap,
-    stats: CleanerStats,
-    io_buffer_bytes: int,
-    should_stop: Callable[[], bool],
+    job: CleaningJob, dirty: list[SegmentFiles], offset_map: OffsetMap, stats: CleanerStats
 ) -> int:
     """Step 1: map the dirty section's keys; returns the offset the cleaning ends at."""
-    first_dirty = plan.first_dirty_offset
+    first_dirty = job.first_dirty_offset
     for entry in dirty:
-        for header, batch in _batches(entry, io_buffer_bytes):
-            if should_stop():
-                raise CleaningAbortedError
+        for header, batch in _batches(entry, job.io_buffer_bytes):
             stats.map_bytes_read += header.size_bytes
             if header.attributes & CONTROL_FLAG_MASK or header.last_offset < first_dirty:
                 continue
@@ -350,35 +455,27 @@ def _build_offset_map(
 
 
 @dataclass(slots=True)
-class _GroupCleaner:
-    """Step 2 and 3 for each group of one cleaning."""
+class _GroupWriter:
+    """Step 2 for each group of one cleaning."""
 
-    log: Log
-    plan: CleaningPlan
-    now_ms: int
+    job: CleaningJob
     offset_map: OffsetMap
     stats: CleanerStats
-    io_buffer_bytes: int
-    should_stop: Callable[[], bool]
     _pending: list[bytes] = field(default_factory=list)
     _pending_entries: list[BatchEntry] = field(default_factory=list)
     _pending_bytes: int = 0
 
-    def clean_group(self, group: list[CleanableSegment]) -> bool:
-        """Write the group's cleaned segment and swap it in; False if the log refused."""
-        view = self.plan.view
-        base_offset = group[0].segment.base_offset
+    def write_group(self, group: list[SegmentFiles]) -> LogSegment:
+        """Write, flush and close the group's ``.cleaned`` segment; returns it."""
+        job = self.job
         cleaned = LogSegment.open_file(
-            self.log.dir_path, base_offset, view.config, self.now_ms, CLEANED_SUFFIX
+            job.dir_path, group[0].base_offset, job.config, job.now_ms, CLEANED_SUFFIX
         )
-        swapped = False
         try:
             # One batch behind the reads, so the group's last batch is known as such.
             previous: tuple[BatchHeader, memoryview] | None = None
             for entry in group:
-                for current in _batches(entry, self.io_buffer_bytes):
-                    if self.should_stop():
-                        raise CleaningAbortedError
+                for current in _batches(entry, job.io_buffer_bytes):
                     if previous is not None:
                         self._clean_batch(cleaned, *previous, last_of_group=False)
                     previous = current
@@ -386,12 +483,12 @@ class _GroupCleaner:
                 self._clean_batch(cleaned, *previous, last_of_group=True)
             self._write_pending(cleaned)
             cleaned.flush()
-            swapped = self.log.replace_segments(group, cleaned)
-            return swapped
+        except BaseException:
+            cleaned.delete()
+            raise
         finally:
-            if not swapped:
-                cleaned.close()
-                cleaned.delete()
+            cleaned.close()
+        return cleaned
 
     def _clean_batch(
         self, cleaned: LogSegment, header: BatchHeader, batch: memoryview, *, last_of_group: bool
@@ -413,7 +510,7 @@ class _GroupCleaner:
             self._add(cleaned, *self._rebuilt(header, retained, has_tombstone))
         elif last_of_group or (
             header.producer_id >= 0
-            and self.plan.view.producer_last_offsets.get(header.producer_id) == header.last_offset
+            and self.job.producer_last_offsets.get(header.producer_id) == header.last_offset
         ):
             self._add(cleaned, *_empty_batch(header))
 
@@ -422,7 +519,8 @@ class _GroupCleaner:
         offset_map = self.offset_map
         mapped_until = offset_map.latest_offset
         drop_tombstones = (
-            header.attributes & DELETE_HORIZON_FLAG_MASK and self.now_ms >= header.base_timestamp
+            header.attributes & DELETE_HORIZON_FLAG_MASK
+            and self.job.now_ms >= header.base_timestamp
         )
         retained: list[Record] = []
         for record in records:
@@ -445,7 +543,7 @@ class _GroupCleaner:
         attributes = header.attributes
         base_timestamp = header.base_timestamp
         if has_tombstone and not attributes & DELETE_HORIZON_FLAG_MASK:
-            base_timestamp = self.now_ms + self.plan.view.config.delete_retention_ms
+            base_timestamp = self.job.now_ms + self.job.config.delete_retention_ms
             attributes |= DELETE_HORIZON_FLAG_MASK
         timestamps = [header.base_timestamp + record.timestamp_delta for record in retained]
         if base_timestamp == header.base_timestamp:
@@ -470,7 +568,7 @@ class _GroupCleaner:
             (header.base_offset, header.last_offset, header.max_timestamp, size)
         )
         self._pending_bytes += size
-        if self._pending_bytes >= self.io_buffer_bytes:
+        if self._pending_bytes >= self.job.io_buffer_bytes:
             self._write_pending(cleaned)
 
     def _write_pending(self, cleaned: LogSegment) -> None:
@@ -538,6 +636,16 @@ class LogCleaner:
     ``logs`` returns the logs to consider (the broker's open logs); only those whose
     ``cleanup.policy`` holds ``compact`` are cleaned. ``clock_ms`` drives the lags and
     the delete horizon. ``clean_once`` runs one round on the calling thread.
+
+    Each thread hands the file work of a cleaning (``write_cleaned``: reading, mapping,
+    writing the cleaned segments) to a worker process of a ``multiprocessing`` pool
+    (started with ``spawn`` at the first cleaning, one worker per thread) and waits;
+    it plans and swaps itself. Decoding every record is CPU work that would otherwise
+    take the GIL from the threads serving clients; in its own process it runs on
+    another core, as Kafka's cleaner threads do. A program that embeds a broker must
+    therefore guard its main module (``if __name__ == "__main__":``), as
+    ``multiprocessing`` requires. ``stop`` terminates the pool: a cleaning cut there
+    leaves ``.cleaned`` files, which the next open deletes.
     """
 
     def __init__(
@@ -557,6 +665,7 @@ class LogCleaner:
         self._threads: list[threading.Thread] = []
         self._last_stats: dict[int, CleanerStats] = {}
         self._max_dirty_percent = 0.0
+        self._pool: multiprocessing.pool.Pool | None = None
 
     @property
     def metrics(self) -> CleanerMetrics:
@@ -587,40 +696,54 @@ class LogCleaner:
             thread.start()
 
     def stop(self) -> None:
-        """Stop the threads, interrupting a cleaning between two batches; idempotent."""
+        """Stop the threads and the worker processes; idempotent."""
         self._stop.set()
         for thread in self._threads:
             thread.join()
         self._threads.clear()
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.terminate()
+            pool.join()
 
     def _run(self, index: int) -> None:
-        offset_map = self._new_map()
         while not self._stop.is_set():
-            if not self.clean_once(offset_map, thread_index=index):
+            if not self.clean_once(thread_index=index):
                 self._stop.wait(self.config.backoff_ms / _MS_PER_S)
 
-    def _new_map(self) -> OffsetMap:
-        return OffsetMap(
-            self.config.dedupe_buffer_bytes // self.config.threads,
-            self.config.io_buffer_load_factor,
-        )
+    def _in_worker(self, job: CleaningJob) -> CleanedSegments:
+        """Run ``write_cleaned(job)`` in a worker process; ``CleaningAbortedError`` on stop."""
+        with self._lock:
+            if self._stop.is_set():
+                raise CleaningAbortedError
+            if self._pool is None:
+                context = multiprocessing.get_context("spawn")
+                self._pool = context.Pool(self.config.threads)
+            pending = self._pool.apply_async(write_cleaned, (job,))
+        while not pending.ready():
+            if self._stop.wait(_WORKER_POLL_S):
+                raise CleaningAbortedError
+        result: CleanedSegments = pending.get()
+        return result
 
-    def clean_once(self, offset_map: OffsetMap | None = None, *, thread_index: int = 0) -> bool:
+    def clean_once(self, *, thread_index: int = 0) -> bool:
         """Clean the dirtiest cleanable log, if any; whether one was cleaned."""
         now_ms = self._clock_ms()
         chosen = self._grab_filthiest(now_ms)
         if chosen is None:
             return False
         log, plan = chosen
+        config = self.config
         try:
-            stats = clean_plan(
-                log,
+            job = cleaning_job(
                 plan,
                 now_ms,
-                offset_map or self._new_map(),
-                self.config.io_buffer_bytes,
-                self._stop.is_set,
+                config.dedupe_buffer_bytes // config.threads,
+                config.io_buffer_load_factor,
+                config.io_buffer_bytes,
             )
+            stats = swap_cleaned(log, plan, self._in_worker(job))
         except CleaningAbortedError:
             return False
         except (LogStorageError, OSError) as error:
