@@ -17,14 +17,16 @@ dirty bytes over clean plus dirty bytes; a log is cleanable when its ratio excee
 ``min.cleanable.dirty.ratio``, or when its first dirty record waited longer than
 ``max.compaction.lag.ms``; the cleaner takes the cleanable log with the highest ratio.
 
-Cleaning one log (``clean``), as Kafka's ``Cleaner.doClean``:
+Cleaning one log, as Kafka's ``Cleaner.doClean``; steps 1-2 are ``write_cleaned``, a
+function of plain values (a ``CleaningJob``) that touches only files, steps 3-4 are
+``swap_cleaned`` on the log:
 
 1. Map: read the dirty section oldest first and put each keyed record's offset into
    an ``OffsetMap`` (bounded by ``log.cleaner.dedupe.buffer.size`` over the threads);
    if it fills up, the cleaning ends at the last offset mapped.
 2. Rewrite: the segments from the log start up to that end are grouped into runs
    whose total size fits ``segment.bytes`` (so small cleaned segments merge), and each
-   group is written to one new segment ``<base>.log.cleaned`` (with indexes) keeping a
+   group is written to one new segment ``<base>.log.cleaned`` (with indexes, fsynced) keeping a
    record when its key maps to no later offset. Records without a key are dropped
    (Kafka counts them invalid). A tombstone (null value) is kept until
    ``delete.retention.ms`` after the cleaning that first saw it (KIP-534: that
@@ -39,9 +41,11 @@ Cleaning one log (``clean``), as Kafka's ``Cleaner.doClean``:
    count 0, as Kafka keeps a producer's. Compressed batches are decompressed and
    written back with the same codec (``_record_codec``). Control batches are copied
    untouched: transactions do not exist yet, so no abort or marker is removed.
-3. Swap: the cleaned segment is flushed, then ``Log.replace_segments`` renames it to
+3. Swap: group by group, ``Log.replace_segments`` renames the cleaned segment to
    ``.swap``, unlinks the old segments and renames the swap into place, under the log's
-   lock (``_recovery`` finishes or discards a swap cut by a crash).
+   lock (``_recovery`` finishes or discards a swap cut by a crash). If the log refuses
+   (retention or a truncation changed those segments since the plan), the cleaned
+   segments left are deleted and the checkpoint stays.
 4. Checkpoint: ``cleaner-offset-checkpoint`` moves to the end; the next cleaning's dirty
    section starts there.
 
@@ -49,13 +53,15 @@ Crash safety: up to the rename to ``.swap``, a crash leaves ``.cleaned`` files t
 next open deletes (the log is as before); after it, the next open finishes the swap.
 Either way the log holds the same latest record per key.
 
-Concurrency: each cleaner thread owns an ``OffsetMap``; ``LogCleaner`` hands each log
-to one thread at a time (``_in_progress``, under ``_lock``). A cleaning reads closed
-segments without the log's lock (they are immutable) and takes it only for
-``cleaning_view`` and each swap, so appends and reads go on meanwhile; reads of a
-segment being swapped keep reading the unlinked file. ``stop`` sets an event that the
-threads' backoff waits on and that a cleaning checks between batches, so it returns
-within one batch's work.
+Concurrency: ``LogCleaner`` hands each log to one of its threads at a time
+(``_in_progress``, under ``_lock``); the thread plans under the log's lock
+(``cleaning_view``), runs ``write_cleaned`` in a worker process, and swaps under the
+log's lock again, so appends and reads go on meanwhile; reads of a segment being
+swapped keep reading the unlinked file. ``write_cleaned`` reads closed segments by
+name, without any lock: they are immutable, and one deleted since the plan ends the
+cleaning (``FileNotFoundError``). ``clean`` runs the same steps on the calling thread.
+``stop`` sets the event the threads' backoff and their wait for a worker poll, then
+terminates the worker processes.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ cleaning maps, as in Kafka, though a Python dict entry takes more than 24 bytes.
 ``latest_offset`` is the newest offset put: a cleaning whose map filled up part-way
 through the dirty section cleans only up to it and records it as its end.
 
-Concurrency: not thread-safe; each cleaner thread owns its map.
+Concurrency: not thread-safe; each cleaning builds its own map, in a cleaner worker
+process or on the thread that calls ``clean``.
 """
 
 from __future__ import annotations
