@@ -15,7 +15,10 @@ from tickwheel.log._cleaner import (
     CleanerConfig,
     LogCleaner,
     clean,
+    cleaning_job,
     plan_cleaning,
+    swap_cleaned,
+    write_cleaned,
 )
 from tickwheel.log._record_codec import decode_records
 
@@ -354,3 +357,23 @@ def test_a_compacted_follower_accepts_the_leaders_gaps(tmp_path: Path) -> None:
     assert follower.log_end_offset == leader.log_end_offset
     leader.close()
     follower.close()
+
+
+def test_a_swap_is_refused_when_the_segments_changed_since_the_plan(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = Log.open(tmp_path / "t-0", COMPACT, clock_ms=clock)
+    for i in range(30):
+        log.append_as_leader(make_keyed_batch([(b"k%d" % (i % 3), b"%d" % i)]), 0)
+        if i % 10 == 9:
+            log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    plan = plan_cleaning(log.cleaning_view(), clock())
+    written = write_cleaned(cleaning_job(plan, clock(), 1 << 20, 0.9, 1 << 16))
+    assert written.groups == ((0, 10, 20),)
+    # DeleteRecords removes the first segment while the cleaning was off the lock.
+    log.delete_records_before(10)
+    swap_cleaned(log, plan, written)
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
+    assert log.cleaned_offset == 0
+    assert [offset for offset, _, _ in read_all(log)] == list(range(10, 30))
+    log.close()

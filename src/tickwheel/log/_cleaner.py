@@ -105,7 +105,15 @@ from tickwheel.log._record_codec import (
     record_keys,
 )
 from tickwheel.log._recovery import CLEANED_SUFFIX
-from tickwheel.log._segment import MAX_RELATIVE_OFFSET, BatchEntry, LogSegment
+from tickwheel.log._segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    TIME_INDEX_SUFFIX,
+    BatchEntry,
+    LogSegment,
+    segment_file_name,
+)
 
 # KIP-534: attribute bit 6 says the base timestamp is the batch's delete horizon.
 DELETE_HORIZON_FLAG_MASK: Final = 0x40
@@ -292,7 +300,7 @@ def cleaning_job(
     """The job of a planned cleaning."""
     view = plan.view
     return CleaningJob(
-        dir_path=os.path.dirname(view.segments[0].segment.file.path),
+        dir_path=view.dir_path,
         config=view.config,
         segments=tuple(
             SegmentFiles(
@@ -365,6 +373,7 @@ def swap_cleaned(log: Log, plan: CleaningPlan, cleaned: CleanedSegments) -> Clea
     try:
         while pending:
             old = [by_base[base] for base in pending[0]]
+            # A closed segment: its creation time (for segment.ms) is never read.
             segment = LogSegment.open_file(
                 log.dir_path, old[0].segment.base_offset, config, 0, CLEANED_SUFFIX
             )
@@ -379,10 +388,17 @@ def swap_cleaned(log: Log, plan: CleaningPlan, cleaned: CleanedSegments) -> Clea
             log.mark_cleaned(cleaned.end_offset)
     finally:
         for group in pending:
-            base = group[0]
-            LogSegment.open_file(log.dir_path, base, config, 0, CLEANED_SUFFIX).delete()
+            _delete_cleaned(log.dir_path, group[0])
     cleaned.stats.elapsed_s += time.monotonic() - started_s
     return cleaned.stats
+
+
+def _delete_cleaned(dir_path: str, base_offset: int) -> None:
+    """Unlink the ``.cleaned`` files of a segment that will not be swapped in."""
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        name = segment_file_name(base_offset, suffix) + CLEANED_SUFFIX
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(dir_path, name))
 
 
 def group_segments_by_size(

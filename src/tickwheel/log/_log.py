@@ -208,6 +208,7 @@ class CleanableSegment:
 class CleaningView:
     """A log's closed segments and offsets, as ``Log.cleaning_view`` read them."""
 
+    dir_path: str
     config: LogConfig
     segments: tuple[CleanableSegment, ...]
     log_start_offset: int
@@ -997,6 +998,7 @@ class Log:
                 if entry.batches
             }
             return CleaningView(
+                dir_path=self._dir_path,
                 config=self._config,
                 segments=segments,
                 log_start_offset=self._log_start_offset,
