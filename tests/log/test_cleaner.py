@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -377,3 +378,31 @@ def test_a_swap_is_refused_when_the_segments_changed_since_the_plan(tmp_path: Pa
     assert log.cleaned_offset == 0
     assert [offset for offset, _, _ in read_all(log)] == list(range(10, 30))
     log.close()
+
+
+def test_stop_kills_a_worker_in_the_middle_of_a_cleaning(tmp_path: Path) -> None:
+    clock = FakeClock()
+    config = LogConfig(cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
+    log = Log.open(tmp_path / "t-0", config, clock_ms=clock)
+    value = b"v" * 1000
+    for i in range(4000):
+        batch = [(b"k%d" % ((i * 16 + j) % 5000), value) for j in range(16)]
+        log.append_as_leader(make_keyed_batch(batch), 0)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    before = read_all(log)
+    cleaner = LogCleaner(CleanerConfig(backoff_ms=60_000), lambda: [log], clock_ms=clock)
+    cleaner.start()
+    deadline = time.monotonic() + 30
+    while not cleaner._workers:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    started = time.monotonic()
+    cleaner.stop()
+    assert time.monotonic() - started < 5
+    # Cut or not, the log holds the same latest values; leftover .cleaned files go on open.
+    assert latest(read_all(log)) == latest(before)
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", config, clock_ms=clock)
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
+    reopened.close()
