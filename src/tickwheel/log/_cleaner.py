@@ -769,6 +769,8 @@ class LogCleaner:
             try:
                 outcome: CleanedSegments | BaseException = receiver.recv()
             except EOFError:
+                if self._stop.is_set():
+                    raise CleaningAbortedError from None  # killed by stop()
                 worker.join()
                 raise LogError(
                     f"cleaner worker for {job.dir_path} died (exit code {worker.exitcode})"
