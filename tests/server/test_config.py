@@ -52,6 +52,26 @@ def test_topic_defaults_use_topic_config_names() -> None:
     assert defaults["max.message.bytes"] == "1048588"
 
 
+def test_cleaner_settings_give_the_compaction_topic_defaults() -> None:
+    config = BrokerConfig.from_properties(
+        {
+            "log.cleanup.policy": "compact",
+            "log.cleaner.min.cleanable.ratio": "0.25",
+            "log.cleaner.delete.retention.ms": "1000",
+            "log.cleaner.threads": "2",
+        }
+    )
+    defaults = config.topic_defaults()
+    assert defaults["cleanup.policy"] == "compact"
+    assert defaults["min.cleanable.dirty.ratio"] == "0.25"
+    assert defaults["delete.retention.ms"] == "1000"
+    assert defaults["max.compaction.lag.ms"] == str(2**63 - 1)
+    assert config.log_cleaner_threads == 2
+    assert BrokerConfig().log_cleaner_enable
+    with pytest.raises(ConfigError):
+        BrokerConfig.from_properties({"log.cleaner.min.cleanable.ratio": "half"})
+
+
 @pytest.mark.parametrize(
     "properties",
     [

@@ -8,15 +8,18 @@ deduplicated; ``flush()`` and the recovery-point checkpoint follow Kafka's durab
 model, and ``Log.open`` recovers a crashed directory to its longest valid prefix. A
 leader epoch cache (``_leader_epoch``, Kafka's ``leader-epoch-checkpoint``) records
 where each leader epoch starts and answers OffsetsForLeaderEpoch
-(``Log.end_offset_for_epoch``). ``Log`` (``_log``) documents the directory layout and
-``_recovery`` the procedure.
+(``Log.end_offset_for_epoch``). ``LogCleaner`` (``_cleaner``) compacts logs with
+``cleanup.policy=compact``, keeping the latest record of each key. ``Log`` (``_log``)
+documents the directory layout and ``_recovery`` the procedure.
 
-Depends on the standard library and ``crc32c`` only; no network, no replication.
+Depends on the standard library, ``crc32c`` and ``cramjam`` (the cleaner reads
+compressed batches); no network, no replication.
 
 Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
 """
 
 from tickwheel.log._checkpoint import write_atomically
+from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import (
     CorruptRecordError,
@@ -49,6 +52,8 @@ __all__ = [
     "MAX_TIMESTAMP",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
+    "CleanerConfig",
+    "CleanerMetrics",
     "CorruptRecordError",
     "EpochEntry",
     "FetchDataInfo",
@@ -57,6 +62,7 @@ __all__ = [
     "InvalidRecordError",
     "Log",
     "LogAppendInfo",
+    "LogCleaner",
     "LogConfig",
     "LogError",
     "LogOffsetMetadata",

@@ -54,14 +54,15 @@ CONTROL_FLAG_MASK: Final = 0x20
 # value length and header count, one byte each.
 MIN_RECORD_BYTES: Final = 7
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+# The 61-byte header, field by field as ``BatchHeader`` names them.
+BATCH_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 # Base offset, batch length, partition leader epoch: the 16 bytes a leader writes in
 # place of a producer's batch prefix when it assigns the batch's offsets.
 LEADER_PREFIX: Final = struct.Struct(">qii")
 PREFIX_BYTES: Final = LEADER_PREFIX.size
 _ATTRIBUTES = struct.Struct(">h")
 _TIMESTAMP = struct.Struct(">q")
-_CRC = struct.Struct(">I")
+CRC_FIELD: Final = struct.Struct(">I")
 
 
 class BatchHeader(NamedTuple):
@@ -97,7 +98,7 @@ def parse_header(buffer: bytes | bytearray | memoryview, position: int) -> Batch
     # ``tuple.__new__`` builds the header straight from the unpacked tuple: half the
     # cost of ``BatchHeader._make``, a Python-level classmethod; every appended and
     # every scanned batch pays it.
-    return tuple.__new__(BatchHeader, _HEADER.unpack_from(buffer, position))
+    return tuple.__new__(BatchHeader, BATCH_HEADER.unpack_from(buffer, position))
 
 
 def check_batch(buffer: memoryview, position: int, available_bytes: int) -> BatchHeader:
@@ -115,7 +116,7 @@ def check_batch(buffer: memoryview, position: int, available_bytes: int) -> Batc
         raise CorruptRecordError(f"unknown record batch magic {magic}")
     if available_bytes < RECORD_BATCH_OVERHEAD:
         raise CorruptRecordError(f"truncated batch header: {available_bytes} bytes at {position}")
-    header = tuple.__new__(BatchHeader, _HEADER.unpack_from(buffer, position))
+    header = tuple.__new__(BatchHeader, BATCH_HEADER.unpack_from(buffer, position))
     size_bytes = header.batch_length + LOG_OVERHEAD
     if size_bytes < RECORD_BATCH_OVERHEAD:
         raise CorruptRecordError(f"batch length {header.batch_length} is below the header size")
@@ -196,5 +197,5 @@ def log_append_time_header(
     _TIMESTAMP.pack_into(patched, MAX_TIMESTAMP_OFFSET, now_ms)
     crc = crc32c.crc32c(memoryview(patched)[ATTRIBUTES_OFFSET:])
     crc = crc32c.crc32c(data[position + RECORD_BATCH_OVERHEAD : position + size_bytes], crc)
-    _CRC.pack_into(patched, CRC_OFFSET, crc)
+    CRC_FIELD.pack_into(patched, CRC_OFFSET, crc)
     return bytes(patched)

@@ -3,10 +3,12 @@
 Fields are Kafka's topic config names with dots turned into underscores and the same
 defaults (``segment.bytes`` 1 GiB, ``segment.ms`` 7 days, ``max.message.bytes`` 1 MiB +
 12, ``flush.messages``/``flush.ms`` never, ...). ``from_properties`` takes the dotted
-names as strings, the way CreateTopics and AlterConfigs carry them. Kafka topic
-settings the log has no use for (compaction, tiered storage, throttling, ...) are
-accepted and ignored, so the broker can pass a topic's whole config; a name Kafka does
-not know is an error.
+names as strings, the way CreateTopics and AlterConfigs carry them. Compaction's
+settings (``cleanup.policy``, ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``,
+``max.compaction.lag.ms``, ``delete.retention.ms``) are fields the cleaner
+(``_cleaner``) and retention read. Kafka topic settings the log has no use for (tiered
+storage, throttling, ...) are accepted and ignored, so the broker can pass a topic's
+whole config; a name Kafka does not know is an error.
 
 Concurrency: a frozen value, shareable between threads.
 """
@@ -30,6 +32,11 @@ _DEFAULT_SEGMENT_INDEX_BYTES: Final = 10 * 1024 * 1024
 _DEFAULT_MAX_MESSAGE_BYTES: Final = 1024 * 1024 + 12
 _DEFAULT_INDEX_INTERVAL_BYTES: Final = 4096
 _DEFAULT_RETENTION_MS: Final = 7 * 24 * 60 * 60 * 1000
+CLEANUP_DELETE: Final = "delete"
+CLEANUP_COMPACT: Final = "compact"
+_CLEANUP_POLICIES: Final = frozenset({CLEANUP_DELETE, CLEANUP_COMPACT})
+_DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: Final = 0.5
+_DEFAULT_DELETE_RETENTION_MS: Final = 24 * 60 * 60 * 1000
 # The smallest segment Kafka accepts (a v0 record's overhead); anything smaller could
 # not hold a batch header.
 _MIN_SEGMENT_BYTES: Final = 14
@@ -38,29 +45,24 @@ _MIN_SEGMENT_INDEX_BYTES: Final = 8
 # Relative offsets and file positions are 32-bit in the index files.
 _MAX_INT32: Final = 2**31 - 1
 
-# Kafka topic configs the log accepts and ignores: compaction, tiered storage, quotas,
-# compression re-encoding and timestamp bounds are not part of this log.
+# Kafka topic configs the log accepts and ignores: tiered storage, quotas, compression
+# re-encoding and timestamp bounds are not part of this log.
 _IGNORED_TOPIC_CONFIGS: Final = frozenset(
     {
-        "cleanup.policy",
         "compression.type",
         "compression.gzip.level",
         "compression.lz4.level",
         "compression.zstd.level",
-        "delete.retention.ms",
         "file.delete.delay.ms",
         "follower.replication.throttled.replicas",
         "leader.replication.throttled.replicas",
         "local.retention.bytes",
         "local.retention.ms",
-        "max.compaction.lag.ms",
         "message.downconversion.enable",
         "message.format.version",
         "message.timestamp.after.max.ms",
         "message.timestamp.before.max.ms",
         "message.timestamp.difference.max.ms",
-        "min.cleanable.dirty.ratio",
-        "min.compaction.lag.ms",
         "preallocate",
         "remote.log.copy.disable",
         "remote.log.delete.on.disable",
@@ -86,6 +88,16 @@ class LogConfig:
     flush_ms: int = NEVER
     message_timestamp_type: str = CREATE_TIME
     min_insync_replicas: int = 1
+    # "delete", "compact" or both, comma-separated, as Kafka writes them.
+    cleanup_policy: str = CLEANUP_DELETE
+    min_cleanable_dirty_ratio: float = _DEFAULT_MIN_CLEANABLE_DIRTY_RATIO
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = NEVER
+    delete_retention_ms: int = _DEFAULT_DELETE_RETENTION_MS
+    # Derived from cleanup.policy once (every append reads ``compacted``): whether the
+    # cleaner compacts the log, and whether retention deletes its old segments.
+    compacted: bool = dataclasses.field(init=False, compare=False)
+    retention_deletes: bool = dataclasses.field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         if not _MIN_SEGMENT_BYTES <= self.segment_bytes <= _MAX_INT32:
@@ -109,16 +121,39 @@ class LogConfig:
             )
         if self.min_insync_replicas < 1:
             raise ValueError(f"min.insync.replicas must be >= 1, got {self.min_insync_replicas}")
+        self._check_compaction()
+
+    def _check_compaction(self) -> None:
+        policies = {policy.strip() for policy in self.cleanup_policy.split(",")}
+        if not policies <= _CLEANUP_POLICIES:
+            raise ValueError(
+                f"cleanup.policy must be delete, compact or both, got {self.cleanup_policy!r}"
+            )
+        object.__setattr__(self, "compacted", CLEANUP_COMPACT in policies)
+        object.__setattr__(self, "retention_deletes", CLEANUP_DELETE in policies)
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError(
+                f"min.cleanable.dirty.ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}"
+            )
+        if self.min_compaction_lag_ms < 0 or self.delete_retention_ms < 0:
+            raise ValueError("min.compaction.lag.ms and delete.retention.ms must be >= 0")
+        if self.max_compaction_lag_ms < 1:
+            raise ValueError(
+                f"max.compaction.lag.ms must be positive, got {self.max_compaction_lag_ms}"
+            )
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise ValueError("min.compaction.lag.ms must not exceed max.compaction.lag.ms")
 
     @classmethod
     def from_properties(cls, properties: dict[str, str]) -> LogConfig:
         """Build a config from Kafka's dotted topic config names (``segment.bytes``, ...)."""
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        values: dict[str, int | str] = {}
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+        values: dict[str, int | float | str] = {}
+        parsers = {"str": str, "float": float, "int": int}
         for name, raw in properties.items():
             field_name = name.replace(".", "_")
             if field_name in fields:
-                values[field_name] = raw if fields[field_name].type == "str" else int(raw)
+                values[field_name] = parsers[str(fields[field_name].type)](raw)
             elif name not in _IGNORED_TOPIC_CONFIGS:
                 raise ValueError(f"unknown topic config {name!r}")
         return cls(**values)  # type: ignore[arg-type]

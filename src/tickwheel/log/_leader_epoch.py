@@ -275,8 +275,15 @@ def load_leader_epoch_cache(
     batch_epochs: Sequence[EpochEntry],
     log_start_offset: int,
     log_end_offset: int,
+    *,
+    compacted: bool = False,
 ) -> LeaderEpochFileCache:
     """The cache of a recovered log, its checkpoint file rewritten if it disagrees.
+
+    In a ``compacted`` log the cleaner may have removed the batches an epoch began
+    with (or all of them): there the file is kept when every epoch the batches show is
+    in it and starts at or before the first batch that carries it, as Kafka keeps its
+    file.
 
     ``batch_epochs`` are the (epoch, base offset) of each batch whose epoch is newer
     than every batch's before it, oldest first: what Kafka's recovery assigns from
@@ -304,6 +311,15 @@ def load_leader_epoch_cache(
         # Entries from the log end on are no fault: a crash cut the batches they began
         # with, or their epoch began with none. Below the log end they must agree.
         held = _truncated_from_end(_truncated_from_start(found, log_start_offset), log_end_offset)
+        starts = {entry.epoch: entry.start_offset for entry in held}
+        if compacted and all(
+            starts.get(entry.epoch, entry.start_offset + 1) <= entry.start_offset
+            for entry in expected
+        ):
+            cache = LeaderEpochFileCache(dir_path, held)
+            if held != found:
+                cache.write()
+            return cache
         if held != expected:
             _log.warning(
                 "%s holds %s, the log's batches say %s; rewriting it from the batches",

@@ -13,6 +13,7 @@ the broker)::
     log-start-offset-checkpoint      offsets below this were deleted (DeleteRecords)
     replication-offset-checkpoint    the high watermark when last checkpointed
     leader-epoch-checkpoint          where each leader epoch starts
+    cleaner-offset-checkpoint        compacted logs: where the cleaner's dirty part starts
 
 Segment files are named by their base offset, 20 digits, as in Kafka; see
 ``_segment`` for the files, ``_index`` for the index formats, ``_checkpoint`` for the
@@ -60,12 +61,22 @@ Reads return whole batches as a ``FileRecordsSlice`` for ``os.sendfile``, with t
 position as ``LogOffsetMetadata``. With no transactions, the last stable offset is the
 high watermark.
 
+Compaction (``cleanup.policy=compact``; the cleaner is ``_cleaner``): a leader refuses
+records without a key (INVALID_RECORD); ``cleaning_view`` hands the cleaner the closed
+segments, ``replace_segments`` swaps cleaned ones in (under the lock, crash-safe), and
+``mark_cleaned`` moves ``cleaner-offset-checkpoint``. A compacted log has gaps where
+whole batches were removed: reads, lookups and follower appends then step over them,
+and recovery accepts them (``_recovery``). Retention skips a log whose policy lacks
+``delete``. The producer state is left as it is after a swap: the cleaner keeps each
+producer's last batch, the one its state rests on.
+
 Where this log departs from Kafka's, and why:
 
-- no transactions or compaction: transactional and control batches are rejected, the
-  last stable offset is the high watermark, and offsets are contiguous (a follower
-  batch that leaves a gap is an error, which also lets recovery catch a flipped byte
-  in a base offset, a field the CRC does not cover);
+- no transactions: transactional and control batches are rejected and the last stable
+  offset is the high watermark;
+- offsets are contiguous in a log that was never compacted and is not compactable (a
+  follower batch that leaves a gap is an error, which also lets recovery catch a
+  flipped byte in a base offset, a field the CRC does not cover); Kafka never checks;
 - ``truncate_to`` removes a batch straddling the offset whole and the log end becomes
   its base offset (Kafka sets the log end to the offset regardless);
 - ``offset_for_timestamp`` answers with a batch (base offset, max timestamp), since
@@ -85,16 +96,16 @@ retention are serialised; the offset properties, ``latest_epoch`` and
 ``leader_epoch_entries`` read one immutable value each. After
 ``close()`` every method raises ``LogStorageError``.
 
-Slices returned by ``read`` may be sent from any thread after the call returns, and
-stay valid through appends, rolls, retention and ``delete_records_before``: appends
-only add bytes past a slice's end, and a deleted segment is unlinked but keeps its
-descriptor open until its last slice is dropped. ``truncate_to`` is the exception, as
-in Kafka: it cuts the segment holding ``offset`` in place, and later appends write new
-batches at the positions it freed, so a slice of that segment reaching past the cut
-then reads fewer bytes (``pread`` and ``sendfile`` stop at the end of the file) or
-other batches. Slices wholly below the cut, and slices of segments the truncation
-deletes whole (or that ``truncate_fully_and_start_at`` deletes), keep their bytes.
-Kafka's ``FileRecords`` slices share the segment file the same way, and its
+Slices returned by ``read`` may be sent from any thread after the call returns, and stay
+valid through appends, rolls, retention, ``delete_records_before`` and the cleaner's
+swaps: appends only add bytes past a slice's end, and a deleted or replaced segment is
+unlinked but keeps its descriptor open until its last slice is dropped. ``truncate_to``
+is the exception, as in Kafka: it cuts the segment holding ``offset`` in place, and
+later appends write new batches at the positions it freed, so a slice of that segment
+reaching past the cut then reads fewer bytes (``pread`` and ``sendfile`` stop at the end
+of the file) or other batches. Slices wholly below the cut, and slices of segments the
+truncation deletes whole (or that ``truncate_fully_and_start_at`` deletes), keep their
+bytes. Kafka's ``FileRecords`` slices share the segment file the same way, and its
 ``writeTo`` fails a send that finds the file truncated under it; a caller that may
 truncate while a slice is in flight must expect the same.
 """
@@ -105,7 +116,7 @@ import bisect
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, NamedTuple, Self
@@ -123,6 +134,7 @@ from tickwheel.log._batch import (
 from tickwheel.log._checkpoint import fsync_dir, topic_partition_of, write_checkpoints
 from tickwheel.log._config import LOG_APPEND_TIME, LogConfig
 from tickwheel.log._errors import (
+    InvalidRecordError,
     LogStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -132,11 +144,15 @@ from tickwheel.log._index import NO_TIMESTAMP
 from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache
 from tickwheel.log._offset_metadata import LogOffsetMetadata
 from tickwheel.log._producer_state import BatchMetadata, ProducerStateManager
+from tickwheel.log._record_codec import has_null_key
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._recovery import (
+    CLEANED_SUFFIX,
+    CLEANER_CHECKPOINT,
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    SWAP_SUFFIX,
     load_log,
 )
 from tickwheel.log._segment import BatchEntry, LogSegment
@@ -175,6 +191,31 @@ class LogAppendInfo(NamedTuple):
     valid_bytes: int
     num_batches: int
     duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CleanableSegment:
+    """A closed segment as the cleaner saw it: offsets [base, ``end_offset``)."""
+
+    segment: LogSegment
+    size_bytes: int
+    end_offset: int
+    first_timestamp_ms: int
+    largest_timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningView:
+    """A log's closed segments and offsets, as ``Log.cleaning_view`` read them."""
+
+    dir_path: str
+    config: LogConfig
+    segments: tuple[CleanableSegment, ...]
+    log_start_offset: int
+    high_watermark: int
+    cleaned_offset: int
+    # Each idempotent producer's last offset: its batch is kept, so its sequence lives.
+    producer_last_offsets: Mapping[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +268,17 @@ def _log_append_time_pieces(
     return pieces, entries
 
 
+def _check_keys(
+    config: LogConfig, data: memoryview, batches: list[tuple[int, BatchHeader]]
+) -> None:
+    """Refuse a record without a key, as Kafka does, if the topic is compacted."""
+    if not config.compacted:
+        return
+    for position, header in batches:
+        if has_null_key(data[position : position + header.size_bytes], header):
+            raise InvalidRecordError("compacted topic cannot accept a record without a key")
+
+
 class Log:
     """A partition's segmented log; create it with ``Log.open``."""
 
@@ -242,6 +294,8 @@ class Log:
         producer_state: ProducerStateManager,
         leader_epochs: LeaderEpochFileCache,
         checkpointed: dict[str, int],
+        cleaned_offset: int,
+        contiguous: bool,
     ) -> None:
         self._lock = threading.RLock()
         self._dir_path = dir_path
@@ -259,6 +313,8 @@ class Log:
         self._last_flush_ms = clock_ms()
         self._rolled_since_flush = False
         self._checkpointed = dict(checkpointed)
+        self._cleaned_offset = cleaned_offset
+        self._contiguous = contiguous and not config.compacted
         self._update_log_end()
         self._high_watermark = self._metadata_for(high_watermark)
 
@@ -289,6 +345,8 @@ class Log:
             loaded.producer_state,
             loaded.leader_epochs,
             loaded.checkpointed,
+            loaded.cleaned_offset,
+            loaded.contiguous,
         )
         with log._lock:
             # Recovery may have lowered the recovery point (a cut tail): record it
@@ -369,6 +427,7 @@ class Log:
         """Apply changed topic settings (AlterConfigs) from the next append on."""
         with self._lock:
             self._config = config
+            self._contiguous = self._contiguous and not config.compacted
             for segment in self._segments:
                 segment.update_config(config)
 
@@ -388,6 +447,7 @@ class Log:
         num_messages, max_timestamp, idempotent = check_client_batches(
             batches, config.max_message_bytes
         )
+        _check_keys(config, data, batches)
         total_bytes = len(data)
         with self._lock:
             if self._closed:
@@ -458,7 +518,9 @@ class Log:
 
         Raises ``CorruptRecordError``/``InvalidRecordError`` for a bad batch and
         ``UnexpectedAppendOffsetError`` unless each batch starts where the previous one
-        (or the log) ends: with no compaction, a gap can only be a replication bug.
+        (or the log) ends. A compacted log may skip offsets (the leader's cleaner
+        removed batches) but never go back; in any other log a gap can only be a
+        replication bug.
         """
         data = memoryview(records).cast("B")
         batches = parse_batches(data)
@@ -469,7 +531,11 @@ class Log:
             next_offset = self._log_end.message_offset
             entries: list[BatchEntry] = []
             for _, header in batches:
-                if header.base_offset != next_offset or header.last_offset_delta < 0:
+                if (
+                    header.base_offset < next_offset
+                    or (self._contiguous and header.base_offset != next_offset)
+                    or header.last_offset_delta < 0
+                ):
                     raise UnexpectedAppendOffsetError(
                         f"batch at offset {header.base_offset} does not follow {next_offset}",
                         first_offset=header.base_offset,
@@ -823,6 +889,8 @@ class Log:
         # appended after this truncation without checking them: lower it on disk now.
         self._recovery_point = min(self._recovery_point, log_end)
         self._sync_checkpoints()
+        if self._cleaned_offset > log_end:
+            self._write_cleaned_offset(max(log_end, self._log_start_offset))
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start to ``offset`` (at most the high watermark).
@@ -847,12 +915,15 @@ class Log:
         """Delete old segments by ``retention.ms`` and ``retention.bytes``; returns how many.
 
         Only segments wholly below the high watermark are eligible; the active one is
-        rolled first if it must go too.
+        rolled first if it must go too. A log whose ``cleanup.policy`` lacks ``delete``
+        (``compact`` alone) keeps every segment: the cleaner bounds it instead.
         """
         with self._lock:
             self._check_open()
             now = self._clock_ms() if now_ms is None else now_ms
             config = self._config
+            if not config.retention_deletes:
+                return 0
             excess_bytes = (
                 sum(segment.size_bytes for segment in self._segments) - config.retention_bytes
                 if config.retention_bytes >= 0
@@ -894,6 +965,107 @@ class Log:
             self._base_offsets.pop(0)
             # Not closed: slices handed out may still be sending from it.
             doomed.delete()
+
+    # -- compaction (driven by ``_cleaner``) --------------------------------------------
+
+    @property
+    def cleaned_offset(self) -> int:
+        """Where the cleaner's dirty section starts (``cleaner-offset-checkpoint``)."""
+        return self._cleaned_offset
+
+    def cleaning_view(self) -> CleaningView:
+        """What the cleaner needs to plan a cleaning, read at one instant.
+
+        The closed segments are immutable (appends go to the active one), so the
+        cleaner may read them without the lock; ``replace_segments`` checks that they
+        are still there, unchanged, before it swaps.
+        """
+        with self._lock:
+            self._check_open()
+            segments = tuple(
+                CleanableSegment(
+                    segment,
+                    segment.size_bytes,
+                    self._segments[i + 1].base_offset,
+                    segment.rolling_timestamp_ms,
+                    segment.largest_timestamp_ms(),
+                )
+                for i, segment in enumerate(self._segments[:-1])
+            )
+            last_offsets = {
+                producer_id: entry.batches[-1].last_offset
+                for producer_id, entry in self._producers.producers.items()
+                if entry.batches
+            }
+            return CleaningView(
+                dir_path=self._dir_path,
+                config=self._config,
+                segments=segments,
+                log_start_offset=self._log_start_offset,
+                high_watermark=self._high_watermark.message_offset,
+                cleaned_offset=max(self._cleaned_offset, self._log_start_offset),
+                producer_last_offsets=last_offsets,
+            )
+
+    def replace_segments(self, old: Sequence[CleanableSegment], cleaned: LogSegment) -> bool:
+        """Swap ``cleaned`` (its files named ``*.cleaned``, flushed) in for ``old``.
+
+        ``old`` must still be consecutive closed segments of the log, unchanged since
+        ``cleaning_view``; if retention, a truncation or DeleteRecords touched them, the
+        swap is refused (False) and the caller deletes ``cleaned``. The steps, each safe
+        to be cut by a crash (``_recovery`` finishes a swap whose ``.log.swap`` file
+        exists and discards ``.cleaned`` files): rename the cleaned files to ``*.swap``
+        (the log file last), fsync the directory, unlink the old segments' files,
+        rename the ``.swap`` files to the segment names, fsync the directory. Slices of
+        the old segments keep reading their unlinked files.
+        """
+        with self._lock:
+            self._check_open()
+            first = next(
+                (i for i, segment in enumerate(self._segments) if segment is old[0].segment), None
+            )
+            if (
+                first is None
+                or first + len(old) >= len(self._segments)
+                or old[0].segment.base_offset < self._log_start_offset
+                or any(
+                    self._segments[first + i] is not entry.segment
+                    or entry.segment.size_bytes != entry.size_bytes
+                    for i, entry in enumerate(old)
+                )
+            ):
+                return False
+            try:
+                cleaned.change_file_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+                fsync_dir(self._dir_path)
+                for entry in old:
+                    # Not closed: slices handed out may still be sending from it.
+                    entry.segment.delete()
+                cleaned.change_file_suffix(SWAP_SUFFIX, "")
+                fsync_dir(self._dir_path)
+            except OSError as error:
+                raise LogStorageError(f"swap in {self._dir_path} failed: {error}") from error
+            self._segments[first : first + len(old)] = [cleaned]
+            self._base_offsets[first : first + len(old)] = [cleaned.base_offset]
+            # The high watermark's position may have moved inside a cleaned segment.
+            self._high_watermark = self._metadata_for(self._high_watermark.message_offset)
+            self._contiguous = False
+            return True
+
+    def mark_cleaned(self, offset: int) -> None:
+        """Record that the log is clean below ``offset`` (``cleaner-offset-checkpoint``)."""
+        with self._lock:
+            self._check_open()
+            self._write_cleaned_offset(offset)
+
+    def _write_cleaned_offset(self, offset: int) -> None:
+        try:
+            write_checkpoints(
+                self._dir_path, self._topic, self._partition, {CLEANER_CHECKPOINT: offset}
+            )
+        except OSError as error:
+            raise LogStorageError(f"checkpoint of {self._dir_path} failed: {error}") from error
+        self._cleaned_offset = offset
 
     # -- durability --------------------------------------------------------------------
 

@@ -2,25 +2,34 @@
 
 The procedure ``load_log`` follows on every open (after a clean close or a crash):
 
-1. Delete leftovers of interrupted work: ``*.tmp`` checkpoints, ``*.deleted``,
-   ``*.cleaned`` and ``*.swap`` files, and index files whose ``.log`` file is gone.
+1. Finish or undo interrupted cleanings (``_cleaner``), as Kafka does: a
+   ``<base>.log.swap`` file is a cleaned segment that was completely written and
+   fsynced, so the swap is finished -- the segments it replaces (those whose base
+   offset lies in [its base offset, its end offset)) are deleted and the ``.swap``
+   files take the segment names. Then delete leftovers of interrupted work: ``*.tmp``
+   checkpoints, ``*.deleted``, ``*.cleaned`` and other ``*.swap`` files, and index
+   files whose ``.log`` file is gone.
 2. Read the checkpoints: recovery point (every byte below it was fsynced with its
-   index files), log start offset, high watermark. A missing one means 0 / the first
-   segment's base offset / 0.
+   index files), log start offset, high watermark, and the cleaner's
+   ``cleaner-offset-checkpoint`` (where the next cleaning's dirty section starts).
+   A missing one means 0 / the first segment's base offset / 0 / the log start.
 3. Segments wholly below the recovery point are *loaded*: their index files are
    read and sanity-checked (whole entries, increasing, inside the file and the
    segment, last entries naming real batches: see ``_segment``) and only the headers
    after the last index entry are read to find the end offset and largest timestamp;
-   the segment must start at its base offset and end at the next one's. A segment
+   the segment must start at its base offset and end at the next one's (for a log
+   that was ever compacted: start at or after its base offset, end at or before the
+   next one's, since the cleaner leaves gaps). A segment
    that fails is recovered instead (step 4), with one WARNING naming the file and the
    reason, as Kafka's "Found a corrupted index file ... rebuilding index files".
 4. The segment holding the recovery point and every later one are *recovered*:
    from the recovery point's batch (or from byte 0 if it cannot be found) each batch
    is read whole and must pass the framing, magic and CRC checks and start at the
    offset after the previous batch's (each segment starts where the previous one
-   ends). The indexes are rebuilt as the scan goes. At the first batch that fails,
-   the file is cut there (a torn write or a corrupt byte) and every later segment is
-   deleted: the log is the longest valid prefix.
+   ends; in a log that was ever compacted, at any offset after it). The indexes are
+   rebuilt as the scan goes. At the first batch that fails, the file is cut there (a
+   torn write or a corrupt byte) and every later segment is deleted: the log is the
+   longest valid prefix.
 5. Segments wholly below the log start offset are deleted; an empty directory gets
    an empty segment at the log start offset.
 6. Producer state and the leader epoch cache are rebuilt by reading every batch
@@ -46,7 +55,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tickwheel.log._batch import BatchHeader
-from tickwheel.log._checkpoint import TEMP_SUFFIX, read_checkpoint
+from tickwheel.log._checkpoint import TEMP_SUFFIX, fsync_dir, read_checkpoint
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import LogError
 from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache, load_leader_epoch_cache
@@ -62,8 +71,11 @@ from tickwheel.log._segment import (
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
+CLEANER_CHECKPOINT: Final = "cleaner-offset-checkpoint"
+CLEANED_SUFFIX: Final = ".cleaned"
+SWAP_SUFFIX: Final = ".swap"
 # Suffixes Kafka gives files of unfinished deletes, cleanings and swaps.
-_LEFTOVER_SUFFIXES: Final = (TEMP_SUFFIX, ".deleted", ".cleaned", ".swap")
+_LEFTOVER_SUFFIXES: Final = (TEMP_SUFFIX, ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
 # Bigger reads when every header of a segment is wanted.
 _FULL_SCAN_CHUNK_BYTES: Final = 64 * 1024
 
@@ -82,12 +94,20 @@ class LoadedLog:
     leader_epochs: LeaderEpochFileCache
     # The checkpoint files' offsets as found (a missing file counts as its default).
     checkpointed: dict[str, int]
+    # Where the cleaner's dirty section starts (``cleaner-offset-checkpoint``).
+    cleaned_offset: int
+    # Whether offsets are contiguous: the log was never compacted and is not compactable.
+    contiguous: bool
 
 
 def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
     """Open, recover and index every segment of a partition directory (steps 1-7 above)."""
     os.makedirs(dir_path, exist_ok=True)
+    _finish_swaps(dir_path, config, now_ms)
     base_offsets = _clean_directory(dir_path)
+    cleaner_checkpoint = read_checkpoint(os.path.join(dir_path, CLEANER_CHECKPOINT))
+    # Offsets are contiguous unless the cleaner may have left gaps.
+    contiguous = cleaner_checkpoint is None and not config.compacted
     recovery_point = read_checkpoint(os.path.join(dir_path, RECOVERY_POINT_CHECKPOINT)) or 0
     start_checkpoint = read_checkpoint(os.path.join(dir_path, LOG_START_OFFSET_CHECKPOINT))
     high_watermark = read_checkpoint(os.path.join(dir_path, HIGH_WATERMARK_CHECKPOINT)) or 0
@@ -100,14 +120,17 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
     kept = len(segments)
     for i, segment in enumerate(segments):
         next_base = base_offsets[i + 1] if i + 1 < len(segments) else None
-        if i > 0 and segment.base_offset != segments[i - 1].next_offset:
+        previous_end = segments[i - 1].next_offset if i > 0 else segment.base_offset
+        if segment.base_offset < previous_end or (
+            contiguous and segment.base_offset != previous_end
+        ):
             # Segments continue each other; a gap or overlap means this one is stray.
             kept = i
             break
         if next_base is not None and next_base <= recovery_point:
-            cut_bytes = _load(segment, next_base)
+            cut_bytes = _load(segment, next_base, contiguous=contiguous)
         else:
-            cut_bytes = _recover_from(segment, recovery_point, next_base)
+            cut_bytes = _recover_from(segment, recovery_point, next_base, contiguous=contiguous)
         if cut_bytes:
             kept = i + 1
             break
@@ -140,8 +163,12 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
         recovery_point=min(max(recovery_point, log_start), log_end),
         high_watermark=min(max(high_watermark, log_start), log_end),
         producer_state=producer_state,
-        leader_epochs=load_leader_epoch_cache(dir_path, batch_epochs, log_start, log_end),
+        leader_epochs=load_leader_epoch_cache(
+            dir_path, batch_epochs, log_start, log_end, compacted=not contiguous
+        ),
         checkpointed=checkpointed,
+        cleaned_offset=min(max(cleaner_checkpoint or 0, log_start), log_end),
+        contiguous=contiguous,
     )
 
 
@@ -185,45 +212,85 @@ def _clean_directory(dir_path: str) -> list[int]:
     return sorted(base_offsets)
 
 
-def _load(segment: LogSegment, next_base: int) -> int:
+def _load(segment: LogSegment, next_base: int, *, contiguous: bool) -> int:
     """Load a segment below the recovery point, or recover it; returns the bytes cut."""
     problem = segment.load(next_base)
     if problem is None and segment.size_bytes:
         first = next(segment.iter_headers(0, segment.size_bytes))[1]
-        if first.base_offset != segment.base_offset:
+        if first.base_offset < segment.base_offset or (
+            contiguous and first.base_offset != segment.base_offset
+        ):
             problem = (
                 f"{segment.file.path}: first batch has offset {first.base_offset}, "
                 f"not the segment's {segment.base_offset}"
             )
-        elif segment.next_offset != next_base:
+        elif segment.next_offset > next_base or (contiguous and segment.next_offset != next_base):
             problem = (
                 f"{segment.file.path}: ends at offset {segment.next_offset}, "
                 f"not at the next segment's {next_base}"
             )
     if problem is None:
         return 0
-    return _recover_after(segment, problem)
+    return _recover_after(segment, problem, contiguous=contiguous)
 
 
-def _recover_from(segment: LogSegment, recovery_point: int, next_base: int | None) -> int:
+def _recover_from(
+    segment: LogSegment, recovery_point: int, next_base: int | None, *, contiguous: bool
+) -> int:
     """Recover a segment at or above the recovery point, from its batch when possible."""
     if segment.base_offset < recovery_point:
         problem = segment.load(next_base)
         if problem is not None:
-            return _recover_after(segment, problem)
+            return _recover_after(segment, problem, contiguous=contiguous)
         try:
             found = segment.translate_offset(recovery_point)
         except LogError:
             found = None
         if found is not None and found[1].base_offset == recovery_point:
-            return segment.recover(found[0], recovery_point)
+            return segment.recover(found[0], recovery_point, contiguous=contiguous)
         if found is None and segment.next_offset == recovery_point:
             # A clean close: the recovery point is the end, nothing to re-verify.
-            return segment.recover(segment.size_bytes, recovery_point)
-    return segment.recover(0, segment.base_offset)
+            return segment.recover(segment.size_bytes, recovery_point, contiguous=contiguous)
+    return segment.recover(0, segment.base_offset, contiguous=contiguous)
 
 
-def _recover_after(segment: LogSegment, problem: str) -> int:
+def _recover_after(segment: LogSegment, problem: str, *, contiguous: bool) -> int:
     """Recover a whole segment whose files failed to load because of ``problem``."""
     _log.warning("%s; recovering %s and rebuilding its indexes", problem, segment.file.path)
-    return segment.recover(0, segment.base_offset)
+    return segment.recover(0, segment.base_offset, contiguous=contiguous)
+
+
+def _finish_swaps(dir_path: str, config: LogConfig, now_ms: int) -> None:
+    """Step 1: complete every swap whose cleaned ``.log`` file reached its ``.swap`` name.
+
+    The cleaner fsyncs a cleaned segment before the rename that makes it a swap, and
+    always keeps its group's last batch (see ``_cleaner``), so the swap's end offset is
+    the end of the segments it replaces.
+    """
+    swap_log_suffix = LOG_SUFFIX + SWAP_SUFFIX
+    for name in sorted(os.listdir(dir_path)):
+        stem = name.removesuffix(swap_log_suffix)
+        if stem == name or len(stem) != OFFSET_DIGITS or not stem.isdigit():
+            continue
+        base_offset = int(stem)
+        swap = LogSegment.open_file(dir_path, base_offset, config, now_ms, SWAP_SUFFIX)
+        try:
+            end_offset = base_offset
+            for _, header in swap.iter_headers(0, swap.file.size(), _FULL_SCAN_CHUNK_BYTES):
+                end_offset = header.last_offset + 1
+        finally:
+            swap.close()
+        for other in os.listdir(dir_path):
+            other_stem, dot, _ = other.partition(".")
+            replaced = (
+                other.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+                and len(other_stem) == OFFSET_DIGITS
+                and other_stem.isdigit()
+                and dot
+                and base_offset <= int(other_stem) < end_offset
+            )
+            if replaced:
+                os.unlink(os.path.join(dir_path, other))
+        swap.change_file_suffix(SWAP_SUFFIX, "")
+        fsync_dir(dir_path)
+        _log.info("%s: finished an interrupted swap of cleaned segment %d", dir_path, base_offset)

@@ -3,7 +3,9 @@
 A segment is named by its base offset, zero-padded to 20 digits as in Kafka
 (``00000000000000000000.log``, ``.index``, ``.timeindex``). The log file is batches
 back to back, exactly the bytes producers sent with offsets patched in; it is only
-ever appended to, or cut at a batch boundary (follower truncation, a torn tail).
+ever appended to, or cut at a batch boundary (follower truncation, a torn tail). The
+cleaner writes whole new segments under a suffix (``.log.cleaned``), renames them
+(``change_file_suffix``) and never changes an existing one.
 
 Lookups: ``translate_offset`` bisects the offset index and scans batch headers forward
 from the entry found (at most about ``index.interval.bytes``); ``read`` also bisects the
@@ -105,18 +107,19 @@ class LogSegment:
         config: LogConfig,
         created_ms: int,
         file: SegmentFile,
+        file_suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
         self.file = file
         max_offset_entries = config.segment_index_bytes // _OFFSET_INDEX_ENTRY_BYTES
         max_time_entries = config.segment_index_bytes // _TIME_INDEX_ENTRY_BYTES
         self.offset_index = OffsetIndex(
-            os.path.join(dir_path, segment_file_name(base_offset, INDEX_SUFFIX)),
+            os.path.join(dir_path, segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix),
             base_offset,
             max_offset_entries,
         )
         self.time_index = TimeIndex(
-            os.path.join(dir_path, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
+            os.path.join(dir_path, segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             max_time_entries,
         )
@@ -132,11 +135,32 @@ class LogSegment:
 
     @classmethod
     def open_file(
-        cls, dir_path: str, base_offset: int, config: LogConfig, created_ms: int
+        cls,
+        dir_path: str,
+        base_offset: int,
+        config: LogConfig,
+        created_ms: int,
+        file_suffix: str = "",
     ) -> LogSegment:
-        """Open (creating if absent) the segment's log file; its state is not loaded yet."""
-        path = os.path.join(dir_path, segment_file_name(base_offset, LOG_SUFFIX))
-        return cls(dir_path, base_offset, config, created_ms, SegmentFile(path))
+        """Open (creating if absent) the segment's log file; its state is not loaded yet.
+
+        ``file_suffix`` follows each file name: the cleaner writes a segment as
+        ``<base>.log.cleaned`` (and its indexes) before it swaps it in.
+        """
+        path = os.path.join(dir_path, segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
+        return cls(dir_path, base_offset, config, created_ms, SegmentFile(path), file_suffix)
+
+    def change_file_suffix(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the index files, then the log file, from ``old_suffix`` to ``new_suffix``.
+
+        The log file goes last: recovery takes a segment's ``.log`` name as the one that
+        says which step a swap reached (see ``_recovery``).
+        """
+        for holder in (self.offset_index, self.time_index, self.file):
+            new_path = holder.path.removesuffix(old_suffix) + new_suffix
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(holder.path, new_path)
+            holder.path = new_path
 
     def update_config(self, config: LogConfig) -> None:
         """Adopt a changed ``index.interval.bytes`` / ``segment.index.bytes``."""
@@ -481,12 +505,14 @@ class LogSegment:
         if end_position > 0:
             self.rolling_timestamp_ms = next(self.iter_headers(0, end_position))[1].max_timestamp
 
-    def recover(self, from_position: int, from_offset: int) -> int:
+    def recover(self, from_position: int, from_offset: int, *, contiguous: bool = True) -> int:
         """Re-verify from byte ``from_position``; rebuild the indexes; cut a bad tail.
 
         ``from_offset`` is the base offset the batch at ``from_position`` must have (the
         segment's base offset from byte 0). Each batch must pass ``check_batch`` and
-        start right after its predecessor. Returns the bytes cut.
+        start right after its predecessor -- or, unless ``contiguous``, anywhere after
+        it: a compacted log has gaps where the cleaner removed whole batches. Returns
+        the bytes cut.
         """
         file_size = self.file.size()
         self._truncate_state(from_position, from_offset)
@@ -494,9 +520,14 @@ class LogSegment:
         position = from_position
         while position < file_size:
             header = self._verified_header(position, file_size)
-            # Offsets are contiguous (no compaction here), which also catches a flipped
-            # byte in the base offset, a field the CRC does not cover.
-            if header is None or header.base_offset != next_offset or header.last_offset_delta < 0:
+            # In a log never compacted, offsets are contiguous, which also catches a
+            # flipped byte in the base offset, a field the CRC does not cover.
+            if (
+                header is None
+                or header.base_offset < next_offset
+                or (contiguous and header.base_offset != next_offset)
+                or header.last_offset_delta < 0
+            ):
                 break
             last_offset = header.last_offset
             if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:

@@ -5,17 +5,19 @@ every ``log.dirs`` entry is a usable directory (``LogDirError`` otherwise), open
 logs in them (recovering every partition; the topic registry lives in the first),
 starts the purgatories' timer drivers, listens on the configured ``PLAINTEXT``
 listener (port 0 takes a free port; ``bootstrap_servers`` tells which), optionally
-serves metrics, and schedules the housekeeping on its ``Scheduler``: retention and
-flushing every ``log.retention.check.interval.ms``; the high watermark checkpoints every
+serves metrics, starts the log cleaner's threads (``log.cleaner.enable``; they compact
+logs with ``cleanup.policy=compact``, see ``tickwheel.log._cleaner``), and schedules the
+housekeeping on its ``Scheduler``: retention and flushing every
+``log.retention.check.interval.ms``; the high watermark checkpoints every
 ``replica.high.watermark.checkpoint.interval.ms``, the recovery point checkpoints every
 ``log.flush.offset.checkpoint.interval.ms`` and the log start checkpoints every
 ``log.flush.start.offset.checkpoint.interval.ms`` (on a worker thread, since they
 fsync; a failed write takes its log directory offline); and
 closing connections idle for longer than ``connections.max.idle.ms``. ``stop`` stops
 listening, closes every connection (a request waiting in a purgatory is dropped with
-its connection, as when Kafka shuts down), then flushes and closes the logs, which
-write their checkpoints. In a cluster, ``stop`` first hands this broker's leaderships
-to other in-sync replicas (Kafka's controlled shutdown).
+its connection, as when Kafka shuts down), stops the cleaner, then flushes and closes
+the logs, which write their checkpoints. In a cluster, ``stop`` first hands this
+broker's leaderships to other in-sync replicas (Kafka's controlled shutdown).
 
 ``BackgroundBroker`` runs a ``Broker`` on an event loop in its own thread, for
 synchronous programs and tests: ``with BackgroundBroker(config) as broker``.
@@ -42,7 +44,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from tickwheel.log import Log, LogError
+from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig
@@ -84,6 +86,7 @@ class Broker:
         self._listener: Listener | None = None
         self._stopped = False
         self._metrics_server: asyncio.Server | None = None
+        self._cleaner: LogCleaner | None = None
         self._replica_manager: ReplicaManager | None = None
         self._context: BrokerContext | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
@@ -170,11 +173,30 @@ class Broker:
             on_disk[tp.topic] = max(on_disk.get(tp.topic, 0), tp.partition + 1)
         for name, count in on_disk.items():
             topics.adopt(name, count)
+        cleaner = (
+            LogCleaner(
+                CleanerConfig(
+                    threads=config.log_cleaner_threads,
+                    dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
+                    io_buffer_bytes=config.log_cleaner_io_buffer_size,
+                    io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+                    backoff_ms=config.log_cleaner_backoff_ms,
+                ),
+                replica_manager.log_manager.logs,
+                # Lags and delete horizons follow the broker's clock (a manual one in
+                # tests); the threads' backoff between rounds is real time.
+                clock_ms=broker_time.wall_clock_ms,
+            )
+            if config.log_cleaner_enable
+            else None
+        )
+        self._cleaner = cleaner
         metrics = BrokerMetrics(
             lambda: replica_manager.purgatories,
             lambda: replica_manager.log_manager.offline_dir_count,
             partitions=lambda: list(replica_manager.partitions.values()),
             controller_active=lambda: cluster is None or cluster.controller.active,
+            cleaner=lambda: None if cleaner is None else cleaner.metrics,
         )
         context = BrokerContext(
             config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id
@@ -188,6 +210,8 @@ class Broker:
         for info in topics.topics.values():
             context.open_partitions(info)
         context.groups = start_groups(context, broker_time)
+        if cleaner is not None:
+            cleaner.start()
         dispatcher = Dispatcher(context, API_SPECS)
         host, port = config.listen_address()
         listener = Listener(
@@ -332,6 +356,9 @@ class Broker:
             await self._context.cluster.stop()
         if self._context is not None and self._context.groups is not None:
             self._context.groups.shutdown()
+        if self._cleaner is not None:
+            # Before the logs close: a cleaning stops between two batches.
+            await asyncio.to_thread(self._cleaner.stop)
         if self._replica_manager is not None:
             self._replica_manager.shutdown()
         self.time.timers.stop()

@@ -59,9 +59,13 @@ BROKER_TO_TOPIC_CONFIG: Mapping[str, str] = {
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
     "log.message.timestamp.type": "message.timestamp.type",
-    "log.cleanup.policy": "cleanup.policy",
     "message.max.bytes": "max.message.bytes",
     "min.insync.replicas": "min.insync.replicas",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
 }
 
 
@@ -201,7 +205,33 @@ class BrokerConfig:
     log_message_timestamp_type: str = field(
         default="CreateTime", metadata=_kafka("log.message.timestamp.type")
     )
+    # Log compaction (tickwheel.log.LogCleaner); the topic-level ones are defaults
+    # (BROKER_TO_TOPIC_CONFIG).
     log_cleanup_policy: str = field(default="delete", metadata=_kafka("log.cleanup.policy"))
+    log_cleaner_enable: bool = field(default=True, metadata=_kafka("log.cleaner.enable"))
+    log_cleaner_threads: int = field(default=1, metadata=_kafka("log.cleaner.threads"))
+    log_cleaner_dedupe_buffer_size: int = field(
+        default=134_217_728, metadata=_kafka("log.cleaner.dedupe.buffer.size")
+    )
+    log_cleaner_io_buffer_size: int = field(
+        default=524_288, metadata=_kafka("log.cleaner.io.buffer.size")
+    )
+    log_cleaner_io_buffer_load_factor: float = field(
+        default=0.9, metadata=_kafka("log.cleaner.io.buffer.load.factor")
+    )
+    log_cleaner_backoff_ms: int = field(default=15_000, metadata=_kafka("log.cleaner.backoff.ms"))
+    log_cleaner_min_cleanable_ratio: float = field(
+        default=0.5, metadata=_kafka("log.cleaner.min.cleanable.ratio")
+    )
+    log_cleaner_delete_retention_ms: int = field(
+        default=86_400_000, metadata=_kafka("log.cleaner.delete.retention.ms")
+    )
+    log_cleaner_min_compaction_lag_ms: int = field(
+        default=0, metadata=_kafka("log.cleaner.min.compaction.lag.ms")
+    )
+    log_cleaner_max_compaction_lag_ms: int = field(
+        default=2**63 - 1, metadata=_kafka("log.cleaner.max.compaction.lag.ms")
+    )
     log_retention_check_interval_ms: int = field(
         default=300_000, metadata=_kafka("log.retention.check.interval.ms")
     )
@@ -438,6 +468,11 @@ def _parse(name: str, raw: str, default: object) -> object:
         return lowered == "true"
     if isinstance(default, int):
         return _parse_int(name, raw)
+    if isinstance(default, float):
+        try:
+            return float(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not a number") from None
     return raw.strip()
 
 

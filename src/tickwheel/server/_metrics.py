@@ -33,6 +33,14 @@ rest):
   the controller; a broker alone is its own) and ``..._OfflinePartitionsCount``
   (reported by the controller only, as in Kafka: partitions without a leader or in an
   offline directory, counted over the partitions this broker hosts).
+- The log cleaner's gauges (``kafka.log:type=LogCleaner`` and ``LogCleanerManager``,
+  names with ``-`` turned into ``_`` as the JMX exporter does), as its last cleanings
+  left them: ``kafka_log_LogCleanerManager_max_dirty_percent`` (the dirtiest
+  compacted log's dirty ratio), ``kafka_log_LogCleaner_cleaner_recopy_percent`` (bytes
+  written over bytes read by the last cleanings), ``..._max_clean_time_secs``,
+  ``..._max_buffer_utilization_percent`` and
+  ``kafka_log_LogCleanerManager_uncleanable_partitions_count``. Absent when
+  ``log.cleaner.enable=false``.
 - ``process_*`` and ``python_info``: prometheus_client's process and platform
   collectors, in the broker's registry.
 
@@ -71,6 +79,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from tickwheel.log import CleanerMetrics
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import Partition
 
@@ -100,6 +109,7 @@ OfflineDirCount = Callable[[], int]
 PartitionList = Callable[[], Iterable[Partition]]
 ControllerActive = Callable[[], bool]
 Ready = Callable[[], bool]
+CleanerGauges = Callable[[], CleanerMetrics | None]
 
 
 class MetricsPortError(OSError):
@@ -149,6 +159,44 @@ class _LogManagerCollector(Collector):
             "Log directories offline after an I/O error",
             value=self._offline_dir_count(),
         )
+
+
+class _CleanerCollector(Collector):
+    def __init__(self, cleaner: CleanerGauges) -> None:
+        self._cleaner = cleaner
+
+    def collect(self) -> Iterator[Metric]:
+        metrics = self._cleaner()
+        if metrics is None:
+            return
+        for name, help_text, value in (
+            (
+                "LogCleanerManager_max_dirty_percent",
+                "Dirty ratio of the dirtiest compacted log, in percent",
+                metrics.max_dirty_percent,
+            ),
+            (
+                "LogCleaner_cleaner_recopy_percent",
+                "Bytes written over bytes read by the last cleanings, in percent",
+                metrics.cleaner_recopy_percent,
+            ),
+            (
+                "LogCleaner_max_clean_time_secs",
+                "Longest of the last cleanings, in seconds",
+                metrics.max_clean_time_secs,
+            ),
+            (
+                "LogCleaner_max_buffer_utilization_percent",
+                "Fullest offset map of the last cleanings, in percent",
+                metrics.max_buffer_utilization_percent,
+            ),
+            (
+                "LogCleanerManager_uncleanable_partitions_count",
+                "Partitions the cleaner gave up on after an error",
+                metrics.uncleanable_partitions_count,
+            ),
+        ):
+            yield GaugeMetricFamily("kafka_log_" + name, help_text, value=value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -283,6 +331,10 @@ def _always() -> bool:
     return True
 
 
+def _no_cleaner() -> CleanerMetrics | None:
+    return None
+
+
 def _no_partitions() -> Iterable[Partition]:
     return ()
 
@@ -301,6 +353,7 @@ class BrokerMetrics:
         *,
         partitions: PartitionList = _no_partitions,
         controller_active: ControllerActive = _always,
+        cleaner: CleanerGauges = _no_cleaner,
     ) -> None:
         self._purgatories = purgatories
         self._partitions = partitions
@@ -310,6 +363,7 @@ class BrokerMetrics:
         self.registry.register(_PartitionCollector(partitions, controller_active))
         self._topic_rates = _BrokerTopicCollector(partitions)
         self.registry.register(self._topic_rates)
+        self.registry.register(_CleanerCollector(cleaner))
         # The same collectors prometheus_client puts in its global registry; each
         # broker's registry gets its own instances (the process is shared, so
         # several brokers in one process report the same figures).

@@ -66,10 +66,6 @@ def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupServic
     topic_configs = {
         "cleanup.policy": "compact",
         "segment.bytes": str(config.offsets_topic_segment_bytes),
-        # Kafka compacts this topic and never deletes it by age; the log does not
-        # compact, so at least nothing may expire: a quiet group keeps its offsets.
-        "retention.ms": "-1",
-        "retention.bytes": "-1",
     }
 
     def create_offsets_topic() -> None:
