@@ -22,7 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickwheel.log import LogConfig
-from tickwheel.log._batch import RECORD_BATCH_OVERHEAD
+from tickwheel.log._batch import (
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    log_append_time_header,
+)
 from tickwheel.log._index import NO_TIMESTAMP
 from tickwheel.log._segment import (
     INDEX_SUFFIX,
@@ -159,18 +163,61 @@ def test_read_of_a_batch_larger_than_max_bytes(segment: LogSegment) -> None:
 def test_timestamp_lookups(segment: LogSegment) -> None:
     batches = _batches()
     _append(segment, batches)
-    found = segment.find_offset_by_timestamp(1035, BASE_OFFSET)
-    assert found is not None
-    assert found[1].base_offset == BASE_OFFSET + 2 * 4  # the first batch at >= 1035 ms
-    found = segment.find_offset_by_timestamp(0, BASE_OFFSET + 3)
-    assert found is not None
-    assert found[1].base_offset == BASE_OFFSET + 2  # the batch holding min_offset
+    # The first record at >= 1035 ms opens the fifth batch.
+    assert segment.find_offset_by_timestamp(1035, BASE_OFFSET) == (
+        1040,
+        BASE_OFFSET + 2 * 4,
+        header_of(batches[4]),
+    )
+    # Not before min_offset: the second record of the second batch.
+    assert segment.find_offset_by_timestamp(0, BASE_OFFSET + 3) == (
+        1010,
+        BASE_OFFSET + 3,
+        header_of(batches[1]),
+    )
     assert segment.find_offset_by_timestamp(max(TIMESTAMPS_MS) + 1, BASE_OFFSET) is None
-    found = segment.find_max_timestamp()
-    assert found is not None
-    assert found[1].max_timestamp == max(TIMESTAMPS_MS)
-    assert found[1].base_offset == BASE_OFFSET + 2 * TIMESTAMPS_MS.index(max(TIMESTAMPS_MS))
+    newest = TIMESTAMPS_MS.index(max(TIMESTAMPS_MS))
+    assert segment.find_max_timestamp() == (BASE_OFFSET + 2 * newest, header_of(batches[newest]))
     assert segment.largest_timestamp_ms() == max(TIMESTAMPS_MS)
+
+
+def log_append_time(batch: bytes, now_ms: int) -> bytes:
+    """``batch`` as a leader stamps it for a LogAppendTime topic."""
+    header = log_append_time_header(memoryview(batch), 0, 0, 0, now_ms)
+    return header + batch[RECORD_BATCH_OVERHEAD:]
+
+
+@pytest.mark.parametrize("timestamp_type", [0, TIMESTAMP_TYPE_MASK])
+def test_timestamp_lookups_answer_records_inside_a_batch(
+    segment: LogSegment, timestamp_type: int
+) -> None:
+    """20 records 1 s apart in one batch: the record at or after a time, and the first
+    record holding the largest one; a LogAppendTime batch gives every record its max."""
+    values = [str(i).encode() for i in range(20)]
+    batch = make_batch(values, timestamp_ms=10_000, timestamp_step_ms=1_000)
+    if timestamp_type:
+        batch = log_append_time(batch, 99_000)
+    _append(segment, [with_offsets(batch, BASE_OFFSET, 0)])
+    header = header_of(with_offsets(batch, BASE_OFFSET, 0))
+    if timestamp_type:
+        assert segment.find_offset_by_timestamp(17_500, BASE_OFFSET) == (
+            99_000,
+            BASE_OFFSET,
+            header,
+        )
+        assert segment.find_max_timestamp() == (BASE_OFFSET, header)
+    else:
+        assert segment.find_offset_by_timestamp(17_500, BASE_OFFSET) == (
+            18_000,
+            BASE_OFFSET + 8,
+            header,
+        )
+        assert segment.find_offset_by_timestamp(10_000, BASE_OFFSET + 5) == (
+            15_000,
+            BASE_OFFSET + 5,
+            header,
+        )
+        assert segment.find_max_timestamp() == (BASE_OFFSET + 19, header)
 
 
 def test_largest_timestamp_falls_back_to_the_file_time(segment: LogSegment) -> None:
@@ -357,10 +404,12 @@ def _expected_read(offset: int, max_bytes: int) -> bytes:
 
 
 def _expected_by_timestamp(timestamp_ms: int, min_offset: int) -> int | None:
-    """A linear scan: the first batch reaching ``min_offset`` with max ts >= the target."""
+    """A linear scan over the records (two per batch, both at the batch's timestamp):
+    the first at or past ``min_offset`` whose timestamp is >= the target."""
     for i, batch_timestamp_ms in enumerate(TIMESTAMPS_MS):
-        if batch_timestamp_ms >= timestamp_ms and BASE_OFFSET + 2 * i + 1 >= min_offset:
-            return BASE_OFFSET + 2 * i
+        for offset in (BASE_OFFSET + 2 * i, BASE_OFFSET + 2 * i + 1):
+            if batch_timestamp_ms >= timestamp_ms and offset >= min_offset:
+                return offset
     return None
 
 
@@ -379,11 +428,11 @@ def _assert_answers_as_a_scan(segment: LogSegment) -> None:
     for timestamp_ms in sorted(targets):
         for min_offset in (BASE_OFFSET, BASE_OFFSET + 7):
             found = segment.find_offset_by_timestamp(timestamp_ms, min_offset)
-            answer = None if found is None else found[1].base_offset
+            answer = None if found is None else found[1]
             assert answer == _expected_by_timestamp(timestamp_ms, min_offset)
     found = segment.find_max_timestamp()
     assert found is not None
-    assert found[1].base_offset == BASE_OFFSET + 2 * TIMESTAMPS_MS.index(max(TIMESTAMPS_MS))
+    assert found[0] == BASE_OFFSET + 2 * TIMESTAMPS_MS.index(max(TIMESTAMPS_MS))
 
 
 def _write_log_file(dir_path: Path) -> None:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Final
 
 from tickwheel.bench._batches import make_keyed_batch
+from tickwheel.bench._chart import Bars, Panel, add_png_argument, save_png
 from tickwheel.log import Log, LogConfig
 from tickwheel.log._cleaner import DEFAULT_IO_BUFFER_BYTES, clean
 
@@ -193,7 +194,8 @@ def _produce_rounds(args: argparse.Namespace, directory: Path) -> list[tuple[flo
 
 def _report(
     name: str, subject: str, subject_s: list[float], peer: str, peer_s: list[float], mib: float
-) -> None:
+) -> dict[str, dict[str, float]]:
+    """Print one workload's medians and ratio; returns its MiB/s medians for a chart."""
     ratios = [
         peer_time / subject_time for subject_time, peer_time in zip(subject_s, peer_s, strict=True)
     ]
@@ -203,6 +205,10 @@ def _report(
         f"ratio {statistics.median(ratios):5.2f}  "
         f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
     )
+    return {
+        subject: {name: mib / statistics.median(subject_s)},
+        peer: {name: mib / statistics.median(peer_s)},
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -221,6 +227,7 @@ def main(argv: list[str]) -> int:
         help="min.cleanable.dirty.ratio of the produce workload's compacted topic",
     )
     parser.add_argument("--skip-produce", action="store_true", help="run the clean workload only")
+    add_png_argument(parser)
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="tickwheel-bench-cleaner-", dir=args.dir) as temp:
@@ -234,7 +241,7 @@ def main(argv: list[str]) -> int:
             f"min.cleanable.dirty.ratio {args.dirty_ratio}"
         )
         rounds = [_clean_round(source, directory) for _ in range(args.rounds)]
-        _report(
+        cleaning = _report(
             "clean",
             "clean (dirty MiB/s)",
             [clean_s for clean_s, _, _ in rounds],
@@ -243,9 +250,10 @@ def main(argv: list[str]) -> int:
             mib,
         )
         print(f"  recopy: {statistics.median(r for _, _, r in rounds):.1f} % of the bytes read")
+        panels: list[Panel] = [Bars(title="cleaning", unit="MiB/s", values=cleaning)]
         if not args.skip_produce:
             produced = _produce_rounds(args, directory)
-            _report(
+            producing = _report(
                 "produce",
                 "compact + cleaner",
                 [compact for compact, _ in produced],
@@ -253,4 +261,6 @@ def main(argv: list[str]) -> int:
                 [delete for _, delete in produced],
                 float(args.produce_mib),
             )
+            panels.append(Bars(title="produce while cleaning", unit="MiB/s", values=producing))
+    save_png(args.png, "tickwheel bench cleaner (medians)", panels)
     return 0

@@ -33,6 +33,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
+from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint, LocalCluster
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
@@ -150,6 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--changes", type=int, default=40, help="alterations per setup")
     parser.add_argument("--log-parent", default=_TMPFS, help="where the brokers' logs go")
+    add_png_argument(parser)
     return parser
 
 
@@ -168,4 +170,18 @@ def main(argv: list[str]) -> int:
     print(_row(f"{_BROKERS} brokers: every broker applied it", applied))
     ratio = statistics.median(applied) / statistics.median(single)
     print(f"\ncluster, every broker / one broker (p50): {ratio:.1f}x")
+    setups = {
+        "one broker: answer": single,
+        f"{_BROKERS} brokers: answer": answers,
+        f"{_BROKERS} brokers: all applied": applied,
+    }
+    values = {
+        statistic: {name: pick(samples) * 1000 for name, samples in setups.items()}
+        for statistic, pick in (("p50", statistics.median), ("max", max))
+    }
+    save_png(
+        args.png,
+        "tickwheel bench configs",
+        [Bars(title="live config change", unit="ms", values=values, log_scale=True)],
+    )
     return 0

@@ -39,6 +39,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 _TMPFS = "/dev/shm"
@@ -179,6 +180,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--runs", type=int, default=11, help="runs of the single-broker cases")
     parser.add_argument("--cluster-runs", type=int, default=3, help="0 skips the cluster")
     parser.add_argument("--log-parent", default=_TMPFS, help="where the logs go")
+    add_png_argument(parser)
     return parser
 
 
@@ -201,6 +203,7 @@ def main(argv: list[str]) -> int:
     print("## Start-up (to the first acks=all produce acknowledged)\n")
     print("| broker | median ms | max ms | runs | target ms |")
     print("|---|---:|---:|---:|---:|")
+    values: dict[str, dict[str, float]] = {"median": {}, "target": {}}
     for name, what, runs in cases:
         samples = _measure(what, runs, log_parent)
         target_s = next(t for prefix, t in _TARGETS_S.items() if name.startswith(prefix))
@@ -210,4 +213,12 @@ def main(argv: list[str]) -> int:
             f"| {runs} | {target} |",
             flush=True,
         )
+        values["median"][name] = statistics.median(samples) * 1000
+        if target_s is not None:
+            values["target"][name] = target_s * 1000
+    save_png(
+        args.png,
+        "tickwheel bench startup",
+        [Bars(title="to the first produce acknowledged", unit="ms", values=values, log_scale=True)],
+    )
     return 0

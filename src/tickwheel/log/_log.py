@@ -79,8 +79,6 @@ Where this log departs from Kafka's, and why:
   flipped byte in a base offset, a field the CRC does not cover); Kafka never checks;
 - ``truncate_to`` removes a batch straddling the offset whole and the log end becomes
   its base offset (Kafka sets the log end to the offset regardless);
-- ``offset_for_timestamp`` answers with a batch (base offset, max timestamp), since
-  records are never decoded;
 - producer state has no snapshots and no ``producer.id.expiration.ms``: it is rebuilt
   from batch headers on open and after a truncation, so a producer is forgotten when
   its batches are gone;
@@ -729,14 +727,16 @@ class Log:
         return self._log_end
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
-        """ListOffsets: the first batch whose max timestamp is >= ``timestamp_ms``.
+        """ListOffsets: the first record whose timestamp is >= ``timestamp_ms``.
 
-        The special timestamps -1 (latest), -2 (earliest) and -3 (max timestamp) are
-        understood. The answer is a batch's base offset (at least the log start) and its
-        max timestamp: records are never decoded, so the first record of that batch
-        may be older than the target. None when no batch is that recent. The leader
-        epoch is the batch's; for latest, the latest epoch; for earliest, the first
-        epoch if it covers the log start; -1 when unknown (as Kafka's log answers).
+        The special timestamps -1 (latest), -2 (earliest) and -3 (max timestamp: the
+        first record holding the log's largest timestamp, KIP-734) are understood.
+        Records are found as Kafka's log finds them: the time index and the batch
+        headers narrow the search to a batch, whose records are then decoded; the
+        answer is that record's offset (at least the log start) and its timestamp.
+        None when no record is that recent. The leader epoch is the record's batch's;
+        for latest, the latest epoch; for earliest, the first epoch if it covers the
+        log start; -1 when unknown (as Kafka's log answers).
         """
         with self._lock:
             self._check_open()
@@ -748,11 +748,13 @@ class Log:
                 covers_start = epochs and epochs[0].start_offset <= self._log_start_offset
                 first_epoch = epochs[0].epoch if covers_start else NO_PARTITION_LEADER_EPOCH
                 return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, first_epoch)
-            found: tuple[int, BatchHeader] | None = None
+            found: tuple[int, int, BatchHeader] | None = None
             if timestamp_ms == MAX_TIMESTAMP:
                 best = max(self._segments, key=lambda segment: segment.max_timestamp_ms)
                 if best.max_timestamp_ms != NO_TIMESTAMP:
-                    found = best.find_max_timestamp()
+                    at_max = best.find_max_timestamp()
+                    if at_max is not None:
+                        found = (at_max[1].max_timestamp, *at_max)
             else:
                 for segment in self._segments:
                     if segment.max_timestamp_ms >= timestamp_ms:
@@ -763,10 +765,10 @@ class Log:
                             break
             if found is None:
                 return None
-            header = found[1]
+            timestamp, offset, header = found
             return TimestampAndOffset(
-                header.max_timestamp,
-                max(header.base_offset, self._log_start_offset),
+                timestamp,
+                max(offset, self._log_start_offset),
                 max(header.partition_leader_epoch, NO_PARTITION_LEADER_EPOCH),
             )
 

@@ -1,8 +1,10 @@
 """Records inside a v2 batch: decompressing, decoding, encoding and recompressing them.
 
-The log stores batches as opaque bytes (``_batch``). Two parts need the records inside:
-the cleaner (``_cleaner``), which keeps each key's latest record, and a leader append to
-a compacted topic, which refuses records without a key (INVALID_RECORD, as Kafka does).
+The log stores batches as opaque bytes (``_batch``). Three parts need the records inside:
+the cleaner (``_cleaner``), which keeps each key's latest record; a leader append to a
+compacted topic, which refuses records without a key (INVALID_RECORD, as Kafka does);
+and ListOffsets by time (``record_timestamps``), which answers the first record at or
+after a time and the record holding the largest timestamp, not their batches.
 
 A record (KIP-98) is a zig-zag varint length, then: attributes (int8), timestamp delta
 (varlong), offset delta (varint), key length and key (-1: null), value length and
@@ -25,7 +27,12 @@ from typing import Final, NamedTuple
 
 import cramjam
 
-from tickwheel.log._batch import COMPRESSION_CODEC_MASK, RECORD_BATCH_OVERHEAD, BatchHeader
+from tickwheel.log._batch import (
+    COMPRESSION_CODEC_MASK,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+)
 from tickwheel.log._errors import CorruptRecordError
 
 NO_COMPRESSION: Final = 0
@@ -208,6 +215,17 @@ def decode_records(batch: bytes | memoryview, header: BatchHeader) -> list[Recor
     except IndexError as error:
         raise CorruptRecordError("a record runs past the end of its batch") from error
     return records
+
+
+def record_timestamps(batch: bytes | memoryview, header: BatchHeader) -> list[tuple[int, int]]:
+    """(timestamp, offset) of every record of a whole ``batch``: the base timestamp plus
+    its delta, or the batch's max timestamp for every record of a LogAppendTime batch,
+    as Kafka's records report them."""
+    records = decode_records(batch, header)
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        return [(header.max_timestamp, header.base_offset + r.offset_delta) for r in records]
+    base = header.base_timestamp
+    return [(base + r.timestamp_delta, header.base_offset + r.offset_delta) for r in records]
 
 
 def record_keys(batch: bytes | memoryview, header: BatchHeader) -> list[tuple[int, bytes | None]]:

@@ -56,6 +56,7 @@ from tickwheel.log._batch import parse_header as _parse_header
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import LogError, LogStorageError
 from tickwheel.log._index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+from tickwheel.log._record_codec import record_timestamps
 from tickwheel.log._records import FileRecordsSlice, SegmentFile
 
 LOG_SUFFIX: Final = ".log"
@@ -343,20 +344,30 @@ class LogSegment:
 
     def find_offset_by_timestamp(
         self, timestamp_ms: int, min_offset: int
-    ) -> tuple[int, BatchHeader] | None:
-        """(position, header) of the first batch past ``min_offset`` with max ts >= target."""
+    ) -> tuple[int, int, BatchHeader] | None:
+        """(timestamp, offset, batch header) of the first record at or past ``min_offset``
+        whose timestamp is >= ``timestamp_ms`` (Kafka's ``searchForTimestamp``): the time
+        index finds where to start, batch headers skip what is older, and the records
+        of a batch that may hold the answer are decoded."""
         start_offset = max(self.time_index.offset_before(timestamp_ms), min_offset)
         for position, header in self._headers_from_entry(*self.offset_index.lookup(start_offset)):
-            last = header.last_offset
-            if header.max_timestamp >= timestamp_ms and last >= min_offset:
-                return position, header
+            if header.max_timestamp < timestamp_ms or header.last_offset < min_offset:
+                continue
+            batch = self.file.read(position, header.size_bytes)
+            for timestamp, offset in record_timestamps(batch, header):
+                if timestamp >= timestamp_ms and offset >= min_offset:
+                    return timestamp, offset, header
         return None
 
     def find_max_timestamp(self) -> tuple[int, BatchHeader] | None:
-        """(position, header) of the first batch carrying the segment's largest timestamp."""
+        """(offset, header) of the first record carrying the segment's largest timestamp,
+        and its batch (Kafka's ``offsetOfMaxTimestamp``)."""
         for position, header in self.iter_headers(0, self.size_bytes):
             if header.max_timestamp == self.max_timestamp_ms:
-                return position, header
+                batch = self.file.read(position, header.size_bytes)
+                for timestamp, offset in record_timestamps(batch, header):
+                    if timestamp == header.max_timestamp:
+                        return offset, header
         return None
 
     def largest_timestamp_ms(self) -> int:

@@ -2,9 +2,10 @@
 
 Timestamps -2 (earliest: the log start offset), -1 (latest: the high watermark for a
 consumer, the last stable offset for read_committed, the log end for a follower),
--3 (v7+: the batch holding the largest timestamp) or a time in ms: the first batch
-whose timestamp is at least that and below the latest offset, or offset -1 and
-timestamp -1 when none is.
+-3 (v7+: the first record holding the largest timestamp, KIP-734) or a time in ms: the
+first record whose timestamp is at least that and below the latest offset (records,
+not batches: a batch's records are decoded, as Kafka does), or offset -1 and timestamp
+-1 when none is.
 
 Just after this broker became leader its high watermark may lag where its leader epoch
 started (the followers have not fetched yet): a client asking for latest, or for a time
@@ -12,7 +13,7 @@ found only past the high watermark, is answered OFFSET_NOT_AVAILABLE and retries
 
 The leader epoch answered (v4+) is Kafka's: for latest, the partition's current leader
 epoch; for earliest, the epoch of the log's first epoch entry if it covers the log
-start; for a batch found by timestamp, the epoch that batch was written in; -1 when
+start; for a record found by timestamp, the epoch its batch was written in; -1 when
 unknown. A consumer keeps it with its position, and checks it with
 OffsetsForLeaderEpoch after a leader change (KIP-320).
 
