@@ -22,7 +22,7 @@ from typing import Final
 
 import crc32c
 
-from tickwheel.log._record_codec import compress
+from tickwheel.log._record_codec import compress, write_varint
 
 HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 """The v2 batch header: base offset, length, partition leader epoch, magic, CRC,
@@ -41,22 +41,7 @@ NO_SEQUENCE: Final = -1
 NO_PARTITION_LEADER_EPOCH: Final = -1
 DEFAULT_TIMESTAMP_MS: Final = 1_700_000_000_000
 _CRC = struct.Struct(">I")
-_VARINT_CONTINUATION: Final = 0x80
-_VARINT_PAYLOAD_MASK: Final = 0x7F
-_VARINT_PAYLOAD_BITS: Final = 7
-_SIGN_SHIFT: Final = 63
 _NULL_LENGTH: Final = -1
-
-
-def varint(value: int) -> bytes:
-    """``value`` as a zig-zag varint, as Kafka's records encode their fields."""
-    zigzag = (value << 1) ^ (value >> _SIGN_SHIFT)
-    out = bytearray()
-    while zigzag >= _VARINT_CONTINUATION:
-        out.append((zigzag & _VARINT_PAYLOAD_MASK) | _VARINT_CONTINUATION)
-        zigzag >>= _VARINT_PAYLOAD_BITS
-    out.append(zigzag)
-    return bytes(out)
 
 
 def encode_record(
@@ -64,15 +49,15 @@ def encode_record(
 ) -> bytes:
     """One record: attributes, deltas, key, value, no headers; length-prefixed."""
     body = bytearray(b"\x00")
-    body += varint(timestamp_delta)
-    body += varint(offset_delta)
+    body += write_varint(timestamp_delta)
+    body += write_varint(offset_delta)
     if key is None:
-        body += varint(_NULL_LENGTH)
+        body += write_varint(_NULL_LENGTH)
     else:
-        body += varint(len(key)) + key
-    body += varint(_NULL_LENGTH) if value is None else varint(len(value)) + value
-    body += varint(0)
-    return varint(len(body)) + bytes(body)
+        body += write_varint(len(key)) + key
+    body += write_varint(_NULL_LENGTH) if value is None else write_varint(len(value)) + value
+    body += write_varint(0)
+    return write_varint(len(body)) + bytes(body)
 
 
 def make_batch(

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import crc32c
 
 from tickwheel.coordinator._errors import CorruptOffsetsRecordError
+from tickwheel.log import CorruptRecordError, read_varint, write_varint
 
 OFFSET_COMMIT_KEY_VERSION = 1
 OFFSET_COMMIT_VALUE_VERSION = 3
@@ -290,28 +291,11 @@ def decode_group_value(data: bytes) -> GroupValue:
 # --- record batches v2 -----------------------------------------------------------------
 
 
-def _zigzag_varint(value: int) -> bytes:
-    encoded = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while encoded >= 0x80:
-        out.append((encoded & 0x7F) | 0x80)
-        encoded >>= 7
-    out.append(encoded)
-    return bytes(out)
-
-
 def _read_varint(data: bytes, position: int) -> tuple[int, int]:
-    shift = 0
-    raw = 0
-    while True:
-        if position >= len(data):
-            raise CorruptOffsetsRecordError("varint runs past the end of the batch")
-        byte = data[position]
-        position += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
+    try:
+        return read_varint(data, position)
+    except CorruptRecordError as error:
+        raise CorruptOffsetsRecordError(str(error)) from error
 
 
 def build_batch(entries: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
@@ -322,14 +306,14 @@ def build_batch(entries: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int
     for offset_delta, (key, value) in enumerate(entries):
         body = (
             b"\x00"  # record attributes: unused
-            + _zigzag_varint(0)  # timestamp delta: every record shares the batch timestamp
-            + _zigzag_varint(offset_delta)
-            + _zigzag_varint(len(key))
+            + write_varint(0)  # timestamp delta: every record shares the batch timestamp
+            + write_varint(offset_delta)
+            + write_varint(len(key))
             + key
-            + (_zigzag_varint(-1) if value is None else _zigzag_varint(len(value)) + value)
-            + _zigzag_varint(0)  # no headers
+            + (write_varint(-1) if value is None else write_varint(len(value)) + value)
+            + write_varint(0)  # no headers
         )
-        records += _zigzag_varint(len(body)) + body
+        records += write_varint(len(body)) + body
     batch_length = _BATCH_HEADER.size - _LOG_OVERHEAD + len(records)
     header = bytearray(
         _BATCH_HEADER.pack(

@@ -44,6 +44,7 @@ from tickwheel.log._log import (
     system_clock_ms,
 )
 from tickwheel.log._offset_metadata import LogOffsetMetadata
+from tickwheel.log._record_codec import read_varint, write_varint
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 
 __all__ = [
@@ -73,6 +74,8 @@ __all__ = [
     "RecordTooLargeError",
     "TimestampAndOffset",
     "UnexpectedAppendOffsetError",
+    "read_varint",
     "system_clock_ms",
     "write_atomically",
+    "write_varint",
 ]

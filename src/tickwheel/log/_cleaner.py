@@ -60,23 +60,23 @@ log's lock again, so appends and reads go on meanwhile; reads of a segment being
 swapped keep reading the unlinked file. ``write_cleaned`` reads closed segments by
 name, without any lock: they are immutable, and one deleted since the plan ends the
 cleaning (``FileNotFoundError``). ``clean`` runs the same steps on the calling thread.
-``stop`` kills the worker processes and sets the event the threads' backoff and their
-wait for a worker poll.
+``stop`` kills the worker processes (ending their threads' wait for them) and sets
+the event the threads' backoff waits on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
-import multiprocessing.connection
-import multiprocessing.process
 import os
+import pickle
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import BinaryIO, Final
 
 import crc32c
 
@@ -121,8 +121,10 @@ DELETE_HORIZON_FLAG_MASK: Final = 0x40
 _NO_OFFSET: Final = -1
 _MS_PER_S: Final = 1000.0
 _PERCENT: Final = 100.0
-# How often a thread waiting for its worker checks whether the cleaner is stopping.
-_WORKER_POLL_S: Final = 0.05
+# The worker: a fresh interpreter running ``run_worker`` (``python -m`` of this module's
+# sibling), importing this very tickwheel whatever the parent's sys.path was.
+_WORKER_MODULE: Final = "tickwheel.log._cleaner_worker"
+_PACKAGE_ROOT: Final = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Kafka's defaults for the broker's log.cleaner.* settings.
 DEFAULT_DEDUPE_BUFFER_BYTES: Final = 128 * 1024 * 1024
@@ -394,15 +396,30 @@ def swap_cleaned(log: Log, plan: CleaningPlan, cleaned: CleanedSegments) -> Clea
     return cleaned.stats
 
 
-def _worker_main(job: CleaningJob, sender: multiprocessing.connection.Connection) -> None:
-    """A cleaner worker process: run the job, send back its result or its error."""
+def run_worker(stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """A cleaner worker process: read a pickled job, write back its pickled result or
+    its error (raised again by the cleaner thread)."""
+    job: CleaningJob = pickle.load(stdin)
     try:
         outcome: CleanedSegments | BaseException = write_cleaned(job)
     except Exception as error:
-        # Handed to the cleaner thread, which raises it there.
         outcome = error
-    sender.send(outcome)
-    sender.close()
+    pickle.dump(outcome, stdout)
+    stdout.flush()
+
+
+def _start_worker() -> subprocess.Popen[bytes]:
+    environment = dict(os.environ)
+    inherited = environment.get("PYTHONPATH")
+    environment["PYTHONPATH"] = (
+        _PACKAGE_ROOT if not inherited else os.pathsep.join((_PACKAGE_ROOT, inherited))
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", _WORKER_MODULE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=environment,
+    )
 
 
 def _delete_cleaned(dir_path: str, base_offset: int) -> None:
@@ -673,14 +690,15 @@ class LogCleaner:
 
     Each thread hands the file work of a cleaning (``write_cleaned``: reading, mapping,
     writing the cleaned segments) to a worker process it starts for that cleaning
-    (``multiprocessing``, ``spawn``: a fresh interpreter, nothing of the broker's state
-    inherited; about 0.2 s to start, small beside a cleaning and its backoff) and
-    waits; it plans and swaps itself. Decoding every record is CPU work that would otherwise
-    take the GIL from the threads serving clients; in its own process it runs on
-    another core, as Kafka's cleaner threads do. A program that embeds a broker must
-    therefore guard its main module (``if __name__ == "__main__":``), as
-    ``multiprocessing`` requires. ``stop`` kills the workers: a cleaning cut there
-    leaves ``.cleaned`` files, which the next open deletes.
+    (``python -m tickwheel.log._cleaner_worker``: a fresh interpreter, nothing of the
+    broker's state inherited, the job and its result pickled over its stdin and stdout;
+    about 0.2 s to start, small beside a cleaning and its backoff) and waits; it plans
+    and swaps itself. Decoding every record is CPU work that would otherwise take the
+    GIL from the threads serving clients; in its own process it runs on another core,
+    as Kafka's cleaner threads do. Unlike ``multiprocessing``'s spawn, the worker never
+    imports the program's main module, so a program that embeds a broker needs no
+    ``if __name__ == "__main__":`` guard. ``stop`` kills the workers: a cleaning cut
+    there leaves ``.cleaned`` files, which the next open deletes.
     """
 
     def __init__(
@@ -700,7 +718,7 @@ class LogCleaner:
         self._threads: list[threading.Thread] = []
         self._last_stats: dict[int, CleanerStats] = {}
         self._max_dirty_percent = 0.0
-        self._workers: set[multiprocessing.process.BaseProcess] = set()
+        self._workers: set[subprocess.Popen[bytes]] = set()
 
     @property
     def metrics(self) -> CleanerMetrics:
@@ -748,40 +766,24 @@ class LogCleaner:
 
     def _in_worker(self, job: CleaningJob) -> CleanedSegments:
         """Run ``write_cleaned(job)`` in a worker process; ``CleaningAbortedError`` on stop."""
-        context = multiprocessing.get_context("spawn")
-        receiver, sender = context.Pipe(duplex=False)
-        worker = context.Process(
-            target=_worker_main, args=(job, sender), name="kafka-log-cleaner-worker", daemon=True
-        )
         with self._lock:
             if self._stop.is_set():
-                receiver.close()
-                sender.close()
                 raise CleaningAbortedError
-            worker.start()
+            worker = _start_worker()
             self._workers.add(worker)
-        sender.close()
         try:
-            # poll() is also true at end of file: a worker that died sent nothing.
-            while not receiver.poll(_WORKER_POLL_S):
-                if self._stop.is_set():
-                    raise CleaningAbortedError
-            try:
-                outcome: CleanedSegments | BaseException = receiver.recv()
-            except EOFError:
-                if self._stop.is_set():
-                    raise CleaningAbortedError from None  # killed by stop()
-                worker.join()
-                raise LogError(
-                    f"cleaner worker for {job.dir_path} died (exit code {worker.exitcode})"
-                ) from None
+            # stop() kills the worker, which ends this wait at once.
+            output, _ = worker.communicate(pickle.dumps(job))
         finally:
-            receiver.close()
             with self._lock:
                 self._workers.discard(worker)
-            if worker.is_alive() and self._stop.is_set():
-                worker.kill()
-            worker.join()
+        if self._stop.is_set():
+            raise CleaningAbortedError
+        if worker.returncode != 0 or not output:
+            raise LogError(
+                f"cleaner worker for {job.dir_path} died (exit code {worker.returncode})"
+            )
+        outcome: CleanedSegments | BaseException = pickle.loads(output)
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
