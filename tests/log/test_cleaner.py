@@ -360,6 +360,43 @@ def test_a_compacted_follower_accepts_the_leaders_gaps(tmp_path: Path) -> None:
     follower.close()
 
 
+def test_a_followers_gaps_survive_a_restart_after_compaction_is_turned_off(
+    tmp_path: Path,
+) -> None:
+    """The gaps a compacted leader left are not corruption, even once the topic is
+    ``delete`` again: the follower wrote its cleaner checkpoint before the first gap,
+    and recovery keeps every segment."""
+    clock = FakeClock()
+    leader = Log.open(tmp_path / "l-0", COMPACT, clock_ms=clock)
+    for i in range(40):
+        leader.append_as_leader(make_keyed_batch([(b"k%d" % (i % 2), b"%d" % i)]), 0)
+        if i % 10 == 9:
+            leader.roll()
+    leader.update_high_watermark(leader.log_end_offset)
+    clean(leader, clock())
+    follower = Log.open(tmp_path / "f-0", COMPACT, clock_ms=clock)
+    for batch in read_batches(leader):
+        follower.append_as_follower(batch)
+    replicated = read_all(follower)
+    assert [offset for offset, _, _ in replicated] != list(range(len(replicated)))  # gaps
+    assert (tmp_path / "f-0" / "cleaner-offset-checkpoint").exists()
+    follower.close()
+    leader.close()
+    reopened = Log.open(tmp_path / "f-0", LogConfig(segment_bytes=4096), clock_ms=clock)
+    assert read_all(reopened) == replicated
+    assert reopened.log_end_offset == 40
+    reopened.close()
+
+
+def test_the_cleaner_checkpoint_never_passes_the_log_end(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", COMPACT, clock_ms=FakeClock())
+    for i in range(5):
+        log.append_as_leader(make_keyed_batch([(b"k", b"%d" % i)]), 0)
+    log.mark_cleaned(9)  # a truncation since the plan cut the log below that
+    assert log.cleaned_offset == 5
+    log.close()
+
+
 def test_a_swap_is_refused_when_the_segments_changed_since_the_plan(tmp_path: Path) -> None:
     clock = FakeClock()
     log = Log.open(tmp_path / "t-0", COMPACT, clock_ms=clock)
@@ -373,7 +410,7 @@ def test_a_swap_is_refused_when_the_segments_changed_since_the_plan(tmp_path: Pa
     assert written.groups == ((0, 10, 20),)
     # DeleteRecords removes the first segment while the cleaning was off the lock.
     log.delete_records_before(10)
-    swap_cleaned(log, plan, written)
+    assert swap_cleaned(log, plan, written) is None  # nothing swapped: the caller backs off
     assert not list((tmp_path / "t-0").glob("*.cleaned"))
     assert log.cleaned_offset == 0
     assert [offset for offset, _, _ in read_all(log)] == list(range(10, 30))

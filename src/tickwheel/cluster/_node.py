@@ -209,7 +209,8 @@ class _ControllerElected:
 class _ConfigChanged:
     entity_type: str
     name: str
-    configs: dict[str, str]
+    configs: dict[str, str] | None
+    """None: the notification or its entity could not be read; only counted as seen."""
     sequence: int
 
 
@@ -424,16 +425,17 @@ class ClusterNode:
                 continue
             self._seen_config_change = seq
             found = self._zk.get(f"{CONFIG_CHANGES_PATH}/{child}")
-            if found is None:
-                continue
-            try:
-                entity_type, name = decode_config_change(found[0])
-            except ZnodeError as exc:
-                _log.warning("ignoring config change %s: %s", child, exc)
-                continue
-            configs = self._read_entity_config(entity_type, name)
-            if configs is not None:
-                self._post(_ConfigChanged(entity_type, name, configs, seq))
+            entity_type, name, configs = "", "", None
+            if found is not None:
+                try:
+                    entity_type, name = decode_config_change(found[0])
+                except ZnodeError as exc:
+                    _log.warning("ignoring config change %s: %s", child, exc)
+                else:
+                    configs = self._read_entity_config(entity_type, name)
+            # Posted even when unreadable, so that an alter_config waiting for this
+            # sequence is answered at once rather than at its timeout.
+            self._post(_ConfigChanged(entity_type, name, configs, seq))
         self._zk.purge_config_changes(CONFIG_CHANGE_EXPIRATION_MS, int(time.time() * 1000))
         return None
 
@@ -550,6 +552,8 @@ class ClusterNode:
 
     def _apply_config(self, event: _ConfigChanged) -> None:
         self._applied_config_change = max(self._applied_config_change, event.sequence)
+        if event.configs is None:
+            return
         if event.entity_type == BROKER_ENTITY:
             listener = self.broker_config_listener
             if listener is not None and event.name in {DEFAULT_BROKER_ENTITY, str(self.broker_id)}:

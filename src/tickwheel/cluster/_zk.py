@@ -334,7 +334,18 @@ class ZkClient:
             self._client.delete(topic_config_path(name))
 
     def set_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> int:
-        """Write an entity's configs and notify every broker; the notification's sequence."""
+        """Write an entity's configs and notify every broker; the notification's sequence.
+
+        The config and its notification are one transaction. Another broker creating
+        the entity's node first (two first alterations at once) makes it fail with
+        NodeExistsError; it is then tried once more, as an update.
+        """
+        try:
+            return self._commit_entity_config(entity_type, name, configs)
+        except NodeExistsError:
+            return self._commit_entity_config(entity_type, name, configs)
+
+    def _commit_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> int:
         path = entity_config_path(entity_type, name)
         transaction = self._client.transaction()
         if self._client.exists(path) is None:

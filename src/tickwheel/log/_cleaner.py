@@ -121,10 +121,17 @@ DELETE_HORIZON_FLAG_MASK: Final = 0x40
 _NO_OFFSET: Final = -1
 _MS_PER_S: Final = 1000.0
 _PERCENT: Final = 100.0
-# The worker: a fresh interpreter running ``run_worker`` (``python -m`` of this module's
-# sibling), importing this very tickwheel whatever the parent's sys.path was.
-_WORKER_MODULE: Final = "tickwheel.log._cleaner_worker"
+# The worker: a fresh interpreter running ``run_worker``. The directory holding this
+# tickwheel goes at the end of its sys.path: found when the interpreter's own path does
+# not have tickwheel (a program that put it on sys.path itself), never shadowing the
+# standard library.
 _PACKAGE_ROOT: Final = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_WORKER_CODE: Final = (
+    "import sys; sys.path.append(sys.argv[1]); "
+    "from tickwheel.log._cleaner import run_worker; "
+    "run_worker(sys.stdin.buffer, sys.stdout.buffer)"
+)
+_ORPHAN_CHECK_S: Final = 0.5
 
 # Kafka's defaults for the broker's log.cleaner.* settings.
 DEFAULT_DEDUPE_BUFFER_BYTES: Final = 128 * 1024 * 1024
@@ -192,7 +199,6 @@ class CleanerStats:
     bytes_written: int = 0
     records_read: int = 0
     records_written: int = 0
-    map_bytes_read: int = 0
     buffer_utilization: float = 0.0
     elapsed_s: float = 0.0
     end_offset: int = _NO_OFFSET
@@ -247,8 +253,8 @@ def clean(
     """Clean ``log`` once, on this thread, if it is cleanable at ``now_ms``.
 
     The entry point tests drive with a manual clock; returns the stats, or None if
-    the log was not cleanable. Raises ``LogStorageError`` if the log closes, ``OSError``
-    if its files fail.
+    the log was not cleanable or changed under the cleaning (nothing swapped then).
+    Raises ``LogStorageError`` if the log closes, ``OSError`` if its files fail.
     """
     plan = plan_cleaning(log.cleaning_view(), now_ms)
     if not plan.cleanable:
@@ -328,7 +334,8 @@ def write_cleaned(job: CleaningJob) -> CleanedSegments:
     """Steps 1 and 2: map the dirty section, write each group's ``.cleaned`` segment.
 
     Touches only files: it runs in a cleaner worker process, or on the caller's thread
-    (``clean``). On any failure the ``.cleaned`` files written so far are deleted.
+    (``clean``). On an error the ``.cleaned`` files written so far are deleted (a killed
+    worker leaves them; the next cleaning of that group, or the next open, deletes them).
     """
     started_s = time.monotonic()
     stats = CleanerStats()
@@ -338,7 +345,7 @@ def write_cleaned(job: CleaningJob) -> CleanedSegments:
         for entry in job.segments
         if job.first_dirty_offset < entry.end_offset <= job.first_uncleanable_offset
     ]
-    end_offset = _build_offset_map(job, dirty, offset_map, stats)
+    end_offset = _build_offset_map(job, dirty, offset_map)
     stats.buffer_utilization = offset_map.utilization
     groups: list[list[SegmentFiles]] = []
     if end_offset > job.first_dirty_offset:
@@ -363,19 +370,25 @@ def write_cleaned(job: CleaningJob) -> CleanedSegments:
     )
 
 
-def swap_cleaned(log: Log, plan: CleaningPlan, cleaned: CleanedSegments) -> CleanerStats:
+def swap_cleaned(log: Log, plan: CleaningPlan, cleaned: CleanedSegments) -> CleanerStats | None:
     """Steps 3 and 4: swap each cleaned segment in, then move the cleaner checkpoint.
 
-    If the log refuses a swap (retention or a truncation touched those segments), the
-    cleaned segments not yet swapped are deleted and the checkpoint stays.
+    If the log refuses a swap (retention, DeleteRecords or a truncation touched those
+    segments), the cleaned segments not yet swapped are deleted, the checkpoint stays
+    and None is returned. A ``.cleaned`` file gone missing is an error, never an empty
+    segment.
     """
     started_s = time.monotonic()
     by_base = {entry.segment.base_offset: entry for entry in plan.view.segments}
     config = plan.view.config
     pending = list(cleaned.groups)
+    refused = False
     try:
         while pending:
             old = [by_base[base] for base in pending[0]]
+            name = segment_file_name(old[0].segment.base_offset, LOG_SUFFIX) + CLEANED_SUFFIX
+            if not os.path.exists(os.path.join(log.dir_path, name)):
+                raise LogError(f"{log.dir_path}: the cleaned segment {name} is missing")
             # A closed segment: its creation time (for segment.ms) is never read.
             segment = LogSegment.open_file(
                 log.dir_path, old[0].segment.base_offset, config, 0, CLEANED_SUFFIX
@@ -385,6 +398,7 @@ def swap_cleaned(log: Log, plan: CleaningPlan, cleaned: CleanedSegments) -> Clea
                 segment.recover(0, segment.base_offset, contiguous=False)
             if not log.replace_segments(old, segment):
                 segment.close()
+                refused = True
                 break
             pending.pop(0)
         else:
@@ -393,12 +407,25 @@ def swap_cleaned(log: Log, plan: CleaningPlan, cleaned: CleanedSegments) -> Clea
         for group in pending:
             _delete_cleaned(log.dir_path, group[0])
     cleaned.stats.elapsed_s += time.monotonic() - started_s
-    return cleaned.stats
+    return None if refused else cleaned.stats
 
 
 def run_worker(stdin: BinaryIO, stdout: BinaryIO) -> None:
     """A cleaner worker process: read a pickled job, write back its pickled result or
-    its error (raised again by the cleaner thread)."""
+    its error (raised again by the cleaner thread).
+
+    A worker whose broker died (a SIGKILL leaves it an orphan) exits within
+    ``_ORPHAN_CHECK_S`` rather than go on writing ``.cleaned`` files that the
+    restarted broker's recovery has deleted.
+    """
+    parent = os.getppid()
+
+    def exit_when_orphaned() -> None:
+        while os.getppid() == parent:
+            time.sleep(_ORPHAN_CHECK_S)
+        os._exit(1)
+
+    threading.Thread(target=exit_when_orphaned, daemon=True).start()
     job: CleaningJob = pickle.load(stdin)
     try:
         outcome: CleanedSegments | BaseException = write_cleaned(job)
@@ -409,16 +436,10 @@ def run_worker(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
 
 def _start_worker() -> subprocess.Popen[bytes]:
-    environment = dict(os.environ)
-    inherited = environment.get("PYTHONPATH")
-    environment["PYTHONPATH"] = (
-        _PACKAGE_ROOT if not inherited else os.pathsep.join((_PACKAGE_ROOT, inherited))
-    )
     return subprocess.Popen(
-        [sys.executable, "-m", _WORKER_MODULE],
+        [sys.executable, "-c", _WORKER_CODE, _PACKAGE_ROOT],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        env=environment,
     )
 
 
@@ -484,14 +505,11 @@ def _batches(entry: SegmentFiles, io_buffer_bytes: int) -> Iterator[tuple[BatchH
         os.close(fd)
 
 
-def _build_offset_map(
-    job: CleaningJob, dirty: list[SegmentFiles], offset_map: OffsetMap, stats: CleanerStats
-) -> int:
+def _build_offset_map(job: CleaningJob, dirty: list[SegmentFiles], offset_map: OffsetMap) -> int:
     """Step 1: map the dirty section's keys; returns the offset the cleaning ends at."""
     first_dirty = job.first_dirty_offset
     for entry in dirty:
         for header, batch in _batches(entry, job.io_buffer_bytes):
-            stats.map_bytes_read += header.size_bytes
             if header.attributes & CONTROL_FLAG_MASK or header.last_offset < first_dirty:
                 continue
             base_offset = header.base_offset
@@ -519,6 +537,9 @@ class _GroupWriter:
     def write_group(self, group: list[SegmentFiles]) -> LogSegment:
         """Write, flush and close the group's ``.cleaned`` segment; returns it."""
         job = self.job
+        # A fresh file: a leftover of an earlier cleaning (or of a dead broker's worker
+        # still holding it open) is never appended to.
+        _delete_cleaned(job.dir_path, group[0].base_offset)
         cleaned = LogSegment.open_file(
             job.dir_path, group[0].base_offset, job.config, job.now_ms, CLEANED_SUFFIX
         )
@@ -690,8 +711,8 @@ class LogCleaner:
 
     Each thread hands the file work of a cleaning (``write_cleaned``: reading, mapping,
     writing the cleaned segments) to a worker process it starts for that cleaning
-    (``python -m tickwheel.log._cleaner_worker``: a fresh interpreter, nothing of the
-    broker's state inherited, the job and its result pickled over its stdin and stdout;
+    (``run_worker`` in a fresh interpreter: nothing of the broker's state inherited,
+    the job and its result pickled over its stdin and stdout;
     about 0.2 s to start, small beside a cleaning and its backoff) and waits; it plans
     and swaps itself. Decoding every record is CPU work that would otherwise take the
     GIL from the threads serving clients; in its own process it runs on another core,
@@ -761,11 +782,18 @@ class LogCleaner:
 
     def _run(self, index: int) -> None:
         while not self._stop.is_set():
-            if not self.clean_once(thread_index=index):
+            try:
+                cleaned = self.clean_once(thread_index=index)
+            except Exception:
+                # Never let a surprise end the thread for good: log it and back off.
+                _log.exception("log cleaner thread %d: a round failed", index)
+                cleaned = False
+            if not cleaned:
                 self._stop.wait(self.config.backoff_ms / _MS_PER_S)
 
     def _in_worker(self, job: CleaningJob) -> CleanedSegments:
         """Run ``write_cleaned(job)`` in a worker process; ``CleaningAbortedError`` on stop."""
+        request = pickle.dumps(job)
         with self._lock:
             if self._stop.is_set():
                 raise CleaningAbortedError
@@ -773,7 +801,7 @@ class LogCleaner:
             self._workers.add(worker)
         try:
             # stop() kills the worker, which ends this wait at once.
-            output, _ = worker.communicate(pickle.dumps(job))
+            output, _ = worker.communicate(request)
         finally:
             with self._lock:
                 self._workers.discard(worker)
@@ -820,6 +848,11 @@ class LogCleaner:
         finally:
             with self._lock:
                 self._in_progress.discard(log.dir_path)
+        if stats is None:
+            # Retention, DeleteRecords or a truncation changed the segments meanwhile:
+            # back off, and plan again from what the log holds then.
+            _log.info("cleaning %s: the log changed under it; not swapped", log.dir_path)
+            return False
         with self._lock:
             self._last_stats[thread_index] = stats
         _log.info(
@@ -835,12 +868,16 @@ class LogCleaner:
     def _grab_filthiest(self, now_ms: int) -> tuple[Log, CleaningPlan] | None:
         """The cleanable log with the highest dirty ratio, marked in progress."""
         plans: list[tuple[Log, CleaningPlan]] = []
-        for log in self._logs():
+        logs = self._logs()
+        for log in logs:
             if not log.config.compacted:
                 continue
-            with contextlib.suppress(LogStorageError):
+            # A log closed, or its files failing, meanwhile: not cleanable this round.
+            with contextlib.suppress(LogStorageError, OSError):
                 plans.append((log, plan_cleaning(log.cleaning_view(), now_ms)))
         with self._lock:
+            # A deleted (or re-created) partition starts afresh.
+            self._uncleanable &= {log.dir_path for log in logs}
             self._max_dirty_percent = _PERCENT * max(
                 (plan.dirty_ratio for _, plan in plans), default=0.0
             )

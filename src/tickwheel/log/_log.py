@@ -528,6 +528,7 @@ class Log:
                 return self._empty_append_info()
             next_offset = self._log_end.message_offset
             entries: list[BatchEntry] = []
+            gaps = False
             for _, header in batches:
                 if (
                     header.base_offset < next_offset
@@ -539,6 +540,7 @@ class Log:
                         first_offset=header.base_offset,
                         last_offset=header.base_offset + header.last_offset_delta,
                     )
+                gaps = gaps or header.base_offset != next_offset
                 last_offset = header.base_offset + header.last_offset_delta
                 entries.append(
                     (
@@ -549,6 +551,8 @@ class Log:
                     )
                 )
                 next_offset = last_offset + 1
+            if gaps:
+                self._keep_gaps()
             now_ms = self._clock_ms()
             first_offset = entries[0][0]
             max_timestamp = max(entry[2] for entry in entries)
@@ -1037,6 +1041,7 @@ class Log:
                 )
             ):
                 return False
+            self._keep_gaps()
             try:
                 cleaned.change_file_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
                 fsync_dir(self._dir_path)
@@ -1055,10 +1060,20 @@ class Log:
             return True
 
     def mark_cleaned(self, offset: int) -> None:
-        """Record that the log is clean below ``offset`` (``cleaner-offset-checkpoint``)."""
+        """Record that the log is clean below ``offset`` (``cleaner-offset-checkpoint``),
+        never past its end: a truncation since the cleaning's plan may have cut it."""
         with self._lock:
             self._check_open()
-            self._write_cleaned_offset(offset)
+            self._write_cleaned_offset(min(offset, self._log_end.message_offset))
+
+    def _keep_gaps(self) -> None:
+        """Before the log first holds an offset gap (a swap of cleaned segments, or a
+        follower append of a compacted leader's batches), write the cleaner checkpoint
+        if there is none: its presence tells recovery that gaps are not corruption,
+        whatever ``cleanup.policy`` says after a restart."""
+        if not os.path.exists(os.path.join(self._dir_path, CLEANER_CHECKPOINT)):
+            self._write_cleaned_offset(self._cleaned_offset)
+        self._contiguous = False
 
     def _write_cleaned_offset(self, offset: int) -> None:
         try:

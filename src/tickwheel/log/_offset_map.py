@@ -55,10 +55,5 @@ class OffsetMap:
         """Keys held over capacity, 0.0 to 1.0."""
         return len(self._offsets) / self.capacity
 
-    def clear(self) -> None:
-        """Forget every key."""
-        self._offsets.clear()
-        self.latest_offset = NO_OFFSET
-
     def __len__(self) -> int:
         return len(self._offsets)

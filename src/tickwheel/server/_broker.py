@@ -210,8 +210,6 @@ class Broker:
         for info in topics.topics.values():
             context.open_partitions(info)
         context.groups = start_groups(context, broker_time)
-        if cleaner is not None:
-            cleaner.start()
         dispatcher = Dispatcher(context, API_SPECS)
         host, port = config.listen_address()
         listener = Listener(
@@ -233,6 +231,9 @@ class Broker:
             write_meta_properties(
                 self.log_dirs, MetaProperties(config.broker_id, context.cluster_id)
             )
+        if cleaner is not None:
+            # Last: a start-up that fails before this point leaves no thread behind.
+            cleaner.start()
         self._ready = True
         # Kafka's task names (LogManager, ReplicaManager, SocketServer).
         schedule = broker_time.scheduler.schedule
@@ -357,7 +358,7 @@ class Broker:
         if self._context is not None and self._context.groups is not None:
             self._context.groups.shutdown()
         if self._cleaner is not None:
-            # Before the logs close: a cleaning stops between two batches.
+            # Before the logs close: a cleaning in progress is killed and swaps nothing.
             await asyncio.to_thread(self._cleaner.stop)
         if self._replica_manager is not None:
             self._replica_manager.shutdown()

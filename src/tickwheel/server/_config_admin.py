@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from tickwheel.log import LogConfig
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._dynamic_config import DYNAMIC_BROKER_CONFIGS
+
+_log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -282,6 +285,12 @@ async def alter_each(
             await alter_resource(context, resource, plan(), validate_only=validate_only)
         except ConfigAlterError as exc:
             error_code, message = exc.error_code, str(exc)
+        except Exception as exc:
+            # As Kafka's handler: an unexpected failure (the metadata file cannot be
+            # written, ZooKeeper refuses) is this resource's UNKNOWN_SERVER_ERROR, and
+            # the other resources are still answered.
+            _log.exception("altering the configs of %s failed", resource.name)
+            error_code, message = ErrorCode.unknown_server_error, str(exc)
         answers.append(
             {
                 "error_code": error_code,

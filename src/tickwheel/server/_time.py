@@ -42,11 +42,6 @@ class BrokerTime:
             system_clock_ms if clock is None else _epoch_view(clock)
         )
 
-    @property
-    def manual(self) -> bool:
-        """True when time moves only by ``ManualClock.advance``."""
-        return self.timers.manual
-
     def start(self) -> None:
         """Start driving the timers (on the broker's loop); the broker's ``stop`` ends the
         scheduler's tasks first, then stops the timers once nothing waits on them."""

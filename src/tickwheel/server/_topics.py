@@ -103,17 +103,29 @@ class TopicRegistry:
         self._save()
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Replace a topic's config overrides."""
-        self.topics[name].configs = dict(configs)
-        self._save()
+        """Replace a topic's config overrides; kept as they were if the file cannot be
+        written (the ``OSError`` is raised)."""
+        info = self.topics[name]
+        before, info.configs = info.configs, dict(configs)
+        try:
+            self._save()
+        except OSError:
+            info.configs = before
+            raise
 
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
-        """Replace the dynamic broker configs of ``entity`` (none: remove it)."""
+        """Replace the dynamic broker configs of ``entity`` (none: remove it); kept as
+        they were if the file cannot be written (the ``OSError`` is raised)."""
+        before = dict(self.broker_configs)
         if configs:
             self.broker_configs[entity] = dict(configs)
         else:
             self.broker_configs.pop(entity, None)
-        self._save()
+        try:
+            self._save()
+        except OSError:
+            self.broker_configs = before
+            raise
 
     def delete(self, name: str) -> TopicInfo:
         """Remove a topic; returns what it was."""

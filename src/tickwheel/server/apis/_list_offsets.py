@@ -9,7 +9,7 @@ not batches: a batch's records are decoded, as Kafka does), or offset -1 and tim
 
 Just after this broker became leader its high watermark may lag where its leader epoch
 started (the followers have not fetched yet): a client asking for latest, or for a time
-found only past the high watermark, is answered OFFSET_NOT_AVAILABLE and retries.
+not found below the high watermark, is answered OFFSET_NOT_AVAILABLE and retries.
 
 The leader epoch answered (v4+) is Kafka's: for latest, the partition's current leader
 epoch; for earliest, the epoch of the log's first epoch entry if it covers the log
@@ -54,9 +54,9 @@ def _lookup(
 def _find(partition: Partition, timestamp: int, isolation: FetchIsolation) -> tuple[int, int, int]:
     """(timestamp, offset, leader epoch) for a ListOffsets ``timestamp``.
 
-    A client's lookup of the latest offset, or of a time past what it may read, while
-    the HW still lags the leader epoch's start raises OFFSET_NOT_AVAILABLE (the client
-    retries), as Kafka's ``Partition.fetchOffsetForTimestamp`` does.
+    A client's lookup of the latest offset, or of a time not found below what it may
+    read, while the HW still lags the leader epoch's start raises OFFSET_NOT_AVAILABLE
+    (the client retries), as Kafka's ``fetchOffsetForTimestamp`` and ``fetchOffset`` do.
     """
     log = partition.log
     client = isolation is not FetchIsolation.LOG_END
@@ -68,7 +68,7 @@ def _find(partition: Partition, timestamp: int, isolation: FetchIsolation) -> tu
         return _NOT_FOUND, latest, partition.leader_epoch
     found = log.offset_for_timestamp(timestamp)
     if found is None or (timestamp != EARLIEST_TIMESTAMP and found.offset >= latest):
-        if found is not None and not_yet:
+        if not_yet:
             raise PartitionError(ErrorCode.offset_not_available)
         return _NOT_FOUND, _NOT_FOUND, _NOT_FOUND
     return found.timestamp, found.offset, found.leader_epoch
