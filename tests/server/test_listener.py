@@ -49,3 +49,29 @@ async def test_close_is_idempotent() -> None:
     listener.start()
     await listener.close()
     await listener.close()
+
+
+@pytest.mark.asyncio
+async def test_accepted_sockets_send_without_nagle() -> None:
+    """Every accepted socket has TCP_NODELAY, as Kafka's acceptor sets it: a response
+    written while an earlier one is unacknowledged leaves at once, not at the client's
+    next ACK (the delayed-ACK stall of acks=all produces)."""
+    nodelay: list[int] = []
+    accepted = asyncio.Event()
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            nodelay.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+            accepted.set()
+
+    listener = Listener("127.0.0.1", 0, Probe)
+    listener.start()
+    client = socket.create_connection(("127.0.0.1", listener.port))
+    try:
+        await asyncio.wait_for(accepted.wait(), 5)
+        assert nodelay == [1]
+    finally:
+        client.close()
+        await listener.close()

@@ -11,6 +11,12 @@ socket and then awaits those tasks: when it returns, every accepted socket has
 reached its protocol's ``connection_made`` (whose owner decides to serve or close
 it), with no counting of loop iterations.
 
+Every accepted socket gets ``TCP_NODELAY``, as Kafka's acceptor sets it. asyncio sets
+it only on sockets whose ``proto`` is ``IPPROTO_TCP``, and an accepted socket here has
+``proto`` 0: with Nagle on, an answer written while the previous one is still
+unacknowledged (an acks=all produce answered a few ms after its request) waited for
+the client's delayed ACK or next request, a whole send interval at a steady pace.
+
 When ``accept`` fails for want of resources (no file descriptors or buffers left),
 the listener stops watching for ``ACCEPT_RETRY_DELAY_S`` instead of spinning on a
 socket that stays readable, as asyncio's own server does, and keeps listening.
@@ -34,6 +40,12 @@ ACCEPT_RETRY_DELAY_S = 1.0
 """Pause after ``accept`` ran out of resources (asyncio's ``ACCEPT_RETRY_DELAY``)."""
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _GONE_BEFORE_ACCEPT = frozenset({errno.ECONNABORTED, errno.EAGAIN, errno.EWOULDBLOCK})
+
+
+def _disable_nagle(conn: socket.socket) -> None:
+    """Send each response as soon as it is written (``TCP_NODELAY``); see above."""
+    if conn.family in (socket.AF_INET, socket.AF_INET6):
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class Listener:
@@ -78,6 +90,7 @@ class Listener:
                     return  # Nothing (more) to accept right now.
                 raise
             conn.setblocking(False)
+            _disable_nagle(conn)
             task = self._loop.create_task(
                 self._loop.connect_accepted_socket(self._protocol_factory, conn)
             )

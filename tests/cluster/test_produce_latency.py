@@ -1,0 +1,91 @@
+"""acks=all latency at a steady pace, with a second (idle) RF 3 topic on the cluster.
+
+Each acks=all answer is written a few ms after its request arrived, once the
+followers' next fetches moved the high watermark. Without ``TCP_NODELAY`` on the
+broker's accepted sockets, Nagle held that answer while the previous one was still
+unacknowledged, and the client acknowledges late (delayed ACK) unless it sends: every
+answer then left with the client's *next* request, so a paced producer saw one send
+interval of latency (21 ms at 50 messages/s) or up to the delayed-ACK timeout at
+lower rates. The state is entered whenever two answers are written back to back
+(a burst), and then keeps itself; the test makes the burst on purpose.
+``replica.fetch.wait.max.ms`` is long so that a parked follower fetch that an append
+failed to wake would stand out as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Message, Producer
+
+from tickwheel.cluster import LocalCluster
+
+from .helpers import CLUSTER_PROPERTIES, WAIT_S, ZOOKEEPER_TICK_MS, create_topic
+
+pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
+
+FETCH_WAIT_MS = 2000
+RATE_PER_S = 50
+MESSAGES = 100
+BURST = 30
+# A stall would be one send interval (20 ms) or a parked fetch (2000 ms); an
+# undisturbed acks=all round trip on loopback takes a few ms.
+MEDIAN_BOUND_MS = 10.0
+P99_BOUND_MS = 100.0
+
+
+@pytest.fixture
+def slow_fetch_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """Three brokers whose followers park their fetches for up to 2 s."""
+    properties = {**CLUSTER_PROPERTIES, "replica.fetch.wait.max.ms": str(FETCH_WAIT_MS)}
+    with LocalCluster(
+        tmp_path,
+        3,
+        properties=properties,
+        chroot="/tickwheel-test",
+        zookeeper_tick_ms=ZOOKEEPER_TICK_MS,
+    ) as cluster:
+        yield cluster
+
+
+def _delivered(latencies: list[float], sent_s: float, error: KafkaError | None, _: Message) -> None:
+    assert error is None, error
+    latencies.append((time.perf_counter() - sent_s) * 1000)
+
+
+def test_paced_acks_all_sends_are_answered_at_once(slow_fetch_cluster: LocalCluster) -> None:
+    cluster = slow_fetch_cluster
+    create_topic(cluster, "idle", [[1, 2, 0]])
+    create_topic(cluster, "paced", [[0, 1, 2]])
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0}
+    )
+    # Until the first answer, the followers may not fetch the new partition yet.
+    producer.produce("paced", b"warm-up")
+    assert producer.flush(WAIT_S) == 0
+    # Several answers written back to back: with Nagle, the last waits for an ACK.
+    for _ in range(BURST):
+        producer.produce("paced", b"burst")
+    latencies: list[float] = []
+    interval_s = 1 / RATE_PER_S
+    next_send_s = time.perf_counter()
+    for _ in range(MESSAGES):
+        while (wait_s := next_send_s - time.perf_counter()) > 0:
+            producer.poll(wait_s)
+        producer.produce(
+            "paced",
+            b"x" * 100,
+            on_delivery=functools.partial(_delivered, latencies, time.perf_counter()),
+        )
+        next_send_s += interval_s
+    assert producer.flush(WAIT_S) == 0
+    latencies.sort()
+    median_ms = statistics.median(latencies)
+    p99_ms = latencies[round(0.99 * (len(latencies) - 1))]
+    assert median_ms < MEDIAN_BOUND_MS, f"p50 {median_ms:.1f} ms, p99 {p99_ms:.1f} ms"
+    assert p99_ms < P99_BOUND_MS, f"p50 {median_ms:.1f} ms, p99 {p99_ms:.1f} ms"
