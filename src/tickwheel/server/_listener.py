@@ -27,6 +27,7 @@ Concurrency: created, used and closed on one event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import socket
@@ -45,7 +46,9 @@ _GONE_BEFORE_ACCEPT = frozenset({errno.ECONNABORTED, errno.EAGAIN, errno.EWOULDB
 def _disable_nagle(conn: socket.socket) -> None:
     """Send each response as soon as it is written (``TCP_NODELAY``); see above."""
     if conn.family in (socket.AF_INET, socket.AF_INET6):
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # A peer that reset the connection already: its protocol finds out soon enough.
+        with contextlib.suppress(OSError):
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class Listener:
