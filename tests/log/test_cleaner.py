@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -445,3 +448,45 @@ def test_stop_kills_a_worker_in_the_middle_of_a_cleaning(tmp_path: Path) -> None
     reopened = Log.open(tmp_path / "t-0", config, clock_ms=clock)
     assert not list((tmp_path / "t-0").glob("*.cleaned"))
     reopened.close()
+
+
+def test_a_worker_whose_broker_died_exits(tmp_path: Path) -> None:
+    """A SIGKILLed broker leaves its cleaner worker an orphan: the worker exits by
+    itself rather than go on writing ``.cleaned`` files into a recovered log. Here its
+    stdin stays open (a forked child of the dead parent holds it), as when the job was
+    already sent, so only the orphan check can end it."""
+    parent_code = (
+        "import os, sys, time\n"
+        "from tickwheel.log._cleaner import _start_worker\n"
+        "worker = _start_worker()\n"
+        "holder = os.fork()\n"
+        "if holder == 0:\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "print(worker.pid, holder, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True
+    ) as parent:
+        try:
+            assert parent.stdout is not None
+            worker_pid, holder_pid = map(int, parent.stdout.readline().split())
+        finally:
+            parent.kill()
+    try:
+        deadline = time.monotonic() + 10
+        while _alive(worker_pid):
+            assert time.monotonic() < deadline, "the orphaned worker is still running"
+            time.sleep(0.05)
+    finally:
+        os.kill(holder_pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited (a zombie counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -129,7 +129,7 @@ _PACKAGE_ROOT: Final = os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 _WORKER_CODE: Final = (
     "import sys; sys.path.append(sys.argv[1]); "
     "from tickwheel.log._cleaner import run_worker; "
-    "run_worker(sys.stdin.buffer, sys.stdout.buffer)"
+    "run_worker(sys.stdin.buffer, sys.stdout.buffer, int(sys.argv[2]))"
 )
 _ORPHAN_CHECK_S: Final = 0.5
 
@@ -410,23 +410,27 @@ def swap_cleaned(log: Log, plan: CleaningPlan, cleaned: CleanedSegments) -> Clea
     return None if refused else cleaned.stats
 
 
-def run_worker(stdin: BinaryIO, stdout: BinaryIO) -> None:
+def run_worker(stdin: BinaryIO, stdout: BinaryIO, broker_pid: int) -> None:
     """A cleaner worker process: read a pickled job, write back its pickled result or
     its error (raised again by the cleaner thread).
 
-    A worker whose broker died (a SIGKILL leaves it an orphan) exits within
-    ``_ORPHAN_CHECK_S`` rather than go on writing ``.cleaned`` files that the
-    restarted broker's recovery has deleted.
+    A worker whose broker died (a SIGKILL leaves it an orphan) exits: at once if the
+    job never came, else within ``_ORPHAN_CHECK_S``, rather than go on writing
+    ``.cleaned`` files that the restarted broker's recovery has deleted.
     """
-    parent = os.getppid()
 
     def exit_when_orphaned() -> None:
-        while os.getppid() == parent:
+        # The broker's pid comes from the broker: read here, the parent may already be
+        # gone (this worker adopted) before the check starts.
+        while os.getppid() == broker_pid:
             time.sleep(_ORPHAN_CHECK_S)
         os._exit(1)
 
     threading.Thread(target=exit_when_orphaned, daemon=True).start()
-    job: CleaningJob = pickle.load(stdin)
+    try:
+        job: CleaningJob = pickle.load(stdin)
+    except EOFError:
+        return  # The broker went before it sent the job.
     try:
         outcome: CleanedSegments | BaseException = write_cleaned(job)
     except Exception as error:
@@ -437,7 +441,7 @@ def run_worker(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
 def _start_worker() -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-c", _WORKER_CODE, _PACKAGE_ROOT],
+        [sys.executable, "-c", _WORKER_CODE, _PACKAGE_ROOT, str(os.getpid())],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
