@@ -14,6 +14,7 @@ import crc32c
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint, BrokerProcess, LocalCluster
+from tickwheel.log import write_varint
 
 LAG_TIME_MS = 2000
 FETCH_WAIT_MS = 500
@@ -42,12 +43,15 @@ CLUSTER_PROPERTIES = {
 }
 
 
-def local_cluster(base_dir: Path, num_brokers: int = 3) -> LocalCluster:
-    """A (not yet started) cluster with the tests' short lag and session times."""
+def local_cluster(
+    base_dir: Path, num_brokers: int = 3, properties: dict[str, str] | None = None
+) -> LocalCluster:
+    """A (not yet started) cluster with the tests' short lag and session times, and
+    ``properties`` on top."""
     return LocalCluster(
         base_dir,
         num_brokers,
-        properties=CLUSTER_PROPERTIES,
+        properties={**CLUSTER_PROPERTIES, **(properties or {})},
         chroot="/tickwheel-test",
         zookeeper_tick_ms=ZOOKEEPER_TICK_MS,
     )
@@ -128,21 +132,18 @@ def segment_files(log_dir: Path, topic: str, partition: int = 0) -> Iterator[Pat
     return iter(sorted((log_dir / f"{topic}-{partition}").glob("*.log")))
 
 
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
-
-
 def record_batch(value: bytes) -> bytes:
     """One uncompressed record batch (format v2) holding one record with ``value``."""
-    body = b"\x00" + _varint(0) + _varint(0) + _varint(-1) + _varint(len(value)) + value
-    body += _varint(0)
-    record = _varint(len(body)) + body
+    body = (
+        b"\x00"
+        + write_varint(0)
+        + write_varint(0)
+        + write_varint(-1)
+        + write_varint(len(value))
+        + value
+    )
+    body += write_varint(0)
+    record = write_varint(len(body)) + body
     now_ms = int(time.time() * 1000)
     after_crc = struct.pack(">hiqqqhii", 0, 0, now_ms, now_ms, -1, -1, -1, 1) + record
     header = struct.pack(">qii", 0, len(after_crc) + 9, -1) + b"\x02"

@@ -29,12 +29,11 @@ from tickwheel.cluster import LocalCluster
 from tickwheel.replica import NO_LEADER
 
 from .helpers import (
-    CLUSTER_PROPERTIES,
     SESSION_TIMEOUT_MS,
     WAIT_S,
-    ZOOKEEPER_TICK_MS,
     create_topic,
     isr,
+    local_cluster,
     log_bytes,
     wait_for,
 )
@@ -304,14 +303,8 @@ def test_sigterm_hands_leadership_over_and_elect_leaders_moves_it_back(
 
 
 def test_leadership_drifts_back_to_preferred_replicas(tmp_path: Path) -> None:
-    properties = {**CLUSTER_PROPERTIES, "leader.imbalance.check.interval.seconds": "1"}
-    with LocalCluster(
-        tmp_path,
-        3,
-        properties=properties,
-        chroot="/tickwheel-test",
-        zookeeper_tick_ms=ZOOKEEPER_TICK_MS,
-    ) as cluster:
+    properties = {"leader.imbalance.check.interval.seconds": "1"}
+    with local_cluster(tmp_path, properties=properties) as cluster:
         create_topic(cluster, TOPIC, ASSIGNMENT)
         cluster.brokers[0].kill()
         wait_for(

@@ -25,7 +25,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from tickwheel.cluster import LocalCluster
 
-from .helpers import CLUSTER_PROPERTIES, WAIT_S, ZOOKEEPER_TICK_MS, create_topic
+from .helpers import WAIT_S, create_topic, local_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
@@ -42,14 +42,8 @@ P99_BOUND_MS = 100.0
 @pytest.fixture
 def slow_fetch_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     """Three brokers whose followers park their fetches for up to 2 s."""
-    properties = {**CLUSTER_PROPERTIES, "replica.fetch.wait.max.ms": str(FETCH_WAIT_MS)}
-    with LocalCluster(
-        tmp_path,
-        3,
-        properties=properties,
-        chroot="/tickwheel-test",
-        zookeeper_tick_ms=ZOOKEEPER_TICK_MS,
-    ) as cluster:
+    properties = {"replica.fetch.wait.max.ms": str(FETCH_WAIT_MS)}
+    with local_cluster(tmp_path, properties=properties) as cluster:
         yield cluster
 
 

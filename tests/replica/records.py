@@ -6,24 +6,16 @@ import struct
 
 import crc32c
 
+from tickwheel.log import write_varint
+
 _NO_PRODUCER = -1
 TIMESTAMP_MS = 1_700_000_000_000
 
 
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
-
-
 def _record(offset_delta: int, value: bytes) -> bytes:
-    body = b"\x00" + _varint(0) + _varint(offset_delta) + _varint(-1)
-    body += _varint(len(value)) + value + _varint(0)
-    return _varint(len(body)) + body
+    body = b"\x00" + write_varint(0) + write_varint(offset_delta) + write_varint(-1)
+    body += write_varint(len(value)) + value + write_varint(0)
+    return write_varint(len(body)) + body
 
 
 def batch(
