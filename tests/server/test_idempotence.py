@@ -61,6 +61,12 @@ def test_a_retried_batch_is_appended_once(tickwheel_broker: BackgroundBroker) ->
         assert produce(client, gap).error_code == ErrorCode.out_of_order_sequence_number
     finally:
         client.close()
+    # The retried duplicate and the refused batch add no records to MessagesInPerSec.
+    text = tickwheel_broker.call(lambda broker: broker.context.metrics.render())
+    assert isinstance(text, bytes)
+    series = 'kafka_server_BrokerTopicMetrics_MessagesInPerSec_total{topic="idem"} '
+    (line,) = [line for line in text.decode().splitlines() if line.startswith(series)]
+    assert float(line.removeprefix(series)) == 3
 
 
 def test_transactional_ids_have_no_coordinator(tickwheel_broker: BackgroundBroker) -> None:

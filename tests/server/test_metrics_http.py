@@ -119,11 +119,11 @@ def _samples(broker_metrics: BrokerMetrics) -> dict[str, float]:
 def test_topic_rates_split_clients_from_followers_and_drop_unhosted_topics() -> None:
     hosted = [partition(0)]  # topic "t" only
     broker_metrics = metrics(hosted)
-    broker_metrics.record_produce("t", 100)
-    broker_metrics.record_produce("t", 0)  # a failed append: counted, no bytes
+    broker_metrics.record_produce("t", 100, 3)
+    broker_metrics.record_produce("t", 0, 0)  # a failed append: counted, no bytes
     broker_metrics.record_fetch("t", 40, from_follower=False)
     broker_metrics.record_fetch("t", 60, from_follower=True)
-    broker_metrics.record_produce("gone", 7)  # a topic no longer hosted here
+    broker_metrics.record_produce("gone", 7, 1)  # a topic no longer hosted here
     samples = _samples(broker_metrics)
     prefix = "kafka_server_BrokerTopicMetrics_"
     assert samples[prefix + 'TotalProduceRequestsPerSec_total{topic="t"}'] == 2
@@ -131,6 +131,8 @@ def test_topic_rates_split_clients_from_followers_and_drop_unhosted_topics() -> 
     assert samples[prefix + 'BytesInPerSec_total{topic="t"}'] == 100
     assert samples[prefix + "BytesInPerSec_total"] == 107  # all topics keep what "gone" took
     assert prefix + 'BytesInPerSec_total{topic="gone"}' not in samples
+    assert samples[prefix + 'MessagesInPerSec_total{topic="t"}'] == 3
+    assert samples[prefix + "MessagesInPerSec_total"] == 4
     assert samples[prefix + 'TotalFetchRequestsPerSec_total{topic="t"}'] == 2
     assert samples[prefix + 'BytesOutPerSec_total{topic="t"}'] == 40
     assert samples[prefix + 'ReplicationBytesOutPerSec_total{topic="t"}'] == 60

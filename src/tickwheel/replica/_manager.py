@@ -351,6 +351,7 @@ class ReplicaManager:
             base_offset=info.first_offset,
             log_append_time_ms=info.log_append_time_ms,
             log_start_offset=info.log_start_offset,
+            appended_messages=0 if info.duplicate else info.num_messages,
         )
         return result, info.last_offset + 1
 

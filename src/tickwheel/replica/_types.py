@@ -111,6 +111,9 @@ class ProducePartitionResult:
     log_append_time_ms: int = NO_TIMESTAMP
     log_start_offset: int = UNKNOWN_OFFSET
     error_message: str | None = None
+    # Not on the wire: records this append added (0 for a duplicate), for the
+    # broker's MessagesInPerSec.
+    appended_messages: int = 0
 
 
 @dataclass(frozen=True, slots=True)

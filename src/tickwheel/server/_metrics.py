@@ -12,7 +12,9 @@ rest):
 - ``kafka_network_RequestMetrics_RequestsPerSec_total{request}`` and
   ``kafka_network_RequestMetrics_TotalTimeMs{request}`` (a histogram, in ms).
 - Kafka's BrokerTopicMetrics rates, as ``kafka_server_BrokerTopicMetrics_<name>_total``:
-  ``BytesInPerSec`` (record bytes appended for clients), ``BytesOutPerSec`` (record
+  ``MessagesInPerSec`` (records appended for clients; an idempotent producer's retried
+  duplicate adds none), ``BytesInPerSec`` (record bytes appended for clients),
+  ``BytesOutPerSec`` (record
   bytes fetched by clients), ``ReplicationBytesOutPerSec`` (fetched by followers),
   ``TotalProduceRequestsPerSec`` and ``TotalFetchRequestsPerSec`` (one per partition
   of a request, as Kafka marks them). Each has one series without labels for all
@@ -279,12 +281,14 @@ class _PartitionCollector(Collector):
             yield GaugeMetricFamily(name, documentation, value=value)
 
 
+MESSAGES_IN = "MessagesInPerSec"
 BYTES_IN = "BytesInPerSec"
 BYTES_OUT = "BytesOutPerSec"
 REPLICATION_BYTES_OUT = "ReplicationBytesOutPerSec"
 TOTAL_PRODUCE_REQUESTS = "TotalProduceRequestsPerSec"
 TOTAL_FETCH_REQUESTS = "TotalFetchRequestsPerSec"
 _TOPIC_RATES = {
+    MESSAGES_IN: "Records appended for clients (retried duplicates not counted)",
     BYTES_IN: "Record bytes appended for clients",
     BYTES_OUT: "Record bytes fetched by clients",
     REPLICATION_BYTES_OUT: "Record bytes fetched by followers",
@@ -394,12 +398,14 @@ class BrokerMetrics:
         counter.inc()
         histogram.observe(elapsed_s * _MS_PER_S)
 
-    def record_produce(self, topic: str, appended_bytes: int) -> None:
+    def record_produce(self, topic: str, appended_bytes: int, appended_messages: int) -> None:
         """Count one partition of ``topic`` in a produce request, and the record bytes
-        appended to it (0 when the append failed)."""
+        and records appended to it (0 when the append failed)."""
         self._topic_rates.mark(TOTAL_PRODUCE_REQUESTS, topic)
         if appended_bytes:
             self._topic_rates.mark(BYTES_IN, topic, appended_bytes)
+        if appended_messages:
+            self._topic_rates.mark(MESSAGES_IN, topic, appended_messages)
 
     def record_fetch(self, topic: str, size_bytes: int, *, from_follower: bool) -> None:
         """Count one partition of ``topic`` in a fetch request, and the record bytes

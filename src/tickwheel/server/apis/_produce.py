@@ -46,8 +46,11 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
     context.replica_manager.append_records(to_ms(body.timeout), body.acks, entries, pending.resolve)
     results = {**await pending, **invalid}
     for tp, records in entries.items():
-        appended = results[tp].error_code == ErrorCode.none
-        context.metrics.record_produce(tp.topic, len(records) if appended else 0)
+        result = results[tp]
+        appended = result.error_code == ErrorCode.none
+        context.metrics.record_produce(
+            tp.topic, len(records) if appended else 0, result.appended_messages
+        )
     if body.acks == ACKS_NONE:
         failed = sorted(str(tp) for tp, r in results.items() if r.error_code != ErrorCode.none)
         if failed:
