@@ -292,9 +292,19 @@ def test_sigterm_hands_leadership_over_and_elect_leaders_moves_it_back(
     _restart(cluster, leaving)
     wait_for(lambda: leaving in isr(cluster, TOPIC, partition), "the restarted broker in sync")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    futures = admin.elect_leaders(ElectionType.PREFERRED, [ClientPartition(TOPIC, partition)])
-    results = futures.result(WAIT_S)
-    assert results[ClientPartition(TOPIC, partition)] is None
+
+    def elected() -> bool:
+        """One preferred election; False while the controller has not yet seen the
+        restarted broker live and in sync (PREFERRED_LEADER_NOT_AVAILABLE, which Kafka
+        makes retriable too)."""
+        tp = ClientPartition(TOPIC, partition)
+        error = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(WAIT_S)[tp]
+        if isinstance(error, KafkaError):
+            assert error.code() == KafkaError.PREFERRED_LEADER_NOT_AVAILABLE, error
+            return False
+        return True
+
+    wait_for(elected, "a preferred election that moves the leadership back")
     assert _leader(cluster, TOPIC, partition) == leaving
     again = admin.elect_leaders(ElectionType.PREFERRED, [ClientPartition(TOPIC, partition)])
     error = again.result(WAIT_S)[ClientPartition(TOPIC, partition)]
