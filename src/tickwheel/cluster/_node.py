@@ -248,6 +248,9 @@ class ClusterNode:
         self.topic_listener: TopicListener | None = None
         self.leadership_listener: LeadershipListener | None = None
         self.broker_config_listener: BrokerConfigListener | None = None
+        # Told the cluster id once it is known and checked, before this broker
+        # registers (the broker keeps it in meta.properties, as Kafka does then).
+        self.cluster_id_listener: Callable[[str], None] | None = None
         self._replica_manager = replica_manager
         self._log_config_for = log_config_for
         self._zk = ZkClient(settings.zookeeper)
@@ -310,6 +313,12 @@ class ClusterNode:
                 f"log.dirs belong to another cluster (is zookeeper.connect right?)"
             )
         self.cache.cluster_id = cluster_id
+        if self.cluster_id_listener is not None:
+            try:
+                self.cluster_id_listener(cluster_id)
+            except BaseException:
+                await asyncio.to_thread(zk.stop)
+                raise
         self._apply_task = self._loop.create_task(self._apply_events(), name="cluster-metadata")
         self._elect_timer_driver.start()
         self._replica_manager.follower_fetch_listener = self.isr_manager.on_follower_fetch

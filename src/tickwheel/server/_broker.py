@@ -207,6 +207,11 @@ class Broker:
             if config.zookeeper_connect
             else None
         )
+        if cluster is not None:
+            # Kept before registering, as Kafka does: a registered broker has its file.
+            cluster.cluster_id_listener = lambda cluster_id: write_meta_properties(
+                self.log_dirs, MetaProperties(config.broker_id, cluster_id)
+            )
         for info in topics.topics.values():
             context.open_partitions(info)
         context.groups = start_groups(context, broker_time)
@@ -228,9 +233,6 @@ class Broker:
             self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
         if cluster is not None:
             await start_cluster(context, cluster)
-            write_meta_properties(
-                self.log_dirs, MetaProperties(config.broker_id, context.cluster_id)
-            )
         if cleaner is not None:
             # Last: a start-up that fails before this point leaves no thread behind.
             cleaner.start()
