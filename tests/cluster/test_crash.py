@@ -34,8 +34,9 @@ ASSIGNMENT = [[0, 1, 2], [1, 2, 0]]
 _MS_PER_S = 1000
 
 
-def _read_back(cluster: LocalCluster, partition: int, wanted: set[int]) -> list[int]:
-    """Read ``partition`` from the start until every ``wanted`` value was seen."""
+def _read_back(cluster: LocalCluster, partition: int, wanted: set[int], where: str) -> list[int]:
+    """Read ``partition`` from the start until every ``wanted`` value was seen; a
+    failure names ``where`` and the consumer's last error."""
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
@@ -47,14 +48,22 @@ def _read_back(cluster: LocalCluster, partition: int, wanted: set[int]) -> list[
         consumer.assign([ClientPartition(TOPIC, partition, OFFSET_BEGINNING)])
         values: list[int] = []
         missing = set(wanted)
+        last_error = None
         deadline = time.monotonic() + WAIT_S
         while missing:
-            assert time.monotonic() < deadline, f"partition {partition}: {len(missing)} missing"
+            assert time.monotonic() < deadline, (
+                f"{where}: {len(missing)} of {len(wanted)} missing, {len(values)} read, "
+                f"last error {last_error}"
+            )
             message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                assert message.offset() == len(values)
-                values.append(int(message.value()))
-                missing.discard(values[-1])
+            if message is None:
+                continue
+            if message.error() is not None:
+                last_error = message.error()
+                continue
+            assert message.offset() == len(values)
+            values.append(int(message.value()))
+            missing.discard(values[-1])
         return values
     finally:
         consumer.close()
@@ -79,8 +88,8 @@ def test_acknowledged_records_survive_a_killed_broker(cluster: LocalCluster) -> 
         cluster.brokers[victim].start()
         cluster.wait_registered(victim, timeout_s=SESSION_TIMEOUT_MS / _MS_PER_S + WAIT_S)
         for partition, wanted in acked.items():
-            values = _read_back(cluster, partition, set(wanted))
             where = f"round {round_index} (broker {victim} killed), partition {partition}"
+            values = _read_back(cluster, partition, set(wanted), where)
             assert values == sorted(set(values)), f"{where}: duplicated or out of order"
         wait_for(
             lambda: all(len(isr(cluster, TOPIC, p)) == 3 for p in range(len(ASSIGNMENT))),

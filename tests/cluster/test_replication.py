@@ -96,8 +96,13 @@ def test_acks_all_replicates_every_message_to_identical_logs(cluster: LocalClust
 
 def test_metadata_names_every_broker_and_the_controller(cluster: LocalCluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap_servers})
+    # Each broker learns of the others through its own ZooKeeper watch, a moment after
+    # they registered (as a Kafka broker learns from the controller's UpdateMetadata).
+    wait_for(
+        lambda: sorted(admin.list_topics(timeout=WAIT_S).brokers) == [0, 1, 2],
+        "the metadata to name every registered broker",
+    )
     metadata = admin.list_topics(timeout=WAIT_S)
-    assert sorted(metadata.brokers) == [0, 1, 2]
     for broker in cluster.brokers:
         listed = metadata.brokers[broker.broker_id]
         assert (listed.host, listed.port) == ("127.0.0.1", broker.port)

@@ -9,8 +9,11 @@ also when ``advance`` is called from another thread than the loop's.
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
 import threading
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
@@ -175,6 +178,58 @@ def test_a_failing_scheduled_task_is_logged_and_runs_again(
     _run_on_loop(body, clock)
     assert runs == [10, 20, 30]
     assert "scheduled task fails failed" in caplog.text
+
+
+def test_a_failing_async_run_is_logged_and_runs_again(caplog: pytest.LogCaptureFixture) -> None:
+    clock = ManualClock(0)
+    runs: list[int] = []
+
+    async def fails() -> None:
+        runs.append(clock.now_ms())
+        raise RuntimeError("boom")
+
+    async def body(timers: LoopTimers) -> None:
+        scheduler = Scheduler(timers)
+        scheduler.schedule("fails-async", fails, 10)
+        for _ in range(3):
+            clock.advance(10)
+            await asyncio.sleep(0)  # the run's task starts
+            await asyncio.sleep(0)  # its done callbacks schedule the next run
+        await scheduler.shutdown()
+
+    _run_on_loop(body, clock)
+    assert runs == [10, 20, 30]
+    assert "scheduled task fails-async failed" in caplog.text
+
+
+def test_a_run_cancelled_by_shutdown_before_it_started_is_closed() -> None:
+    clock = ManualClock(0)
+    started: list[int] = []
+    collected: list[str] = []
+
+    async def checkpoint() -> None:
+        started.append(clock.now_ms())
+
+    def unraisable(hook: object) -> None:
+        collected.append(repr(hook))
+
+    async def body(timers: LoopTimers) -> None:
+        scheduler = Scheduler(timers)
+        scheduler.schedule("checkpoint", checkpoint, 10)
+        clock.advance(10)  # the run's task is created, not started
+        await scheduler.shutdown()
+
+    previous = sys.unraisablehook
+    sys.unraisablehook = unraisable
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            _run_on_loop(body, clock)
+            gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert started == []
+    assert collected == []
 
 
 def test_a_cancelled_schedule_runs_no_more() -> None:

@@ -43,7 +43,7 @@ class LoopTimers:
         self._manual = self.clock if isinstance(self.clock, ManualClock) else None
         self._timers: list[SystemTimer] = []
         self._drivers: list[AsyncioTimerDriver] = []
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight: set[asyncio.Future[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread_id: int | None = None
         self._running = False
@@ -91,7 +91,7 @@ class LoopTimers:
         for driver in self._drivers:
             driver.stop()
 
-    def track(self, task: asyncio.Task[None]) -> None:
+    def track(self, task: asyncio.Future[None]) -> None:
         """Make a manual ``advance`` from another thread wait for ``task`` too."""
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)

@@ -62,12 +62,10 @@ class _PeriodicTask(TimerTask):
         else:
             self._scheduler._await(self, pending)
 
-    async def finish(self, pending: Awaitable[None]) -> None:
-        """Await the run's awaitable, then schedule the next run."""
-        try:
-            await pending
-        except Exception:
-            _log.exception("scheduled task %s failed", self._name)
+    def finished(self, run: asyncio.Future[None]) -> None:
+        """Log how the run awaited in ``run`` failed, if it did; schedule the next run."""
+        if not run.cancelled() and (error := run.exception()) is not None:
+            _log.error("scheduled task %s failed", self._name, exc_info=error)
         self._scheduler._again(self)
 
     def __repr__(self) -> str:
@@ -80,7 +78,7 @@ class Scheduler:
     def __init__(self, timers: LoopTimers, name: str = SCHEDULER_TIMER) -> None:
         self._timers = timers
         self._timer = timers.new_timer(name)
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: set[asyncio.Future[None]] = set()
         self._closed = False
 
     def schedule(
@@ -107,9 +105,12 @@ class Scheduler:
             self._timer.add(task)
 
     def _await(self, task: _PeriodicTask, pending: Awaitable[None]) -> None:
-        running = asyncio.get_running_loop().create_task(task.finish(pending))
+        # The awaitable becomes the tracked future itself: cancelled before it started,
+        # a coroutine is still closed by its task (never left "never awaited").
+        running = asyncio.ensure_future(pending)
         self._running.add(running)
         running.add_done_callback(self._running.discard)
+        running.add_done_callback(task.finished)
         self._timers.track(running)
 
     async def shutdown(self) -> None:
