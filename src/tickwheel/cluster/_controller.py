@@ -97,6 +97,10 @@ class Controller:
         # Hands a written state to this broker's own event queue, where it is applied
         # in order with the watches' events (which bring it again, and are ignored).
         self._record = record
+        # What this controller wrote, until the cache has applied it: a decision made
+        # while the write is still queued must start from it, not from the older
+        # cached state (which could, say, still name a leader just taken offline).
+        self._written: dict[TopicPartition, LeaderAndIsr] = {}
         self._settings = settings
         self._epoch: ControllerEpoch | None = None
         self._shutting_down: set[int] = set()
@@ -117,6 +121,7 @@ class Controller:
         """Take over at ``epoch``: check every partition, start the rebalance task."""
         self._epoch = epoch
         self._shutting_down.clear()
+        self._written.clear()
         if self._settings.auto_leader_rebalance_enable and self._rebalance is None:
             self._rebalance = asyncio.get_running_loop().create_task(
                 self._rebalance_loop(), name="leader-rebalance"
@@ -133,6 +138,17 @@ class Controller:
             self._rebalance = None
 
     # -- broker changes ----------------------------------------------------------------
+
+    def _current(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        """``tp``'s newest known state: cached, or written here and not yet applied."""
+        cached = self._cache.partition_states.get(tp)
+        written = self._written.get(tp)
+        if written is None:
+            return cached
+        if cached is not None and cached.version >= written.version:
+            del self._written[tp]
+            return cached
+        return written
 
     def _electable(self) -> set[int]:
         return set(self._cache.brokers) - self._shutting_down
@@ -176,7 +192,7 @@ class Controller:
 
     async def _decide(self, tp: TopicPartition, decide: Decide) -> Decision:
         """Make and write ``decide``'s state for ``tp``, re-deciding after lost races."""
-        state = self._cache.partition_states.get(tp)
+        state = self._current(tp)
         for _ in range(_WRITE_ATTEMPTS):
             epoch = self._epoch
             if epoch is None or state is None:
@@ -202,6 +218,7 @@ class Controller:
                 self.deactivate()
                 return Decision(ErrorCode.not_controller)
             if written is not None:
+                self._written[tp] = written
                 self._record(tp, written)
                 self._log_decision(tp, state, written)
                 return Decision(ErrorCode.none, written)

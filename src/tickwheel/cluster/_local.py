@@ -165,6 +165,10 @@ class LocalCluster:
             for broker_id in range(num_brokers)
         ]
         self._zk: KazooClient | None = None
+        # Per broker: the process (pid) and the ZooKeeper session of its last registration
+        # seen, so that a restarted broker is not taken as registered while the session
+        # of the process it replaced has yet to expire.
+        self._registrations: dict[int, tuple[int | None, int]] = {}
 
     @property
     def zookeeper_connect(self) -> str:
@@ -203,11 +207,27 @@ class LocalCluster:
         """Whether broker ``broker_id`` is registered in ZooKeeper now."""
         return self._client().exists(self._path(broker_path(broker_id))) is not None
 
+    def _registered_by_current_process(self, broker_id: int) -> bool:
+        stat = self._client().exists(self._path(broker_path(broker_id)))
+        if stat is None:
+            return False
+        pid = self.brokers[broker_id].pid
+        session = int(stat.ephemeralOwner)
+        seen = self._registrations.get(broker_id)
+        if seen is not None and seen[0] != pid and seen[1] == session:
+            return False  # still the registration of the process this one replaced
+        self._registrations[broker_id] = (pid, session)
+        return True
+
     def wait_registered(self, broker_id: int, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
-        """Wait until broker ``broker_id`` has registered (its process must be running)."""
+        """Wait until broker ``broker_id``'s running process has registered.
+
+        After a restart, the registration of the killed process lingers until its
+        ZooKeeper session expires; it does not count.
+        """
         broker = self.brokers[broker_id]
         deadline = time.monotonic() + timeout_s
-        while not self.is_registered(broker_id):
+        while not self._registered_by_current_process(broker_id):
             if not broker.running:
                 raise RuntimeError(
                     f"broker {broker_id} exited before registering; see {broker.output}"

@@ -324,7 +324,6 @@ class ClusterNode:
         self._replica_manager.follower_fetch_listener = self.isr_manager.on_follower_fetch
         self._replica_manager.partition_exists = self.partition_known
         self._replica_manager.log_dir_failure_listener = self._on_log_dir_failure
-        self.isr_manager.start()
         await asyncio.to_thread(self._install_watches)
         # The watches delivered their first data before the thread returned, so those
         # events are queued ahead of this barrier.
@@ -335,6 +334,8 @@ class ClusterNode:
         await self.wait_until(lambda: self.cache.controller_id != NO_CONTROLLER, timeout_ms)
         await asyncio.to_thread(zk.register_broker, advertised)
         await self.wait_until(lambda: self.broker_id in self.cache.brokers, timeout_ms)
+        # Only now can followers fetch from the leaderships taken above.
+        self.isr_manager.start()
         # The controller may register after this broker: its Metadata answers must not
         # name no controller (an AdminClient told so may not ask again).
         await self.wait_until(lambda: self.cache.live_controller_id() != NO_CONTROLLER, timeout_ms)
@@ -645,6 +646,16 @@ class ClusterNode:
             self._leadership_changed(tp, leading=False)
             await self._fetchers.follow(tp, state.leader, state.leader_epoch)
             _log.info("%s: following %d at epoch %d", tp, state.leader, state.leader_epoch)
+        else:
+            # Offline: neither lead nor follow (a leader that was taken for dead, say,
+            # while it restarted), until the controller elects a leader again.
+            if same_epoch and partition is not None and partition.leader_id == NO_LEADER:
+                return
+            self.isr_manager.stopped_leading(tp)
+            await self._fetchers.unfollow([tp])
+            become_follower(self._replica_manager, tp, state, replicas, log_config)
+            self._leadership_changed(tp, leading=False)
+            _log.warning("%s: offline at epoch %d, no leader", tp, state.leader_epoch)
 
     def _leadership_changed(self, tp: TopicPartition, *, leading: bool) -> None:
         if self.leadership_listener is not None:

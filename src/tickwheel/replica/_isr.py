@@ -96,7 +96,20 @@ class IsrManager:
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the periodic shrink check; must run on the event loop."""
+        """Start the periodic shrink check; must run on the event loop.
+
+        Leaderships taken before (a broker rejoining its cluster leads from the stored
+        state before it registers, and no follower can fetch from it until it does)
+        count their in-sync followers as caught up now.
+        """
+        now_ms = self._clock.now_ms()
+        for tp in self._led:
+            partition = self._replica_manager.get_partition(tp)
+            if partition is None:
+                continue
+            for replica in partition.remote_replicas.values():
+                if replica.broker_id in partition.isr:
+                    replica.last_caught_up_time_ms = max(replica.last_caught_up_time_ms, now_ms)
         self._checker = asyncio.get_running_loop().create_task(self._check_periodically())
 
     async def stop(self) -> None:

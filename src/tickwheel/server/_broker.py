@@ -221,7 +221,6 @@ class Broker:
             host, port, lambda: ConnectionProtocol(functools.partial(self._accept, dispatcher))
         )
         self._listener = listener
-        listener.start()
         bound_port = listener.port
         self._endpoint = self._advertised(host, bound_port)
         context.advertised = self._endpoint
@@ -234,8 +233,13 @@ class Broker:
         if cluster is not None:
             await start_cluster(context, cluster)
         if cleaner is not None:
-            # Last: a start-up that fails before this point leaves no thread behind.
+            # A start-up that fails before this point leaves no thread behind.
             cleaner.start()
+        # Requests are read only now, as Kafka enables request processing last: before,
+        # a broker rejoining its cluster does not host its partitions yet and would
+        # answer UNKNOWN_TOPIC_OR_PARTITION for them. Meanwhile connections wait in the
+        # listen backlog.
+        listener.start()
         self._ready = True
         # Kafka's task names (LogManager, ReplicaManager, SocketServer).
         schedule = broker_time.scheduler.schedule
