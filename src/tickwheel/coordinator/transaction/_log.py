@@ -47,6 +47,7 @@ _TAG_NEXT_PRODUCER_ID = 1
 _BATCH_PREFIX = struct.Struct(">qi")  # base offset, batch length
 _LOG_OVERHEAD = 12
 _ATTRIBUTES_AT = 21
+_LAST_OFFSET_DELTA_AT = 23
 _RECORD_COUNT_AT = 57
 _RECORDS_AT = 61
 _CONTROL_FLAG = 0x20
@@ -274,3 +275,18 @@ def _records(
         value = None if value_length < 0 else body[position : position + value_length]
         position = record_end
         yield base_offset + offset_delta, key, value
+
+
+def next_batch_offset(data: bytes) -> int:
+    """The offset after the last whole batch of ``data`` (control batches too), or -1."""
+    position = 0
+    next_offset = -1
+    while position + _LAST_OFFSET_DELTA_AT + _I32.size <= len(data):
+        base_offset, batch_length = _BATCH_PREFIX.unpack_from(data, position)
+        end = position + _LOG_OVERHEAD + batch_length
+        if end > len(data):
+            break
+        (last_delta,) = _I32.unpack_from(data, position + _LAST_OFFSET_DELTA_AT)
+        next_offset = base_offset + last_delta + 1
+        position = end
+    return next_offset

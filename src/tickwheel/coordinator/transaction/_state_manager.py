@@ -43,6 +43,7 @@ from tickwheel.coordinator.transaction._log import (
     decode_value,
     encode_value,
     iter_records,
+    next_batch_offset,
 )
 from tickwheel.coordinator.transaction._metadata import (
     NO_PRODUCER_EPOCH,
@@ -383,7 +384,7 @@ class TransactionStateManager:
                 last = offset
                 if offset >= next_offset:
                     yield offset, key, value
-            next_offset = max(last + 1, _next_batch_offset(data))
+            next_offset = max(last + 1, next_batch_offset(data))
 
     def unload_partition(self, partition: int, coordinator_epoch: int | None = None) -> list[str]:
         """Forget ``partition``'s ids (resigned) and their timers; the ids dropped."""
@@ -400,19 +401,3 @@ class TransactionStateManager:
         """Forget every partition (shutdown)."""
         for partition in list(self._cache):
             self.unload_partition(partition)
-
-
-def _next_batch_offset(data: bytes) -> int:
-    """The offset after the last whole batch of ``data`` (control batches included)."""
-    position = 0
-    next_offset = -1
-    while position + 27 <= len(data):
-        base_offset = int.from_bytes(data[position : position + 8], "big", signed=True)
-        length = int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
-        end = position + 12 + length
-        if end > len(data):
-            break
-        last_delta = int.from_bytes(data[position + 23 : position + 27], "big", signed=True)
-        next_offset = base_offset + last_delta + 1
-        position = end
-    return next_offset
