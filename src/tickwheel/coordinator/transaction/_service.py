@@ -169,7 +169,7 @@ class TransactionService:
         return encode_response(request.correlation_id, response)
 
     async def shutdown(self) -> None:
-        """Stop answering, cancel every timer task and marker sender."""
+        """Stop answering, cancel every timer task and marker sender (the timer itself
+        belongs to the broker's ``LoopTimers``)."""
         self.coordinator.shutdown()
         await self.markers.close()
-        self._timer.close()
