@@ -7,6 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.transaction import TransactionState, TxnTransitMetadata
 from tickwheel.coordinator.transaction._log import build_record_batch, encode_value
+from tickwheel.coordinator.transaction._state_manager import coordinator_error
 from tickwheel.log import AppendOrigin
 from tickwheel.replica import ACKS_ALL
 
@@ -298,3 +299,46 @@ async def test_list_transactions_filters(txn: Txn) -> None:
     txn.clock.advance(10_001)
     long_running = txn.coordinator.list_transactions(("Ongoing",), (), 10_000)
     assert [t.transactional_id for t in long_running.transactions] == ["tx"]
+
+
+async def test_a_failed_append_leaves_the_state_as_it_was(txn: Txn) -> None:
+    init = await txn.init()
+    txn.replica_manager.mark_offline(STATE)  # KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
+    assert txn.add(init.producer_id, init.producer_epoch) == E.not_coordinator
+    metadata = txn.coordinator.state.get_transaction_state("tx")[1]
+    assert (metadata.state, metadata.pending_state) == (TransactionState.EMPTY, None)
+
+
+async def test_a_fence_whose_abort_cannot_be_written_is_not_bumped_again(txn: Txn) -> None:
+    _pid, epoch = await begin(txn)
+    txn.replica_manager.mark_offline(STATE)
+    assert (await txn.init()).error == E.not_coordinator
+    metadata = txn.coordinator.state.get_transaction_state("tx")[1]
+    assert metadata.has_failed_epoch_fence
+    assert (metadata.state, metadata.producer_epoch) == (TransactionState.ONGOING, epoch + 1)
+    assert metadata.prepare_fence_producer_epoch(START_MS).producer_epoch == epoch + 1
+
+
+async def test_describe_and_list_need_a_running_coordinator(txn: Txn) -> None:
+    await txn.init()
+    txn.coordinator.shutdown()
+    assert txn.describe().error == E.coordinator_not_available
+    assert txn.coordinator.list_transactions((), (), -1).error == E.coordinator_not_available
+
+
+@pytest.mark.parametrize(
+    ("append_error", "answer"),
+    [
+        (E.unknown_topic_or_partition, E.coordinator_not_available),
+        (E.not_enough_replicas, E.coordinator_not_available),
+        (E.not_enough_replicas_after_append, E.coordinator_not_available),
+        (E.request_timed_out, E.coordinator_not_available),
+        (E.not_leader_or_follower, E.not_coordinator),
+        (E.kafka_storage_error, E.not_coordinator),
+        (E.message_too_large, E.unknown_server_error),
+        (E.record_list_too_large, E.unknown_server_error),
+        (E.none, E.none),
+    ],
+)
+async def test_append_errors_map_as_in_kafka(append_error: ErrorCode, answer: ErrorCode) -> None:
+    assert coordinator_error(append_error) == answer
