@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
 from kio.schema.errors import ErrorCode
 
 from replica.records import batch
@@ -67,29 +65,6 @@ def test_a_retried_batch_is_appended_once(tickwheel_broker: BackgroundBroker) ->
     series = 'kafka_server_BrokerTopicMetrics_MessagesInPerSec_total{topic="idem"} '
     (line,) = [line for line in text.decode().splitlines() if line.startswith(series)]
     assert float(line.removeprefix(series)) == 3
-
-
-def test_transactional_ids_have_no_coordinator(tickwheel_broker: BackgroundBroker) -> None:
-    client = WireClient(tickwheel_broker.bootstrap_servers)
-    try:
-        answer = init_producer_id(client, transactional_id="tx")
-        assert answer.error_code == ErrorCode.transactional_id_authorization_failed
-    finally:
-        client.close()
-
-
-def test_a_transactional_producer_fails_fast(tickwheel_broker: BackgroundBroker) -> None:
-    producer = Producer(
-        {"bootstrap.servers": tickwheel_broker.bootstrap_servers, "transactional.id": "tx"}
-    )
-    started = time.monotonic()
-    with pytest.raises(KafkaException) as raised:
-        producer.init_transactions(INIT_TRANSACTIONS_TIMEOUT_S)
-    # A retriable answer would have run into the timeout and raised _TIMED_OUT.
-    assert time.monotonic() - started < INIT_TRANSACTIONS_TIMEOUT_S / 2
-    error = raised.value.args[0]
-    assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert error.fatal()
 
 
 def test_producer_ids_are_never_reused_across_restarts(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from tickwheel.cluster._metadata import (
     TopicMetadata,
 )
 from tickwheel.cluster._node import ClusterNode, ClusterSettings, InconsistentClusterIdError
-from tickwheel.cluster._wire import BrokerChannel, KafkaFetchTransport
+from tickwheel.cluster._wire import BrokerChannel, KafkaFetchTransport, KafkaTxnMarkerTransport
 from tickwheel.cluster._zk import (
     BrokerIdTakenError,
     ControllerMovedError,
@@ -74,6 +74,7 @@ __all__ = [
     "ElectionError",
     "InconsistentClusterIdError",
     "KafkaFetchTransport",
+    "KafkaTxnMarkerTransport",
     "LocalCluster",
     "MetadataCache",
     "PartitionMetadata",

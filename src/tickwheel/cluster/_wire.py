@@ -7,6 +7,8 @@ header and body decoded with kio. ``KafkaFetchTransport`` is the replica layer's
 ``FetchTransport`` on top of it: a follower's fetch becomes a Fetch request at
 ``FETCH_VERSION``, the answer becomes ``FollowerFetchResult``s; a follower's question
 where its leader epoch ends becomes an OffsetsForLeaderEpoch v4 (with its replica id).
+``KafkaTxnMarkerTransport`` is the transaction coordinator's ``MarkerTransport``: the
+COMMIT/ABORT markers for partitions another broker leads, as WriteTxnMarkers v1.
 
 Fetch v12 is the newest version that names topics (v13 uses topic ids) and carries
 the current leader epoch and the follower's log start offset, as Kafka's followers
@@ -23,7 +25,7 @@ import contextlib
 import datetime
 import functools
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
@@ -35,12 +37,15 @@ from tickwheel.replica import (
     FollowerFetchRequest,
     FollowerFetchResult,
     TopicPartition,
+    TxnMarker,
 )
 
 FETCH_KEY = 1
 FETCH_VERSION = 12
 OFFSETS_FOR_LEADER_EPOCH_KEY = 23
 OFFSETS_FOR_LEADER_EPOCH_VERSION = 4
+WRITE_TXN_MARKERS_KEY = 27
+WRITE_TXN_MARKERS_VERSION = 1  # the only version Kafka 4 (and kio) still has
 _READ_UNCOMMITTED = 0
 _NO_SESSION = 0
 _FULL_FETCH_EPOCH = -1
@@ -224,3 +229,73 @@ class KafkaFetchTransport:
         """Close every connection."""
         for leader_id in list(self._channels):
             await self.disconnect(leader_id)
+
+
+class KafkaTxnMarkerTransport:
+    """The transaction coordinator's ``MarkerTransport``: WriteTxnMarkers v1 requests,
+    one ``BrokerChannel`` per destination broker (one request at a time on each)."""
+
+    def __init__(self, endpoints: EndpointLookup, *, client_id: str, timeout_ms: int) -> None:
+        self._endpoints = endpoints
+        self._client_id = client_id
+        self._timeout_ms = timeout_ms
+        self._channels: dict[int, BrokerChannel] = {}
+
+    def _channel(self, broker_id: int) -> BrokerChannel:
+        endpoint = self._endpoints(broker_id)
+        if endpoint is None:
+            raise ConnectionError(f"broker {broker_id} is not registered")
+        channel = self._channels.get(broker_id)
+        if channel is None or channel.endpoint != endpoint:
+            channel = BrokerChannel(
+                endpoint, client_id=self._client_id, timeout_ms=self._timeout_ms
+            )
+            self._channels[broker_id] = channel
+        return channel
+
+    async def write_txn_markers(
+        self, broker_id: int, markers: Sequence[TxnMarker]
+    ) -> dict[int, dict[TopicPartition, int]]:
+        """Send ``markers`` to ``broker_id``; ``{producer_id: {tp: error code}}``.
+
+        A failed request closes the channel (the next one reconnects) and raises.
+        """
+        entries = []
+        for marker in markers:
+            by_topic: dict[str, list[int]] = {}
+            for tp in marker.partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            entries.append(
+                {
+                    "producer_id": marker.producer_id,
+                    "producer_epoch": marker.producer_epoch,
+                    "transaction_result": marker.commit,
+                    "topics": [
+                        {"name": topic, "partition_indexes": partitions}
+                        for topic, partitions in by_topic.items()
+                    ],
+                    "coordinator_epoch": marker.coordinator_epoch,
+                }
+            )
+        channel = self._channel(broker_id)
+        try:
+            body = await channel.request(
+                WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, {"markers": entries}
+            )
+        except BaseException:
+            self._channels.pop(broker_id, None)
+            await channel.close()
+            raise
+        results: dict[int, dict[TopicPartition, int]] = {}
+        for marker_result in body.markers:
+            answer = results.setdefault(int(marker_result.producer_id), {})
+            for topic in marker_result.topics:
+                for p in topic.partitions:
+                    answer[TopicPartition(topic.name, int(p.partition_index))] = int(p.error_code)
+        return results
+
+    async def close(self) -> None:
+        """Close every connection."""
+        channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            await channel.close()

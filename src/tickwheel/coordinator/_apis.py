@@ -104,14 +104,6 @@ _LEAVE_BATCHED = 3
 _OFFSET_FETCH_ALL_PARTITIONS = 2
 _FIND_COORDINATOR_BATCHED = 4
 _COORDINATOR_TYPE_GROUP = 0
-_COORDINATOR_TYPE_TRANSACTION = 1
-# This broker has no transaction coordinator. COORDINATOR_NOT_AVAILABLE would be retried
-# forever (librdkafka, kafka-python and the Java client all look the coordinator up
-# again); TRANSACTIONAL_ID_AUTHORIZATION_FAILED is the one answer every client treats as
-# fatal, so a transactional producer fails fast (librdkafka: init_transactions raises a
-# fatal error) instead of hanging until its own timeout. InitProducerId answers the same.
-NO_TRANSACTIONS_ERROR = ErrorCode.transactional_id_authorization_failed
-NO_TRANSACTIONS_MESSAGE = "this broker has no transaction coordinator"
 _NO_NODE = -1  # node id and port of "no coordinator"
 _NO_OFFSET = -1  # nothing committed
 # Kafka's "authorized operations were not asked for" marker in DescribeGroups.
@@ -226,14 +218,9 @@ class GroupApis:
     # --- FindCoordinator ---------------------------------------------------------------
 
     def _find(self, key: str, key_type: int) -> dict[str, Any]:
-        if key_type == _COORDINATOR_TYPE_TRANSACTION:
-            return {
-                "error_code": NO_TRANSACTIONS_ERROR,
-                "error_message": NO_TRANSACTIONS_MESSAGE,
-                "node_id": _NO_NODE,
-            }
         if key_type != _COORDINATOR_TYPE_GROUP:
-            # Kafka's answer to a coordinator type it does not know.
+            # Kafka's answer to a coordinator type it does not know (transactional ids
+            # go to tickwheel.coordinator.transaction before reaching this).
             return {"error_code": ErrorCode.invalid_request, "node_id": _NO_NODE}
         if not key:
             return {"error_code": ErrorCode.invalid_request, "node_id": _NO_NODE}

@@ -64,6 +64,7 @@ from tickwheel.server._time import BrokerTime
 from tickwheel.server._topics import TopicRegistry
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 from tickwheel.server.apis._groups import start_groups
+from tickwheel.server.apis._transactions import start_transactions
 from tickwheel.timer import Clock, ManualClock
 
 _log = logging.getLogger(__name__)
@@ -142,6 +143,12 @@ class Broker:
         """Each purgatory's counters, by name (Produce, Fetch, DeleteRecords)."""
         return self.context.metrics.purgatory_snapshot()
 
+    @staticmethod
+    def _start_coordinators(context: BrokerContext, broker_time: BrokerTime) -> None:
+        context.groups = start_groups(context, broker_time)
+        # After the groups: markers a load sends may land in __consumer_offsets.
+        context.transactions = start_transactions(context, broker_time)
+
     async def start(self) -> None:
         """Open the logs, then listen."""
         config = self.config
@@ -214,7 +221,7 @@ class Broker:
             )
         for info in topics.topics.values():
             context.open_partitions(info)
-        context.groups = start_groups(context, broker_time)
+        self._start_coordinators(context, broker_time)
         dispatcher = Dispatcher(context, API_SPECS)
         host, port = config.listen_address()
         listener = Listener(
@@ -361,6 +368,9 @@ class Broker:
             await connection.wait_closed()
         if self._context is not None and self._context.cluster is not None:
             await self._context.cluster.stop()
+        if self._context is not None and self._context.transactions is not None:
+            # Before the groups: its timers and marker senders stop first.
+            await self._context.transactions.shutdown()
         if self._context is not None and self._context.groups is not None:
             self._context.groups.shutdown()
         if self._cleaner is not None:

@@ -27,6 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel.coordinator import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR, GroupConfig
+from tickwheel.coordinator.transaction import (
+    CLUSTER_TRANSACTION_STATE_MIN_ISR,
+    CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR,
+    TransactionConfig,
+)
 from tickwheel.server._meta_properties import cluster_id_error
 from tickwheel.server._properties import parse_properties
 
@@ -47,6 +52,7 @@ DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 _LISTENER_SCHEME = "PLAINTEXT://"
 _MS_PER_HOUR = 3_600_000
 _GROUPS = GroupConfig()
+_TXNS = TransactionConfig()
 
 # Broker property -> topic-level property it provides the default for (Kafka's
 # "server default property" of each topic config).
@@ -284,6 +290,44 @@ class BrokerConfig:
         default=_GROUPS.offsets_retention_check_interval_ms,
         metadata=_kafka("offsets.retention.check.interval.ms"),
     )
+    # The transaction coordinator's settings; TransactionConfig holds the defaults and
+    # reads these from ``as_properties()``.
+    transaction_state_log_num_partitions: int = field(
+        default=_TXNS.transaction_state_log_num_partitions,
+        metadata=_kafka("transaction.state.log.num.partitions"),
+    )
+    transaction_state_log_replication_factor: int = field(
+        default=_TXNS.transaction_state_log_replication_factor,
+        metadata=_kafka("transaction.state.log.replication.factor"),
+    )
+    transaction_state_log_min_isr: int = field(
+        default=_TXNS.transaction_state_log_min_isr,
+        metadata=_kafka("transaction.state.log.min.isr"),
+    )
+    transaction_state_log_segment_bytes: int = field(
+        default=_TXNS.transaction_state_log_segment_bytes,
+        metadata=_kafka("transaction.state.log.segment.bytes"),
+    )
+    transaction_state_log_load_buffer_size: int = field(
+        default=_TXNS.transaction_state_log_load_buffer_size,
+        metadata=_kafka("transaction.state.log.load.buffer.size"),
+    )
+    transaction_max_timeout_ms: int = field(
+        default=_TXNS.transaction_max_timeout_ms,
+        metadata=_kafka("transaction.max.timeout.ms"),
+    )
+    transactional_id_expiration_ms: int = field(
+        default=_TXNS.transactional_id_expiration_ms,
+        metadata=_kafka("transactional.id.expiration.ms"),
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = field(
+        default=_TXNS.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        metadata=_kafka("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = field(
+        default=_TXNS.transaction_remove_expired_transaction_cleanup_interval_ms,
+        metadata=_kafka("transaction.remove.expired.transaction.cleanup.interval.ms"),
+    )
     # Kafka makes the cluster id (``kafka-storage format``, or the first broker in
     # ZooKeeper mode); empty means the same here (``_meta_properties``).
     cluster_id: str = field(default="", metadata=_kafka("cluster.id"))
@@ -341,6 +385,17 @@ class BrokerConfig:
             # Kafka's default; only a single broker keeps the 1 of its server.properties.
             values["offsets_topic_replication_factor"] = CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR
             recorded["offsets.topic.replication.factor"] = ConfigSource.DEFAULT
+        if values.get("zookeeper_connect"):
+            for name, cluster_default in (
+                (
+                    "transaction_state_log_replication_factor",
+                    CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR,
+                ),
+                ("transaction_state_log_min_isr", CLUSTER_TRANSACTION_STATE_MIN_ISR),
+            ):
+                if name not in values:
+                    values[name] = cluster_default
+                    recorded[name.replace("_", ".")] = ConfigSource.DEFAULT
         return cls(**values, sources=recorded)
 
     @classmethod

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from tickwheel.cluster import BROKER_ENTITY, TOPIC_ENTITY, ClusterNode
 from tickwheel.coordinator import GroupService
+from tickwheel.coordinator.transaction import TransactionService
 from tickwheel.log import LogConfig, LogStorageError
 from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
@@ -80,6 +81,8 @@ class BrokerContext:
         self.advertised = Endpoint("127.0.0.1", 0)
         # The group coordinator, set by the broker once its partitions are open.
         self.groups: GroupService | None = None
+        # The transaction coordinator, set by the broker after the group coordinator.
+        self.transactions: TransactionService | None = None
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         self.cluster: ClusterNode | None = None
         # This broker's cluster id (meta.properties); in a cluster, until it has joined,

@@ -2,7 +2,9 @@
 
 ``API_SPECS`` lists every API this broker answers with the versions it handles (the
 ApiVersions response is built from it); ``SUPPORTED_VERSIONS`` is the same as a map
-for the decoder. The consumer-group APIs (``_groups``) go to the group coordinator.
+for the decoder. The consumer-group APIs (``_groups``) go to the group coordinator,
+the transaction APIs (``_transactions``) to the transaction coordinator, and
+FindCoordinator (``_find_coordinator``) to either by key type.
 
 Concurrency: handlers run on the broker's event-loop thread.
 """
@@ -19,6 +21,7 @@ from tickwheel.server.apis._describe_cluster import DESCRIBE_CLUSTER
 from tickwheel.server.apis._describe_configs import DESCRIBE_CONFIGS
 from tickwheel.server.apis._elect_leaders import ELECT_LEADERS
 from tickwheel.server.apis._fetch import FETCH
+from tickwheel.server.apis._find_coordinator import FIND_COORDINATOR
 from tickwheel.server.apis._groups import GROUP_SPECS
 from tickwheel.server.apis._incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from tickwheel.server.apis._init_producer_id import INIT_PRODUCER_ID
@@ -26,6 +29,7 @@ from tickwheel.server.apis._list_offsets import LIST_OFFSETS
 from tickwheel.server.apis._metadata import METADATA
 from tickwheel.server.apis._offsets_for_leader_epoch import OFFSETS_FOR_LEADER_EPOCH
 from tickwheel.server.apis._produce import PRODUCE
+from tickwheel.server.apis._transactions import TRANSACTION_SPECS
 
 API_SPECS: tuple[ApiSpec, ...] = (
     PRODUCE,
@@ -33,11 +37,13 @@ API_SPECS: tuple[ApiSpec, ...] = (
     LIST_OFFSETS,
     METADATA,
     *GROUP_SPECS,
+    FIND_COORDINATOR,
     API_VERSIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
     DELETE_RECORDS,
     INIT_PRODUCER_ID,
+    *TRANSACTION_SPECS,
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
     CREATE_PARTITIONS,

@@ -1,7 +1,8 @@
 """The consumer-group APIs, answered by the broker's group coordinator.
 
-OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup,
-DescribeGroups, ListGroups, DeleteGroups and OffsetDelete: their versions and handlers
+OffsetCommit, OffsetFetch, FindCoordinator (key_type 0, routed by
+``_find_coordinator``), JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups,
+ListGroups, DeleteGroups and OffsetDelete: their versions and handlers
 live in ``tickwheel.coordinator`` (``GROUP_API_VERSIONS``, ``GroupApis``); each spec here
 hands its request to the broker's ``GroupService`` (``context.groups``), which also knows
 from here which topic partitions exist (OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION
@@ -51,6 +52,7 @@ from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
 
 _log = logging.getLogger(__name__)
+_FIND_COORDINATOR_KEY = 10
 
 
 def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupService:
@@ -163,4 +165,5 @@ async def handle_group_request(context: BrokerContext, request: DecodedRequest) 
 GROUP_SPECS: tuple[ApiSpec, ...] = tuple(
     ApiSpec(api_key, GROUP_API_NAMES[api_key], versions, handle_group_request)
     for api_key, versions in GROUP_API_VERSIONS.items()
+    if api_key != _FIND_COORDINATOR_KEY  # _find_coordinator routes it by key type
 )

@@ -1,0 +1,111 @@
+"""tickwheel.coordinator.transaction: Kafka's transaction coordinator (versions 0/1).
+
+A transactional producer's broker-side partner: it hands out producer ids and epochs
+per ``transactional.id`` (fencing zombies), records which partitions a transaction
+touched, and on EndTxn writes COMMIT or ABORT markers to them. Its state lives in the
+internal topic ``__transaction_state`` (one compacted record per transactional id, in
+Kafka's byte format), so a new leader of a partition of that topic takes over its
+transactions. The modules, lowest first:
+
+- ``_config`` -- ``TransactionConfig`` (Kafka's ``transaction.*`` properties).
+- ``_metadata`` -- states, ``TransactionMetadata`` and its prepare/complete transitions.
+- ``_log`` -- the ``__transaction_state`` key/value codec and record batches.
+- ``_timeouts`` -- ``transaction.timeout.ms`` and ``transactional.id.expiration.ms`` as
+  timer tasks on the hierarchical wheel (Kafka scans periodically instead).
+- ``_state_manager`` -- the cached ids per led partition; load, unload, append.
+- ``_markers`` -- markers to the transaction's partitions (local through the
+  ``ReplicaManager``, remote through a ``MarkerTransport``), then completion.
+- ``_coordinator`` -- the request logic in Kafka's validation order.
+- ``_apis`` -- the requests as kio entities, with Kafka's version down-maps.
+- ``_service`` -- the coordinator inside a broker.
+
+Transaction version 0/1 only (KIP-890 part 1 semantics without the partition
+verification): no feature is advertised, EndTxn is served up to v3, so no client uses
+the version 2 protocol (an epoch bump per transaction).
+
+**Locks.** Everything runs on the broker's event-loop thread, so no transaction
+metadata has a lock; what the group coordinator's lock rules protect against still
+applies in this form: a transition is prepared completely before its append starts,
+and no callback or append is issued from inside a half-made change, because on one
+node an acks=all append (and the marker appends after it) completes inside the call.
+
+Layering: imports ``replica``, ``log``, ``timer``, ``protocol`` and the group
+coordinator's hashing and ``CoordinatorNode``; never ``server`` or ``cluster`` (the
+broker injects the locator, the leader lookup and the marker transport).
+"""
+
+from tickwheel.coordinator.transaction._apis import (
+    TRANSACTION_API_NAMES,
+    TRANSACTION_API_VERSIONS,
+    TransactionApis,
+    client_error,
+)
+from tickwheel.coordinator.transaction._config import (
+    CLUSTER_TRANSACTION_STATE_MIN_ISR,
+    CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR,
+    TransactionConfig,
+)
+from tickwheel.coordinator.transaction._coordinator import (
+    DescribedTransaction,
+    InitProducerIdResult,
+    ListTransactionsResult,
+    TransactionCoordinator,
+)
+from tickwheel.coordinator.transaction._log import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionLogError,
+    TransactionLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from tickwheel.coordinator.transaction._markers import (
+    NO_LEADER,
+    LeaderLookup,
+    MarkerTransport,
+    TransactionMarkerChannelManager,
+)
+from tickwheel.coordinator.transaction._metadata import (
+    IllegalTransitionError,
+    TransactionMetadata,
+    TransactionState,
+    TxnTransitMetadata,
+    is_epoch_exhausted,
+)
+from tickwheel.coordinator.transaction._service import TransactionService
+from tickwheel.coordinator.transaction._state_manager import TransactionStateManager
+from tickwheel.coordinator.transaction._timeouts import TxnTimeouts
+
+__all__ = [
+    "CLUSTER_TRANSACTION_STATE_MIN_ISR",
+    "CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR",
+    "NO_LEADER",
+    "TRANSACTION_API_NAMES",
+    "TRANSACTION_API_VERSIONS",
+    "TRANSACTION_STATE_TOPIC",
+    "DescribedTransaction",
+    "IllegalTransitionError",
+    "InitProducerIdResult",
+    "LeaderLookup",
+    "ListTransactionsResult",
+    "MarkerTransport",
+    "TransactionApis",
+    "TransactionConfig",
+    "TransactionCoordinator",
+    "TransactionLogError",
+    "TransactionLogValue",
+    "TransactionMarkerChannelManager",
+    "TransactionMetadata",
+    "TransactionService",
+    "TransactionState",
+    "TransactionStateManager",
+    "TxnTimeouts",
+    "TxnTransitMetadata",
+    "client_error",
+    "decode_key",
+    "decode_value",
+    "encode_key",
+    "encode_value",
+    "is_epoch_exhausted",
+]

@@ -1,0 +1,292 @@
+"""``__transaction_state`` records: Kafka's key and value bytes, and their batches.
+
+Key (version 0): ``int16 version | string transactional_id``. Value version 0 is what
+Kafka writes at transaction version 0/1 and what this coordinator writes::
+
+    int16 version = 0 | int64 producer_id | int16 producer_epoch
+    int32 transaction_timeout_ms | int8 transaction_status
+    array (int32 count, -1 = null for Empty) of (string topic, int32 array partitions)
+    int64 last_update_timestamp_ms | int64 start_timestamp_ms
+
+Version 1 (read only) holds the same fields in the flexible encoding (compact arrays
+and strings, tagged fields; tags 0 PreviousProducerId, 1 NextProducerId, 2
+ClientTransactionVersion). A null value is a tombstone (an expired transactional id).
+Each record goes to the log in its own uncompressed, non-transactional v2 batch
+(Kafka's ``TransactionLog``); ``iter_records`` reads them back from a partition.
+
+Pure functions; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tickwheel.coordinator._records import build_batch
+from tickwheel.coordinator.transaction._metadata import (
+    NO_PRODUCER_ID,
+    TransactionState,
+    TxnTransitMetadata,
+)
+from tickwheel.log import read_varint
+from tickwheel.replica import TopicPartition
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+KEY_VERSION = 0
+VALUE_VERSION_0 = 0
+VALUE_VERSION_1 = 1
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_VALUE_HEAD = struct.Struct(">hqhib")
+_TIMESTAMPS = struct.Struct(">qq")
+_TAG_PREVIOUS_PRODUCER_ID = 0
+_TAG_NEXT_PRODUCER_ID = 1
+_BATCH_PREFIX = struct.Struct(">qi")  # base offset, batch length
+_LOG_OVERHEAD = 12
+_ATTRIBUTES_AT = 21
+_LAST_OFFSET_DELTA_AT = 23
+_RECORD_COUNT_AT = 57
+_RECORDS_AT = 61
+_CONTROL_FLAG = 0x20
+_COMPRESSION_MASK = 0x07
+
+
+class TransactionLogError(ValueError):
+    """A ``__transaction_state`` record that cannot be decoded."""
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionLogValue:
+    """A decoded value: one transactional id's state as last written."""
+
+    producer_id: int
+    producer_epoch: int
+    txn_timeout_ms: int
+    state: TransactionState
+    topic_partitions: frozenset[TopicPartition]
+    txn_last_update_timestamp: int
+    txn_start_timestamp: int
+    previous_producer_id: int = NO_PRODUCER_ID
+    next_producer_id: int = NO_PRODUCER_ID
+
+
+def _string(text: str) -> bytes:
+    encoded = text.encode()
+    return _I16.pack(len(encoded)) + encoded
+
+
+def encode_key(transactional_id: str) -> bytes:
+    """The record key of ``transactional_id`` (version 0)."""
+    return _I16.pack(KEY_VERSION) + _string(transactional_id)
+
+
+def decode_key(data: bytes) -> str | None:
+    """The transactional id of a key, or None for an unknown key version (skipped)."""
+    if len(data) < _I16.size * 2:
+        raise TransactionLogError("truncated __transaction_state key")
+    (version,) = _I16.unpack_from(data, 0)
+    if version != KEY_VERSION:
+        return None
+    (length,) = _I16.unpack_from(data, 2)
+    if length < 0 or 4 + length > len(data):
+        raise TransactionLogError("bad transactional id in __transaction_state key")
+    return data[4 : 4 + length].decode()
+
+
+def encode_value(transit: TxnTransitMetadata) -> bytes:
+    """The record value (version 0) of a transition's target state."""
+    state = transit.txn_state
+    if state in (TransactionState.DEAD, TransactionState.PREPARE_EPOCH_FENCE):
+        raise ValueError(f"{state.state_name} is never written to the log")
+    out = bytearray(
+        _VALUE_HEAD.pack(
+            VALUE_VERSION_0,
+            transit.producer_id,
+            transit.producer_epoch,
+            transit.txn_timeout_ms,
+            state.value,
+        )
+    )
+    if state is TransactionState.EMPTY:
+        out += _I32.pack(-1)
+    else:
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(transit.topic_partitions):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        out += _I32.pack(len(by_topic))
+        for topic, partitions in by_topic.items():
+            out += _string(topic) + _I32.pack(len(partitions))
+            for partition in partitions:
+                out += _I32.pack(partition)
+    out += _TIMESTAMPS.pack(transit.txn_last_update_timestamp, transit.txn_start_timestamp)
+    return bytes(out)
+
+
+class _Reader:
+    """A cursor over value bytes; raises ``TransactionLogError`` past the end."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self.position = 0
+
+    def _take(self, codec: struct.Struct) -> int:
+        if self.position + codec.size > len(self._data):
+            raise TransactionLogError("truncated __transaction_state value")
+        (value,) = codec.unpack_from(self._data, self.position)
+        self.position += codec.size
+        return int(value)
+
+    def i8(self) -> int:
+        return self._take(_I8)
+
+    def i16(self) -> int:
+        return self._take(_I16)
+
+    def i32(self) -> int:
+        return self._take(_I32)
+
+    def i64(self) -> int:
+        return self._take(_I64)
+
+    def raw(self, length: int) -> bytes:
+        if length < 0 or self.position + length > len(self._data):
+            raise TransactionLogError("truncated __transaction_state value")
+        chunk = self._data[self.position : self.position + length]
+        self.position += length
+        return chunk
+
+    def uvarint(self) -> int:
+        shift = 0
+        value = 0
+        while True:
+            byte = self.raw(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+            if shift > 63:
+                raise TransactionLogError("unsigned varint too long")
+
+    def string(self) -> str:
+        return self.raw(self.i16()).decode()
+
+    def compact_string(self) -> str:
+        length = self.uvarint() - 1
+        if length < 0:
+            raise TransactionLogError("null topic name in __transaction_state value")
+        return self.raw(length).decode()
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        fields: dict[int, bytes] = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            fields[tag] = self.raw(self.uvarint())
+        return fields
+
+
+def decode_value(data: bytes) -> TransactionLogValue:
+    """Decode a value of version 0 or 1."""
+    reader = _Reader(data)
+    version = reader.i16()
+    if version not in (VALUE_VERSION_0, VALUE_VERSION_1):
+        raise TransactionLogError(f"unknown __transaction_state value version {version}")
+    flexible = version == VALUE_VERSION_1
+    producer_id = reader.i64()
+    producer_epoch = reader.i16()
+    timeout_ms = reader.i32()
+    status = reader.i8()
+    try:
+        state = TransactionState(status)
+    except ValueError as exc:
+        raise TransactionLogError(f"unknown transaction status {status}") from exc
+    count = reader.uvarint() - 1 if flexible else reader.i32()
+    partitions: set[TopicPartition] = set()
+    for _ in range(max(count, 0)):
+        topic = reader.compact_string() if flexible else reader.string()
+        n = reader.uvarint() - 1 if flexible else reader.i32()
+        for _ in range(max(n, 0)):
+            partitions.add(TopicPartition(topic, reader.i32()))
+        if flexible:
+            reader.tagged_fields()
+    last_update, start = reader.i64(), reader.i64()
+    previous = next_ = NO_PRODUCER_ID
+    if flexible:
+        tags = reader.tagged_fields()
+        if _TAG_PREVIOUS_PRODUCER_ID in tags:
+            previous = _I64.unpack(tags[_TAG_PREVIOUS_PRODUCER_ID])[0]
+        if _TAG_NEXT_PRODUCER_ID in tags:
+            next_ = _I64.unpack(tags[_TAG_NEXT_PRODUCER_ID])[0]
+    return TransactionLogValue(
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        txn_timeout_ms=timeout_ms,
+        state=state,
+        topic_partitions=frozenset(partitions),
+        txn_last_update_timestamp=last_update,
+        txn_start_timestamp=start,
+        previous_producer_id=previous,
+        next_producer_id=next_,
+    )
+
+
+def build_record_batch(transactional_id: str, value: bytes | None, timestamp_ms: int) -> bytes:
+    """One v2 batch holding the id's record (``value`` None: a tombstone)."""
+    return build_batch([(encode_key(transactional_id), value)], timestamp_ms)
+
+
+def iter_records(data: bytes) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """``(offset, key, value)`` of every record in the whole v2 batches of ``data``.
+
+    Control batches are skipped; a compressed batch raises ``TransactionLogError``
+    (Kafka writes this topic uncompressed).
+    """
+    position = 0
+    while position + _RECORDS_AT <= len(data):
+        base_offset, batch_length = _BATCH_PREFIX.unpack_from(data, position)
+        end = position + _LOG_OVERHEAD + batch_length
+        if end > len(data):
+            return
+        (attributes,) = _I16.unpack_from(data, position + _ATTRIBUTES_AT)
+        if attributes & _COMPRESSION_MASK:
+            raise TransactionLogError("compressed __transaction_state batch")
+        if not attributes & _CONTROL_FLAG:
+            (count,) = _I32.unpack_from(data, position + _RECORD_COUNT_AT)
+            yield from _records(data[position + _RECORDS_AT : end], base_offset, count)
+        position = end
+
+
+def _records(
+    body: bytes, base_offset: int, count: int
+) -> Iterator[tuple[int, bytes, bytes | None]]:
+    position = 0
+    for _ in range(count):
+        length, position = read_varint(body, position)
+        record_end = position + length
+        position += 1  # attributes
+        _timestamp_delta, position = read_varint(body, position)
+        offset_delta, position = read_varint(body, position)
+        key_length, position = read_varint(body, position)
+        key = body[position : position + max(key_length, 0)]
+        position += max(key_length, 0)
+        value_length, position = read_varint(body, position)
+        value = None if value_length < 0 else body[position : position + value_length]
+        position = record_end
+        yield base_offset + offset_delta, key, value
+
+
+def next_batch_offset(data: bytes) -> int:
+    """The offset after the last whole batch of ``data`` (control batches too), or -1."""
+    position = 0
+    next_offset = -1
+    while position + _LAST_OFFSET_DELTA_AT + _I32.size <= len(data):
+        base_offset, batch_length = _BATCH_PREFIX.unpack_from(data, position)
+        end = position + _LOG_OVERHEAD + batch_length
+        if end > len(data):
+            break
+        (last_delta,) = _I32.unpack_from(data, position + _LAST_OFFSET_DELTA_AT)
+        next_offset = base_offset + last_delta + 1
+        position = end
+    return next_offset

@@ -1,0 +1,41 @@
+"""FindCoordinator (key 10): the group or the transaction coordinator of a key.
+
+As Kafka's ``KafkaApis.getCoordinator`` handles every key type in one place, this
+handler sends key_type 1 (a transactional id) to the transaction coordinator and every
+other request (key_type 0, a group; unknown types, answered INVALID_REQUEST) to the
+group coordinator. A v4 request carries one key type for all its keys.
+
+Concurrency: event-loop thread only, like every handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tickwheel.coordinator import GROUP_API_VERSIONS
+from tickwheel.protocol import DecodedRequest
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Response
+
+_FIND_COORDINATOR_KEY = 10
+_COORDINATOR_TYPE_TRANSACTION = 1
+
+
+async def handle_find_coordinator(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Route to the coordinator of the request's key type."""
+    body: Any = request.body
+    if int(getattr(body, "key_type", 0)) == _COORDINATOR_TYPE_TRANSACTION:
+        if context.transactions is None:
+            raise RuntimeError("the transaction coordinator is not started")
+        return await context.transactions.handle(request)
+    if context.groups is None:
+        raise RuntimeError("the group coordinator is not started")
+    return await context.groups.handle(request)
+
+
+FIND_COORDINATOR = ApiSpec(
+    _FIND_COORDINATOR_KEY,
+    "FindCoordinator",
+    GROUP_API_VERSIONS[_FIND_COORDINATOR_KEY],
+    handle_find_coordinator,
+)

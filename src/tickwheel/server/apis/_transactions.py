@@ -1,0 +1,203 @@
+"""The transaction APIs, answered by the broker's transaction coordinator.
+
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions
+go to the broker's ``TransactionService`` (``context.transactions``); so do
+FindCoordinator with key_type 1 (``_find_coordinator``) and InitProducerId with a
+transactional id (``_init_producer_id``). Their versions and handlers live in
+``tickwheel.coordinator.transaction``.
+
+``start_transactions`` runs at broker start-up after ``start_groups`` (markers the
+loaded transactions send may land in ``__consumer_offsets``, whose groups must be
+loaded): the service loads every ``__transaction_state`` partition this broker leads.
+As in Kafka, the topic is created when the first FindCoordinator for a transactional
+id needs it, with ``transaction.state.log.num.partitions`` partitions and Kafka's topic
+configs (compacted, uncompressed, ``transaction.state.log.min.isr``,
+``transaction.state.log.segment.bytes``); in a cluster with
+``transaction.state.log.replication.factor`` replicas and never fewer (while fewer
+brokers are alive FindCoordinator answers COORDINATOR_NOT_AVAILABLE, as for
+``__consumer_offsets``). In a cluster the coordinator of an id is the leader of its
+partition as this broker's metadata cache knows it; the node's leadership listener,
+which already tells the group coordinator of ``__consumer_offsets``, fans out to the
+transaction coordinator for ``__transaction_state`` (coordinator epoch = the
+partition's leader epoch). Markers to partitions another broker leads travel as
+WriteTxnMarkers v1 (``tickwheel.cluster.KafkaTxnMarkerTransport``).
+
+Concurrency: event-loop thread only, like every handler.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from tickwheel.cluster import ClusterNode, KafkaTxnMarkerTransport
+from tickwheel.coordinator import OFFSETS_TOPIC, CoordinatorLocator, CoordinatorNode, partition_for
+from tickwheel.coordinator.transaction import (
+    NO_LEADER,
+    TRANSACTION_API_NAMES,
+    TRANSACTION_API_VERSIONS,
+    TRANSACTION_STATE_TOPIC,
+    TransactionConfig,
+    TransactionService,
+)
+from tickwheel.protocol import DecodedRequest
+from tickwheel.replica import TopicPartition
+from tickwheel.server._context import BrokerContext
+from tickwheel.server._time import BrokerTime
+from tickwheel.server.apis._common import ApiSpec, Response
+
+_log = logging.getLogger(__name__)
+
+_MARKER_CLIENT_ID = "tickwheel-txn-markers-{}"
+
+
+def start_transactions(context: BrokerContext, broker_time: BrokerTime) -> TransactionService:
+    """Start this broker's transaction coordinator over its ``__transaction_state``."""
+    config = TransactionConfig.from_properties(context.config.as_properties())
+    existing = context.topics.topics.get(TRANSACTION_STATE_TOPIC)
+    topic_configs = config.topic_configs()
+
+    def offsets_partition(group_id: str) -> TopicPartition:
+        groups = context.groups
+        count = (
+            groups.config.offsets_topic_num_partitions
+            if groups is not None
+            else context.config.offsets_topic_num_partitions
+        )
+        offsets = context.topics.topics.get(OFFSETS_TOPIC)
+        if offsets is not None:
+            count = offsets.num_partitions
+        return TopicPartition(OFFSETS_TOPIC, partition_for(group_id, count))
+
+    def advertised() -> CoordinatorNode:
+        endpoint = context.advertised
+        return CoordinatorNode(context.broker_id, endpoint.host, endpoint.port)
+
+    cluster = context.cluster
+    if cluster is None:
+
+        def create_topic() -> None:
+            if TRANSACTION_STATE_TOPIC in context.topics.topics:
+                return
+            context.create_topic(
+                TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions, topic_configs
+            )
+
+        def partition_exists(topic: str, partition: int) -> bool:
+            info = context.topics.topics.get(topic)
+            return info is not None and 0 <= partition < info.num_partitions
+
+        async def allocate_local() -> int:
+            return context.topics.allocate_producer_id()
+
+        service = TransactionService(
+            config,
+            context.replica_manager,
+            broker_id=context.broker_id,
+            timers=broker_time.timers,
+            clock_ms=broker_time.wall_clock_ms,
+            allocate_producer_id=allocate_local,
+            partition_exists=partition_exists,
+            offsets_partition=offsets_partition,
+            advertised=advertised,
+            create_topic=create_topic,
+        )
+    else:
+        service = TransactionService(
+            config,
+            context.replica_manager,
+            broker_id=context.broker_id,
+            timers=broker_time.timers,
+            clock_ms=broker_time.wall_clock_ms,
+            allocate_producer_id=cluster.allocate_producer_id,
+            partition_exists=lambda topic, partition: cluster.cache.contains_partition(
+                TopicPartition(topic, partition)
+            ),
+            offsets_partition=offsets_partition,
+            locate=_cluster_locator(cluster, config),
+            leader_of=_cluster_leader_lookup(cluster),
+            transport=KafkaTxnMarkerTransport(
+                cluster.cache.broker,
+                client_id=_MARKER_CLIENT_ID.format(context.broker_id),
+                timeout_ms=config.request_timeout_ms,
+            ),
+        )
+        cluster.leadership_listener = _fan_out(cluster.leadership_listener, service)
+    if existing is not None:
+        service.state.partition_count = existing.num_partitions
+    service.start()
+    return service
+
+
+def _fan_out(
+    previous: Callable[[TopicPartition, bool], None] | None, service: TransactionService
+) -> Callable[[TopicPartition, bool], None]:
+    """A leadership listener telling ``previous`` (the group coordinator's) and then
+    ``service`` of every change."""
+
+    def changed(tp: TopicPartition, leading: bool) -> None:
+        if previous is not None:
+            previous(tp, leading)
+        if tp.topic != TRANSACTION_STATE_TOPIC:
+            return
+        if leading:
+            service.on_elected(tp.partition)
+        else:
+            service.on_resigned(tp.partition)
+
+    return changed
+
+
+def _cluster_leader_lookup(cluster: ClusterNode) -> Callable[[TopicPartition], int | None]:
+    def leader_of(tp: TopicPartition) -> int | None:
+        if tp.topic not in cluster.cache.topics:
+            return None
+        leader = cluster.cache.leader(tp)
+        return NO_LEADER if leader < 0 else leader
+
+    return leader_of
+
+
+def _cluster_locator(cluster: ClusterNode, config: TransactionConfig) -> CoordinatorLocator:
+    """The leader of a ``__transaction_state`` partition per the metadata cache."""
+
+    def locate(partition: int) -> CoordinatorNode | None:
+        cache = cluster.cache
+        if TRANSACTION_STATE_TOPIC not in cache.topics:
+            replication = config.transaction_state_log_replication_factor
+            if len(cache.brokers) < replication:
+                _log.warning(
+                    "Number of alive brokers %d does not meet the required replication "
+                    "factor %d for the transactions state topic "
+                    "(transaction.state.log.replication.factor); this can be ignored "
+                    "while the cluster is starting up",
+                    len(cache.brokers),
+                    replication,
+                )
+                return None
+            cluster.create_topic_later(
+                TRANSACTION_STATE_TOPIC,
+                config.transaction_state_log_num_partitions,
+                replication,
+                config.topic_configs(),
+            )
+            return None
+        leader = cache.broker(cache.leader(TopicPartition(TRANSACTION_STATE_TOPIC, partition)))
+        if leader is None:
+            return None
+        return CoordinatorNode(leader.broker_id, leader.host, leader.port)
+
+    return locate
+
+
+async def handle_transaction_request(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Answer a transaction API request through the broker's transaction coordinator."""
+    if context.transactions is None:
+        raise RuntimeError("the transaction coordinator is not started")
+    return await context.transactions.handle(request)
+
+
+TRANSACTION_SPECS: tuple[ApiSpec, ...] = tuple(
+    ApiSpec(api_key, TRANSACTION_API_NAMES[api_key], versions, handle_transaction_request)
+    for api_key, versions in TRANSACTION_API_VERSIONS.items()
+)
