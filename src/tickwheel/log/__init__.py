@@ -18,7 +18,6 @@ compressed batches); no network, no replication.
 Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
 """
 
-from tickwheel.log._append_origin import AppendOrigin
 from tickwheel.log._checkpoint import write_atomically
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
 from tickwheel.log._config import LogConfig
@@ -54,7 +53,6 @@ __all__ = [
     "MAX_TIMESTAMP",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
-    "AppendOrigin",
     "CleanerConfig",
     "CleanerMetrics",
     "CorruptRecordError",

@@ -29,7 +29,6 @@ from tickwheel.replica._leadership import become_follower, become_leader
 from tickwheel.replica._log_manager import LogDirError, LogManager, check_log_dir
 from tickwheel.replica._manager import PurgatoryConfig, ReplicaManager
 from tickwheel.replica._partition import OffsetSnapshot, Partition, PartitionError, ReplicaState
-from tickwheel.replica._txn_marker import TxnMarker, TxnMarkerCallback
 from tickwheel.replica._types import (
     ACKS_ALL,
     ACKS_LEADER,
@@ -82,8 +81,6 @@ __all__ = [
     "ReplicaManager",
     "ReplicaState",
     "TopicPartition",
-    "TxnMarker",
-    "TxnMarkerCallback",
     "become_follower",
     "become_leader",
     "check_log_dir",

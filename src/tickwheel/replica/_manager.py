@@ -43,7 +43,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.log import AppendOrigin, LogConfig, LogError, LogStorageError
+from tickwheel.log import LogConfig, LogError, LogStorageError
 from tickwheel.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from tickwheel.replica._delayed_delete_records import (
     DelayedDeleteRecords,
@@ -58,7 +58,6 @@ from tickwheel.replica._delayed_produce import (
 )
 from tickwheel.replica._log_manager import LogManager, storage_failure
 from tickwheel.replica._partition import Partition, PartitionError
-from tickwheel.replica._txn_marker import TxnMarker, TxnMarkerCallback
 from tickwheel.replica._types import (
     ACKS_ALL,
     ACKS_LEADER,
@@ -296,7 +295,6 @@ class ReplicaManager:
         callback: ProduceCallback,
         *,
         internal_topics_allowed: bool = False,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> None:
         """Append to the leaders, then answer through ``callback`` (maybe later).
 
@@ -328,18 +326,6 @@ class ReplicaManager:
             timeout_ms, statuses, self.get_partition, callback, lock=threading.RLock()
         )
         self.produce_purgatory.try_complete_else_watch(operation, [_key(tp) for tp in entries])
-
-    def append_txn_markers(
-        self, markers: Sequence[TxnMarker], timeout_ms: int, callback: TxnMarkerCallback
-    ) -> None:
-        """PLACEHOLDER until the txn-log branch: answers NONE for every partition."""
-        del timeout_ms
-        callback(
-            {
-                marker.producer_id: {tp: int(ErrorCode.none) for tp in marker.partitions}
-                for marker in markers
-            }
-        )
 
     def _append_to_leader(
         self, tp: TopicPartition, records: bytes, required_acks: int
