@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+import confluent_kafka
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -193,11 +194,20 @@ def test_the_group_service_listens_for_transaction_markers(
     assert callable(listener)
 
 
-@pytest.mark.skipif(
+needs_transactional_log = pytest.mark.skipif(
     not hasattr(tickwheel.log, "AppendOrigin"),
     reason="needs the log's transactional appends (issue 16's LOG side): "
     "this branch's log refuses transactional batches",
 )
+
+
+def commit_marker_appended(broker: Any) -> None:
+    broker.replica_manager.txn_completion_listener(
+        PRODUCER_ID, [TopicPartition(OFFSETS_TOPIC, 0)], True
+    )
+
+
+@needs_transactional_log
 def test_a_pending_transactional_offset_is_unstable_until_the_commit_marker(
     tickwheel_session_broker: BackgroundBroker, client: WireClient
 ) -> None:
@@ -210,11 +220,35 @@ def test_a_pending_transactional_offset_is_unstable_until_the_commit_marker(
         ErrorCode.unstable_offset_commit,
     )
     assert offset_fetch(client, group, topic, require_stable=False) == (-1, ErrorCode.none)
-
-    def commit_marker_appended(broker: Any) -> None:
-        broker.replica_manager.txn_completion_listener(
-            PRODUCER_ID, [TopicPartition(OFFSETS_TOPIC, 0)], True
-        )
-
     tickwheel_session_broker.call(commit_marker_appended)
     assert offset_fetch(client, group, topic, require_stable=True) == (42, ErrorCode.none)
+
+
+@needs_transactional_log
+def test_a_read_committed_librdkafka_consumer_retries_until_the_commit(
+    tickwheel_session_broker: BackgroundBroker, client: WireClient
+) -> None:
+    group, topic = unique("group"), unique("topic")
+    create_topic(client, topic)
+    find_coordinator(client, group)
+    assert txn_offset_commit(client, 3, group, {(topic, 0): 42}) == {(topic, 0): ErrorCode.none}
+    settings = {
+        "bootstrap.servers": tickwheel_session_broker.bootstrap_servers,
+        "group.id": group,
+        "enable.auto.commit": False,
+    }
+    partition = confluent_kafka.TopicPartition(topic, 0)
+    uncommitted = confluent_kafka.Consumer({**settings, "isolation.level": "read_uncommitted"})
+    committed = confluent_kafka.Consumer({**settings, "isolation.level": "read_committed"})
+    try:
+        # No require_stable: the committed offset as it stands (none yet).
+        assert uncommitted.committed([partition], timeout=10)[0].offset < 0
+        # require_stable: UNSTABLE_OFFSET_COMMIT, retried until the caller gives up.
+        with pytest.raises(confluent_kafka.KafkaException) as timed_out:
+            committed.committed([partition], timeout=1)
+        assert timed_out.value.args[0].code() == confluent_kafka.KafkaError._TIMED_OUT
+        tickwheel_session_broker.call(commit_marker_appended)
+        assert committed.committed([partition], timeout=10)[0].offset == 42
+    finally:
+        uncommitted.close()
+        committed.close()
