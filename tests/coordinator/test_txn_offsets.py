@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 import crc32c
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator import (
@@ -400,3 +403,53 @@ def test_a_reload_sees_what_the_live_coordinator_saw(harness: Harness) -> None:
         partition, control_batch(PRODUCER, ControlType.COMMIT, 0), lambda error, _offset: None
     )
     assert fetch(reload(harness), stable=True) == FetchedOffset(2, -1, "")
+
+
+def test_a_deleted_group_leaves_no_producer_behind(harness: Harness) -> None:
+    txn_commit(harness, {TP: value(4)})
+    assert harness.coordinator.handle_delete_groups([GROUP]) == {GROUP: ErrorCode.none}
+    complete(harness, committed=True)
+    assert harness.manager.open_groups_for_producer(PRODUCER) == frozenset()
+
+
+# --- the live cache and a reload agree -------------------------------------------------
+
+PARTITIONS = [(TOPIC, 0), (TOPIC, 1)]
+PRODUCERS = [1, 2]
+
+_operation = st.one_of(
+    st.tuples(st.just("commit"), st.sampled_from(PARTITIONS), st.integers(0, 99)),
+    st.tuples(
+        st.just("txn"), st.sampled_from(PARTITIONS), st.integers(0, 99), st.sampled_from(PRODUCERS)
+    ),
+    st.tuples(st.just("end"), st.sampled_from(PRODUCERS), st.booleans()),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_operation, max_size=12))
+def test_live_offsets_equal_what_a_reload_reads(operations: list[tuple[Any, ...]]) -> None:
+    """Whatever mix of plain commits, transactional commits and markers, the offsets the
+    coordinator serves equal those a coordinator loading the same log serves."""
+    h = Harness(make_config())
+    partition = h.coordinator.partition_for(GROUP)
+    for operation in operations:
+        if operation[0] == "commit":
+            commit(h, {operation[1]: value(operation[2])})
+        elif operation[0] == "txn":
+            txn_commit(h, {operation[1]: value(operation[2])}, producer_id=operation[3])
+        else:
+            _, producer_id, committed = operation
+            control_type = ControlType.COMMIT if committed else ControlType.ABORT
+            h.offsets_log.append(
+                partition, control_batch(producer_id, control_type, 0), lambda _e, _o: None
+            )
+            complete(h, committed, producer_id=producer_id)
+
+    def served(harness: Harness) -> dict[tuple[str, int], FetchedOffset]:
+        return harness.coordinator.handle_fetch_offsets(GROUP, PARTITIONS, require_stable=True)[1]
+
+    reloaded = reload(h)
+    assert served(reloaded) == served(h)
+    h.close()
+    reloaded.close()

@@ -20,9 +20,9 @@ LeaveGroup         13   0-5       --
 SyncGroup          14   0-5       the leader's assignment, then its append
 DescribeGroups     15   0-5       --
 ListGroups         16   0-5       --
+TxnOffsetCommit    28   0-3       the append to ``__consumer_offsets``
 DeleteGroups       42   0-2       --
 OffsetDelete       47   0         --
-TxnOffsetCommit    28   0-3       the append to ``__consumer_offsets``
 =================  ===  ========  =================================================
 
 TxnOffsetCommit stops at 3, as the transaction protocol here does (v4 adds only

@@ -507,8 +507,10 @@ class GroupMetadataManager:
 
     def _remove_group_from_all_producers(self, group_id: str) -> None:
         with self._producers_lock:
-            for groups in self._open_groups_for_producer.values():
+            for producer_id, groups in list(self._open_groups_for_producer.items()):
                 groups.discard(group_id)
+                if not groups:
+                    del self._open_groups_for_producer[producer_id]
 
     def open_groups_for_producer(self, producer_id: int) -> frozenset[str]:
         """The groups where ``producer_id`` has transactional offsets pending."""
@@ -531,11 +533,12 @@ class GroupMetadataManager:
             group = self.get_group(group_id)
             if group is None:
                 _log.info(
-                    "group %s moved away after producer %d's marker was written; its new "
-                    "coordinator loads the outcome",
+                    "group %s is gone (moved away or deleted) after producer %d's marker "
+                    "was written; whoever loads it reads the outcome from the log",
                     group_id,
                     producer_id,
                 )
+                self._remove_producer_group(producer_id, group_id)
                 continue
             with group.lock:
                 if not group.is_in(GroupState.DEAD):
