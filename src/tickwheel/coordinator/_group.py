@@ -511,12 +511,10 @@ class GroupMetadata:
         committed = self.offsets.get(tp)
         return None if committed is None else committed.value
 
-    def _maybe_put_offset(self, tp: TopicPartition, offset: CommitRecordMetadataAndOffset) -> bool:
+    def _maybe_put_offset(self, tp: TopicPartition, offset: CommitRecordMetadataAndOffset) -> None:
         current = self.offsets.get(tp)
         if current is None or current.older_than(offset):
             self.offsets[tp] = offset
-            return True
-        return False
 
     def has_pending_offset_commits(self, tp: TopicPartition) -> bool:
         """True if a plain commit of ``tp`` is being appended or a transaction has one pending
