@@ -8,6 +8,7 @@ what is due; answers land in ``Replies`` objects the tests inspect.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -31,23 +32,29 @@ INITIAL_DELAY_MS = 100
 
 
 class MemoryOffsetsLog:
-    """An in-memory ``OffsetsLog``: batches per partition; appends can be made to fail."""
+    """An in-memory ``OffsetsLog``: batches per partition, given offsets as a log would
+    (the base offset patched in; the CRC does not cover it); appends can be made to fail."""
 
     def __init__(self) -> None:
         self.batches: dict[int, list[bytes]] = {}
+        self.end_offsets: dict[int, int] = {}
         self.fail_with: ErrorCode | None = None
         self.held: list[Callable[[], None]] = []
         self.hold = False
 
     def append(
-        self, partition: int, records: bytes, on_appended: Callable[[ErrorCode], None]
+        self, partition: int, records: bytes, on_appended: Callable[[ErrorCode, int], None]
     ) -> None:
         def complete() -> None:
             if self.fail_with is not None:
-                on_appended(self.fail_with)
+                on_appended(self.fail_with, -1)
                 return
-            self.batches.setdefault(partition, []).append(records)
-            on_appended(ErrorCode.none)
+            base_offset = self.end_offsets.get(partition, 0)
+            (last_delta,) = struct.unpack_from(">i", records, 23)
+            self.end_offsets[partition] = base_offset + last_delta + 1
+            placed = struct.pack(">q", base_offset) + records[8:]
+            self.batches.setdefault(partition, []).append(placed)
+            on_appended(ErrorCode.none, base_offset)
 
         if self.hold:
             self.held.append(complete)

@@ -11,8 +11,15 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import ResponsePayload
 
-from tickwheel.coordinator import GROUP_API_VERSIONS, CoordinatorNode, GroupApis, OffsetValue
+from tickwheel.coordinator import (
+    GROUP_API_VERSIONS,
+    OFFSETS_TOPIC,
+    CoordinatorNode,
+    GroupApis,
+    OffsetValue,
+)
 from tickwheel.protocol import build_entity, request_schema
+from tickwheel.replica import TopicPartition
 
 from .harness import Harness, make_config
 
@@ -262,3 +269,77 @@ def test_offset_delete(harness: Harness, version: int) -> None:
         ("t", 5),
         ("missing", 0),
     }
+
+
+def txn_offset_commit_body(group_id: str, partitions: list[int]) -> dict[str, Any]:
+    return {
+        "transactional_id": "app",
+        "group_id": group_id,
+        "producer_id": 77,
+        "producer_epoch": 0,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": 42,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "m",
+                    }
+                    for p in partitions
+                ],
+            }
+        ],
+    }
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", versions(28))
+async def test_txn_offset_commit(harness: Harness, version: int) -> None:
+    apis = GroupApis(
+        harness.coordinator,
+        lambda _partition: NODE,
+        partition_exists=lambda topic, partition: topic == "t" and partition < 2,
+    )
+    group_id = f"txn-v{version}"
+    committed = round_trip(
+        await apis.txn_offset_commit(request(28, version, txn_offset_commit_body(group_id, [0, 5])))
+    )
+    assert [(p.partition_index, p.error_code) for p in committed.topics[0].partitions] == [
+        (0, ErrorCode.none),
+        (5, ErrorCode.unknown_topic_or_partition),
+    ]
+    fetch = {"group_id": group_id, "topics": [{"name": "t", "partition_indexes": [0]}]}
+
+    def fetched(require_stable: bool) -> tuple[int, ErrorCode]:
+        body = round_trip(
+            apis.offset_fetch(request(9, 7, {**fetch, "require_stable": require_stable}))
+        )
+        (partition,) = body.topics[0].partitions
+        return partition.committed_offset, partition.error_code
+
+    assert fetched(True) == (-1, ErrorCode.unstable_offset_commit)
+    assert fetched(False) == (-1, ErrorCode.none)
+    partition = TopicPartition(OFFSETS_TOPIC, harness.coordinator.partition_for(group_id))
+    harness.coordinator.on_transaction_completed(77, [partition], True)
+    assert fetched(True) == (42, ErrorCode.none)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("version", "error"),
+    [(0, ErrorCode.coordinator_not_available), (2, ErrorCode.coordinator_load_in_progress)],
+)
+async def test_txn_offset_commit_while_loading(
+    harness: Harness, apis: GroupApis, version: int, error: ErrorCode
+) -> None:
+    # Kafka maps LOAD_IN_PROGRESS to COORDINATOR_NOT_AVAILABLE before v2 (KAFKA-7296).
+    harness.manager._loading_partitions.add(harness.coordinator.partition_for("loading"))
+    answered = round_trip(
+        await apis.txn_offset_commit(request(28, version, txn_offset_commit_body("loading", [0])))
+    )
+    assert answered.topics[0].partitions[0].error_code is error

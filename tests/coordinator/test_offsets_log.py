@@ -89,9 +89,16 @@ def test_commits_survive_closing_and_reopening_the_logs(logs: Logs) -> None:
 
 def test_append_errors_come_back_as_codes(logs: Logs) -> None:
     offsets_log = LocalOffsetsLog(logs.log_for)
-    outcomes: list[ErrorCode] = []
-    offsets_log.append(0, b"not a record batch", outcomes.append)
-    offsets_log.append(0, build_batch([(b"\x00\x02\x00\x01g", None)], 0), outcomes.append)
-    assert outcomes[0] is not ErrorCode.none
-    assert outcomes[1] is ErrorCode.none
+    outcomes: list[tuple[ErrorCode, int]] = []
+
+    def appended(error: ErrorCode, base_offset: int) -> None:
+        outcomes.append((error, base_offset))
+
+    offsets_log.append(0, b"not a record batch", appended)
+    tombstone = build_batch([(b"\x00\x02\x00\x01g", None)], 0)
+    offsets_log.append(0, tombstone, appended)
+    offsets_log.append(0, tombstone, appended)
+    assert outcomes[0][0] is not ErrorCode.none
+    assert outcomes[0][1] == -1
+    assert outcomes[1:] == [(ErrorCode.none, 0), (ErrorCode.none, 1)]
     assert b"".join(offsets_log.read(0)).startswith(b"\x00" * 8)  # first offset is 0

@@ -14,15 +14,17 @@ coordinates it. The modules, lowest first:
   protocol metadata.
 - ``_group`` -- ``GroupMetadata``: states Empty, PreparingRebalance, CompletingRebalance,
   Stable, Dead; members, generations, leader, protocol vote, static members; committed
-  offsets and when they expire.
+  offsets and when they expire; transactional offsets pending per producer.
 - ``_delayed`` -- DelayedJoin, InitialDelayedJoin (``group.initial.rebalance.delay.ms``),
   DelayedHeartbeat.
 - ``_manager`` -- ``GroupMetadataManager``: groups by id, loading a partition when this
   broker becomes its leader, storing generations and offsets, removing expired or
   deleted ones with tombstones.
 - ``_coordinator`` -- ``GroupCoordinator``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-  OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, and
-  the periodic cleanup of expired offsets and dead groups (``offsets.retention.minutes``).
+  OffsetCommit, TxnOffsetCommit (and ``on_transaction_completed``, told of each
+  transaction marker on ``__consumer_offsets``), OffsetFetch, ListGroups, DescribeGroups,
+  DeleteGroups, OffsetDelete, and the periodic cleanup of expired offsets and dead groups
+  (``offsets.retention.minutes``).
 - ``_apis`` -- ``GroupApis``: those requests and FindCoordinator as kio entities in and out.
 - ``_replica_offsets_log`` and ``_service`` -- ``ReplicaOffsetsLog`` and ``GroupService``:
   the coordinator inside a broker (offsets through its ReplicaManager, purgatories on its
@@ -50,6 +52,11 @@ closing one of those doors:
    An append's completion callback then takes the group lock afresh, holding nothing.
 4. The timer expires an operation without its lock; the coordinator's expiry code takes
    the group lock itself, as the outermost holder.
+5. A transaction marker's completion reaches ``on_transaction_completed`` from the
+   ReplicaManager after the marker's append (acks=all), outside any replica lock and
+   with no group lock held (the group's own appends are deferred past their lock, rule
+   3, so no DelayedProduce completes under one); it takes each group's lock in turn.
+   Kafka hops to a scheduler thread for the same reason.
 
 In the broker everything runs on the event loop thread (the purgatories' timers are
 driven by ``AsyncioTimerDriver`` with an ``InlineExecutor``), so the locks are never
@@ -80,6 +87,7 @@ from tickwheel.coordinator._coordinator import (
 from tickwheel.coordinator._delayed import DelayedHeartbeat, DelayedJoin, InitialDelayedJoin
 from tickwheel.coordinator._errors import CoordinatorError, CorruptOffsetsRecordError
 from tickwheel.coordinator._group import (
+    CommitRecordMetadataAndOffset,
     GroupLock,
     GroupMetadata,
     GroupState,
@@ -104,6 +112,7 @@ __all__ = [
     "NEW_MEMBER_JOIN_TIMEOUT_MS",
     "OFFSETS_TOPIC",
     "REBALANCE_PURGATORY",
+    "CommitRecordMetadataAndOffset",
     "CoordinatorError",
     "CoordinatorLocator",
     "CoordinatorNode",

@@ -20,14 +20,23 @@ LeaveGroup         13   0-5       --
 SyncGroup          14   0-5       the leader's assignment, then its append
 DescribeGroups     15   0-5       --
 ListGroups         16   0-5       --
+TxnOffsetCommit    28   0-3       the append to ``__consumer_offsets``
 DeleteGroups       42   0-2       --
 OffsetDelete       47   0         --
 =================  ===  ========  =================================================
 
-OffsetDelete, like Kafka's KafkaApis, first answers UNKNOWN_TOPIC_OR_PARTITION for the
-partitions that do not exist (``PartitionChecker``, from the broker's topics) and hands
-the rest to the coordinator. The tombstones of DeleteGroups and OffsetDelete are not
-waited for (Kafka's choice too; see ``GroupMetadataManager``).
+TxnOffsetCommit stops at 3, as the transaction protocol here does (v4 adds only
+TRANSACTION_ABORTABLE, v5 is KIP-890 part 2); before v3 it names no member or
+generation, and before v2 COORDINATOR_LOAD_IN_PROGRESS reads COORDINATOR_NOT_AVAILABLE
+(clients older than KAFKA-7296 would fail on it; Kafka's KafkaApis maps it the same way).
+OffsetFetch v7 carries ``require_stable`` (KIP-447): librdkafka sets it for a
+read_committed consumer and retries the partitions answered UNSTABLE_OFFSET_COMMIT.
+
+OffsetDelete and TxnOffsetCommit, like Kafka's KafkaApis, first answer
+UNKNOWN_TOPIC_OR_PARTITION for the partitions that do not exist (``PartitionChecker``,
+from the broker's topics) and hand the rest to the coordinator. The tombstones of
+DeleteGroups and OffsetDelete are not waited for (Kafka's choice too; see
+``GroupMetadataManager``).
 
 Concurrency contract: the methods run on one asyncio event loop (the broker's). The
 coordinator may answer from another thread (threaded purgatories): ``_Answer`` hands the
@@ -67,6 +76,7 @@ DESCRIBE_GROUPS_KEY = 15
 LIST_GROUPS_KEY = 16
 DELETE_GROUPS_KEY = 42
 OFFSET_DELETE_KEY = 47
+TXN_OFFSET_COMMIT_KEY = 28
 
 GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     OFFSET_COMMIT_KEY: VersionRange(2, 8),
@@ -80,6 +90,7 @@ GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     LIST_GROUPS_KEY: VersionRange(0, 5),
     DELETE_GROUPS_KEY: VersionRange(0, 2),
     OFFSET_DELETE_KEY: VersionRange(0, 0),
+    TXN_OFFSET_COMMIT_KEY: VersionRange(0, 3),
 }
 """The group APIs and the versions ``GroupApis`` handles (what every client here uses)."""
 
@@ -95,6 +106,7 @@ GROUP_API_NAMES: Mapping[int, str] = {
     LIST_GROUPS_KEY: "ListGroups",
     DELETE_GROUPS_KEY: "DeleteGroups",
     OFFSET_DELETE_KEY: "OffsetDelete",
+    TXN_OFFSET_COMMIT_KEY: "TxnOffsetCommit",
 }
 
 # Version thresholds, from Kafka's message definitions.
@@ -103,6 +115,7 @@ _JOIN_NULLABLE_PROTOCOL_NAME = 7
 _LEAVE_BATCHED = 3
 _OFFSET_FETCH_ALL_PARTITIONS = 2
 _FIND_COORDINATOR_BATCHED = 4
+_TXN_OFFSET_COMMIT_LOAD_ERROR = 2  # from v2, COORDINATOR_LOAD_IN_PROGRESS is understood
 _COORDINATOR_TYPE_GROUP = 0
 _NO_NODE = -1  # node id and port of "no coordinator"
 _NO_OFFSET = -1  # nothing committed
@@ -190,6 +203,7 @@ class GroupApis:
             HEARTBEAT_KEY: self.heartbeat,
             LEAVE_GROUP_KEY: self.leave_group,
             OFFSET_COMMIT_KEY: self.offset_commit,
+            TXN_OFFSET_COMMIT_KEY: self.txn_offset_commit,
         }
         self._immediate_handlers: dict[int, Callable[[Any], ResponsePayload]] = {
             OFFSET_FETCH_KEY: self.offset_fetch,
@@ -417,6 +431,63 @@ class GroupApis:
             },
         )
 
+    async def txn_offset_commit(self, request: Any) -> ResponsePayload:
+        """Commit offsets in a transaction; answers once they are written (pending until
+        the transaction ends)."""
+        offsets: dict[TopicPartition, OffsetValue] = {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        commit_timestamp_ms = self.coordinator.manager.clock_ms()
+        for topic in request.topics:
+            for partition in topic.partitions:
+                tp = (topic.name, int(partition.partition_index))
+                if not self._partition_exists(*tp):
+                    errors[tp] = ErrorCode.unknown_topic_or_partition
+                    continue
+                offsets[tp] = OffsetValue(
+                    offset=int(partition.committed_offset),
+                    leader_epoch=int(getattr(partition, "committed_leader_epoch", NO_LEADER_EPOCH)),
+                    metadata=partition.committed_metadata or "",
+                    commit_timestamp_ms=commit_timestamp_ms,
+                )
+        if offsets:
+            answer: _Answer[dict[TopicPartition, ErrorCode]] = _Answer()
+            self.coordinator.handle_txn_commit_offsets(
+                request.group_id,
+                int(request.producer_id),
+                int(request.producer_epoch),
+                getattr(request, "member_id", ""),
+                getattr(request, "group_instance_id", None),
+                int(getattr(request, "generation_id", -1)),
+                offsets,
+                answer.deliver,
+            )
+            errors.update(await answer.wait())
+        if _version(request) < _TXN_OFFSET_COMMIT_LOAD_ERROR:
+            errors = {
+                tp: ErrorCode.coordinator_not_available
+                if error is ErrorCode.coordinator_load_in_progress
+                else error
+                for tp, error in errors.items()
+            }
+        return _respond(
+            request,
+            {
+                "topics": [
+                    {
+                        "name": topic.name,
+                        "partitions": [
+                            {
+                                "partition_index": p.partition_index,
+                                "error_code": errors[(topic.name, int(p.partition_index))],
+                            }
+                            for p in topic.partitions
+                        ],
+                    }
+                    for topic in request.topics
+                ],
+            },
+        )
+
     def offset_fetch(self, request: Any) -> ResponsePayload:
         """Committed offsets of the asked partitions (from v2, None asks for all)."""
         wanted: list[TopicPartition] | None = None
@@ -426,7 +497,9 @@ class GroupApis:
                 for topic in request.topics
                 for index in topic.partition_indexes
             ]
-        error, fetched = self.coordinator.handle_fetch_offsets(request.group_id, wanted)
+        error, fetched = self.coordinator.handle_fetch_offsets(
+            request.group_id, wanted, require_stable=bool(getattr(request, "require_stable", False))
+        )
         per_partition_error = _version(request) < _OFFSET_FETCH_ALL_PARTITIONS
         if per_partition_error and error is not ErrorCode.none and wanted is not None:
             # v1 has no top-level error: every partition carries it.

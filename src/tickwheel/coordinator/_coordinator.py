@@ -1,12 +1,18 @@
 """The group coordinator: Kafka's classic group protocol over two purgatories.
 
 ``GroupCoordinator`` implements JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete the way Kafka's
-GroupCoordinator.scala does, with callbacks for the answers that must wait (a JoinGroup
-waits for the rebalance, a SyncGroup for the leader's assignment, an OffsetCommit for
-its append). Requests arrive already decoded (``tickwheel.coordinator.GroupApis`` turns
-kio entities into these calls); the waits are DelayedJoin / InitialDelayedJoin in the
-"Rebalance" purgatory and DelayedHeartbeat in the "Heartbeat" purgatory.
+TxnOffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete
+the way Kafka's GroupCoordinator.scala does, with callbacks for the answers that must
+wait (a JoinGroup waits for the rebalance, a SyncGroup for the leader's assignment, an
+OffsetCommit for its append). Requests arrive already decoded
+(``tickwheel.coordinator.GroupApis`` turns kio entities into these calls); the waits
+are DelayedJoin / InitialDelayedJoin in the "Rebalance" purgatory and DelayedHeartbeat
+in the "Heartbeat" purgatory.
+
+TxnOffsetCommit stores a transactional producer's offsets as pending in the group; the
+transaction's marker, once appended to the group's ``__consumer_offsets`` partition,
+reaches ``on_transaction_completed`` (the broker installs it as the ReplicaManager's
+``txn_completion_listener``), which commits or drops them.
 
 ``cleanup_group_metadata`` is Kafka's "delete-expired-group-metadata" task, which its
 owner runs every ``offsets.retention.check.interval.ms`` (``GroupService`` does, on the
@@ -50,8 +56,10 @@ from tickwheel.coordinator._group import (
     TopicPartition,
 )
 from tickwheel.coordinator._manager import FetchedOffset, GroupMetadataManager, OffsetsCallback
+from tickwheel.coordinator._offsets_log import OFFSETS_TOPIC
 from tickwheel.coordinator._records import OffsetValue
 from tickwheel.purgatory import DelayedOperationPurgatory, GroupJoinKey, MemberKey
+from tickwheel.replica import TopicPartition as ReplicaTopicPartition
 from tickwheel.timer import SystemTimer
 
 _log = logging.getLogger(__name__)
@@ -143,6 +151,25 @@ def _validate_current_member(
         return ErrorCode.unknown_member_id
     if generation_id != group.generation_id:
         return ErrorCode.illegal_generation
+    return None
+
+
+def _txn_commit_error(
+    group: GroupMetadata, member_id: str, group_instance_id: str | None, generation_id: int
+) -> ErrorCode | None:
+    """Kafka's validateOffsetCommit for a transactional commit, under the group's lock.
+
+    A commit without a generation to an Empty group is accepted (a producer whose
+    consumer does not use group management), and so is one naming no member at all
+    (TxnOffsetCommit before v3 cannot); one that names a member or a generation must be
+    from the current generation's member.
+    """
+    if group.is_in(GroupState.DEAD):
+        return ErrorCode.coordinator_not_available
+    if generation_id < 0 and group.is_in(GroupState.EMPTY):
+        return None
+    if generation_id >= 0 or member_id != NO_MEMBER_ID or group_instance_id is not None:
+        return _validate_current_member(group, member_id, group_instance_id, generation_id)
     return None
 
 
@@ -863,13 +890,62 @@ class GroupCoordinator:
         return None
 
     def handle_fetch_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None,
+        *,
+        require_stable: bool = False,
     ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
-        """Committed offsets of ``partitions`` (None: all), whatever the group's state."""
+        """Committed offsets of ``partitions`` (None: all), whatever the group's state;
+        with ``require_stable``, UNSTABLE_OFFSET_COMMIT for those with a commit pending."""
         error = self._validate(group_id, "offset_fetch")
         if error is not None:
             return error, {}
-        return ErrorCode.none, self.manager.get_offsets(group_id, partitions)
+        return ErrorCode.none, self.manager.get_offsets(
+            group_id, partitions, require_stable=require_stable
+        )
+
+    # --- transactional offsets ------------------------------------------------------------
+
+    def handle_txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, OffsetValue],
+        callback: OffsetsCallback,
+    ) -> None:
+        """TxnOffsetCommit: store a transactional producer's offsets, pending until its
+        transaction ends. ``callback`` gets the per-partition errors past the lock."""
+        error = self._validate(group_id, "txn_offset_commit")
+        if error is not None:
+            callback(dict.fromkeys(offsets, error))
+            return
+        group = self.manager.get_or_add_group(group_id)
+        with group.lock:
+            failure = _txn_commit_error(group, member_id, group_instance_id, generation_id)
+            if failure is not None:
+                errors = dict.fromkeys(offsets, failure)
+                group.lock.defer(lambda: callback(errors))
+                return
+            self.manager.store_offsets(
+                group, offsets, callback, producer_id=producer_id, producer_epoch=producer_epoch
+            )
+
+    def on_transaction_completed(
+        self, producer_id: int, partitions: Sequence[ReplicaTopicPartition], committed: bool
+    ) -> None:
+        """A marker of ``producer_id`` was appended to these ``__consumer_offsets``
+        ``partitions``: commit (``committed``) or drop its pending offsets there.
+
+        The ReplicaManager's ``txn_completion_listener``; call holding no group lock.
+        """
+        offsets_partitions = {tp.partition for tp in partitions if tp.topic == OFFSETS_TOPIC}
+        if offsets_partitions:
+            self.manager.handle_txn_completion(producer_id, offsets_partitions, committed)
 
     # --- ListGroups, DescribeGroups, DeleteGroups ----------------------------------------------
 

@@ -21,8 +21,16 @@ each member votes for the first of its own list, and the most votes win.
 Static members (``group.instance.id``) keep their place across restarts: a rejoin with a
 known instance id replaces the old member id instead of rebalancing.
 
-Committed offsets live here too, with the commits still being appended
-(``pending_offset_commits``). Offsets expire as in Kafka 2.1+ (KIP-211; see
+Committed offsets live here too, each with the log offset of the batch that wrote it
+(``CommitRecordMetadataAndOffset``), with the commits still being appended
+(``pending_offset_commits``), and with the offsets transactional producers committed
+(TxnOffsetCommit) that wait for their transaction's end (``pending_txn_offsets``, per
+producer id, apart from the committed ones). A commit marker moves a producer's pending
+offsets into the committed ones, an abort marker drops them; an offset only ever
+replaces one written earlier in the log (Kafka's ``olderThan`` on append offsets), so a
+plain commit appended after a transactional one wins whatever order they complete in.
+Pending transactional offsets never expire, and keep their group from being removed.
+Offsets expire as in Kafka 2.1+ (KIP-211; see
 ``remove_expired_offsets``): a group's offsets are kept while it has members, and are
 dropped ``offsets.retention.minutes`` after it became Empty; a group that only stores
 offsets loses each one that long after its commit. A consumer group knows the topics
@@ -84,6 +92,21 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
     GroupState.DEAD: frozenset(GroupState),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecordMetadataAndOffset:
+    """A committed offset and the log offset of the batch that wrote it (None: not yet
+    appended, for a pending transactional offset whose append is in flight)."""
+
+    appended_batch_offset: int | None
+    value: OffsetValue
+
+    def older_than(self, other: CommitRecordMetadataAndOffset) -> bool:
+        """True if this one was appended before ``other`` (both must be appended)."""
+        if self.appended_batch_offset is None or other.appended_batch_offset is None:
+            raise ValueError("older_than compares appended offsets only")
+        return self.appended_batch_offset < other.appended_batch_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,9 +293,13 @@ class GroupMetadata:
         self.supported_protocols: Counter[str] = Counter()
         # True while an initial rebalance has seen a new member since its last delay.
         self.new_member_added = False
-        self.offsets: dict[TopicPartition, OffsetValue] = {}
+        self.offsets: dict[TopicPartition, CommitRecordMetadataAndOffset] = {}
         # Commits appended but not yet answered, counted per partition: never expired.
         self.pending_offset_commits: Counter[TopicPartition] = Counter()
+        # Transactional offsets per producer id, waiting for the transaction's marker.
+        self.pending_txn_offsets: dict[
+            int, dict[TopicPartition, CommitRecordMetadataAndOffset]
+        ] = {}
         # None while unknown: not a consumer group, or a subscription that does not parse.
         self.subscribed_topics: frozenset[str] | None = None
 
@@ -471,8 +498,89 @@ class GroupMetadata:
 
     @property
     def has_offsets(self) -> bool:
-        """True if the group has committed offsets, or commits being appended."""
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        """True if the group has committed offsets, commits being appended, or pending
+        transactional offsets."""
+        return (
+            bool(self.offsets)
+            or bool(self.pending_offset_commits)
+            or bool(self.pending_txn_offsets)
+        )
+
+    def committed_offset(self, tp: TopicPartition) -> OffsetValue | None:
+        """The committed offset of ``tp``, if any."""
+        committed = self.offsets.get(tp)
+        return None if committed is None else committed.value
+
+    def _maybe_put_offset(self, tp: TopicPartition, offset: CommitRecordMetadataAndOffset) -> None:
+        current = self.offsets.get(tp)
+        if current is None or current.older_than(offset):
+            self.offsets[tp] = offset
+
+    def has_pending_offset_commits(self, tp: TopicPartition) -> bool:
+        """True if a plain commit of ``tp`` is being appended or a transaction has one pending
+        (OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT then)."""
+        return tp in self.pending_offset_commits or any(
+            tp in offsets for offsets in self.pending_txn_offsets.values()
+        )
+
+    def has_pending_offset_commits_from_producer(self, producer_id: int) -> bool:
+        """True if ``producer_id`` has transactional offsets pending in this group."""
+        return producer_id in self.pending_txn_offsets
+
+    def prepare_txn_offset_commit(
+        self, producer_id: int, offsets: Mapping[TopicPartition, OffsetValue]
+    ) -> None:
+        """Note transactional offsets whose append starts now (pending, not yet appended)."""
+        pending = self.pending_txn_offsets.setdefault(producer_id, {})
+        for tp, value in offsets.items():
+            pending[tp] = CommitRecordMetadataAndOffset(None, value)
+
+    def on_txn_offset_commit_append(
+        self, producer_id: int, offsets: Mapping[TopicPartition, OffsetValue], batch_offset: int
+    ) -> None:
+        """Their append succeeded at ``batch_offset``: they wait for the marker now.
+
+        An offset replaced meanwhile by a later TxnOffsetCommit of the same producer, or
+        removed (OffsetDelete, the partition emigrated), is left alone.
+        """
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is None:
+            return
+        for tp, value in offsets.items():
+            current = pending.get(tp)
+            if current is not None and current.value == value:
+                pending[tp] = CommitRecordMetadataAndOffset(batch_offset, value)
+
+    def fail_pending_txn_offset_commit(
+        self, producer_id: int, partitions: Iterable[TopicPartition]
+    ) -> None:
+        """Their append failed: forget them (the client retries)."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is None:
+            return
+        for tp in partitions:
+            pending.pop(tp, None)
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> None:
+        """The producer's transaction ended: on commit its appended offsets become committed
+        (each only over an offset appended before it), on abort they are dropped."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if pending is None or not is_commit:
+            return
+        for tp, offset in pending.items():
+            if offset.appended_batch_offset is None:
+                # Kafka raises here: a marker cannot follow an offset commit whose append
+                # has not completed, since EndTxn waits for the TxnOffsetCommit answer.
+                _log.error(
+                    "group %s: producer %d committed %s before its offset commit was appended",
+                    self.group_id,
+                    producer_id,
+                    tp,
+                )
+                continue
+            self._maybe_put_offset(tp, offset)
 
     def prepare_offset_commit(self, partitions: Iterable[TopicPartition]) -> None:
         """Note commits whose append starts now (they are pending until it completes)."""
@@ -480,9 +588,13 @@ class GroupMetadata:
             self.pending_offset_commits[tp] += 1
 
     def complete_offset_commit(
-        self, offsets: Mapping[TopicPartition, OffsetValue], committed: bool
+        self,
+        offsets: Mapping[TopicPartition, OffsetValue],
+        committed: bool,
+        batch_offset: int | None = None,
     ) -> None:
-        """A commit's append finished: cache its offsets if ``committed`` and still wanted.
+        """A commit's append finished (at ``batch_offset`` if ``committed``): cache its
+        offsets if still wanted, unless an offset appended after them is already cached.
 
         An offset deleted while its commit was in flight (OffsetDelete, DeleteGroups) is
         no longer pending and is not cached: its tombstone follows the commit in the log.
@@ -495,19 +607,22 @@ class GroupMetadata:
                 del self.pending_offset_commits[tp]
             else:
                 self.pending_offset_commits[tp] = pending - 1
-            if committed and not self.is_in(GroupState.DEAD):
-                self.offsets[tp] = value
+            if committed and batch_offset is not None and not self.is_in(GroupState.DEAD):
+                self._maybe_put_offset(tp, CommitRecordMetadataAndOffset(batch_offset, value))
 
     def remove_offsets(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetValue]:
-        """Drop the offsets of ``partitions`` (and their pending commits); return those dropped."""
+        """Drop the offsets of ``partitions`` (and their pending commits, transactional ones
+        too); return those dropped."""
         removed: dict[TopicPartition, OffsetValue] = {}
         for tp in partitions:
             self.pending_offset_commits.pop(tp, None)
-            value = self.offsets.pop(tp, None)
-            if value is not None:
-                removed[tp] = value
+            for pending in self.pending_txn_offsets.values():
+                pending.pop(tp, None)
+            committed = self.offsets.pop(tp, None)
+            if committed is not None:
+                removed[tp] = committed.value
         return removed
 
     def remove_all_offsets(self) -> dict[TopicPartition, OffsetValue]:
@@ -527,7 +642,8 @@ class GroupMetadata:
         - No protocol type (a group that only stores offsets): each offset by its commit time.
         - Anything else (a rebalance in progress): nothing expires.
 
-        An offset whose commit is still being appended never expires.
+        An offset whose commit is still being appended never expires; pending transactional
+        offsets are not committed offsets, so they cannot.
         """
         excluded: frozenset[str] = frozenset()
         empty_since_ms: int | None = None  # None: each offset counts from its commit
@@ -544,13 +660,14 @@ class GroupMetadata:
             return {}
         expired = [
             tp
-            for tp, value in self.offsets.items()
+            for tp, committed in self.offsets.items()
             if tp[0] not in excluded
             and tp not in self.pending_offset_commits
-            and now_ms - (value.commit_timestamp_ms if empty_since_ms is None else empty_since_ms)
+            and now_ms
+            - (committed.value.commit_timestamp_ms if empty_since_ms is None else empty_since_ms)
             >= retention_ms
         ]
-        return self.remove_offsets(expired)
+        return {tp: self.offsets.pop(tp).value for tp in expired}
 
     # --- answering waiting requests (after the lock is released) --------------------
 

@@ -13,6 +13,18 @@ never returns an offset that a restart could lose. A record that does not decode
 loading is logged and skipped, so one bad record costs at most what it held, never the
 broker's start.
 
+Transactional offsets (TxnOffsetCommit) are appended in a transactional batch with the
+producer's id and epoch and wait in their group, per producer, for the transaction's
+end: the marker's append on this partition calls ``handle_txn_completion``, which
+commits or drops them in every group of that producer the partition holds (the manager
+remembers them in ``open_groups_for_producer``, Kafka's ``openGroupsForProducer``).
+Loading replays the same: a transactional offset record goes to its producer's pending
+offsets, a COMMIT marker moves them into the loaded offsets (each only over an offset
+written before it), an ABORT marker drops them, and what no marker has ended yet is
+still pending in the loaded group. OffsetFetch with ``require_stable`` answers
+UNSTABLE_OFFSET_COMMIT for a partition with a commit in flight or pending in a
+transaction (Kafka's ``getOffsets``).
+
 Removing state is Kafka's cleanupGroupMetadata, shared by offset expiry, OffsetDelete
 and DeleteGroups: under each group's lock a selector removes offsets from the cache;
 a group left Empty with no offsets (committed or pending) becomes Dead and is forgotten;
@@ -23,8 +35,10 @@ tombstones' append is not waited for: a lost one brings an offset or a group bac
 next load, and the next cleanup removes it again.
 
 Concurrency contract: the maps of groups and of owned/loading partitions are guarded by
-one manager lock, held only for map reads and writes, never while taking a group lock
-or calling out. ``store_group``/``store_offsets`` must be called with the group's lock
+one manager lock, and ``open_groups_for_producer`` by another; each is held only for
+map reads and writes, never while taking a group lock or calling out.
+``handle_txn_completion`` must be called holding no group lock: it takes each group's
+lock in turn. ``store_group``/``store_offsets`` must be called with the group's lock
 held; they defer the append to the outermost release of that lock, and their callbacks
 run under the group lock on the thread that completes the append, with the response
 itself deferred again past the lock. ``cleanup_group_metadata`` must be called holding
@@ -43,13 +57,23 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator._config import GroupConfig
 from tickwheel.coordinator._errors import CorruptOffsetsRecordError
-from tickwheel.coordinator._group import GroupMetadata, GroupState, MemberMetadata, TopicPartition
+from tickwheel.coordinator._group import (
+    CommitRecordMetadataAndOffset,
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    TopicPartition,
+)
 from tickwheel.coordinator._hashing import partition_for
 from tickwheel.coordinator._offsets_log import OFFSETS_TOPIC, OffsetsLog
 from tickwheel.coordinator._records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TXN_OFFSET_COMMIT_SEQUENCE,
     GroupKey,
     GroupValue,
     OffsetKey,
+    OffsetsBatch,
     OffsetValue,
     StoredMember,
     build_batch,
@@ -57,8 +81,9 @@ from tickwheel.coordinator._records import (
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
-    read_batches,
+    read_record_batches,
 )
+from tickwheel.log import ControlType
 
 _log = logging.getLogger(__name__)
 
@@ -108,6 +133,63 @@ class FetchedOffset:
 
 
 _NO_OFFSET = FetchedOffset(-1, -1, "")
+_UNSTABLE_OFFSET = FetchedOffset(-1, -1, "", ErrorCode.unstable_offset_commit)
+
+GroupOffsets = dict[TopicPartition, CommitRecordMetadataAndOffset]
+
+
+class _LoadedOffsets:
+    """What loading one partition has read so far: offsets, pending transactional
+    offsets per producer, and group records (Kafka's ``doLoadGroupsAndOffsets`` state)."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, GroupOffsets] = {}
+        self.pending: dict[int, dict[str, GroupOffsets]] = {}  # producer -> group -> offsets
+        self.stored: dict[str, GroupValue | None] = {}
+
+    def add_batch(self, batch: OffsetsBatch) -> None:
+        if not batch.is_control:
+            self._add_records(batch)
+        elif batch.marker is not None:  # a control batch without a record ends nothing
+            self._end_transaction(batch.producer_id, batch.marker.control_type)
+
+    def _end_transaction(self, producer_id: int, control_type: ControlType) -> None:
+        ended = self.pending.pop(producer_id, {})
+        if control_type is not ControlType.COMMIT:
+            return
+        for group_id, offsets in ended.items():
+            loaded = self.offsets.setdefault(group_id, {})
+            for tp, offset in offsets.items():
+                current = loaded.get(tp)
+                if current is None or current.older_than(offset):
+                    loaded[tp] = offset
+
+    def _add_records(self, batch: OffsetsBatch) -> None:
+        for record in batch.records:
+            key = record.key
+            if isinstance(key, OffsetKey):
+                if batch.is_transactional:
+                    by_group = self.pending.setdefault(batch.producer_id, {})
+                    group_offsets = by_group.setdefault(key.group_id, {})
+                else:
+                    group_offsets = self.offsets.setdefault(key.group_id, {})
+                tp = (key.topic, key.partition)
+                if isinstance(record.value, OffsetValue):
+                    offset = CommitRecordMetadataAndOffset(batch.base_offset, record.value)
+                    group_offsets[tp] = offset
+                else:
+                    group_offsets.pop(tp, None)
+            else:
+                value = record.value
+                self.stored[key.group_id] = value if isinstance(value, GroupValue) else None
+
+    def pending_by_group(self) -> dict[str, dict[int, GroupOffsets]]:
+        """The transactional offsets still pending, per group and producer."""
+        by_group: dict[str, dict[int, GroupOffsets]] = {}
+        for producer_id, groups in self.pending.items():
+            for group_id, offsets in groups.items():
+                by_group.setdefault(group_id, {})[producer_id] = dict(offsets)
+        return by_group
 
 
 class GroupMetadataManager:
@@ -127,6 +209,9 @@ class GroupMetadataManager:
         self._groups: dict[str, GroupMetadata] = {}
         self._owned_partitions: set[int] = set()
         self._loading_partitions: set[int] = set()
+        self._producers_lock = threading.Lock()
+        # Producer id -> the groups where it has transactional offsets pending.
+        self._open_groups_for_producer: dict[int, set[str]] = {}
 
     # --- ownership -----------------------------------------------------------------
 
@@ -196,8 +281,7 @@ class GroupMetadataManager:
                 return
             self._loading_partitions.add(partition)
         try:
-            offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
-            stored: dict[str, GroupValue | None] = {}
+            state = _LoadedOffsets()
 
             def skip(offset: int, error: CorruptOffsetsRecordError) -> None:
                 _log.error(
@@ -208,22 +292,23 @@ class GroupMetadataManager:
                 )
 
             for chunk in self._offsets_log.read(partition):
-                for record in read_batches(chunk, on_undecodable=skip):
-                    key = record.key
-                    if isinstance(key, OffsetKey):
-                        group_offsets = offsets.setdefault(key.group_id, {})
-                        topic_partition = (key.topic, key.partition)
-                        if isinstance(record.value, OffsetValue):
-                            group_offsets[topic_partition] = record.value
-                        else:
-                            group_offsets.pop(topic_partition, None)
-                    else:
-                        value = record.value
-                        stored[key.group_id] = value if isinstance(value, GroupValue) else None
+                for batch in read_record_batches(chunk, on_undecodable=skip):
+                    state.add_batch(batch)
+            pending = state.pending_by_group()
+            for group_id, by_producer in pending.items():
+                for producer_id in by_producer:
+                    self._add_producer_group(producer_id, group_id)
             loaded = [
-                self._rebuild(group_id, stored.get(group_id), offsets.get(group_id, {}))
-                for group_id in {*offsets, *stored}
-                if stored.get(group_id) is not None or offsets.get(group_id)
+                self._rebuild(
+                    group_id,
+                    state.stored.get(group_id),
+                    state.offsets.get(group_id, {}),
+                    pending.get(group_id, {}),
+                )
+                for group_id in {*state.offsets, *state.stored, *pending}
+                if state.stored.get(group_id) is not None
+                or state.offsets.get(group_id)
+                or pending.get(group_id)
             ]
             with self._lock:
                 for group in loaded:
@@ -239,10 +324,12 @@ class GroupMetadataManager:
         self,
         group_id: str,
         value: GroupValue | None,
-        offsets: dict[TopicPartition, OffsetValue],
+        offsets: GroupOffsets,
+        pending_txn_offsets: dict[int, GroupOffsets],
     ) -> GroupMetadata:
         group = GroupMetadata(group_id, now_ms=self.clock_ms())
         group.offsets = offsets
+        group.pending_txn_offsets = pending_txn_offsets
         if value is None:
             return group
         group.generation_id = value.generation_id
@@ -287,6 +374,7 @@ class GroupMetadataManager:
             for group in leaving:
                 del self._groups[group.group_id]
         for group in leaving:
+            self._remove_group_from_all_producers(group.group_id)
             on_group_unloaded(group)
 
     # --- storing -------------------------------------------------------------------------
@@ -294,10 +382,9 @@ class GroupMetadataManager:
     def _append(
         self,
         group: GroupMetadata,
-        entries: list[tuple[bytes, bytes | None]],
-        on_appended: Callable[[ErrorCode], None],
+        batch: bytes,
+        on_appended: Callable[[ErrorCode, int], None],
     ) -> None:
-        batch = build_batch(entries, self.clock_ms())
         partition = self.partition_for(group.group_id)
         group.lock.defer(lambda: self._offsets_log.append(partition, batch, on_appended))
 
@@ -332,19 +419,26 @@ class GroupMetadataManager:
         )
         entry = (encode_group_key(GroupKey(group.group_id)), encode_group_value(value))
 
-        def appended(error: ErrorCode) -> None:
+        def appended(error: ErrorCode, _base_offset: int) -> None:
             with group.lock:
                 callback(client_error(error))
 
-        self._append(group, [entry], appended)
+        self._append(group, build_batch([entry], self.clock_ms()), appended)
 
     def store_offsets(
         self,
         group: GroupMetadata,
         offsets: Mapping[TopicPartition, OffsetValue],
         callback: OffsetsCallback,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
     ) -> None:
-        """Write committed offsets; cache them once committed; answer ``callback`` past the lock."""
+        """Write committed offsets; cache them once committed; answer ``callback`` past the lock.
+
+        With a ``producer_id`` (TxnOffsetCommit) they are written in a transactional batch
+        of that producer and kept pending until its transaction ends.
+        """
         max_bytes = self.config.offset_metadata_max_bytes
         too_large = {
             tp for tp, value in offsets.items() if len(value.metadata.encode()) > max_bytes
@@ -361,16 +455,95 @@ class GroupMetadataManager:
             )
             for (topic, partition), value in valid.items()
         ]
-        group.prepare_offset_commit(valid)
+        transactional = producer_id != NO_PRODUCER_ID
+        if transactional:
+            self._add_producer_group(producer_id, group.group_id)
+            group.prepare_txn_offset_commit(producer_id, valid)
+            batch = build_batch(
+                entries,
+                self.clock_ms(),
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=TXN_OFFSET_COMMIT_SEQUENCE,
+                transactional=True,
+            )
+        else:
+            group.prepare_offset_commit(valid)
+            batch = build_batch(entries, self.clock_ms())
 
-        def appended(error: ErrorCode) -> None:
+        def appended(error: ErrorCode, base_offset: int) -> None:
             with group.lock:
-                group.complete_offset_commit(valid, committed=error is ErrorCode.none)
+                succeeded = error is ErrorCode.none
+                if not transactional:
+                    group.complete_offset_commit(valid, succeeded, base_offset)
+                elif group.is_in(GroupState.DEAD):
+                    pass  # emigrated or deleted: the marker reaches whoever loads it
+                elif succeeded:
+                    group.on_txn_offset_commit_append(producer_id, valid, base_offset)
+                else:
+                    group.fail_pending_txn_offset_commit(producer_id, valid)
+                    if not group.has_pending_offset_commits_from_producer(producer_id):
+                        self._remove_producer_group(producer_id, group.group_id)
                 outcome = client_error(error)
                 errors.update(dict.fromkeys(valid, outcome))
                 group.lock.defer(lambda: callback(errors))
 
-        self._append(group, entries, appended)
+        self._append(group, batch, appended)
+
+    # --- transactions ------------------------------------------------------------------
+
+    def _add_producer_group(self, producer_id: int, group_id: str) -> None:
+        with self._producers_lock:
+            self._open_groups_for_producer.setdefault(producer_id, set()).add(group_id)
+
+    def _remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        with self._producers_lock:
+            groups = self._open_groups_for_producer.get(producer_id)
+            if groups is None:
+                return
+            groups.discard(group_id)
+            if not groups:
+                del self._open_groups_for_producer[producer_id]
+
+    def _remove_group_from_all_producers(self, group_id: str) -> None:
+        with self._producers_lock:
+            for producer_id, groups in list(self._open_groups_for_producer.items()):
+                groups.discard(group_id)
+                if not groups:
+                    del self._open_groups_for_producer[producer_id]
+
+    def open_groups_for_producer(self, producer_id: int) -> frozenset[str]:
+        """The groups where ``producer_id`` has transactional offsets pending."""
+        with self._producers_lock:
+            return frozenset(self._open_groups_for_producer.get(producer_id, ()))
+
+    def handle_txn_completion(
+        self, producer_id: int, completed_partitions: Iterable[int], is_commit: bool
+    ) -> None:
+        """A transaction marker of ``producer_id`` was appended to ``completed_partitions``:
+        commit (or drop) its pending offsets in their groups. Call holding no group lock."""
+        partitions = set(completed_partitions)
+        with self._producers_lock:
+            groups = [
+                group_id
+                for group_id in self._open_groups_for_producer.get(producer_id, ())
+                if self.partition_for(group_id) in partitions
+            ]
+        for group_id in groups:
+            group = self.get_group(group_id)
+            if group is None:
+                _log.info(
+                    "group %s is gone (moved away or deleted) after producer %d's marker "
+                    "was written; whoever loads it reads the outcome from the log",
+                    group_id,
+                    producer_id,
+                )
+                self._remove_producer_group(producer_id, group_id)
+                continue
+            with group.lock:
+                if not group.is_in(GroupState.DEAD):
+                    group.complete_pending_txn_offset_commit(producer_id, is_commit)
+                    self._remove_producer_group(producer_id, group_id)
 
     # --- removing ------------------------------------------------------------------------
 
@@ -415,7 +588,7 @@ class GroupMetadataManager:
         return offsets_removed
 
     def _append_tombstones(self, partition: int, keys: list[bytes]) -> None:
-        def appended(error: ErrorCode) -> None:
+        def appended(error: ErrorCode, _base_offset: int) -> None:
             if error is not ErrorCode.none:
                 _log.warning(
                     "could not append tombstones to %s-%d: %s",
@@ -440,25 +613,29 @@ class GroupMetadataManager:
     # --- reading --------------------------------------------------------------------------
 
     def get_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        *,
+        require_stable: bool = False,
     ) -> dict[TopicPartition, FetchedOffset]:
-        """Committed offsets of ``partitions`` (all the group has when None)."""
+        """Committed offsets of ``partitions`` (all the group has when None).
+
+        With ``require_stable``, a partition whose commit is in flight or pending in a
+        transaction answers UNSTABLE_OFFSET_COMMIT instead (the client retries).
+        """
         group = self.get_group(group_id)
         if group is None:
             return {} if partitions is None else dict.fromkeys(partitions, _NO_OFFSET)
-        with group.lock:
-            committed = dict(group.offsets)
-        if partitions is None:
-            return {
-                tp: FetchedOffset(v.offset, v.leader_epoch, v.metadata)
-                for tp, v in committed.items()
-            }
         result: dict[TopicPartition, FetchedOffset] = {}
-        for tp in partitions:
-            value = committed.get(tp)
-            result[tp] = (
-                _NO_OFFSET
-                if value is None
-                else FetchedOffset(value.offset, value.leader_epoch, value.metadata)
-            )
+        with group.lock:
+            wanted = list(group.offsets) if partitions is None else partitions
+            for tp in wanted:
+                value = group.committed_offset(tp)
+                if require_stable and group.has_pending_offset_commits(tp):
+                    result[tp] = _UNSTABLE_OFFSET
+                elif value is None:
+                    result[tp] = _NO_OFFSET
+                else:
+                    result[tp] = FetchedOffset(value.offset, value.leader_epoch, value.metadata)
         return result

@@ -8,9 +8,11 @@ single-node implementation over ``tickwheel.log.Log`` objects.
 
 Concurrency contract: ``append`` may be called from any thread but never while holding a
 group lock (the coordinator defers it until the lock is released; see the package
-docstring), and calls ``on_appended`` exactly once, on the thread that completes the
-append. ``LocalOffsetsLog`` serialises appends and reads of a partition with one lock per
-instance and calls ``on_appended`` before ``append`` returns, after releasing that lock.
+docstring), and calls ``on_appended(error, base_offset)`` exactly once, on the thread that
+completes the append (``base_offset``: where the batch landed, ``UNKNOWN_OFFSET`` on an
+error; the coordinator orders commits by it). ``LocalOffsetsLog`` serialises appends
+and reads of a partition with one lock per instance and calls ``on_appended`` before
+``append`` returns, after releasing that lock.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from tickwheel.log import Log, LogError
 
 OFFSETS_TOPIC = "__consumer_offsets"
+UNKNOWN_OFFSET = -1
 _LOAD_READ_BYTES = 1024 * 1024
 _BATCH_PREFIX = struct.Struct(">qi")  # base offset, batch length
 _LAST_OFFSET_DELTA = struct.Struct(">i")
@@ -34,13 +37,16 @@ _LOG_OVERHEAD = 12
 _LOCAL_LEADER_EPOCH = 0
 
 
+AppendCallback = Callable[[ErrorCode, int], None]
+"""Told the append's error and the batch's base offset (``UNKNOWN_OFFSET`` on an error)."""
+
+
 class OffsetsLog(Protocol):
     """The partitions of ``__consumer_offsets`` as the coordinator uses them."""
 
-    def append(
-        self, partition: int, records: bytes, on_appended: Callable[[ErrorCode], None]
-    ) -> None:
-        """Append one v2 record batch; call ``on_appended(error)`` once it is committed."""
+    def append(self, partition: int, records: bytes, on_appended: AppendCallback) -> None:
+        """Append one v2 record batch; call ``on_appended(error, base_offset)`` once it is
+        committed."""
 
     def read(self, partition: int) -> Iterator[bytes]:
         """Yield the partition's record batches from its start, each chunk whole batches."""
@@ -57,21 +63,20 @@ class LocalOffsetsLog:
         self._log_for = log_for
         self._lock = threading.Lock()
 
-    def append(
-        self, partition: int, records: bytes, on_appended: Callable[[ErrorCode], None]
-    ) -> None:
+    def append(self, partition: int, records: bytes, on_appended: AppendCallback) -> None:
         """Append as leader and commit at once; report the Log's error code on failure."""
         error = ErrorCode.none
+        base_offset = UNKNOWN_OFFSET
         with self._lock:
             try:
                 log = self._log_for(partition)
-                log.append_as_leader(records, _LOCAL_LEADER_EPOCH)
+                base_offset = log.append_as_leader(records, _LOCAL_LEADER_EPOCH).first_offset
                 log.update_high_watermark(log.log_end_offset)
             except LogError as failure:
                 error = ErrorCode(failure.error_code)
             except KeyError:
                 error = ErrorCode.unknown_topic_or_partition
-        on_appended(error)
+        on_appended(error, base_offset)
 
     def read(self, partition: int) -> Iterator[bytes]:
         """Yield whole batches from the log start to the high watermark."""

@@ -20,8 +20,13 @@ own tools.
 
 Records travel in uncompressed record batches of format v2 (magic 2, CRC-32C from the
 attributes on). The log assigns offsets by rewriting the base offset, so a batch is built
-with base offset 0. Reading skips control batches; a compressed batch is refused, since
-this coordinator never writes one.
+with base offset 0. A transactional offset commit (TxnOffsetCommit) is the same offset
+records in a batch marked transactional and carrying the producer's id and epoch, with
+base sequence 0 on every batch (Kafka's ``generateOffsetRecords``); the transaction's
+commit or abort marker, a control batch, follows it later in the partition.
+``read_record_batches`` reads batch by batch, telling transactional batches and markers
+apart (the loader needs both); ``read_batches`` is its flat view of the offset and group
+records alone. A compressed batch is refused, since this coordinator never writes one.
 
 Pure functions over bytes; safe from any thread.
 """
@@ -35,7 +40,13 @@ from dataclasses import dataclass
 import crc32c
 
 from tickwheel.coordinator._errors import CorruptOffsetsRecordError
-from tickwheel.log import CorruptRecordError, read_varint, write_varint
+from tickwheel.log import (
+    CorruptRecordError,
+    EndTxnMarker,
+    parse_end_txn_marker,
+    read_varint,
+    write_varint,
+)
 
 OFFSET_COMMIT_KEY_VERSION = 1
 OFFSET_COMMIT_VALUE_VERSION = 3
@@ -44,10 +55,13 @@ GROUP_METADATA_VALUE_VERSION = 3
 NO_LEADER_EPOCH = -1
 
 _MAGIC_V2 = 2
-_NO_PRODUCER_ID = -1
-_NO_PRODUCER_EPOCH = -1
-_NO_SEQUENCE = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+# Kafka writes every TxnOffsetCommit batch with this base sequence.
+TXN_OFFSET_COMMIT_SEQUENCE = 0
 _COMPRESSION_MASK = 0x07
+_TRANSACTIONAL_FLAG = 0x10
 _CONTROL_FLAG = 0x20
 # baseOffset(8) batchLength(4): the part of the header before the counted length.
 _LOG_OVERHEAD = 12
@@ -120,6 +134,23 @@ class OffsetsRecord:
     log_offset: int
     key: OffsetKey | GroupKey
     value: OffsetValue | GroupValue | None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsBatch:
+    """One record batch as the loader sees it.
+
+    ``marker`` is set for a control batch holding a transaction marker (its records are
+    not offsets records, so ``records`` is empty); a control batch without a record has
+    ``is_control`` and no marker.
+    """
+
+    base_offset: int
+    producer_id: int
+    is_transactional: bool
+    is_control: bool
+    marker: EndTxnMarker | None
+    records: tuple[OffsetsRecord, ...]
 
 
 # --- primitive writers and a bounds-checked reader -----------------------------------
@@ -298,8 +329,19 @@ def _read_varint(data: bytes, position: int) -> tuple[int, int]:
         raise CorruptOffsetsRecordError(str(error)) from error
 
 
-def build_batch(entries: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """Build one uncompressed v2 record batch of ``(key, value)`` records (None: tombstone)."""
+def build_batch(
+    entries: Sequence[tuple[bytes, bytes | None]],
+    timestamp_ms: int,
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+) -> bytes:
+    """Build one uncompressed v2 record batch of ``(key, value)`` records (None: tombstone).
+
+    A transactional batch carries its producer's id, epoch and ``base_sequence``.
+    """
     if not entries:
         raise ValueError("a record batch needs at least one record")
     records = bytearray()
@@ -322,13 +364,13 @@ def build_batch(entries: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int
             0,
             _MAGIC_V2,
             0,
-            0,
+            _TRANSACTIONAL_FLAG if transactional else 0,
             len(entries) - 1,
             timestamp_ms,
             timestamp_ms,
-            _NO_PRODUCER_ID,
-            _NO_PRODUCER_EPOCH,
-            _NO_SEQUENCE,
+            producer_id,
+            producer_epoch,
+            base_sequence,
             len(entries),
         )
     )
@@ -354,13 +396,24 @@ UndecodableCallback = Callable[[int, CorruptOffsetsRecordError], None]
 def read_batches(
     data: bytes, *, on_undecodable: UndecodableCallback | None = None
 ) -> Iterator[OffsetsRecord]:
-    """Decode every record of the v2 batches in ``data``, in log order.
+    """The offset and group records of the v2 batches in ``data``, in log order.
+
+    Control batches are skipped; see ``read_record_batches`` for the rest.
+    """
+    for batch in read_record_batches(data, on_undecodable=on_undecodable):
+        yield from batch.records
+
+
+def read_record_batches(
+    data: bytes, *, on_undecodable: UndecodableCallback | None = None
+) -> Iterator[OffsetsBatch]:
+    """Decode the v2 batches in ``data``, in log order.
 
     A trailing partial batch (a read cut at ``max_bytes``) is ignored; the caller reads
-    on from the offset after the last record returned. Without ``on_undecodable`` a
+    on from the offset after the last batch returned. Without ``on_undecodable`` a
     record or batch that does not decode raises ``CorruptOffsetsRecordError``; with it,
     an undecodable record is reported and skipped, and so is the rest of a batch whose
-    header or record framing is broken.
+    header or record framing is broken (or a control batch that is no transaction marker).
     """
     position = 0
     while position + _BATCH_HEADER.size <= len(data):
@@ -374,7 +427,7 @@ def read_batches(
             _last_delta,
             _base_ts,
             _max_ts,
-            _pid,
+            producer_id,
             _pepoch,
             _seq,
             count,
@@ -382,6 +435,7 @@ def read_batches(
         end = position + _LOG_OVERHEAD + batch_length
         if end > len(data):
             return
+        records: list[OffsetsRecord] = []
         try:
             if magic != _MAGIC_V2:
                 raise CorruptOffsetsRecordError(f"record batch magic {magic}, expected 2")
@@ -393,19 +447,34 @@ def read_batches(
                 raise CorruptOffsetsRecordError(
                     "compressed __consumer_offsets batches are not read"
                 )
-            if not attributes & _CONTROL_FLAG:
-                body = data[position + _BATCH_HEADER.size : end]
-                yield from _read_records(body, base_offset, count, on_undecodable)
+            body = data[position + _BATCH_HEADER.size : end]
+            is_control = bool(attributes & _CONTROL_FLAG)
+            marker = None
+            if is_control:
+                marker = _read_marker(body, base_offset, count)
+            else:
+                # extend keeps the records read before a broken one raises.
+                records.extend(_read_records(body, base_offset, count, on_undecodable))
         except CorruptOffsetsRecordError as exc:
             if on_undecodable is None:
                 raise
             on_undecodable(base_offset, exc)
+            is_control, marker = False, None
+        yield OffsetsBatch(
+            base_offset,
+            producer_id,
+            bool(attributes & _TRANSACTIONAL_FLAG),
+            is_control,
+            marker,
+            tuple(records),
+        )
         position = end
 
 
-def _read_records(
-    body: bytes, base_offset: int, count: int, on_undecodable: UndecodableCallback | None
-) -> Iterator[OffsetsRecord]:
+def _raw_records(
+    body: bytes, base_offset: int, count: int
+) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """Each record's offset, key and value (None: null), framing checked."""
     position = 0
     for _ in range(count):
         length, position = _read_varint(body, position)
@@ -421,7 +490,22 @@ def _read_records(
         value_length, position = _read_varint(body, position)
         value_bytes = None if value_length < 0 else body[position : position + value_length]
         position = record_end
-        offset = base_offset + offset_delta
+        yield base_offset + offset_delta, key_bytes, value_bytes
+
+
+def _read_marker(body: bytes, base_offset: int, count: int) -> EndTxnMarker | None:
+    for _offset, key, value in _raw_records(body, base_offset, min(count, 1)):
+        try:
+            return parse_end_txn_marker(key, value)
+        except ValueError as error:
+            raise CorruptOffsetsRecordError(str(error)) from error
+    return None
+
+
+def _read_records(
+    body: bytes, base_offset: int, count: int, on_undecodable: UndecodableCallback | None
+) -> Iterator[OffsetsRecord]:
+    for offset, key_bytes, value_bytes in _raw_records(body, base_offset, count):
         try:
             key = decode_key(key_bytes)
             value = _decode_value(key, value_bytes)

@@ -19,6 +19,11 @@ a manual clock's view of them in tests).
 Each run visits every group this broker coordinates, holding one group's lock at a
 time, and appends the tombstones of what it removed.
 
+The service installs the coordinator's ``on_transaction_completed`` as the
+ReplicaManager's ``txn_completion_listener``, so a transaction marker appended to an
+offsets partition commits or drops the transaction's pending offsets; ``shutdown``
+removes it.
+
 Concurrency contract: event-loop thread only (like the ReplicaManager); ``start`` must
 run on the loop, since the timer drivers arm ``loop.call_at``.
 """
@@ -84,6 +89,7 @@ class GroupService:
             broker_id=broker_id,
             reaper_enabled=False,
         )
+        replica_manager.txn_completion_listener = self.coordinator.on_transaction_completed
         # A cluster passes its own ``locate`` (the partition leader from its metadata).
         self.apis = GroupApis(
             self.coordinator, locate or self._locate, partition_exists=partition_exists
@@ -160,4 +166,9 @@ class GroupService:
             self._cleanup = None
         if self._owns_timers:
             self._timers.stop()
+        if (
+            self._replica_manager.txn_completion_listener
+            == self.coordinator.on_transaction_completed
+        ):
+            self._replica_manager.txn_completion_listener = None
         self.coordinator.shutdown()
