@@ -21,7 +21,6 @@ Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
 from tickwheel.log._checkpoint import write_atomically
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
 from tickwheel.log._config import LogConfig
-from tickwheel.log._control import ControlType, EndTxnMarker, parse_end_txn_marker
 from tickwheel.log._errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -56,9 +55,7 @@ __all__ = [
     "UNDEFINED_EPOCH_OFFSET",
     "CleanerConfig",
     "CleanerMetrics",
-    "ControlType",
     "CorruptRecordError",
-    "EndTxnMarker",
     "EpochEntry",
     "FetchDataInfo",
     "FileRecordsSlice",
@@ -77,7 +74,6 @@ __all__ = [
     "RecordTooLargeError",
     "TimestampAndOffset",
     "UnexpectedAppendOffsetError",
-    "parse_end_txn_marker",
     "read_varint",
     "system_clock_ms",
     "write_atomically",

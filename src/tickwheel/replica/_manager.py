@@ -123,11 +123,6 @@ class ReplicaManager:
         # Whether a partition not hosted here exists in the cluster: then a request for
         # it gets NOT_LEADER_OR_FOLLOWER (Kafka's getPartitionOrError), not UNKNOWN_....
         self.partition_exists: Callable[[TopicPartition], bool] | None = None
-        # Told (producer id, __consumer_offsets partitions, committed) after a transaction
-        # marker on __consumer_offsets was appended (the group coordinator sets it).
-        self.txn_completion_listener: (
-            Callable[[int, Sequence[TopicPartition], bool], None] | None
-        ) = None
         self._partitions: dict[TopicPartition, Partition] = {}
         # The owner starts and stops shared timers; a private set is started here.
         self._owns_timers = timers is None
