@@ -237,6 +237,11 @@ class CleaningView:
     cleaned_offset: int
     # Each idempotent producer's last offset: its batch is kept, so its sequence lives.
     producer_last_offsets: Mapping[int, int]
+    # The cleaner never cleans at or above the LSO (Kafka's LogCleanerManager).
+    last_stable_offset: int = 0
+    # (producer id, first offset, marker offset) of every aborted transaction in the
+    # closed segments: their records never enter the key -> offset map.
+    aborted_transactions: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -1148,6 +1153,12 @@ class Log:
                 high_watermark=self._high_watermark.message_offset,
                 cleaned_offset=max(self._cleaned_offset, self._log_start_offset),
                 producer_last_offsets=last_offsets,
+                last_stable_offset=self._last_stable_offset,
+                aborted_transactions=tuple(
+                    (txn.producer_id, txn.first_offset, txn.last_offset)
+                    for entry in segments
+                    for txn in entry.segment.txn_index.entries
+                ),
             )
 
     def replace_segments(self, old: Sequence[CleanableSegment], cleaned: LogSegment) -> bool:
