@@ -12,7 +12,8 @@ housekeeping on its ``Scheduler``: retention and flushing every
 ``replica.high.watermark.checkpoint.interval.ms``, the recovery point checkpoints every
 ``log.flush.offset.checkpoint.interval.ms`` and the log start checkpoints every
 ``log.flush.start.offset.checkpoint.interval.ms`` (on a worker thread, since they
-fsync; a failed write takes its log directory offline); and
+fsync; a failed write takes its log directory offline); forgetting producers idle for
+``producer.id.expiration.ms`` every ``producer.id.expiration.check.interval.ms``; and
 closing connections idle for longer than ``connections.max.idle.ms``. ``stop`` stops
 listening, closes every connection (a request waiting in a purgatory is dropped with
 its connection, as when Kafka shuts down), stops the cleaner, then flushes and closes
@@ -241,6 +242,13 @@ class Broker:
         schedule = broker_time.scheduler.schedule
         schedule(
             "kafka-log-retention", self._log_maintenance, config.log_retention_check_interval_ms
+        )
+        schedule(
+            "PeriodicProducerExpirationCheck",
+            functools.partial(
+                self.replica_manager.remove_expired_producers, config.producer_id_expiration_ms
+            ),
+            config.producer_id_expiration_check_interval_ms,
         )
         for name, interval_ms, write in (
             (
