@@ -1207,6 +1207,7 @@ class Log:
             self._base_offsets[first : first + len(old)] = [cleaned.base_offset]
             # The high watermark's position may have moved inside a cleaned segment.
             self._high_watermark = self._metadata_for(self._high_watermark.message_offset)
+            self._update_last_stable_offset()
             self._contiguous = False
             return True
 
