@@ -66,10 +66,8 @@ BAD_BATCHES: list[tuple[str, bytes, type[LogError], int]] = [
     ),
     ("control batch", make_batch([b"a"], attributes=CONTROL_FLAG), InvalidRecordError, 87),
     (
-        "transactional batch",
-        make_batch(
-            [b"a"], attributes=TRANSACTIONAL_FLAG, producer_id=1, producer_epoch=0, base_sequence=0
-        ),
+        "transactional batch without a producer id",
+        make_batch([b"a"], attributes=TRANSACTIONAL_FLAG),
         InvalidRecordError,
         87,
     ),

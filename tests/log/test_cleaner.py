@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from tickwheel.bench._batches import make_keyed_batch
-from tickwheel.log import InvalidRecordError, Log, LogConfig
+from tickwheel.log import AppendOrigin, InvalidRecordError, Log, LogConfig, build_end_txn_marker
 from tickwheel.log._batch import COMPRESSION_CODEC_MASK, parse_header
 from tickwheel.log._cleaner import (
     DELETE_HORIZON_FLAG_MASK,
@@ -490,3 +492,46 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def _transactional(batch: bytes) -> bytes:
+    """``batch`` with the transactional attribute set and its CRC recomputed."""
+    patched = bytearray(batch)
+    patched[22] |= 0x10
+    struct.pack_into(">I", patched, 17, crc32c.crc32c(bytes(patched[21:])))
+    return bytes(patched)
+
+
+def test_the_lso_bounds_cleaning_and_aborted_records_never_shadow(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = Log.open(tmp_path / "t-0", COMPACT, clock_ms=clock)
+    log.append_as_leader(make_keyed_batch([(b"k", b"committed")]), 0)
+    aborted = make_keyed_batch(
+        [(b"k", b"aborted")], producer_id=7, producer_epoch=0, base_sequence=0
+    )
+    log.append_as_leader(_transactional(aborted), 0)
+    log.append_as_leader(
+        build_end_txn_marker(7, 0, 0, False, START_MS), 0, AppendOrigin.COORDINATOR
+    )
+    log.roll()
+    open_txn = make_keyed_batch([(b"j", b"open")], producer_id=8, producer_epoch=0, base_sequence=0)
+    log.append_as_leader(_transactional(open_txn), 0)
+    log.append_as_leader(make_keyed_batch([(b"j", b"later")]), 0)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 3
+    plan = plan_cleaning(log.cleaning_view(), clock())
+    assert plan.first_uncleanable_offset == 3
+    clean(log, clock())
+    records = read_all(log)
+    # The aborted value did not shadow the committed one: both stay (read_committed
+    # readers skip the aborted one), and the open transaction's segment is untouched.
+    assert [(offset, value) for offset, _, value in records] == [
+        (0, b"committed"),
+        (1, b"aborted"),
+        (2, b"\x00" * 6),  # the ABORT marker's value: version 0, coordinator epoch 0
+        (3, b"open"),
+        (4, b"later"),
+    ]
+    assert log.read(0, 1 << 20, max_offset=3, collect_aborted=True).aborted_transactions == [(7, 1)]
+    log.close()

@@ -8,7 +8,9 @@ deduplicated; ``flush()`` and the recovery-point checkpoint follow Kafka's durab
 model, and ``Log.open`` recovers a crashed directory to its longest valid prefix. A
 leader epoch cache (``_leader_epoch``, Kafka's ``leader-epoch-checkpoint``) records
 where each leader epoch starts and answers OffsetsForLeaderEpoch
-(``Log.end_offset_for_epoch``). ``LogCleaner`` (``_cleaner``) compacts logs with
+(``Log.end_offset_for_epoch``). Transactions: markers (``_control``), open transactions and the last
+stable offset (``_producer_state``), aborted-transaction indexes (``_txn_index``).
+``LogCleaner`` (``_cleaner``) compacts logs with
 ``cleanup.policy=compact``, keeping the latest record of each key. ``Log`` (``_log``)
 documents the directory layout and ``_recovery`` the procedure.
 
@@ -21,16 +23,24 @@ Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
 from tickwheel.log._checkpoint import write_atomically
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
 from tickwheel.log._config import LogConfig
+from tickwheel.log._control import (
+    ControlType,
+    EndTxnMarker,
+    build_end_txn_marker,
+    parse_end_txn_marker,
+)
 from tickwheel.log._errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     LogError,
     LogStorageError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    TransactionCoordinatorFencedError,
     UnexpectedAppendOffsetError,
 )
 from tickwheel.log._leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
@@ -44,8 +54,10 @@ from tickwheel.log._log import (
     system_clock_ms,
 )
 from tickwheel.log._offset_metadata import LogOffsetMetadata
+from tickwheel.log._producer_state import AppendOrigin, ProducerStateSummary
 from tickwheel.log._record_codec import read_varint, write_varint
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
+from tickwheel.log._txn_index import AbortedTxn
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
@@ -53,14 +65,19 @@ __all__ = [
     "MAX_TIMESTAMP",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
+    "AbortedTxn",
+    "AppendOrigin",
     "CleanerConfig",
     "CleanerMetrics",
+    "ControlType",
     "CorruptRecordError",
+    "EndTxnMarker",
     "EpochEntry",
     "FetchDataInfo",
     "FileRecordsSlice",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "Log",
     "LogAppendInfo",
     "LogCleaner",
@@ -70,10 +87,14 @@ __all__ = [
     "LogStorageError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
+    "ProducerStateSummary",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "TimestampAndOffset",
+    "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
+    "build_end_txn_marker",
+    "parse_end_txn_marker",
     "read_varint",
     "system_clock_ms",
     "write_atomically",

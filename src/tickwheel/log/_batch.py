@@ -8,7 +8,7 @@ A v2 batch (KIP-98) is a 61-byte header followed by its records::
     byte  16     magic (2)
     bytes 17-20  CRC-32C of bytes 21..end
     bytes 21-22  attributes: codec (bits 0-2), LogAppendTime (3), transactional (4),
-                 control (5)
+                 control (5: a transaction marker, ``_control``)
     bytes 23-26  last offset delta      (last offset = base offset + delta)
     bytes 27-34  base timestamp
     bytes 35-42  max timestamp
@@ -142,12 +142,15 @@ def parse_batches(data: memoryview) -> list[tuple[int, BatchHeader]]:
 
 
 def check_client_batches(
-    batches: list[tuple[int, BatchHeader]], max_message_bytes: int
+    batches: list[tuple[int, BatchHeader]], max_message_bytes: int, *, allow_control: bool = False
 ) -> tuple[int, int, bool]:
     """Apply the rules a leader enforces on producers' batches; raise the Kafka error.
 
-    Returns the payload's record count, its largest max timestamp (-1 if none) and
-    whether any batch comes from an idempotent producer.
+    Returns the payload's offset count (records, and a marker's one record), its
+    largest max timestamp (-1 if none) and whether any batch carries a producer id.
+    Transactional batches need a producer id; control batches (transaction markers)
+    are refused unless ``allow_control`` (the broker's own coordinators append them):
+    "clients are not allowed to write control records", as Kafka's validator says.
     """
     num_messages = 0
     max_timestamp = NO_TIMESTAMP
@@ -170,12 +173,13 @@ def check_client_batches(
             )
         if codec == 0 and size_bytes - RECORD_BATCH_OVERHEAD < count * MIN_RECORD_BYTES:
             raise InvalidRecordError(f"{count} records cannot fit in a {size_bytes}-byte batch")
-        if attributes & CONTROL_FLAG_MASK:
+        control = attributes & CONTROL_FLAG_MASK
+        if control and not allow_control:
             raise InvalidRecordError("clients may not write control batches")
-        if attributes & TRANSACTIONAL_FLAG_MASK:
-            raise InvalidRecordError("transactional batches are not supported by this log")
+        if attributes & TRANSACTIONAL_FLAG_MASK and producer <= NO_PRODUCER_ID:
+            raise InvalidRecordError("a transactional batch must carry a producer id")
         if producer > NO_PRODUCER_ID:
-            if sequence < 0:
+            if sequence < 0 and not control:
                 raise InvalidRecordError(f"invalid base sequence {sequence}")
             idempotent = True
         num_messages += count

@@ -40,7 +40,15 @@ function of plain values (a ``CleaningJob``) that touches only files, steps 3-4 
    which tells recovery what a swap replaced): those stay as empty batches, records
    count 0, as Kafka keeps a producer's. Compressed batches are decompressed and
    written back with the same codec (``_record_codec``). Control batches are copied
-   untouched: transactions do not exist yet, so no abort or marker is removed.
+   untouched, and so are aborted transactions' batches: read_committed readers skip
+   them through the ``.txnindex`` entries, which the swapped-in segment inherits
+   (Kafka's cleaner may remove both; that is optional and not done here).
+
+Transactions (Kafka's ``LogCleanerManager`` and ``buildOffsetMapForSegment``): the
+uncleanable section starts at the last stable offset at the latest, so an open or
+unreplicated transaction's records are never cleaned, and a record of an aborted
+transaction never enters the key -> offset map, where it could shadow a committed
+value of its key.
 3. Swap: group by group, ``Log.replace_segments`` renames the cleaned segment to
    ``.swap``, unlinks the old segments and renames the swap into place, under the log's
    lock (``_recovery`` finishes or discards a swap cut by a crash). If the log refuses
@@ -91,6 +99,7 @@ from tickwheel.log._batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
     parse_header,
 )
@@ -213,7 +222,7 @@ def plan_cleaning(view: CleaningView, now_ms: int) -> CleaningPlan:
     """Measure the clean and dirty sections of a log (see the module docstring)."""
     config = view.config
     first_dirty = view.cleaned_offset
-    uncleanable = view.high_watermark
+    uncleanable = min(view.high_watermark, view.last_stable_offset)
     lag_horizon_ms = now_ms - config.min_compaction_lag_ms
     for entry in view.segments:
         if entry.end_offset > first_dirty and entry.largest_timestamp_ms > lag_horizon_ms:
@@ -283,6 +292,8 @@ class CleaningJob:
     first_dirty_offset: int
     first_uncleanable_offset: int
     producer_last_offsets: dict[int, int]
+    # Producer id -> (first offset, marker offset) of its aborted transactions.
+    aborted: dict[int, tuple[tuple[int, int], ...]]
     now_ms: int
     map_buffer_bytes: int
     map_load_factor: float
@@ -323,6 +334,7 @@ def cleaning_job(
         first_dirty_offset=plan.first_dirty_offset,
         first_uncleanable_offset=plan.first_uncleanable_offset,
         producer_last_offsets=dict(view.producer_last_offsets),
+        aborted=_aborted_by_producer(view.aborted_transactions),
         now_ms=now_ms,
         map_buffer_bytes=map_buffer_bytes,
         map_load_factor=map_load_factor,
@@ -509,12 +521,33 @@ def _batches(entry: SegmentFiles, io_buffer_bytes: int) -> Iterator[tuple[BatchH
         os.close(fd)
 
 
+def _aborted_by_producer(
+    aborted: tuple[tuple[int, int, int], ...],
+) -> dict[int, tuple[tuple[int, int], ...]]:
+    found: dict[int, list[tuple[int, int]]] = {}
+    for producer_id, first_offset, last_offset in aborted:
+        found.setdefault(producer_id, []).append((first_offset, last_offset))
+    return {producer_id: tuple(ranges) for producer_id, ranges in found.items()}
+
+
+def _is_aborted(job: CleaningJob, header: BatchHeader) -> bool:
+    """Whether the batch belongs to an aborted transaction."""
+    if not header.attributes & TRANSACTIONAL_FLAG_MASK:
+        return False
+    ranges = job.aborted.get(header.producer_id, ())
+    return any(first <= header.base_offset <= last for first, last in ranges)
+
+
 def _build_offset_map(job: CleaningJob, dirty: list[SegmentFiles], offset_map: OffsetMap) -> int:
     """Step 1: map the dirty section's keys; returns the offset the cleaning ends at."""
     first_dirty = job.first_dirty_offset
     for entry in dirty:
         for header, batch in _batches(entry, job.io_buffer_bytes):
-            if header.attributes & CONTROL_FLAG_MASK or header.last_offset < first_dirty:
+            if (
+                header.attributes & CONTROL_FLAG_MASK
+                or header.last_offset < first_dirty
+                or _is_aborted(job, header)
+            ):
                 continue
             base_offset = header.base_offset
             for offset_delta, key in record_keys(batch, header):

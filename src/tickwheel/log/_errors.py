@@ -17,6 +17,8 @@ MESSAGE_TOO_LARGE = 10
 RECORD_LIST_TOO_LARGE = 18
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+TRANSACTION_COORDINATOR_FENCED = 52
 KAFKA_STORAGE_ERROR = 56
 INVALID_RECORD = 87
 
@@ -67,6 +69,21 @@ class InvalidProducerEpochError(LogError):
     """A batch from a producer epoch older than the current one (INVALID_PRODUCER_EPOCH)."""
 
     error_code = INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(LogError):
+    """A non-transactional batch from a producer with an open transaction (INVALID_TXN_STATE)."""
+
+    error_code = INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A marker from an older coordinator epoch than the producer's last marker.
+
+    TRANSACTION_COORDINATOR_FENCED.
+    """
+
+    error_code = TRANSACTION_COORDINATOR_FENCED
 
 
 class UnexpectedAppendOffsetError(LogError):

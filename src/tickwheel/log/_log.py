@@ -12,6 +12,7 @@ the broker)::
     recovery-point-offset-checkpoint everything below this offset is fsynced
     log-start-offset-checkpoint      offsets below this were deleted (DeleteRecords)
     replication-offset-checkpoint    the high watermark when last checkpointed
+    00000000000000001234.txnindex    aborted transactions whose marker is in the segment
     leader-epoch-checkpoint          where each leader epoch starts
     cleaner-offset-checkpoint        compacted logs: where the cleaner's dirty part starts
 
@@ -58,8 +59,20 @@ becomes leader (Kafka's ``makeLeader``). ``checkpoint_recovery_point`` and
 start offset, which retention moves without a write of its own.
 
 Reads return whole batches as a ``FileRecordsSlice`` for ``os.sendfile``, with the fetch
-position as ``LogOffsetMetadata``. With no transactions, the last stable offset is the
-high watermark.
+position as ``LogOffsetMetadata``.
+
+Transactions (KIP-98): a producer's transactional batches are appended like any
+others; the transaction ends with a marker (``_control``) that the coordinators append
+(``AppendOrigin.COORDINATOR``; a client's control batch is INVALID_RECORD). The
+producer state (``_producer_state``) tracks each open transaction's first offset and
+the completed ones whose marker is not yet below the high watermark; the last stable
+offset (LSO) is the first offset of the oldest of them when below the high watermark,
+else the high watermark, so a transaction's records become visible to read_committed
+readers only once the high watermark passes its marker (Kafka's
+``fetchLastStableOffsetMetadata``). It is recomputed after every append, high
+watermark move, truncation and log start move. An ABORT marker adds an entry to its
+segment's ``.txnindex`` (``_txn_index``); ``read(..., collect_aborted=True)`` returns
+the aborted transactions overlapping the read.
 
 Compaction (``cleanup.policy=compact``; the cleaner is ``_cleaner``): a leader refuses
 records without a key (INVALID_RECORD); ``cleaning_view`` hands the cleaner the closed
@@ -72,16 +85,16 @@ producer's last batch, the one its state rests on.
 
 Where this log departs from Kafka's, and why:
 
-- no transactions: transactional and control batches are rejected and the last stable
-  offset is the high watermark;
 - offsets are contiguous in a log that was never compacted and is not compactable (a
   follower batch that leaves a gap is an error, which also lets recovery catch a
   flipped byte in a base offset, a field the CRC does not cover); Kafka never checks;
 - ``truncate_to`` removes a batch straddling the offset whole and the log end becomes
   its base offset (Kafka sets the log end to the offset regardless);
-- producer state has no snapshots and no ``producer.id.expiration.ms``: it is rebuilt
-  from batch headers on open and after a truncation, so a producer is forgotten when
-  its batches are gone;
+- producer state has no ``.snapshot`` files: it is rebuilt from batch headers (and
+  each marker's record) on open and after a truncation, so a producer is forgotten
+  when its batches are gone, and every ``.txnindex`` is rebuilt in the same pass
+  (Kafka loads its newest snapshot and replays only the segments after it);
+  ``remove_expired_producers`` applies ``producer.id.expiration.ms``;
 - the leader epoch cache is rebuilt from the batch headers on open, in the same pass,
   and its file checked against it (Kafka trusts its file and re-reads only recovered
   segments); truncations write the file at once (Kafka writes them in the background);
@@ -120,6 +133,7 @@ from types import TracebackType
 from typing import Final, NamedTuple, Self
 
 from tickwheel.log._batch import (
+    CONTROL_FLAG_MASK,
     LEADER_PREFIX,
     LOG_OVERHEAD,
     PREFIX_BYTES,
@@ -131,6 +145,7 @@ from tickwheel.log._batch import (
 )
 from tickwheel.log._checkpoint import fsync_dir, topic_partition_of, write_checkpoints
 from tickwheel.log._config import LOG_APPEND_TIME, LogConfig
+from tickwheel.log._control import EndTxnMarker, read_control_batch
 from tickwheel.log._errors import (
     InvalidRecordError,
     LogStorageError,
@@ -141,7 +156,13 @@ from tickwheel.log._errors import (
 from tickwheel.log._index import NO_TIMESTAMP
 from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache
 from tickwheel.log._offset_metadata import LogOffsetMetadata
-from tickwheel.log._producer_state import BatchMetadata, ProducerStateManager
+from tickwheel.log._producer_state import (
+    AppendOrigin,
+    BatchAndMarker,
+    BatchMetadata,
+    ProducerStateManager,
+    ProducerStateSummary,
+)
 from tickwheel.log._record_codec import has_null_key
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._recovery import (
@@ -152,8 +173,10 @@ from tickwheel.log._recovery import (
     RECOVERY_POINT_CHECKPOINT,
     SWAP_SUFFIX,
     load_log,
+    replay_producer_state,
 )
 from tickwheel.log._segment import BatchEntry, LogSegment
+from tickwheel.log._txn_index import AbortedTxn
 
 # ListOffsets' special timestamps.
 LATEST_TIMESTAMP: Final = -1
@@ -214,6 +237,11 @@ class CleaningView:
     cleaned_offset: int
     # Each idempotent producer's last offset: its batch is kept, so its sequence lives.
     producer_last_offsets: Mapping[int, int]
+    # The cleaner never cleans at or above the LSO (Kafka's LogCleanerManager).
+    last_stable_offset: int = 0
+    # (producer id, first offset, marker offset) of every aborted transaction in the
+    # closed segments: their records never enter the key -> offset map.
+    aborted_transactions: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +294,20 @@ def _log_append_time_pieces(
     return pieces, entries
 
 
+def _with_markers(data: memoryview, batches: list[tuple[int, BatchHeader]]) -> list[BatchAndMarker]:
+    """Each batch's header with its transaction marker if it is a control batch."""
+    found: list[BatchAndMarker] = []
+    for position, header in batches:
+        marker: EndTxnMarker | None = None
+        if header.attributes & CONTROL_FLAG_MASK:
+            try:
+                marker = read_control_batch(data[position : position + header.size_bytes], header)
+            except ValueError as error:
+                raise InvalidRecordError(f"bad control batch: {error}") from error
+        found.append((header, marker))
+    return found
+
+
 def _check_keys(
     config: LogConfig, data: memoryview, batches: list[tuple[int, BatchHeader]]
 ) -> None:
@@ -315,6 +357,8 @@ class Log:
         self._contiguous = contiguous and not config.compacted
         self._update_log_end()
         self._high_watermark = self._metadata_for(high_watermark)
+        self._last_stable_offset = high_watermark
+        self._update_last_stable_offset()
 
     @classmethod
     def open(
@@ -391,8 +435,42 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """The last stable offset; without transactions, the high watermark."""
-        return self._high_watermark.message_offset
+        """The last stable offset: the first offset of the oldest transaction that is
+        open or whose marker is not yet below the high watermark, if that is below the
+        high watermark; else the high watermark. read_committed fetches stop here."""
+        return self._last_stable_offset
+
+    def _update_last_stable_offset(self) -> None:
+        """Recompute the LSO after an append, a HW move, a truncation or a start move."""
+        high_watermark = self._high_watermark.message_offset
+        first_unstable = self._producers.first_unstable_offset()
+        if first_unstable is not None and first_unstable < high_watermark:
+            self._last_stable_offset = max(first_unstable, self._log_start_offset)
+            self._last_stable_metadata: LogOffsetMetadata | None = None
+        else:
+            self._last_stable_offset = high_watermark
+            self._last_stable_metadata = self._high_watermark
+
+    @property
+    def last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        """The last stable offset with its segment and position."""
+        with self._lock:
+            if self._last_stable_metadata is None:
+                self._last_stable_metadata = self._metadata_for(self._last_stable_offset)
+            return self._last_stable_metadata
+
+    def active_producers(self) -> list[ProducerStateSummary]:
+        """DescribeProducers: every producer the log's state holds."""
+        with self._lock:
+            self._check_open()
+            return self._producers.summaries()
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms`` with no open
+        transaction; returns how many."""
+        with self._lock:
+            self._check_open()
+            return self._producers.remove_expired(now_ms, expiration_ms)
 
     @property
     def recovery_point(self) -> int:
@@ -431,21 +509,32 @@ class Log:
 
     # -- appends -----------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(
+        self,
+        records: bytes | memoryview,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
         """Validate a producer's batches, assign their offsets and epoch, and append them.
 
         A retried idempotent batch returns its first append's offsets (``duplicate``).
-        Raises ``CorruptRecordError``, ``InvalidRecordError``, ``RecordTooLargeError``,
-        ``RecordBatchTooLargeError``, ``OutOfOrderSequenceError`` or
-        ``InvalidProducerEpochError``; nothing is written then.
+        ``origin`` COORDINATOR (the broker's coordinators) may append transaction
+        markers and skips the sequence checks (``_producer_state``). Raises
+        ``CorruptRecordError``, ``InvalidRecordError``, ``RecordTooLargeError``,
+        ``RecordBatchTooLargeError``, ``OutOfOrderSequenceError``,
+        ``InvalidProducerEpochError``, ``InvalidTxnStateError`` or
+        ``TransactionCoordinatorFencedError``; nothing is written then.
         """
         data = memoryview(records).cast("B")
         batches = parse_batches(data)
         config = self._config
+        coordinator = origin is AppendOrigin.COORDINATOR
         num_messages, max_timestamp, idempotent = check_client_batches(
-            batches, config.max_message_bytes
+            batches, config.max_message_bytes, allow_control=coordinator
         )
-        _check_keys(config, data, batches)
+        marked = _with_markers(data, batches) if idempotent else None
+        if not coordinator:
+            _check_keys(config, data, batches)
         total_bytes = len(data)
         with self._lock:
             if self._closed:
@@ -456,8 +545,8 @@ class Log:
                 raise RecordBatchTooLargeError(
                     f"{total_bytes} bytes of batches exceed segment.bytes {config.segment_bytes}"
                 )
-            if idempotent:
-                duplicate = self._producers.check(header for _, header in batches)
+            if marked is not None:
+                duplicate = self._producers.check(marked, origin)
                 if duplicate is not None:
                     return self._duplicate_append_info(duplicate)
             now_ms = self._clock_ms()
@@ -477,10 +566,8 @@ class Log:
                 pieces, entries = _leader_pieces(data, batches, first_offset, leader_epoch)
             self._note_epoch(leader_epoch, first_offset)
             segment.append(pieces, entries, total_bytes)
-            if idempotent:
-                for (_, header), entry in zip(batches, entries, strict=True):
-                    if header.producer_id >= 0:
-                        self._producers.record(header, entry[0], entry[2])
+            if marked is not None:
+                self._record_producers(segment, marked, entries)
             self._after_append(segment, num_messages, now_ms)
             # tuple.__new__ skips the NamedTuple's generated (Python-level) __new__.
             return tuple.__new__(
@@ -562,9 +649,8 @@ class Log:
             for _, header in batches:
                 self._note_epoch(header.partition_leader_epoch, header.base_offset)
             segment.append([data], entries, len(data))
-            for header in (header for _, header in batches):
-                if header.producer_id >= 0:
-                    self._producers.record(header, header.base_offset, header.max_timestamp)
+            if any(header.producer_id >= 0 for _, header in batches):
+                self._record_producers(segment, _with_markers(data, batches), entries)
             num_messages = sum(entry[1] - entry[0] + 1 for entry in entries)
             self._after_append(segment, num_messages, now_ms)
             return LogAppendInfo(
@@ -577,6 +663,17 @@ class Log:
                 valid_bytes=len(data),
                 num_batches=len(batches),
             )
+
+    def _record_producers(
+        self, segment: LogSegment, marked: list[BatchAndMarker], entries: list[BatchEntry]
+    ) -> None:
+        """Record appended producer batches; index the transactions they aborted."""
+        for (header, marker), entry in zip(marked, entries, strict=True):
+            if header.producer_id >= 0:
+                aborted = self._producers.record(header, entry[0], entry[2], marker)
+                if aborted is not None:
+                    segment.txn_index.append(aborted)
+        self._update_last_stable_offset()
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(
@@ -657,13 +754,57 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        collect_aborted: bool = False,
     ) -> FetchDataInfo:
         """Whole batches from the one holding ``start_offset``, up to ``max_bytes``.
 
-        Batches at or beyond ``max_offset`` (e.g. the high watermark) are left out.
-        With ``min_one_message`` the first batch is returned even if larger than
-        ``max_bytes``. Raises ``OffsetOutOfRangeError`` outside [log start, log end].
+        Batches at or beyond ``max_offset`` (e.g. the high watermark or the last stable
+        offset) are left out. With ``min_one_message`` the first batch is returned even
+        if larger than ``max_bytes``. With ``collect_aborted`` (read_committed) the
+        answer lists the aborted transactions overlapping [``start_offset``,
+        ``max_offset``) as (producer id, first offset), from the ``.txnindex`` of the
+        segments from the one holding ``start_offset`` on (Kafka's
+        ``collectAbortedTxns``; the bound is the read's limit, a superset of what the
+        slice holds, which consumers ignore). Raises ``OffsetOutOfRangeError`` outside
+        [log start, log end].
         """
+        info = self._read(start_offset, max_bytes, max_offset, min_one_message)
+        if not collect_aborted:
+            return info
+        with self._lock:
+            upper = min(
+                max_offset if max_offset is not None else self._log_end.message_offset,
+                self._log_end.message_offset,
+            )
+            aborted = self._collect_aborted(start_offset, upper)
+        return FetchDataInfo(
+            fetch_offset_metadata=info.fetch_offset_metadata,
+            records=info.records,
+            log_start_offset=info.log_start_offset,
+            log_end_offset=info.log_end_offset,
+            high_watermark=info.high_watermark,
+            last_stable_offset=info.last_stable_offset,
+            first_entry_incomplete=info.first_entry_incomplete,
+            aborted_transactions=aborted,
+        )
+
+    def _collect_aborted(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]:
+        found: list[AbortedTxn] = []
+        index = bisect.bisect_right(self._base_offsets, start_offset) - 1
+        for segment in self._segments[max(index, 0) :]:
+            entries, complete = segment.txn_index.collect(start_offset, upper_offset)
+            found.extend(entries)
+            if complete:
+                break
+        return [(entry.producer_id, entry.first_offset) for entry in found]
+
+    def _read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one_message: bool,
+    ) -> FetchDataInfo:
         with self._lock:
             self._check_open()
             log_end = self._log_end
@@ -710,7 +851,7 @@ class Log:
             log_start_offset=self._log_start_offset,
             log_end_offset=self._log_end.message_offset,
             high_watermark=self._high_watermark.message_offset,
-            last_stable_offset=self._high_watermark.message_offset,
+            last_stable_offset=self._last_stable_offset,
             first_entry_incomplete=incomplete,
         )
 
@@ -816,6 +957,8 @@ class Log:
             clamped = min(max(offset, self._log_start_offset), self._log_end.message_offset)
             if clamped != self._high_watermark.message_offset:
                 self._high_watermark = self._metadata_for(clamped)
+                self._producers.on_high_watermark(clamped)
+                self._update_last_stable_offset()
             return clamped
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
@@ -886,11 +1029,8 @@ class Log:
         self._high_watermark = self._metadata_for(
             max(min(self._high_watermark.message_offset, log_end), self._log_start_offset)
         )
-        self._producers.rebuild(
-            header
-            for segment in self._segments
-            for _, header in segment.iter_headers(0, segment.size_bytes)
-        )
+        replay_producer_state(self._segments, self._producers, self._high_watermark.message_offset)
+        self._update_last_stable_offset()
         # A recovery point above the new end would make a later open trust bytes
         # appended after this truncation without checking them: lower it on disk now.
         self._recovery_point = min(self._recovery_point, log_end)
@@ -971,6 +1111,8 @@ class Log:
             self._base_offsets.pop(0)
             # Not closed: slices handed out may still be sending from it.
             doomed.delete()
+        self._producers.on_log_start(self._log_start_offset)
+        self._update_last_stable_offset()
 
     # -- compaction (driven by ``_cleaner``) --------------------------------------------
 
@@ -1011,6 +1153,12 @@ class Log:
                 high_watermark=self._high_watermark.message_offset,
                 cleaned_offset=max(self._cleaned_offset, self._log_start_offset),
                 producer_last_offsets=last_offsets,
+                last_stable_offset=self._last_stable_offset,
+                aborted_transactions=tuple(
+                    (txn.producer_id, txn.first_offset, txn.last_offset)
+                    for entry in segments
+                    for txn in entry.segment.txn_index.entries
+                ),
             )
 
     def replace_segments(self, old: Sequence[CleanableSegment], cleaned: LogSegment) -> bool:
@@ -1052,10 +1200,14 @@ class Log:
                 fsync_dir(self._dir_path)
             except OSError as error:
                 raise LogStorageError(f"swap in {self._dir_path} failed: {error}") from error
+            cleaned.txn_index.replace(
+                [txn for entry in old for txn in entry.segment.txn_index.entries]
+            )
             self._segments[first : first + len(old)] = [cleaned]
             self._base_offsets[first : first + len(old)] = [cleaned.base_offset]
             # The high watermark's position may have moved inside a cleaned segment.
             self._high_watermark = self._metadata_for(self._high_watermark.message_offset)
+            self._update_last_stable_offset()
             self._contiguous = False
             return True
 

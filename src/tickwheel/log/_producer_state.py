@@ -1,4 +1,4 @@
-"""Idempotent-producer state: per producer id, its epoch and its last five batches.
+"""Producer state: per producer id, its epoch, last five batches and open transaction.
 
 Kafka's rules (``ProducerStateManager``/``ProducerAppendInfo``), applied by a leader to
 every batch that carries a producer id, before anything is written:
@@ -13,26 +13,60 @@ every batch that carries a producer id, before anything is written:
 - an unknown producer (never seen, or its batches gone with retention) may start at any
   sequence, as in Kafka.
 
-Followers and recovery only record what the log holds. The state is not persisted: on
-open the log rebuilds it by reading every batch header (headers only), and after a
-truncation it rebuilds it the same way, so it always agrees with the log.
+Those sequence rules apply to CLIENT appends only (``AppendOrigin``): the group and
+transaction coordinators (COORDINATOR) write TxnOffsetCommit batches that all carry
+sequence 0 and markers with sequence -1, and followers and recovery (REPLICATION) only
+record what the log holds. Transactions (``SL/ProducerAppendInfo.java``):
+
+- a transactional data batch from a producer with no open transaction opens one at
+  its first offset (``ongoing``, keyed by that offset: transactions open in offset
+  order, so the dict iterates in offset order);
+- a non-transactional batch from a producer with an open transaction is
+  INVALID_TXN_STATE;
+- a marker (control batch, COORDINATOR or REPLICATION only) with an older producer
+  epoch is INVALID_PRODUCER_EPOCH, one from an older coordinator epoch than the last
+  marker's TRANSACTION_COORDINATOR_FENCED (a follower accepts both); it completes the
+  open transaction, if any (a resent marker completes nothing), and moves it to
+  ``unreplicated`` until the high watermark passes the marker. An ABORT yields the
+  ``AbortedTxn`` entry for the segment's ``.txnindex``, with the LSO right after it.
+
+``first_unstable_offset`` is the first offset of the oldest open or unreplicated
+transaction: the log's last stable offset is that offset when it is below the high
+watermark, else the high watermark.
+
+The state is not persisted: on open the log rebuilds it by replaying every batch
+header (and each marker's record), and after a truncation the same way, so it always
+agrees with the log; the replay also yields every aborted transaction, from which the
+log rebuilds the ``.txnindex`` files. A producer whose batches are all gone is
+forgotten at the next rebuild; ``remove_expired`` forgets idle producers without an
+open transaction after ``producer.id.expiration.ms``.
 
 Concurrency: not thread-safe; the owning log's lock guards every call.
 """
 
 from __future__ import annotations
 
+import enum
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
-from tickwheel.log._batch import BatchHeader
-from tickwheel.log._errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from tickwheel.log._batch import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK, BatchHeader
+from tickwheel.log._control import ControlType, EndTxnMarker
+from tickwheel.log._errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
+from tickwheel.log._txn_index import AbortedTxn
 
 NUM_BATCHES_TO_RETAIN: Final = 5
 NO_PRODUCER_EPOCH: Final = -1
 NO_SEQUENCE: Final = -1
+NO_OFFSET: Final = -1
+NO_COORDINATOR_EPOCH: Final = -1
 _MAX_SEQUENCE: Final = 2**31 - 1
 
 
@@ -47,6 +81,38 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _MAX_SEQUENCE)
 
 
+class AppendOrigin(enum.Enum):
+    """Who appends: a producer, a coordinator of this broker, or replication/recovery."""
+
+    CLIENT = enum.auto()
+    COORDINATOR = enum.auto()
+    REPLICATION = enum.auto()
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction whose marker is written but maybe not yet below the high watermark."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStateSummary:
+    """One producer as DescribeProducers reports it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+# (header, the marker of a control batch or None) for each batch of an append.
+BatchAndMarker = tuple[BatchHeader, EndTxnMarker | None]
+
+
 @dataclass(frozen=True, slots=True)
 class BatchMetadata:
     """Where one producer batch landed: its sequence range and offset range."""
@@ -59,14 +125,24 @@ class BatchMetadata:
 
 
 class ProducerStateEntry:
-    """One producer's epoch and its last ``NUM_BATCHES_TO_RETAIN`` batches."""
+    """One producer's epoch, last ``NUM_BATCHES_TO_RETAIN`` batches and open transaction."""
 
-    __slots__ = ("batches", "producer_epoch", "producer_id")
+    __slots__ = (
+        "batches",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+        "last_timestamp",
+        "producer_epoch",
+        "producer_id",
+    )
 
     def __init__(self, producer_id: int, producer_epoch: int) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        self.coordinator_epoch = NO_COORDINATOR_EPOCH
+        self.current_txn_first_offset = NO_OFFSET
+        self.last_timestamp = -1
 
     @property
     def last_seq(self) -> int:
@@ -82,66 +158,142 @@ class ProducerStateEntry:
                 return batch
         return None
 
+    def update_epoch(self, epoch: int) -> None:
+        """Adopt a newer epoch: the retained batches belong to the old one."""
+        if epoch != self.producer_epoch:
+            self.producer_epoch = epoch
+            self.batches.clear()
+
+
+class _Pending:
+    """A producer's state as a payload's earlier batches leave it, during ``check``."""
+
+    __slots__ = ("coordinator_epoch", "epoch", "last_seq", "txn_open")
+
+    def __init__(self, epoch: int, last_seq: int, txn_open: bool, coordinator_epoch: int) -> None:
+        self.epoch = epoch
+        self.last_seq = last_seq
+        self.txn_open = txn_open
+        self.coordinator_epoch = coordinator_epoch
+
+    @classmethod
+    def of(cls, entry: ProducerStateEntry | None) -> _Pending:
+        """The state ``entry`` records (an unknown producer's if None)."""
+        if entry is None:
+            return cls(NO_PRODUCER_EPOCH, NO_SEQUENCE, False, NO_COORDINATOR_EPOCH)
+        return cls(
+            entry.producer_epoch,
+            entry.last_seq,
+            entry.current_txn_first_offset >= 0,
+            entry.coordinator_epoch,
+        )
+
 
 class ProducerStateManager:
-    """All producers of one partition log."""
+    """All producers of one partition log, and its open and unreplicated transactions."""
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        # First offset -> producer id of every open transaction, in offset order.
+        self.ongoing: dict[int, int] = {}
+        # Completed transactions whose marker is not yet below the high watermark.
+        self.unreplicated: list[CompletedTxn] = []
 
-    def check(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
-        """Validate a leader append's idempotent batches without changing any state.
+    def check(
+        self, batches: Sequence[BatchAndMarker], origin: AppendOrigin
+    ) -> BatchMetadata | None:
+        """Validate a leader append's producer batches without changing any state.
 
-        Returns the first append's metadata when a batch is a retry; raises
-        ``InvalidProducerEpochError`` or ``OutOfOrderSequenceError``.
+        Returns the first append's metadata when a CLIENT batch is a retry; raises
+        ``InvalidProducerEpochError``, ``OutOfOrderSequenceError``,
+        ``InvalidTxnStateError`` or ``TransactionCoordinatorFencedError``.
         """
+        if origin is AppendOrigin.REPLICATION:
+            return None
         # Batches of one payload chain on each other before any is recorded.
-        pending: dict[int, tuple[int, int]] = {}
-        for header in headers:
+        pending: dict[int, _Pending] = {}
+        for header, marker in batches:
             producer_id = header.producer_id
             if producer_id < 0:
                 continue
             epoch = header.producer_epoch
-            first_seq = header.base_sequence
-            last_seq = last_sequence(first_seq, header.last_offset_delta)
-            entry = self.producers.get(producer_id)
-            if producer_id in pending:
-                current_epoch, current_last_seq = pending[producer_id]
-            elif entry is not None:
-                duplicate = entry.find_duplicate(epoch, first_seq, last_seq)
-                if duplicate is not None:
-                    return duplicate
-                current_epoch, current_last_seq = entry.producer_epoch, entry.last_seq
-            else:
-                current_epoch, current_last_seq = NO_PRODUCER_EPOCH, NO_SEQUENCE
-            if epoch < current_epoch:
-                raise InvalidProducerEpochError(
-                    f"producer {producer_id}: epoch {epoch} is older than {current_epoch}"
-                )
-            if epoch != current_epoch:
-                if first_seq != 0 and current_epoch != NO_PRODUCER_EPOCH:
-                    raise OutOfOrderSequenceError(
-                        f"producer {producer_id}: new epoch {epoch} starts at sequence "
-                        f"{first_seq}, not 0"
+            state = pending.get(producer_id)
+            if state is None:
+                entry = self.producers.get(producer_id)
+                if entry is not None and origin is AppendOrigin.CLIENT:
+                    duplicate = entry.find_duplicate(
+                        epoch,
+                        header.base_sequence,
+                        last_sequence(header.base_sequence, header.last_offset_delta),
                     )
-            elif current_last_seq != NO_SEQUENCE and not _in_sequence(current_last_seq, first_seq):
-                raise OutOfOrderSequenceError(
-                    f"producer {producer_id}: sequence {first_seq} does not follow "
-                    f"{current_last_seq} (epoch {epoch})"
+                    if duplicate is not None:
+                        return duplicate
+                state = _Pending.of(entry)
+                pending[producer_id] = state
+            if epoch < state.epoch:
+                raise InvalidProducerEpochError(
+                    f"producer {producer_id}: epoch {epoch} is older than {state.epoch}"
                 )
-            pending[producer_id] = (epoch, last_seq)
+            if header.attributes & CONTROL_FLAG_MASK:
+                if marker is not None:
+                    _check_marker(producer_id, epoch, marker, state)
+                continue
+            transactional = bool(header.attributes & TRANSACTIONAL_FLAG_MASK)
+            if state.txn_open and not transactional:
+                raise InvalidTxnStateError(
+                    f"producer {producer_id}: a non-transactional batch while its "
+                    "transaction is open"
+                )
+            first_seq = header.base_sequence
+            if origin is AppendOrigin.CLIENT:
+                _check_sequence(producer_id, epoch, first_seq, state)
+            state.txn_open = state.txn_open or transactional
+            state.epoch = epoch
+            state.last_seq = last_sequence(first_seq, header.last_offset_delta)
         return None
 
-    def record(self, header: BatchHeader, first_offset: int, max_timestamp_ms: int) -> None:
-        """Remember an appended idempotent batch (``header`` as written, any origin)."""
+    def record(
+        self,
+        header: BatchHeader,
+        first_offset: int,
+        max_timestamp_ms: int,
+        marker: EndTxnMarker | None = None,
+    ) -> AbortedTxn | None:
+        """Remember an appended producer batch (``header`` as written, any origin).
+
+        For a marker that ends an open transaction, returns the ``.txnindex`` entry
+        when it aborted it.
+        """
         producer_id = header.producer_id
         epoch = header.producer_epoch
         entry = self.producers.get(producer_id)
-        if entry is None or epoch > entry.producer_epoch:
+        if entry is None:
             entry = ProducerStateEntry(producer_id, epoch)
             self.producers[producer_id] = entry
-        elif epoch < entry.producer_epoch:
-            return
+        if header.attributes & CONTROL_FLAG_MASK:
+            if marker is None:
+                # An empty control batch: its transaction was cleaned away.
+                return None
+            entry.update_epoch(epoch)
+            entry.coordinator_epoch = marker.coordinator_epoch
+            entry.last_timestamp = max_timestamp_ms
+            txn_first = entry.current_txn_first_offset
+            if txn_first < 0:
+                return None
+            entry.current_txn_first_offset = NO_OFFSET
+            self.ongoing.pop(txn_first, None)
+            self.unreplicated.append(CompletedTxn(producer_id, txn_first, first_offset))
+            if marker.control_type is not ControlType.ABORT:
+                return None
+            last_stable = next(iter(self.ongoing), first_offset + 1)
+            return AbortedTxn(producer_id, txn_first, first_offset, last_stable)
+        if epoch < entry.producer_epoch:
+            # Only a follower or recovery sees this; the leader refused it.
+            return None
+        entry.update_epoch(epoch)
+        if header.attributes & TRANSACTIONAL_FLAG_MASK and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[first_offset] = producer_id
         first_seq = header.base_sequence
         entry.batches.append(
             BatchMetadata(
@@ -152,10 +304,98 @@ class ProducerStateManager:
                 max_timestamp_ms,
             )
         )
+        entry.last_timestamp = max_timestamp_ms
+        return None
 
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        """Forget everything and replay the idempotent batches among ``headers``."""
+    def rebuild(self, batches: Iterable[BatchAndMarker], high_watermark: int) -> list[AbortedTxn]:
+        """Forget everything and replay the producer batches among ``batches``.
+
+        Returns every aborted transaction met, in marker order.
+        """
         self.producers.clear()
-        for header in headers:
+        self.ongoing.clear()
+        self.unreplicated.clear()
+        aborted: list[AbortedTxn] = []
+        for header, marker in batches:
             if header.producer_id >= 0:
-                self.record(header, header.base_offset, header.max_timestamp)
+                found = self.record(header, header.base_offset, header.max_timestamp, marker)
+                if found is not None:
+                    aborted.append(found)
+                if len(self.unreplicated) > NUM_BATCHES_TO_RETAIN:
+                    self.on_high_watermark(high_watermark)
+        self.on_high_watermark(high_watermark)
+        return aborted
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open or unreplicated transaction, None if none."""
+        first = next(iter(self.ongoing), None)
+        for txn in self.unreplicated:
+            if first is None or txn.first_offset < first:
+                first = txn.first_offset
+        return first
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget the completed transactions whose marker is below ``high_watermark``."""
+        if self.unreplicated:
+            self.unreplicated = [
+                txn for txn in self.unreplicated if txn.last_offset >= high_watermark
+            ]
+
+    def on_log_start(self, log_start_offset: int) -> None:
+        """The log start moved: completed transactions wholly below it are gone."""
+        if self.unreplicated:
+            self.unreplicated = [
+                txn for txn in self.unreplicated if txn.last_offset >= log_start_offset
+            ]
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for ``expiration_ms`` without an open transaction."""
+        expired = [
+            producer_id
+            for producer_id, entry in self.producers.items()
+            if entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= expiration_ms
+        ]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return len(expired)
+
+    def summaries(self) -> list[ProducerStateSummary]:
+        """Every producer, as DescribeProducers reports it."""
+        return [
+            ProducerStateSummary(
+                entry.producer_id,
+                entry.producer_epoch,
+                entry.last_seq,
+                entry.last_timestamp,
+                entry.coordinator_epoch,
+                entry.current_txn_first_offset,
+            )
+            for entry in self.producers.values()
+        ]
+
+
+def _check_marker(producer_id: int, epoch: int, marker: EndTxnMarker, state: _Pending) -> None:
+    """Kafka's ``checkCoordinatorEpoch`` for a COORDINATOR marker; then apply it."""
+    if state.coordinator_epoch > marker.coordinator_epoch:
+        raise TransactionCoordinatorFencedError(
+            f"producer {producer_id}: coordinator epoch {marker.coordinator_epoch} is "
+            f"older than {state.coordinator_epoch}"
+        )
+    state.coordinator_epoch = marker.coordinator_epoch
+    state.txn_open = False
+    if epoch != state.epoch:
+        state.epoch, state.last_seq = epoch, NO_SEQUENCE
+
+
+def _check_sequence(producer_id: int, epoch: int, first_seq: int, state: _Pending) -> None:
+    """Kafka's ``checkSequence`` for a CLIENT data batch."""
+    if epoch != state.epoch:
+        if first_seq != 0 and state.epoch != NO_PRODUCER_EPOCH:
+            raise OutOfOrderSequenceError(
+                f"producer {producer_id}: new epoch {epoch} starts at sequence {first_seq}, not 0"
+            )
+    elif state.last_seq != NO_SEQUENCE and not _in_sequence(state.last_seq, first_seq):
+        raise OutOfOrderSequenceError(
+            f"producer {producer_id}: sequence {first_seq} does not follow "
+            f"{state.last_seq} (epoch {epoch})"
+        )

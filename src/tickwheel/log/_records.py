@@ -113,3 +113,6 @@ class FetchDataInfo:
     high_watermark: int
     last_stable_offset: int
     first_entry_incomplete: bool = False
+    # read_committed reads: (producer id, first offset) of each aborted transaction
+    # overlapping the read; None for other reads.
+    aborted_transactions: list[tuple[int, int]] | None = None

@@ -33,7 +33,9 @@ The procedure ``load_log`` follows on every open (after a clean close or a crash
 5. Segments wholly below the log start offset are deleted; an empty directory gets
    an empty segment at the log start offset.
 6. Producer state and the leader epoch cache are rebuilt by reading every batch
-   header (not the records): each epoch starts at the first batch carrying an epoch
+   header (not the records, except each transaction marker's one record), and each
+   segment's ``.txnindex`` from the ABORT markers it holds, rewritten if the file
+   disagrees (torn, missing or stale): each epoch starts at the first batch carrying an epoch
    newer than every batch's before it (Kafka's recovery rule), the first one moved up
    to the log start, none at or past the log end; ``leader-epoch-checkpoint`` is
    checked against that and rewritten if it differs (see ``_leader_epoch``).
@@ -48,18 +50,20 @@ Concurrency: runs inside ``Log.open`` before the log is shared.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from tickwheel.log._batch import BatchHeader
+from tickwheel.log._batch import CONTROL_FLAG_MASK, BatchHeader
 from tickwheel.log._checkpoint import TEMP_SUFFIX, fsync_dir, read_checkpoint
 from tickwheel.log._config import LogConfig
+from tickwheel.log._control import read_control_batch
 from tickwheel.log._errors import LogError
 from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache, load_leader_epoch_cache
-from tickwheel.log._producer_state import ProducerStateManager
+from tickwheel.log._producer_state import BatchAndMarker, ProducerStateManager
 from tickwheel.log._segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -67,6 +71,7 @@ from tickwheel.log._segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from tickwheel.log._txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
@@ -156,12 +161,15 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
 
     producer_state = ProducerStateManager()
     batch_epochs: list[EpochEntry] = []
-    producer_state.rebuild(_noting_epochs(_every_header(segments), batch_epochs))
+    clamped_high_watermark = min(max(high_watermark, log_start), log_end)
+    replay_producer_state(
+        segments, producer_state, clamped_high_watermark, _epoch_noter(batch_epochs)
+    )
     return LoadedLog(
         segments=segments,
         log_start_offset=log_start,
         recovery_point=min(max(recovery_point, log_start), log_end),
-        high_watermark=min(max(high_watermark, log_start), log_end),
+        high_watermark=clamped_high_watermark,
         producer_state=producer_state,
         leader_epochs=load_leader_epoch_cache(
             dir_path, batch_epochs, log_start, log_end, compacted=not contiguous
@@ -172,26 +180,63 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
     )
 
 
-def _every_header(segments: list[LogSegment]) -> Iterator[BatchHeader]:
-    """Every batch header of the log, oldest first."""
+def replay_producer_state(
+    segments: list[LogSegment],
+    producer_state: ProducerStateManager,
+    high_watermark: int,
+    on_header: Callable[[BatchHeader], None] | None = None,
+) -> None:
+    """Rebuild the producer state from every batch of the log, and each segment's
+    ``.txnindex`` from the ABORT markers it holds (rewriting a file that disagrees).
+
+    Reads batch headers only, plus the one record of each control batch.
+    """
+    aborted = producer_state.rebuild(_batches_and_markers(segments, on_header), high_watermark)
+    base_offsets = [segment.base_offset for segment in segments]
+    per_segment: list[list[AbortedTxn]] = [[] for _ in segments]
+    for entry in aborted:
+        per_segment[max(bisect.bisect_right(base_offsets, entry.last_offset) - 1, 0)].append(entry)
+    for segment, entries in zip(segments, per_segment, strict=True):
+        segment.txn_index.replace(entries)
+
+
+def _batches_and_markers(
+    segments: list[LogSegment], on_header: Callable[[BatchHeader], None] | None
+) -> Iterator[BatchAndMarker]:
+    """Every batch header of the log, oldest first, with its marker if it is one."""
     for segment in segments:
-        for _, header in segment.iter_headers(0, segment.size_bytes, _FULL_SCAN_CHUNK_BYTES):
-            yield header
+        for position, header in segment.iter_headers(0, segment.size_bytes, _FULL_SCAN_CHUNK_BYTES):
+            if on_header is not None:
+                on_header(header)
+            marker = None
+            if header.attributes & CONTROL_FLAG_MASK:
+                try:
+                    marker = read_control_batch(
+                        segment.file.read(position, header.size_bytes), header
+                    )
+                except (ValueError, LogError) as error:
+                    _log.warning(
+                        "%s: control batch at offset %d is unreadable (%s); ignored",
+                        segment.file.path,
+                        header.base_offset,
+                        error,
+                    )
+            yield header, marker
 
 
-def _noting_epochs(
-    headers: Iterator[BatchHeader], batch_epochs: list[EpochEntry]
-) -> Iterator[BatchHeader]:
-    """Pass ``headers`` through, appending to ``batch_epochs`` where each newer epoch starts.
+def _epoch_noter(batch_epochs: list[EpochEntry]) -> Callable[[BatchHeader], None]:
+    """A header callback appending to ``batch_epochs`` where each newer epoch starts.
 
     One scan of the headers then serves both the producer state and the epoch cache.
     Batches without a leader epoch (-1) are skipped, as Kafka's recovery skips them.
     """
-    for header in headers:
+
+    def note(header: BatchHeader) -> None:
         epoch = header.partition_leader_epoch
         if epoch >= 0 and (not batch_epochs or epoch > batch_epochs[-1].epoch):
             batch_epochs.append(EpochEntry(epoch, header.base_offset))
-        yield header
+
+    return note
 
 
 def _clean_directory(dir_path: str) -> list[int]:
@@ -206,7 +251,7 @@ def _clean_directory(dir_path: str) -> list[int]:
             base_offsets.add(int(stem))
     for name in names:
         stem = name.partition(".")[0]
-        is_index = name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+        is_index = name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
         if is_index and stem.isdigit() and int(stem) not in base_offsets:
             os.unlink(os.path.join(dir_path, name))
     return sorted(base_offsets)

@@ -1,7 +1,8 @@
 """``LogSegment``: one ``.log`` file of record batches with its offset and time indexes.
 
 A segment is named by its base offset, zero-padded to 20 digits as in Kafka
-(``00000000000000000000.log``, ``.index``, ``.timeindex``). The log file is batches
+(``00000000000000000000.log``, ``.index``, ``.timeindex``, and ``.txnindex`` once an
+aborted transaction's marker lands in it: ``_txn_index``). The log file is batches
 back to back, exactly the bytes producers sent with offsets patched in; it is only
 ever appended to, or cut at a batch boundary (follower truncation, a torn tail). The
 cleaner writes whole new segments under a suffix (``.log.cleaned``), renames them
@@ -58,6 +59,7 @@ from tickwheel.log._errors import LogError, LogStorageError
 from tickwheel.log._index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 from tickwheel.log._record_codec import record_timestamps
 from tickwheel.log._records import FileRecordsSlice, SegmentFile
+from tickwheel.log._txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
@@ -99,6 +101,7 @@ class LogSegment:
         "rolling_timestamp_ms",
         "size_bytes",
         "time_index",
+        "txn_index",
     )
 
     def __init__(
@@ -123,6 +126,9 @@ class LogSegment:
             os.path.join(dir_path, segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             max_time_entries,
+        )
+        self.txn_index = TransactionIndex(
+            os.path.join(dir_path, segment_file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix)
         )
         self._index_interval_bytes = config.index_interval_bytes
         self.created_ms = created_ms
@@ -162,6 +168,7 @@ class LogSegment:
             with contextlib.suppress(FileNotFoundError):
                 os.replace(holder.path, new_path)
             holder.path = new_path
+        self.txn_index.rename(self.txn_index.path.removesuffix(old_suffix) + new_suffix)
 
     def update_config(self, config: LogConfig) -> None:
         """Adopt a changed ``index.interval.bytes`` / ``segment.index.bytes``."""
@@ -388,6 +395,7 @@ class LogSegment:
         os.ftruncate(self.file.fileno(), position)
         os.fsync(self.file.fileno())
         self._truncate_state(position, header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         # The index files may already hold the removed entries: cut them now, so a
         # crash cannot pair them with different batches appended later.
         self.offset_index.persist(fsync=True)
@@ -408,6 +416,7 @@ class LogSegment:
             self._dirty = False
         self.offset_index.persist(fsync=True)
         self.time_index.persist(fsync=True)
+        self.txn_index.flush()
 
     def persist_indexes(self) -> None:
         """Write the index entries not yet in their files, without fsync."""
@@ -423,6 +432,7 @@ class LogSegment:
         for path in (self.file.path, self.offset_index.path, self.time_index.path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+        self.txn_index.delete()
 
     # -- loading and recovery ---------------------------------------------------------
 

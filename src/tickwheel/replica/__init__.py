@@ -42,6 +42,8 @@ from tickwheel.replica._types import (
     PartitionFetchInfo,
     ProducePartitionResult,
     TopicPartition,
+    TxnMarker,
+    TxnMarkerCallback,
     is_internal_topic,
 )
 
@@ -81,6 +83,8 @@ __all__ = [
     "ReplicaManager",
     "ReplicaState",
     "TopicPartition",
+    "TxnMarker",
+    "TxnMarkerCallback",
     "become_follower",
     "become_leader",
     "check_log_dir",

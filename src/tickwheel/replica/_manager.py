@@ -11,6 +11,16 @@ The path of a produce and a fetch below the API handlers (DESIGN.md §4):
   it completes.
 - ``delete_records``: move log start offsets; a ``DelayedDeleteRecords`` answers once
   the low watermark reaches them.
+- ``append_txn_markers``: append transaction markers (WriteTxnMarkers, and the local
+  transaction coordinator) with acks=all and COORDINATOR origin; once a marker on a
+  ``__consumer_offsets`` partition is in, ``txn_completion_listener`` (installed by the
+  group coordinator: this package never imports a coordinator) materialises or drops
+  the transaction's offsets.
+
+Transactions: read_committed fetches read up to the last stable offset and get the
+aborted transactions overlapping what they read. The LSO moves only when the HW passes
+a marker (or the log start jumps), so the HW wakes above already wake read_committed
+fetches; DeleteRecords wakes fetches too, since a log start move can move the LSO.
 
 The events that wake them (Kafka's ``tryCompleteDelayedRequests``): an append wakes
 fetches on its partition (followers wait for the LEO); a high-watermark increase wakes
@@ -43,7 +53,15 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.log import LogConfig, LogError, LogStorageError
+from tickwheel.log import (
+    AppendOrigin,
+    LogConfig,
+    LogError,
+    LogStorageError,
+    ProducerStateSummary,
+    build_end_txn_marker,
+    system_clock_ms,
+)
 from tickwheel.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from tickwheel.replica._delayed_delete_records import (
     DelayedDeleteRecords,
@@ -69,6 +87,8 @@ from tickwheel.replica._types import (
     PartitionFetchInfo,
     ProducePartitionResult,
     TopicPartition,
+    TxnMarker,
+    TxnMarkerCallback,
     is_internal_topic,
 )
 from tickwheel.timer import LoopTimers
@@ -78,6 +98,7 @@ _log = logging.getLogger(__name__)
 _VALID_ACKS = frozenset({ACKS_NONE, ACKS_LEADER, ACKS_ALL})
 _LATEST_OFFSET = -1
 _NO_OFFSET = -1
+_GROUP_METADATA_TOPIC = "__consumer_offsets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +144,12 @@ class ReplicaManager:
         # Whether a partition not hosted here exists in the cluster: then a request for
         # it gets NOT_LEADER_OR_FOLLOWER (Kafka's getPartitionOrError), not UNKNOWN_....
         self.partition_exists: Callable[[TopicPartition], bool] | None = None
+        # Told (producer id, __consumer_offsets partitions, committed) after a marker
+        # landed there: the group coordinator's ``on_transaction_completed``.
+        self.txn_completion_listener: (
+            Callable[[int, Sequence[TopicPartition], bool], None] | None
+        ) = None
+        self._clock_ms = clock_ms or system_clock_ms
         self._partitions: dict[TopicPartition, Partition] = {}
         # The owner starts and stops shared timers; a private set is started here.
         self._owns_timers = timers is None
@@ -295,12 +322,15 @@ class ReplicaManager:
         callback: ProduceCallback,
         *,
         internal_topics_allowed: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> None:
         """Append to the leaders, then answer through ``callback`` (maybe later).
 
         Internal topics (``__consumer_offsets``) take appends only from the broker's own
         coordinators (``internal_topics_allowed``); a client's produce to one gets
-        INVALID_TOPIC_EXCEPTION, as Kafka's ``appendToLocalLog`` answers.
+        INVALID_TOPIC_EXCEPTION, as Kafka's ``appendToLocalLog`` answers. The
+        coordinators append with ``origin`` COORDINATOR: no sequence checks, and
+        transaction markers allowed.
         """
         if required_acks not in _VALID_ACKS:
             callback(
@@ -308,7 +338,7 @@ class ReplicaManager:
             )
             return
         appended = {
-            tp: self._append_to_leader(tp, records, required_acks)
+            tp: self._append_to_leader(tp, records, required_acks, origin)
             if internal_topics_allowed or not is_internal_topic(tp.topic)
             else (_refuse_internal_append(tp), _NO_OFFSET)
             for tp, records in entries.items()
@@ -328,14 +358,14 @@ class ReplicaManager:
         self.produce_purgatory.try_complete_else_watch(operation, [_key(tp) for tp in entries])
 
     def _append_to_leader(
-        self, tp: TopicPartition, records: bytes, required_acks: int
+        self, tp: TopicPartition, records: bytes, required_acks: int, origin: AppendOrigin
     ) -> tuple[ProducePartitionResult, int]:
         """The partition's result, and the offset its acks=all wait must reach."""
         partition = self._partitions.get(tp)
         if partition is None:
             return ProducePartitionResult(self.not_hosted_error(tp)), _NO_OFFSET
         try:
-            info, hw_moved = partition.append_records_to_leader(records, required_acks)
+            info, hw_moved = partition.append_records_to_leader(records, required_acks, origin)
         except PartitionError as exc:
             return ProducePartitionResult(exc.error_code, error_message=str(exc)), _NO_OFFSET
         except (LogError, OSError) as exc:
@@ -354,6 +384,95 @@ class ReplicaManager:
             appended_messages=0 if info.duplicate else info.num_messages,
         )
         return result, info.last_offset + 1
+
+    def append_txn_markers(
+        self, markers: Sequence[TxnMarker], timeout_ms: int, callback: TxnMarkerCallback
+    ) -> None:
+        """Append each marker to its partitions (acks=all), then call ``callback`` once.
+
+        One append per marker, as Kafka's ``handleWriteTxnMarkersRequest``; a partition
+        not hosted here answers NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION. A
+        callback may come synchronously, inside this call.
+        """
+        results: dict[int, dict[TopicPartition, int]] = {}
+        remaining = [len(markers)]
+        if not markers:
+            callback(results)
+            return
+
+        def marker_done(marker: TxnMarker, answers: Mapping[TopicPartition, int]) -> None:
+            results.setdefault(marker.producer_id, {}).update(answers)
+            offsets = [
+                tp
+                for tp, error in answers.items()
+                if tp.topic == _GROUP_METADATA_TOPIC and error == ErrorCode.none
+            ]
+            if offsets and self.txn_completion_listener is not None:
+                self.txn_completion_listener(marker.producer_id, offsets, marker.commit)
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                callback(results)
+
+        def appended_callback(
+            marker: TxnMarker, errors: dict[TopicPartition, int]
+        ) -> ProduceCallback:
+            def appended(answers: Mapping[TopicPartition, ProducePartitionResult]) -> None:
+                marker_done(marker, {**errors, **{tp: r.error_code for tp, r in answers.items()}})
+
+            return appended
+
+        now_ms = self._clock_ms()
+        for marker in markers:
+            errors: dict[TopicPartition, int] = {}
+            entries: dict[TopicPartition, bytes] = {}
+            batch = build_end_txn_marker(
+                marker.producer_id,
+                marker.producer_epoch,
+                marker.coordinator_epoch,
+                marker.commit,
+                now_ms,
+            )
+            for tp in marker.partitions:
+                if tp in self._partitions:
+                    entries[tp] = batch
+                else:
+                    errors[tp] = self.not_hosted_error(tp)
+            if not entries:
+                marker_done(marker, errors)
+                continue
+            self.append_records(
+                timeout_ms,
+                ACKS_ALL,
+                entries,
+                appended_callback(marker, errors),
+                internal_topics_allowed=True,
+                origin=AppendOrigin.COORDINATOR,
+            )
+
+    def active_producer_state(
+        self, tp: TopicPartition
+    ) -> tuple[ErrorCode, list[ProducerStateSummary]]:
+        """DescribeProducers: the producers of a partition any replica here holds."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return self.not_hosted_error(tp), []
+        if partition.offline:
+            return ErrorCode.kafka_storage_error, []
+        try:
+            return ErrorCode.none, partition.log.active_producers()
+        except (LogError, OSError) as exc:
+            return self._log_failure(tp, exc), []
+
+    def remove_expired_producers(self, expiration_ms: int) -> None:
+        """Apply ``producer.id.expiration.ms`` to every hosted log."""
+        now_ms = self._clock_ms()
+        for tp, partition in list(self._partitions.items()):
+            if partition.offline:
+                continue
+            try:
+                partition.log.remove_expired_producers(now_ms, expiration_ms)
+            except (LogError, OSError) as exc:
+                self._log_failure(tp, exc)
 
     # -- fetch ----------------------------------------------------------------------
 
@@ -427,12 +546,19 @@ class ReplicaManager:
         try:
             partition.check_leader(info.current_leader_epoch)
             high_watermark = log.high_watermark
-            max_offset = None if isolation is FetchIsolation.LOG_END else high_watermark
+            committed = isolation is FetchIsolation.TXN_COMMITTED
+            if isolation is FetchIsolation.LOG_END:
+                max_offset = None
+            elif committed:
+                max_offset = log.last_stable_offset
+            else:
+                max_offset = high_watermark
             data = log.read(
                 info.fetch_offset,
                 max_bytes,
                 max_offset=max_offset,
                 min_one_message=min_one_message,
+                collect_aborted=committed,
             )
         except PartitionError as exc:
             return FetchPartitionResult(exc.error_code)
@@ -501,6 +627,8 @@ class ReplicaManager:
             log.delete_records_before(target)
         except (LogError, OSError) as exc:
             return DeleteRecordsPartitionResult(self._log_failure(tp, exc))
+        # The log start may have moved the LSO past an open transaction's first batch.
+        self.fetch_purgatory.check_and_complete(_key(tp))
         return DeleteRecordsPartitionResult(ErrorCode.none, low_watermark=target)
 
     def _log_failure(self, tp: TopicPartition, error: LogError | OSError) -> ErrorCode:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.log import AppendOrigin, LogAppendInfo, LogOffsetMetadata
 from tickwheel.log import Log as _Log
-from tickwheel.log import LogAppendInfo, LogOffsetMetadata
 from tickwheel.replica._types import ACKS_ALL, FetchIsolation, TopicPartition
 
 
@@ -120,7 +120,7 @@ class Partition:
             raise PartitionError(ErrorCode.not_leader_or_follower)
 
     def append_records_to_leader(
-        self, records: bytes, required_acks: int
+        self, records: bytes, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> tuple[LogAppendInfo, bool]:
         """Append as leader; returns the append info and whether the HW moved."""
         self.check_leader()
@@ -129,7 +129,7 @@ class Partition:
                 ErrorCode.not_enough_replicas,
                 f"ISR {sorted(self.isr)} is smaller than min.insync.replicas",
             )
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin)
         return info, self.maybe_increment_leader_hw()
 
     def start_leader_epoch(self) -> None:
@@ -176,7 +176,7 @@ class Partition:
             log_start_offset=log.log_start_offset,
             log_end_offset=log.log_end_offset_metadata,
             high_watermark=log.high_watermark_metadata,
-            last_stable_offset=log.high_watermark_metadata,
+            last_stable_offset=log.last_stable_offset_metadata,
         )
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> bool:
@@ -192,5 +192,5 @@ class Partition:
         return self.log.log_start_offset
 
     def last_stable_offset(self) -> int:
-        """The last stable offset: the HW, since no transaction is ever open here."""
-        return self.log.high_watermark
+        """The last stable offset: read_committed fetches stop here."""
+        return self.log.last_stable_offset

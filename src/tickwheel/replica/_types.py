@@ -9,6 +9,7 @@ Immutable; safe from any thread.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tickwheel.log import FetchDataInfo
@@ -122,3 +123,18 @@ class DeleteRecordsPartitionResult:
 
     error_code: int
     low_watermark: int = UNKNOWN_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One WriteTxnMarkers entry: end ``producer_id``'s transaction on ``partitions``."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    partitions: tuple[TopicPartition, ...]
+
+
+TxnMarkerCallback = Callable[[dict[int, dict[TopicPartition, int]]], None]
+"""Gets ``{producer id: {partition: error code}}`` once every marker's append finished."""

@@ -12,7 +12,8 @@ housekeeping on its ``Scheduler``: retention and flushing every
 ``replica.high.watermark.checkpoint.interval.ms``, the recovery point checkpoints every
 ``log.flush.offset.checkpoint.interval.ms`` and the log start checkpoints every
 ``log.flush.start.offset.checkpoint.interval.ms`` (on a worker thread, since they
-fsync; a failed write takes its log directory offline); and
+fsync; a failed write takes its log directory offline); forgetting producers idle for
+``producer.id.expiration.ms`` every ``producer.id.expiration.check.interval.ms``; and
 closing connections idle for longer than ``connections.max.idle.ms``. ``stop`` stops
 listening, closes every connection (a request waiting in a purgatory is dropped with
 its connection, as when Kafka shuts down), stops the cleaner, then flushes and closes
@@ -248,34 +249,7 @@ class Broker:
         # listen backlog.
         listener.start()
         self._ready = True
-        # Kafka's task names (LogManager, ReplicaManager, SocketServer).
-        schedule = broker_time.scheduler.schedule
-        schedule(
-            "kafka-log-retention", self._log_maintenance, config.log_retention_check_interval_ms
-        )
-        for name, interval_ms, write in (
-            (
-                "highwatermark-checkpoint",
-                config.replica_high_watermark_checkpoint_interval_ms,
-                Log.checkpoint_high_watermark,
-            ),
-            (
-                "kafka-recovery-point-checkpoint",
-                config.log_flush_offset_checkpoint_interval_ms,
-                Log.checkpoint_recovery_point,
-            ),
-            (
-                "kafka-log-start-offset-checkpoint",
-                config.log_flush_start_offset_checkpoint_interval_ms,
-                Log.checkpoint_log_start_offset,
-            ),
-        ):
-            schedule(name, functools.partial(self._checkpoint, write), interval_ms)
-        schedule(
-            "idle-connection-check",
-            self._close_idle_connections,
-            config.connections_max_idle_ms // _IDLE_CHECKS_PER_TIMEOUT,
-        )
+        self._schedule_housekeeping(broker_time)
         _log.info(
             "tickwheel broker %d listening on %s:%d (advertised %s), log dirs %s, %d topics",
             config.broker_id,
@@ -317,6 +291,45 @@ class Broker:
         task = asyncio.get_running_loop().create_task(connection.run())
         self._connections[task] = connection
         task.add_done_callback(self._connections.pop)
+
+    def _schedule_housekeeping(self, broker_time: BrokerTime) -> None:
+        """The periodic tasks, under Kafka's task names (LogManager, ReplicaManager,
+        SocketServer)."""
+        config = self.config
+        schedule = broker_time.scheduler.schedule
+        schedule(
+            "kafka-log-retention", self._log_maintenance, config.log_retention_check_interval_ms
+        )
+        schedule(
+            "PeriodicProducerExpirationCheck",
+            functools.partial(
+                self.replica_manager.remove_expired_producers, config.producer_id_expiration_ms
+            ),
+            config.producer_id_expiration_check_interval_ms,
+        )
+        for name, interval_ms, write in (
+            (
+                "highwatermark-checkpoint",
+                config.replica_high_watermark_checkpoint_interval_ms,
+                Log.checkpoint_high_watermark,
+            ),
+            (
+                "kafka-recovery-point-checkpoint",
+                config.log_flush_offset_checkpoint_interval_ms,
+                Log.checkpoint_recovery_point,
+            ),
+            (
+                "kafka-log-start-offset-checkpoint",
+                config.log_flush_start_offset_checkpoint_interval_ms,
+                Log.checkpoint_log_start_offset,
+            ),
+        ):
+            schedule(name, functools.partial(self._checkpoint, write), interval_ms)
+        schedule(
+            "idle-connection-check",
+            self._close_idle_connections,
+            config.connections_max_idle_ms // _IDLE_CHECKS_PER_TIMEOUT,
+        )
 
     def _log_maintenance(self) -> None:
         replica_manager = self.replica_manager

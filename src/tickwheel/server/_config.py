@@ -241,6 +241,12 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = field(
         default=300_000, metadata=_kafka("log.retention.check.interval.ms")
     )
+    producer_id_expiration_ms: int = field(
+        default=86_400_000, metadata=_kafka("producer.id.expiration.ms")
+    )
+    producer_id_expiration_check_interval_ms: int = field(
+        default=600_000, metadata=_kafka("producer.id.expiration.check.interval.ms")
+    )
     replica_high_watermark_checkpoint_interval_ms: int = field(
         default=5_000, metadata=_kafka("replica.high.watermark.checkpoint.interval.ms")
     )

@@ -19,6 +19,7 @@ from tickwheel.server.apis._delete_records import DELETE_RECORDS
 from tickwheel.server.apis._delete_topics import DELETE_TOPICS
 from tickwheel.server.apis._describe_cluster import DESCRIBE_CLUSTER
 from tickwheel.server.apis._describe_configs import DESCRIBE_CONFIGS
+from tickwheel.server.apis._describe_producers import DESCRIBE_PRODUCERS
 from tickwheel.server.apis._elect_leaders import ELECT_LEADERS
 from tickwheel.server.apis._fetch import FETCH
 from tickwheel.server.apis._find_coordinator import FIND_COORDINATOR
@@ -30,6 +31,7 @@ from tickwheel.server.apis._metadata import METADATA
 from tickwheel.server.apis._offsets_for_leader_epoch import OFFSETS_FOR_LEADER_EPOCH
 from tickwheel.server.apis._produce import PRODUCE
 from tickwheel.server.apis._transactions import TRANSACTION_SPECS
+from tickwheel.server.apis._write_txn_markers import WRITE_TXN_MARKERS
 
 API_SPECS: tuple[ApiSpec, ...] = (
     PRODUCE,
@@ -51,6 +53,8 @@ API_SPECS: tuple[ApiSpec, ...] = (
     ELECT_LEADERS,
     DESCRIBE_CLUSTER,
     INCREMENTAL_ALTER_CONFIGS,
+    WRITE_TXN_MARKERS,
+    DESCRIBE_PRODUCERS,
 )
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}
 

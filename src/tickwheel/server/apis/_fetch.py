@@ -6,6 +6,10 @@ an append or a high-watermark move makes enough bytes readable, or the wait ends
 then reads the log again. The response is encoded by hand (``encode_fetch_response``)
 with the log's record slices as chunks, so the server can ``sendfile`` them.
 
+read_committed fetches (isolation_level 1) read up to the last stable offset and get
+the aborted transactions among what they read, which consumers skip along with the
+control batches.
+
 Fetch sessions (KIP-227) are not kept: every response carries session id 0, which
 tells the client to send full fetch requests.
 
@@ -89,11 +93,14 @@ async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Respo
 def _partition_data(
     index: int, result: FetchPartitionResult, isolation: FetchIsolation
 ) -> FetchPartitionData:
-    # read_committed readers get a (here always empty) list of aborted transactions,
-    # read_uncommitted ones null, as from Kafka.
-    committed = isolation is FetchIsolation.TXN_COMMITTED
+    # read_committed readers get the aborted transactions overlapping what they read
+    # (maybe an empty list), read_uncommitted ones null, as from Kafka.
+    aborted = None
+    if isolation is FetchIsolation.TXN_COMMITTED:
+        found = None if result.data is None else result.data.aborted_transactions
+        aborted = found or []
     return FetchPartitionData(
-        aborted_transactions=[] if committed else None,
+        aborted_transactions=aborted,
         partition_index=index,
         error_code=result.error_code,
         high_watermark=result.high_watermark,

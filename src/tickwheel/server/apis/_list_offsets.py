@@ -60,7 +60,10 @@ def _find(partition: Partition, timestamp: int, isolation: FetchIsolation) -> tu
     """
     log = partition.log
     client = isolation is not FetchIsolation.LOG_END
-    latest = log.high_watermark if client else log.log_end_offset
+    if isolation is FetchIsolation.TXN_COMMITTED:
+        latest = log.last_stable_offset
+    else:
+        latest = log.high_watermark if client else log.log_end_offset
     not_yet = client and partition.high_watermark_lags_epoch_start()
     if timestamp == LATEST_TIMESTAMP:
         if not_yet:

@@ -8,12 +8,20 @@ error); acks=1 is answered after the append; acks=all waits in the Produce purga
 (DelayedProduce) until the high watermark covers the appended records, or the
 request's timeout. Partitions are answered in the order the request listed them.
 
+Transactional batches (Kafka's ``handleProduceRequest`` and ``handleProduceAppend``): a
+request whose partitions' first batch is transactional but which names no
+``transactional_id`` is refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and
+one whose transactional batches carry more than one (producer id, epoch) with
+INVALID_PRODUCER_ID_MAPPING. The handler peeks at the batch headers for that; the log
+validates everything else.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import struct
+from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
@@ -29,6 +37,52 @@ from tickwheel.server.apis._common import (
     to_ms,
 )
 
+_LENGTH_OFFSET: Final = 8
+_ATTRIBUTES_OFFSET: Final = 21
+_PRODUCER_OFFSET: Final = 43
+_LOG_OVERHEAD: Final = 12
+_HEADER_BYTES: Final = 61
+_TRANSACTIONAL_FLAG: Final = 0x10
+_LENGTH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+_PRODUCER = struct.Struct(">qh")
+
+
+def _transactional_batches(records: bytes) -> tuple[bool, set[tuple[int, int]]]:
+    """Whether the first batch is transactional, and the (producer id, epoch) of every
+    transactional batch; a malformed tail is left to the log to refuse."""
+    first = False
+    producers: set[tuple[int, int]] = set()
+    position = 0
+    while position + _HEADER_BYTES <= len(records):
+        transactional = bool(
+            _ATTRIBUTES.unpack_from(records, position + _ATTRIBUTES_OFFSET)[0] & _TRANSACTIONAL_FLAG
+        )
+        if position == 0:
+            first = transactional
+        if transactional:
+            producers.add(_PRODUCER.unpack_from(records, position + _PRODUCER_OFFSET))
+        length = _LENGTH.unpack_from(records, position + _LENGTH_OFFSET)[0]
+        if length <= 0:
+            break
+        position += length + _LOG_OVERHEAD
+    return first, producers
+
+
+def _request_error(body: Any, entries: dict[TopicPartition, bytes]) -> ErrorCode | None:
+    """The error refusing the whole request for its transactional batches, if any."""
+    any_first = False
+    producers: set[tuple[int, int]] = set()
+    for records in entries.values():
+        first, found = _transactional_batches(records)
+        any_first = any_first or first
+        producers |= found
+    if any_first and getattr(body, "transactional_id", None) is None:
+        return ErrorCode.transactional_id_authorization_failed
+    if len(producers) > 1:
+        return ErrorCode.invalid_producer_id_mapping
+    return None
+
 
 async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Response:
     """Append, wait as ``acks`` requires, answer per partition."""
@@ -42,9 +96,16 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
                 invalid[tp] = ProducePartitionResult(ErrorCode.invalid_record)
             else:
                 entries[tp] = partition.records
-    pending: Pending[dict[TopicPartition, ProducePartitionResult]] = Pending()
-    context.replica_manager.append_records(to_ms(body.timeout), body.acks, entries, pending.resolve)
-    results = {**await pending, **invalid}
+    refused = _request_error(body, entries)
+    if refused is not None:
+        results = {tp: ProducePartitionResult(refused) for tp in (*entries, *invalid)}
+        entries = {}
+    else:
+        pending: Pending[dict[TopicPartition, ProducePartitionResult]] = Pending()
+        context.replica_manager.append_records(
+            to_ms(body.timeout), body.acks, entries, pending.resolve
+        )
+        results = {**await pending, **invalid}
     for tp, records in entries.items():
         result = results[tp]
         appended = result.error_code == ErrorCode.none

@@ -1,0 +1,73 @@
+"""WriteTxnMarkers (key 27): the transaction coordinator's COMMIT/ABORT markers.
+
+Sent by a transaction coordinator to each partition leader (a local coordinator calls
+``ReplicaManager.append_txn_markers`` directly). Each marker is one append with
+acks=all and COORDINATOR origin, with Kafka's ``request.timeout.ms`` default as its
+timeout (``handleWriteTxnMarkersRequest``); the answer lists every partition's error
+per producer id. Only v1 exists: kio has no v0, which Kafka 4 removed.
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.replica import TopicPartition, TxnMarker
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Pending, Response, reply
+
+# Kafka's request.timeout.ms default, the timeout of each marker's append.
+MARKER_APPEND_TIMEOUT_MS: Final = 30_000
+
+
+async def handle_write_txn_markers(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Append every marker, then answer per producer and partition."""
+    body: Any = request.body
+    markers = [
+        TxnMarker(
+            producer_id=marker.producer_id,
+            producer_epoch=marker.producer_epoch,
+            coordinator_epoch=marker.coordinator_epoch,
+            commit=marker.transaction_result,
+            partitions=tuple(
+                TopicPartition(topic.name, index)
+                for topic in marker.topics
+                for index in topic.partition_indexes
+            ),
+        )
+        for marker in body.markers
+    ]
+    pending: Pending[dict[int, dict[TopicPartition, int]]] = Pending()
+    context.replica_manager.append_txn_markers(markers, MARKER_APPEND_TIMEOUT_MS, pending.resolve)
+    results = await pending
+    return reply(
+        request,
+        {
+            "markers": [
+                {
+                    "producer_id": marker.producer_id,
+                    "topics": [
+                        {
+                            "name": topic.name,
+                            "partitions": [
+                                {
+                                    "partition_index": index,
+                                    "error_code": results[marker.producer_id][
+                                        TopicPartition(topic.name, index)
+                                    ],
+                                }
+                                for index in topic.partition_indexes
+                            ],
+                        }
+                        for topic in marker.topics
+                    ],
+                }
+                for marker in body.markers
+            ],
+        },
+    )
+
+
+WRITE_TXN_MARKERS = ApiSpec(27, "WriteTxnMarkers", VersionRange(1, 1), handle_write_txn_markers)

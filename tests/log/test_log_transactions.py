@@ -1,0 +1,338 @@
+"""Transactions in the log: producer rules by origin, the LSO, aborted transactions,
+``.txnindex`` files, and reopening after a close or a crash."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from tickwheel.log import (
+    AppendOrigin,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    Log,
+    LogConfig,
+    TransactionCoordinatorFencedError,
+    build_end_txn_marker,
+)
+from tickwheel.log._txn_index import parse_entries
+
+from .batches import TRANSACTIONAL_FLAG, make_batch
+from .helpers import START_MS, crash
+
+Opener = Callable[..., Log]
+
+
+class Producer:
+    """A transactional producer's batches and markers, with its sequence."""
+
+    def __init__(self, producer_id: int, epoch: int = 0) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.sequence = 0
+
+    def batch(self, count: int = 1, *, transactional: bool = True) -> bytes:
+        batch = make_batch(
+            [b"v%d" % i for i in range(count)],
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch,
+            base_sequence=self.sequence,
+            attributes=TRANSACTIONAL_FLAG if transactional else 0,
+        )
+        self.sequence += count
+        return batch
+
+    def marker(self, commit: bool, coordinator_epoch: int = 0) -> bytes:
+        return build_end_txn_marker(
+            self.producer_id, self.epoch, coordinator_epoch, commit, START_MS
+        )
+
+
+def _append(log: Log, records: bytes) -> int:
+    return log.append_as_leader(records, 0).first_offset
+
+
+def _mark(log: Log, producer: Producer, commit: bool, coordinator_epoch: int = 0) -> int:
+    return log.append_as_leader(
+        producer.marker(commit, coordinator_epoch), 0, AppendOrigin.COORDINATOR
+    ).first_offset
+
+
+def _to_end(log: Log) -> None:
+    log.update_high_watermark(log.log_end_offset)
+
+
+def _aborted(log: Log, start: int = 0) -> list[tuple[int, int]] | None:
+    return log.read(
+        start, 1 << 20, max_offset=log.last_stable_offset, collect_aborted=True
+    ).aborted_transactions
+
+
+def test_a_client_may_not_write_a_marker(open_log: Opener) -> None:
+    log = open_log()
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(Producer(1).marker(True), 0)
+
+
+def test_lso_waits_for_the_marker_to_pass_the_high_watermark(open_log: Opener) -> None:
+    log = open_log()
+    producer = Producer(1)
+    _append(log, make_batch([b"plain"]))
+    first = _append(log, producer.batch(2))
+    _to_end(log)
+    assert log.last_stable_offset == first == 1
+    marker = _mark(log, producer, commit=True)
+    assert marker == 3
+    # The HW is still below the marker: the transaction is not stable yet.
+    assert log.last_stable_offset == first
+    log.update_high_watermark(marker)
+    assert log.last_stable_offset == first
+    _to_end(log)
+    assert log.last_stable_offset == log.log_end_offset == 4
+    assert _aborted(log) == []
+
+
+def test_read_committed_stops_at_the_lso_and_lists_aborted_txns(open_log: Opener) -> None:
+    log = open_log()
+    a, b = Producer(1), Producer(2)
+    a_first = _append(log, a.batch())
+    b_first = _append(log, b.batch())
+    _append(log, a.batch())
+    _mark(log, a, commit=False)
+    _to_end(log)
+    # b is still open: read_committed stops at its first offset, before a's marker,
+    # and already lists a's aborted transaction, which began below it.
+    assert log.last_stable_offset == b_first
+    assert _aborted(log) == [(1, a_first)]
+    info = log.read(0, 1 << 20, max_offset=log.last_stable_offset, collect_aborted=True)
+    assert info.last_stable_offset == b_first
+    assert (
+        info.records.read_bytes() == log.read(0, 1 << 20, max_offset=b_first).records.read_bytes()
+    )
+    _mark(log, b, commit=True)
+    _to_end(log)
+    assert log.last_stable_offset == log.log_end_offset
+    assert _aborted(log) == [(1, a_first)]
+    # A read past the aborted transaction does not list it.
+    assert _aborted(log, start=4) == []
+    # read_uncommitted reads get no list at all.
+    assert log.read(0, 1 << 20).aborted_transactions is None
+
+
+def test_transaction_rules_by_origin(open_log: Opener) -> None:
+    log = open_log()
+    producer = Producer(1, epoch=3)
+    _append(log, producer.batch())
+    with pytest.raises(InvalidTxnStateError):
+        _append(log, producer.batch(transactional=False))
+    producer.sequence -= 1
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(
+            build_end_txn_marker(1, 2, 0, True, START_MS), 0, AppendOrigin.COORDINATOR
+        )
+    _mark(log, producer, commit=True, coordinator_epoch=5)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        _mark(log, producer, commit=True, coordinator_epoch=4)
+    # A resent marker completes nothing but is written.
+    _mark(log, producer, commit=True, coordinator_epoch=5)
+    # COORDINATOR data batches skip the sequence check (TxnOffsetCommit: always 0).
+    coordinator_batch = make_batch(
+        [b"offset"], producer_id=9, producer_epoch=0, base_sequence=0, attributes=TRANSACTIONAL_FLAG
+    )
+    log.append_as_leader(coordinator_batch, 0, AppendOrigin.COORDINATOR)
+    log.append_as_leader(coordinator_batch, 0, AppendOrigin.COORDINATOR)
+    [summary] = [p for p in log.active_producers() if p.producer_id == 9]
+    assert summary.current_txn_start_offset == 3
+
+
+def test_a_follower_records_what_the_leader_wrote(open_log: Opener, tmp_path: Path) -> None:
+    leader = open_log()
+    producer = Producer(1)
+    _append(leader, producer.batch())
+    _mark(leader, producer, commit=False)
+    data = leader.read(0, 1 << 20).records.read_bytes()
+    follower = Log.open(tmp_path / "follower-0", LogConfig(), clock_ms=lambda: START_MS)
+    try:
+        follower.append_as_follower(data)
+        _to_end(follower)
+        assert follower.last_stable_offset == 2
+        assert _aborted(follower) == [(1, 0)]
+    finally:
+        follower.close()
+
+
+def _txn_files(log_dir: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(log_dir.glob("*.txnindex"))}
+
+
+def test_reopen_after_close_and_after_a_torn_tail(open_log: Opener, log_dir: Path) -> None:
+    config = LogConfig(segment_bytes=300)
+    log = open_log(config)
+    a, b = Producer(1), Producer(2)
+    for _ in range(3):
+        _append(log, a.batch())
+        _mark(log, a, commit=False)
+    open_first = _append(log, b.batch())
+    _to_end(log)
+    aborted = _aborted(log)
+    assert len(aborted or []) == 3
+    files = _txn_files(log_dir)
+    assert len(files) >= 2
+    lso = log.last_stable_offset
+    assert lso == open_first
+    log.close()
+    log = open_log(config)
+    assert log.last_stable_offset == lso
+    assert _aborted(log) == aborted
+    assert _txn_files(log_dir) == files
+    # The open transaction survives the reopen: b's marker still completes it.
+    _mark(log, b, commit=True)
+    _to_end(log)
+    assert log.last_stable_offset == log.log_end_offset
+    # A crash after an ABORT whose bytes are torn: the index entry goes with them.
+    _append(log, a.batch())
+    _mark(log, a, commit=False)
+    crash(log)
+    active = max(log_dir.glob("*.log"))
+    with open(active, "r+b") as file:
+        file.truncate(active.stat().st_size - 5)
+    log = open_log(config)
+    _to_end(log)
+    assert _aborted(log) == aborted
+    assert _txn_files(log_dir) == files
+    for name, data in _txn_files(log_dir).items():
+        assert len(data) % 34 == 0, name
+        assert parse_entries(data)
+
+
+def test_truncation_across_a_marker_reopens_the_transaction(open_log: Opener) -> None:
+    log = open_log()
+    producer = Producer(1)
+    first = _append(log, producer.batch())
+    marker = _mark(log, producer, commit=False)
+    _to_end(log)
+    assert _aborted(log) == [(1, first)]
+    log.truncate_to(marker)
+    assert _aborted(log) == []
+    assert log.last_stable_offset == first
+    assert [p.current_txn_start_offset for p in log.active_producers()] == [first]
+
+
+def test_delete_records_past_an_open_transaction_clamps_the_lso(open_log: Opener) -> None:
+    log = open_log()
+    producer = Producer(1)
+    _append(log, producer.batch())
+    _append(log, make_batch([b"x"]))
+    _to_end(log)
+    assert log.last_stable_offset == 0
+    log.delete_records_before(1)
+    assert log.last_stable_offset == 1
+
+
+def test_expired_producers_are_forgotten_unless_in_a_transaction(open_log: Opener) -> None:
+    log = open_log()
+    idle, busy = Producer(1), Producer(2)
+    log.append_as_leader(idle.batch(transactional=False), 0)
+    _append(log, busy.batch())
+    assert log.remove_expired_producers(START_MS + 10, 10) == 1
+    assert [p.producer_id for p in log.active_producers()] == [2]
+
+
+# -- a model of the LSO and the aborted transactions ----------------------------------
+
+
+@dataclass
+class _Txn:
+    producer_id: int
+    first: int
+    marker: int = -1
+    aborted: bool = False
+
+
+@dataclass
+class _Model:
+    open: dict[int, _Txn] = field(default_factory=dict)
+    done: list[_Txn] = field(default_factory=list)
+
+    def lso(self, high_watermark: int) -> int:
+        firsts = [txn.first for txn in self.open.values()]
+        firsts += [txn.first for txn in self.done if txn.marker >= high_watermark]
+        first = min(firsts, default=high_watermark)
+        return min(first, high_watermark)
+
+    def aborted(self, upper: int) -> list[tuple[int, int]]:
+        return [(t.producer_id, t.first) for t in self.done if t.aborted and t.first < upper]
+
+
+_PRODUCERS = 3
+
+
+class TransactionModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.TemporaryDirectory()
+        self.config = LogConfig(segment_bytes=400)
+        self.log = self._open()
+        self.producers = [Producer(i + 100) for i in range(_PRODUCERS)]
+        self.model = _Model()
+
+    def _open(self) -> Log:
+        return Log.open(Path(self.dir.name) / "t-0", self.config, clock_ms=lambda: START_MS)
+
+    @rule(p=st.integers(0, _PRODUCERS - 1), count=st.integers(1, 3))
+    def append_in_txn(self, p: int, count: int) -> None:
+        producer = self.producers[p]
+        offset = _append(self.log, producer.batch(count))
+        self.model.open.setdefault(producer.producer_id, _Txn(producer.producer_id, offset))
+
+    @rule(p=st.integers(0, _PRODUCERS - 1))
+    def append_plain(self, p: int) -> None:
+        producer = self.producers[p]
+        if producer.producer_id in self.model.open:
+            with pytest.raises(InvalidTxnStateError):
+                self.log.append_as_leader(producer.batch(transactional=False), 0)
+            producer.sequence -= 1
+        else:
+            self.log.append_as_leader(producer.batch(transactional=False), 0)
+
+    @rule(p=st.integers(0, _PRODUCERS - 1), commit=st.booleans())
+    def end(self, p: int, commit: bool) -> None:
+        producer = self.producers[p]
+        offset = _mark(self.log, producer, commit)
+        txn = self.model.open.pop(producer.producer_id, None)
+        if txn is not None:
+            txn.marker, txn.aborted = offset, not commit
+            self.model.done.append(txn)
+
+    @rule(data=st.data())
+    def move_high_watermark(self, data: st.DataObject) -> None:
+        hw = self.log.high_watermark
+        self.log.update_high_watermark(data.draw(st.integers(hw, self.log.log_end_offset)))
+
+    @precondition(lambda self: self.log.log_end_offset > 0)
+    @rule()
+    def reopen(self) -> None:
+        self.log.close()
+        self.log = self._open()
+
+    @invariant()
+    def lso_and_aborted_agree(self) -> None:
+        lso = self.model.lso(self.log.high_watermark)
+        assert self.log.last_stable_offset == lso
+        assert _aborted(self.log) == self.model.aborted(lso)
+
+    def teardown(self) -> None:
+        self.log.close()
+        self.dir.cleanup()
+
+
+TestTransactionModel = TransactionModel.TestCase
+TestTransactionModel.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
