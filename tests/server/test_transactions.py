@@ -273,7 +273,6 @@ def test_transactions_survive_a_restart(tmp_path: Path) -> None:
         wire.close()
 
 
-@pytest.mark.xfail(reason="needs the txn-log branch", strict=False)
 def test_confluent_kafka_commits_a_transaction(tickwheel_broker: BackgroundBroker) -> None:
     from confluent_kafka import Consumer, Producer  # noqa: PLC0415 - client under test
 

@@ -17,7 +17,6 @@ import confluent_kafka
 import pytest
 from kio.schema.errors import ErrorCode
 
-import tickwheel.log
 from tickwheel.coordinator import OFFSETS_TOPIC
 from tickwheel.replica import TopicPartition
 from tickwheel.server import BackgroundBroker
@@ -194,20 +193,12 @@ def test_the_group_service_listens_for_transaction_markers(
     assert callable(listener)
 
 
-needs_transactional_log = pytest.mark.skipif(
-    not hasattr(tickwheel.log, "AppendOrigin"),
-    reason="needs the log's transactional appends (issue 16's LOG side): "
-    "this branch's log refuses transactional batches",
-)
-
-
 def commit_marker_appended(broker: Any) -> None:
     broker.replica_manager.txn_completion_listener(
         PRODUCER_ID, [TopicPartition(OFFSETS_TOPIC, 0)], True
     )
 
 
-@needs_transactional_log
 def test_a_pending_transactional_offset_is_unstable_until_the_commit_marker(
     tickwheel_session_broker: BackgroundBroker, client: WireClient
 ) -> None:
@@ -224,7 +215,6 @@ def test_a_pending_transactional_offset_is_unstable_until_the_commit_marker(
     assert offset_fetch(client, group, topic, require_stable=True) == (42, ErrorCode.none)
 
 
-@needs_transactional_log
 def test_a_read_committed_librdkafka_consumer_retries_until_the_commit(
     tickwheel_session_broker: BackgroundBroker, client: WireClient
 ) -> None:

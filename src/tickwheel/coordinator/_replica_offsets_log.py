@@ -25,6 +25,7 @@ from tickwheel.coordinator._offsets_log import (
     AppendCallback,
     read_log_batches,
 )
+from tickwheel.log import AppendOrigin
 from tickwheel.replica import ACKS_ALL, ProducePartitionResult, ReplicaManager, TopicPartition
 
 
@@ -53,7 +54,12 @@ class ReplicaOffsetsLog:
         appended: Callable[[Mapping[TopicPartition, ProducePartitionResult]], None],
     ) -> None:
         self._replica_manager.append_records(
-            self._commit_timeout_ms, ACKS_ALL, {tp: records}, appended, internal_topics_allowed=True
+            self._commit_timeout_ms,
+            ACKS_ALL,
+            {tp: records},
+            appended,
+            internal_topics_allowed=True,
+            origin=AppendOrigin.COORDINATOR,
         )
 
     def read(self, partition: int) -> Iterator[bytes]:
