@@ -250,6 +250,10 @@ def _usable_snapshot(
             continue
         kept: list[list[AbortedTxn]] = []
         for i, segment in enumerate(segments):
+            if segment.base_offset >= offset:
+                # Rebuilt by the replay: whatever its file holds does not matter.
+                kept.append([])
+                continue
             end = segments[i + 1].base_offset if i + 1 < len(segments) else None
             entries = segment.txn_index.read_file(segment.base_offset, end)
             if entries is None:
