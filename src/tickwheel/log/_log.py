@@ -818,6 +818,9 @@ class Log:
         found: list[AbortedTxn] = []
         index = bisect.bisect_right(self._base_offsets, start_offset) - 1
         for segment in self._segments[max(index, 0) :]:
+            if not segment.txn_index.entries:
+                # Most segments hold no aborted transaction: skip the call.
+                continue
             entries, complete = segment.txn_index.collect(start_offset, upper_offset)
             found.extend(entries)
             if complete:
