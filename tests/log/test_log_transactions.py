@@ -249,33 +249,60 @@ def test_expired_producers_are_forgotten_unless_in_a_transaction(open_log: Opene
 # -- a model of the LSO and the aborted transactions ----------------------------------
 
 
-@dataclass
-class _Txn:
+@dataclass(frozen=True)
+class _Event:
+    """One appended batch: transactional data, plain data, or a marker."""
+
+    base_offset: int
     producer_id: int
-    first: int
-    marker: int = -1
-    aborted: bool = False
+    kind: str
+    commit: bool = False
+    last_sequence: int = -1
 
 
 @dataclass
 class _Model:
-    open: dict[int, _Txn] = field(default_factory=dict)
-    done: list[_Txn] = field(default_factory=list)
+    events: list[_Event] = field(default_factory=list)
+
+    def transactions(self) -> tuple[dict[int, int], list[tuple[int, int, int, bool]]]:
+        """Open transactions (pid -> first offset) and completed ones (pid, first,
+        marker, aborted), replaying the events."""
+        open_txns: dict[int, int] = {}
+        done: list[tuple[int, int, int, bool]] = []
+        for event in self.events:
+            if event.kind == "txn":
+                open_txns.setdefault(event.producer_id, event.base_offset)
+            elif event.kind == "marker" and event.producer_id in open_txns:
+                first = open_txns.pop(event.producer_id)
+                done.append((event.producer_id, first, event.base_offset, not event.commit))
+        return open_txns, done
 
     def lso(self, high_watermark: int) -> int:
-        firsts = [txn.first for txn in self.open.values()]
-        firsts += [txn.first for txn in self.done if txn.marker >= high_watermark]
-        first = min(firsts, default=high_watermark)
-        return min(first, high_watermark)
+        open_txns, done = self.transactions()
+        firsts = list(open_txns.values())
+        firsts += [first for _, first, marker, _ in done if marker >= high_watermark]
+        return min([*firsts, high_watermark])
 
     def aborted(self, upper: int) -> list[tuple[int, int]]:
-        return [(t.producer_id, t.first) for t in self.done if t.aborted and t.first < upper]
+        _, done = self.transactions()
+        return [(pid, first) for pid, first, _, aborted in done if aborted and first < upper]
+
+    def truncate(self, log_end: int) -> None:
+        self.events = [event for event in self.events if event.base_offset < log_end]
+
+    def next_sequence(self, producer_id: int) -> int:
+        sequences = [e.last_sequence for e in self.events if e.producer_id == producer_id]
+        return max(sequences, default=-1) + 1
 
 
 _PRODUCERS = 3
 
 
 class TransactionModel(RuleBasedStateMachine):
+    """Random appends, markers, HW moves, truncations, closes and crashes against a
+    replay of what was appended: the LSO and the aborted list must agree throughout
+    (so snapshots, ``.txnindex`` files and truncation keep the state right)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.TemporaryDirectory()
@@ -291,26 +318,28 @@ class TransactionModel(RuleBasedStateMachine):
     def append_in_txn(self, p: int, count: int) -> None:
         producer = self.producers[p]
         offset = _append(self.log, producer.batch(count))
-        self.model.open.setdefault(producer.producer_id, _Txn(producer.producer_id, offset))
+        self.model.events.append(
+            _Event(offset, producer.producer_id, "txn", last_sequence=producer.sequence - 1)
+        )
 
     @rule(p=st.integers(0, _PRODUCERS - 1))
     def append_plain(self, p: int) -> None:
         producer = self.producers[p]
-        if producer.producer_id in self.model.open:
+        if producer.producer_id in self.model.transactions()[0]:
             with pytest.raises(InvalidTxnStateError):
                 self.log.append_as_leader(producer.batch(transactional=False), 0)
             producer.sequence -= 1
         else:
-            self.log.append_as_leader(producer.batch(transactional=False), 0)
+            offset = _append(self.log, producer.batch(transactional=False))
+            self.model.events.append(
+                _Event(offset, producer.producer_id, "plain", last_sequence=producer.sequence - 1)
+            )
 
     @rule(p=st.integers(0, _PRODUCERS - 1), commit=st.booleans())
     def end(self, p: int, commit: bool) -> None:
         producer = self.producers[p]
         offset = _mark(self.log, producer, commit)
-        txn = self.model.open.pop(producer.producer_id, None)
-        if txn is not None:
-            txn.marker, txn.aborted = offset, not commit
-            self.model.done.append(txn)
+        self.model.events.append(_Event(offset, producer.producer_id, "marker", commit))
 
     @rule(data=st.data())
     def move_high_watermark(self, data: st.DataObject) -> None:
@@ -318,9 +347,20 @@ class TransactionModel(RuleBasedStateMachine):
         self.log.update_high_watermark(data.draw(st.integers(hw, self.log.log_end_offset)))
 
     @precondition(lambda self: self.log.log_end_offset > 0)
-    @rule()
-    def reopen(self) -> None:
-        self.log.close()
+    @rule(data=st.data())
+    def truncate(self, data: st.DataObject) -> None:
+        self.log.truncate_to(data.draw(st.integers(0, self.log.log_end_offset)))
+        self.model.truncate(self.log.log_end_offset)
+        for producer in self.producers:
+            producer.sequence = self.model.next_sequence(producer.producer_id)
+
+    @precondition(lambda self: self.log.log_end_offset > 0)
+    @rule(crashed=st.booleans())
+    def reopen(self, crashed: bool) -> None:
+        if crashed:
+            crash(self.log)
+        else:
+            self.log.close()
         self.log = self._open()
 
     @invariant()
@@ -335,4 +375,4 @@ class TransactionModel(RuleBasedStateMachine):
 
 
 TestTransactionModel = TransactionModel.TestCase
-TestTransactionModel.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+TestTransactionModel.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)

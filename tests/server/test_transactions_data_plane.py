@@ -8,9 +8,11 @@ coordinator would.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
+import aiokafka
 import kafka
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -373,6 +375,29 @@ def _kafka_python_values(broker: BackgroundBroker, isolation: str) -> list[bytes
         reader.close()
 
 
+async def _aiokafka_values_async(bootstrap_servers: str, isolation: str) -> list[bytes]:
+    reader = aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers, enable_auto_commit=False, isolation_level=isolation
+    )
+    await reader.start()
+    try:
+        partition = aiokafka.TopicPartition(TOPIC, 0)
+        reader.assign([partition])
+        await reader.seek_to_beginning(partition)
+        values: list[bytes] = []
+        async with asyncio.timeout(TIMEOUT_S):
+            while b"tail" not in values:
+                message = await reader.getone()
+                values.append(message.value or b"")
+        return values
+    finally:
+        await reader.stop()
+
+
+def _aiokafka_values(broker: BackgroundBroker, isolation: str) -> list[bytes]:
+    return asyncio.run(_aiokafka_values_async(broker.bootstrap_servers, isolation))
+
+
 def test_consumers_see_only_committed_records_when_read_committed(
     tickwheel_broker: BackgroundBroker, txns: Txns
 ) -> None:
@@ -383,3 +408,5 @@ def test_consumers_see_only_committed_records_when_read_committed(
     assert _confluent_values(tickwheel_broker, "read_uncommitted") == everything
     assert _kafka_python_values(tickwheel_broker, "read_committed") == committed
     assert _kafka_python_values(tickwheel_broker, "read_uncommitted") == everything
+    assert _aiokafka_values(tickwheel_broker, "read_committed") == committed
+    assert _aiokafka_values(tickwheel_broker, "read_uncommitted") == everything

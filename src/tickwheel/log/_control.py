@@ -121,16 +121,6 @@ def parse_end_txn_marker(record_key: bytes, record_value: bytes | None) -> EndTx
     return EndTxnMarker(control_type, coordinator_epoch)
 
 
-def is_control(header: BatchHeader) -> bool:
-    """Whether the batch is a control batch."""
-    return bool(header.attributes & CONTROL_FLAG_MASK)
-
-
-def is_transactional(header: BatchHeader) -> bool:
-    """Whether the batch belongs to a transaction (data or marker)."""
-    return bool(header.attributes & TRANSACTIONAL_FLAG_MASK)
-
-
 def read_control_batch(batch: bytes | memoryview, header: BatchHeader) -> EndTxnMarker | None:
     """The marker of a whole control ``batch``; None for an empty one.
 

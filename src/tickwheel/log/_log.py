@@ -13,6 +13,7 @@ the broker)::
     log-start-offset-checkpoint      offsets below this were deleted (DeleteRecords)
     replication-offset-checkpoint    the high watermark when last checkpointed
     00000000000000001234.txnindex    aborted transactions whose marker is in the segment
+    00000000000000001234.snapshot    producer state at that offset (taken at roll, close)
     leader-epoch-checkpoint          where each leader epoch starts
     cleaner-offset-checkpoint        compacted logs: where the cleaner's dirty part starts
 
@@ -90,10 +91,13 @@ Where this log departs from Kafka's, and why:
   flipped byte in a base offset, a field the CRC does not cover); Kafka never checks;
 - ``truncate_to`` removes a batch straddling the offset whole and the log end becomes
   its base offset (Kafka sets the log end to the offset regardless);
-- producer state has no ``.snapshot`` files: it is rebuilt from batch headers (and
-  each marker's record) on open and after a truncation, so a producer is forgotten
-  when its batches are gone, and every ``.txnindex`` is rebuilt in the same pass
-  (Kafka loads its newest snapshot and replays only the segments after it);
+- producer state: a ``<offset>.snapshot`` (Kafka's format) is taken at every roll
+  and at close, deleted with truncations past it and log start moves past it; open
+  and truncation load the newest one at or below the recovery point and the high
+  watermark (so no transaction completed before it awaits replication: a snapshot
+  does not keep those) and replay the batches after it, rewriting each
+  ``.txnindex`` that disagrees; with no usable snapshot everything is replayed.
+  Kafka takes the newest snapshot below the log end and trusts its index files;
   ``remove_expired_producers`` applies ``producer.id.expiration.ms``;
 - the leader epoch cache is rebuilt from the batch headers on open, in the same pass,
   and its file checked against it (Kafka trusts its file and re-reads only recovered
@@ -156,6 +160,7 @@ from tickwheel.log._errors import (
 from tickwheel.log._index import NO_TIMESTAMP
 from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache
 from tickwheel.log._offset_metadata import LogOffsetMetadata
+from tickwheel.log._producer_snapshot import delete_snapshots, write_snapshot
 from tickwheel.log._producer_state import (
     AppendOrigin,
     BatchAndMarker,
@@ -359,6 +364,8 @@ class Log:
         self._high_watermark = self._metadata_for(high_watermark)
         self._last_stable_offset = high_watermark
         self._update_last_stable_offset()
+        # The offset of the last snapshot this log wrote (None: none yet).
+        self._snapshot_offset: int | None = None
 
     @classmethod
     def open(
@@ -743,7 +750,26 @@ class Log:
         self._base_offsets.append(base_offset)
         self._rolled_since_flush = True
         self._update_log_end()
+        self._take_snapshot(base_offset)
         return segment
+
+    def _take_snapshot(self, offset: int) -> None:
+        """Write the producer-state snapshot at ``offset`` (the log end) unless written."""
+        if offset == self._snapshot_offset:
+            return
+        try:
+            write_snapshot(self._dir_path, offset, self._producers.snapshot())
+        except OSError as error:
+            raise LogStorageError(f"snapshot of {self._dir_path} failed: {error}") from error
+        self._snapshot_offset = offset
+
+    def _delete_snapshots(self, doomed: Callable[[int], bool]) -> None:
+        try:
+            delete_snapshots(self._dir_path, doomed)
+        except OSError as error:
+            raise LogStorageError(f"snapshots of {self._dir_path}: {error}") from error
+        if self._snapshot_offset is not None and doomed(self._snapshot_offset):
+            self._snapshot_offset = None
 
     # -- reads -------------------------------------------------------------------------
 
@@ -792,6 +818,9 @@ class Log:
         found: list[AbortedTxn] = []
         index = bisect.bisect_right(self._base_offsets, start_offset) - 1
         for segment in self._segments[max(index, 0) :]:
+            if not segment.txn_index.entries:
+                # Most segments hold no aborted transaction: skip the call.
+                continue
             entries, complete = segment.txn_index.collect(start_offset, upper_offset)
             found.extend(entries)
             if complete:
@@ -1010,6 +1039,7 @@ class Log:
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
+        self._delete_snapshots(lambda _: True)
         for segment in self._segments:
             # Not closed: slices handed out may still be sending from it.
             segment.delete()
@@ -1029,7 +1059,14 @@ class Log:
         self._high_watermark = self._metadata_for(
             max(min(self._high_watermark.message_offset, log_end), self._log_start_offset)
         )
-        replay_producer_state(self._segments, self._producers, self._high_watermark.message_offset)
+        high_watermark = self._high_watermark.message_offset
+        self._delete_snapshots(lambda offset: offset > log_end)
+        replay_producer_state(
+            self._segments,
+            self._producers,
+            high_watermark,
+            min(self._recovery_point, high_watermark, log_end),
+        )
         self._update_last_stable_offset()
         # A recovery point above the new end would make a later open trust bytes
         # appended after this truncation without checking them: lower it on disk now.
@@ -1111,7 +1148,9 @@ class Log:
             self._base_offsets.pop(0)
             # Not closed: slices handed out may still be sending from it.
             doomed.delete()
-        self._producers.on_log_start(self._log_start_offset)
+        log_start = self._log_start_offset
+        self._delete_snapshots(lambda offset: offset < log_start)
+        self._producers.on_log_start(log_start)
         self._update_last_stable_offset()
 
     # -- compaction (driven by ``_cleaner``) --------------------------------------------
@@ -1327,6 +1366,7 @@ class Log:
                 return
             try:
                 self._flush(self._clock_ms())
+                self._take_snapshot(self._log_end.message_offset)
             finally:
                 self._closed = True
                 for segment in self._segments:

@@ -34,12 +34,13 @@ record what the log holds. Transactions (``SL/ProducerAppendInfo.java``):
 transaction: the log's last stable offset is that offset when it is below the high
 watermark, else the high watermark.
 
-The state is not persisted: on open the log rebuilds it by replaying every batch
-header (and each marker's record), and after a truncation the same way, so it always
-agrees with the log; the replay also yields every aborted transaction, from which the
-log rebuilds the ``.txnindex`` files. A producer whose batches are all gone is
-forgotten at the next rebuild; ``remove_expired`` forgets idle producers without an
-open transaction after ``producer.id.expiration.ms``.
+Persistence: ``snapshot``/``rebuild(..., snapshot)`` save and load the state in
+Kafka's ``.snapshot`` entries (``_producer_snapshot``; each producer's last batch
+only). On open, and after a truncation, the log loads the newest usable snapshot and
+replays the batch headers (and each marker's record) after it; the replay also yields
+the aborted transactions, from which the log rebuilds the ``.txnindex`` entries past
+the snapshot. ``remove_expired`` forgets idle producers without an open transaction
+after ``producer.id.expiration.ms``.
 
 Concurrency: not thread-safe; the owning log's lock guards every call.
 """
@@ -60,6 +61,7 @@ from tickwheel.log._errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from tickwheel.log._producer_snapshot import SnapshotEntry
 from tickwheel.log._txn_index import AbortedTxn
 
 NUM_BATCHES_TO_RETAIN: Final = 5
@@ -307,14 +309,22 @@ class ProducerStateManager:
         entry.last_timestamp = max_timestamp_ms
         return None
 
-    def rebuild(self, batches: Iterable[BatchAndMarker], high_watermark: int) -> list[AbortedTxn]:
-        """Forget everything and replay the producer batches among ``batches``.
+    def rebuild(
+        self,
+        batches: Iterable[BatchAndMarker],
+        high_watermark: int,
+        snapshot: list[SnapshotEntry] | None = None,
+    ) -> list[AbortedTxn]:
+        """Forget everything, load ``snapshot`` if given, and replay the producer
+        batches among ``batches`` (those after the snapshot).
 
         Returns every aborted transaction met, in marker order.
         """
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()
+        if snapshot is not None:
+            self._load(snapshot)
         aborted: list[AbortedTxn] = []
         for header, marker in batches:
             if header.producer_id >= 0:
@@ -325,6 +335,48 @@ class ProducerStateManager:
                     self.on_high_watermark(high_watermark)
         self.on_high_watermark(high_watermark)
         return aborted
+
+    def _load(self, snapshot: list[SnapshotEntry]) -> None:
+        open_txns: list[tuple[int, int]] = []
+        for saved in snapshot:
+            entry = ProducerStateEntry(saved.producer_id, saved.producer_epoch)
+            entry.coordinator_epoch = saved.coordinator_epoch
+            entry.last_timestamp = saved.timestamp
+            entry.current_txn_first_offset = saved.current_txn_first_offset
+            if saved.last_offset >= 0:
+                entry.batches.append(
+                    BatchMetadata(
+                        _decrement_sequence(saved.last_sequence, saved.offset_delta),
+                        saved.last_sequence,
+                        saved.last_offset - saved.offset_delta,
+                        saved.last_offset,
+                        saved.timestamp,
+                    )
+                )
+            if saved.current_txn_first_offset >= 0:
+                open_txns.append((saved.current_txn_first_offset, saved.producer_id))
+            self.producers[saved.producer_id] = entry
+        for first_offset, producer_id in sorted(open_txns):
+            self.ongoing[first_offset] = producer_id
+
+    def snapshot(self) -> list[SnapshotEntry]:
+        """Every producer as a snapshot keeps it (its last batch only)."""
+        entries = []
+        for entry in self.producers.values():
+            last = entry.batches[-1] if entry.batches else None
+            entries.append(
+                SnapshotEntry(
+                    entry.producer_id,
+                    entry.producer_epoch,
+                    NO_SEQUENCE if last is None else last.last_seq,
+                    NO_OFFSET if last is None else last.last_offset,
+                    0 if last is None else last.last_offset - last.first_offset,
+                    entry.last_timestamp,
+                    entry.coordinator_epoch,
+                    entry.current_txn_first_offset,
+                )
+            )
+        return entries
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open or unreplicated transaction, None if none."""
@@ -372,6 +424,13 @@ class ProducerStateManager:
             )
             for entry in self.producers.values()
         ]
+
+
+def _decrement_sequence(sequence: int, decrement: int) -> int:
+    """``sequence - decrement`` with sequences wrapping after 2^31 - 1."""
+    if sequence < decrement:
+        return _MAX_SEQUENCE - (decrement - sequence) + 1
+    return sequence - decrement
 
 
 def _check_marker(producer_id: int, epoch: int, marker: EndTxnMarker, state: _Pending) -> None:

@@ -32,13 +32,17 @@ The procedure ``load_log`` follows on every open (after a clean close or a crash
    longest valid prefix.
 5. Segments wholly below the log start offset are deleted; an empty directory gets
    an empty segment at the log start offset.
-6. Producer state and the leader epoch cache are rebuilt by reading every batch
-   header (not the records, except each transaction marker's one record), and each
-   segment's ``.txnindex`` from the ABORT markers it holds, rewritten if the file
-   disagrees (torn, missing or stale): each epoch starts at the first batch carrying an epoch
-   newer than every batch's before it (Kafka's recovery rule), the first one moved up
-   to the log start, none at or past the log end; ``leader-epoch-checkpoint`` is
-   checked against that and rewritten if it differs (see ``_leader_epoch``).
+6. Producer state is loaded from the newest snapshot in [log start, min(recovery
+   point, high watermark)] that reads back (bad ones are deleted; snapshots outside
+   [log start, log end] too), the ``.txnindex`` entries below it from their files
+   (which must check out, or the snapshot is not used), and the batches after it are
+   replayed (headers, plus each transaction marker's one record), rebuilding the
+   ``.txnindex`` entries past it; each file that disagrees is rewritten. The leader
+   epoch cache is rebuilt by reading every batch header: each epoch starts at the
+   first batch carrying an epoch newer than every batch's before it (Kafka's recovery
+   rule), the first one moved up to the log start, none at or past the log end;
+   ``leader-epoch-checkpoint`` is checked against that and rewritten if it differs
+   (see ``_leader_epoch``).
 7. The log end offset is the end of the last segment; the recovery point and the high
    watermark are clamped into [log start, log end].
 
@@ -63,6 +67,12 @@ from tickwheel.log._config import LogConfig
 from tickwheel.log._control import read_control_batch
 from tickwheel.log._errors import LogError
 from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache, load_leader_epoch_cache
+from tickwheel.log._producer_snapshot import (
+    SnapshotEntry,
+    delete_snapshots,
+    read_snapshot,
+    snapshot_offsets,
+)
 from tickwheel.log._producer_state import BatchAndMarker, ProducerStateManager
 from tickwheel.log._segment import (
     INDEX_SUFFIX,
@@ -162,13 +172,21 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
     producer_state = ProducerStateManager()
     batch_epochs: list[EpochEntry] = []
     clamped_high_watermark = min(max(high_watermark, log_start), log_end)
+    clamped_recovery_point = min(max(recovery_point, log_start), log_end)
+    # Snapshots past the log end (a cut tail, an unfinished truncation) or below the
+    # log start describe another log.
+    delete_snapshots(dir_path, lambda offset: not log_start <= offset <= log_end)
     replay_producer_state(
-        segments, producer_state, clamped_high_watermark, _epoch_noter(batch_epochs)
+        segments,
+        producer_state,
+        clamped_high_watermark,
+        min(clamped_recovery_point, clamped_high_watermark),
+        _epoch_noter(batch_epochs),
     )
     return LoadedLog(
         segments=segments,
         log_start_offset=log_start,
-        recovery_point=min(max(recovery_point, log_start), log_end),
+        recovery_point=clamped_recovery_point,
         high_watermark=clamped_high_watermark,
         producer_state=producer_state,
         leader_epochs=load_leader_epoch_cache(
@@ -184,30 +202,83 @@ def replay_producer_state(
     segments: list[LogSegment],
     producer_state: ProducerStateManager,
     high_watermark: int,
+    snapshot_limit: int,
     on_header: Callable[[BatchHeader], None] | None = None,
 ) -> None:
-    """Rebuild the producer state from every batch of the log, and each segment's
-    ``.txnindex`` from the ABORT markers it holds (rewriting a file that disagrees).
+    """Rebuild the producer state and each segment's ``.txnindex`` from the log.
 
-    Reads batch headers only, plus the one record of each control batch.
+    Starts from the newest usable snapshot (``_usable_snapshot``) at or below
+    ``snapshot_limit``, trusting the ``.txnindex`` entries below it, else from nothing;
+    then replays the batches after it (headers only, plus each control batch's record),
+    and rewrites each ``.txnindex`` that disagrees with the result. ``on_header`` sees
+    every header of the log, replayed or not.
     """
-    aborted = producer_state.rebuild(_batches_and_markers(segments, on_header), high_watermark)
+    dir_path = os.path.dirname(segments[0].file.path)
+    usable = _usable_snapshot(dir_path, segments, snapshot_limit)
+    start, snapshot, kept = usable if usable is not None else (0, None, [[] for _ in segments])
+    aborted = producer_state.rebuild(
+        _batches_and_markers(segments, on_header, start), high_watermark, snapshot
+    )
     base_offsets = [segment.base_offset for segment in segments]
-    per_segment: list[list[AbortedTxn]] = [[] for _ in segments]
     for entry in aborted:
-        per_segment[max(bisect.bisect_right(base_offsets, entry.last_offset) - 1, 0)].append(entry)
-    for segment, entries in zip(segments, per_segment, strict=True):
+        kept[max(bisect.bisect_right(base_offsets, entry.last_offset) - 1, 0)].append(entry)
+    for segment, entries in zip(segments, kept, strict=True):
         segment.txn_index.replace(entries)
 
 
+def _usable_snapshot(
+    dir_path: str, segments: list[LogSegment], limit: int
+) -> tuple[int, list[SnapshotEntry], list[list[AbortedTxn]]] | None:
+    """The newest snapshot in [log start, ``limit``] that reads back, with the
+    ``.txnindex`` entries of each segment below it, or None.
+
+    The caller's limit is at most the recovery point (so the index files below it were
+    fsynced with their segments) and the high watermark (so no transaction completed
+    below it waits for replication: a snapshot does not keep those). A snapshot whose
+    index files do not check out (torn, out of order, outside their segment) is not
+    used: the full replay rebuilds them.
+    """
+    log_start = segments[0].base_offset
+    for offset in reversed(snapshot_offsets(dir_path)):
+        if not log_start <= offset <= limit:
+            continue
+        try:
+            snapshot = read_snapshot(dir_path, offset)
+        except (OSError, ValueError) as error:
+            _log.warning("%s: snapshot at %d is unreadable (%s); deleted", dir_path, offset, error)
+            delete_snapshots(dir_path, offset.__eq__)
+            continue
+        kept: list[list[AbortedTxn]] = []
+        for i, segment in enumerate(segments):
+            if segment.base_offset >= offset:
+                # Rebuilt by the replay: whatever its file holds does not matter.
+                kept.append([])
+                continue
+            end = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            entries = segment.txn_index.read_file(segment.base_offset, end)
+            if entries is None:
+                return None
+            kept.append([entry for entry in entries if entry.last_offset < offset])
+        return offset, snapshot, kept
+    return None
+
+
 def _batches_and_markers(
-    segments: list[LogSegment], on_header: Callable[[BatchHeader], None] | None
+    segments: list[LogSegment],
+    on_header: Callable[[BatchHeader], None] | None,
+    from_offset: int,
 ) -> Iterator[BatchAndMarker]:
-    """Every batch header of the log, oldest first, with its marker if it is one."""
-    for segment in segments:
+    """Every batch of the log from ``from_offset``, oldest first, with its marker if
+    it is one (``on_header`` sees the earlier headers too)."""
+    for i, segment in enumerate(segments):
+        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if on_header is None and next_base is not None and next_base <= from_offset:
+            continue
         for position, header in segment.iter_headers(0, segment.size_bytes, _FULL_SCAN_CHUNK_BYTES):
             if on_header is not None:
                 on_header(header)
+            if header.base_offset < from_offset:
+                continue
             marker = None
             if header.attributes & CONTROL_FLAG_MASK:
                 try:

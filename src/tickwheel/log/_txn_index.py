@@ -67,6 +67,26 @@ class TransactionIndex:
         self.path = path
         self.entries: list[AbortedTxn] = []
 
+    def read_file(self, base_offset: int, end_offset: int | None) -> list[AbortedTxn] | None:
+        """The file's entries if they check out (whole, markers increasing and inside
+        [``base_offset``, ``end_offset``)), else None; no file is no entries."""
+        try:
+            with open(self.path, "rb") as file:
+                data = file.read()
+        except FileNotFoundError:
+            return []
+        if len(data) % ENTRY_BYTES:
+            return None
+        entries = parse_entries(data)
+        previous = base_offset - 1
+        for entry in entries:
+            if entry.last_offset <= previous or (
+                end_offset is not None and entry.last_offset >= end_offset
+            ):
+                return None
+            previous = entry.last_offset
+        return entries
+
     def append(self, entry: AbortedTxn) -> None:
         """Add an entry; its marker must come after every entry's (as Kafka checks)."""
         if self.entries and entry.last_offset <= self.entries[-1].last_offset:
