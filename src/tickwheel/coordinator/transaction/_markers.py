@@ -23,9 +23,9 @@ NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT an
 KAFKA_STORAGE_ERROR retry it (logged at INFO, as Kafka does);
 UNSUPPORTED_FOR_MESSAGE_FORMAT and UNSUPPORTED_VERSION skip it; INVALID_PRODUCER_EPOCH
 and TRANSACTION_COORDINATOR_FENCED stop the sending (a newer producer epoch or
-coordinator owns the transaction); anything else is a bug, logged, and stops it too. Before applying answers, a transaction whose coordinator
-epoch changed or that is no longer coordinated here is dropped (its new coordinator
-completes it). A Complete append that fails with COORDINATOR_NOT_AVAILABLE is retried.
+coordinator owns the transaction); anything else is a bug, logged, and stops it too.
+Before applying answers, a transaction whose coordinator epoch changed or that is no
+longer coordinated here is dropped (its new coordinator completes it). A Complete append that fails with COORDINATOR_NOT_AVAILABLE is retried.
 
 Concurrency: event-loop thread only; retries run on a timer of the broker's
 ``LoopTimers``, sender tasks on the loop.
