@@ -25,7 +25,8 @@ UNSUPPORTED_FOR_MESSAGE_FORMAT and UNSUPPORTED_VERSION skip it; INVALID_PRODUCER
 and TRANSACTION_COORDINATOR_FENCED stop the sending (a newer producer epoch or
 coordinator owns the transaction); anything else is a bug, logged, and stops it too.
 Before applying answers, a transaction whose coordinator epoch changed or that is no
-longer coordinated here is dropped (its new coordinator completes it). A Complete append that fails with COORDINATOR_NOT_AVAILABLE is retried.
+longer coordinated here is dropped (its new coordinator completes it). A Complete
+append that fails with COORDINATOR_NOT_AVAILABLE is retried.
 
 Concurrency: event-loop thread only; retries run on a timer of the broker's
 ``LoopTimers``, sender tasks on the loop.
