@@ -14,7 +14,7 @@ PrepareCommit and sends the markers again until the transaction completes.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,14 +152,14 @@ def _others(cluster: LocalCluster, broker_id: int) -> list[int]:
     return [b.broker_id for b in cluster.brokers if b.broker_id != broker_id]
 
 
-def _group_away_from(cluster: LocalCluster, broker_id: int) -> tuple[str, int]:
-    """A group id whose group coordinator is not broker ``broker_id``, and its coordinator."""
+def _group_coordinated_by(cluster: LocalCluster, brokers: Collection[int]) -> str:
+    """A group id whose group coordinator is one of ``brokers``."""
     for index in range(100):
         group = f"txn-group-{index}"
         node, _ = _find(cluster, group, GROUP_KEY)
-        if node != broker_id:
-            return group, node
-    raise AssertionError(f"every group tried is coordinated by broker {broker_id}")
+        if node in brokers:
+            return group
+    raise AssertionError(f"no group tried is coordinated by brokers {brokers}")
 
 
 def _producer(cluster: LocalCluster) -> Producer:
@@ -211,8 +211,7 @@ def test_markers_reach_partitions_and_offsets_on_other_brokers(txn_cluster: Loca
     coordinator, servers = _coordinator(cluster)
     first, second = _others(cluster, coordinator)
     create_topic(cluster, "data", [[first, second, coordinator], [second, coordinator, first]])
-    group, group_coordinator = _group_away_from(cluster, coordinator)
-    assert group_coordinator != coordinator
+    group = _group_coordinated_by(cluster, (first, second))
     group_member = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
     producer = _producer(cluster)
     try:
@@ -256,19 +255,30 @@ def _committed_offsets(group_member: Consumer) -> list[int]:
 def test_a_transaction_in_prepare_commit_completes_after_its_coordinator_dies(
     txn_cluster: LocalCluster,
 ) -> None:
-    """The leader of partition 0 is paused while the transaction commits: EndTxn is
-    answered once PrepareCommit is in ``__transaction_state`` (the paused broker drops
-    out of its ISR), the marker to partition 1 is written, the one to partition 0
-    cannot be. The coordinator is killed then, the paused broker resumed: the state
-    partition's new leader loads PrepareCommit and completes the commit."""
+    """The leader of partition 0, also the group coordinator of the offsets sent with
+    the transaction, is paused while the transaction commits: EndTxn is answered once
+    PrepareCommit is in ``__transaction_state`` (the paused broker drops out of its
+    ISR), the marker to partition 1 is written, those to partition 0 and to the
+    group's offsets partition cannot be. The coordinator is killed then, the paused
+    broker resumed: the state partition's new leader loads PrepareCommit and completes
+    the commit, offsets included."""
     cluster = txn_cluster
     coordinator, servers = _coordinator(cluster)
     paused, other = _others(cluster, coordinator)
     create_topic(cluster, "data", [[paused, other, coordinator], [other, paused, coordinator]])
+    group_member = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": _group_coordinated_by(cluster, (paused,)),
+        }
+    )
     producer = _producer(cluster)
     producer.init_transactions(WAIT_S)
     producer.begin_transaction()
     committed = _produce(producer, "c", 20)
+    producer.send_offsets_to_transaction(
+        _offsets(7), group_member.consumer_group_metadata(), WAIT_S
+    )
     assert producer.flush(WAIT_S) == 0
     cluster.brokers[paused].pause()
     try:
@@ -286,6 +296,10 @@ def test_a_transaction_in_prepare_commit_completes_after_its_coordinator_dies(
 
     wait_for(completed, f"broker {new_coordinator} to complete the commit", timeout_s=WAIT_S)
     assert sorted(_read(cluster, committed=True, count=len(committed))) == sorted(committed)
+    try:
+        assert _committed_offsets(group_member) == [7, 7]
+    finally:
+        group_member.close()
     # The LSO moved past the commit: the next transaction is delivered too.
     producer.begin_transaction()
     committed += _produce(producer, "d", 10)
