@@ -5,10 +5,12 @@ replica and goes on coordinating it.
 
 With confluent-kafka clients: the markers of committed and aborted transactions reach
 data partitions and a group coordinator on other brokers (WriteTxnMarkers), so a
-read_committed consumer sees exactly the committed records; and a coordinator killed
-while its transaction is in PrepareCommit (a data partition's leader paused, so that its
-marker cannot be written) is replaced by the partition's new leader, which loads
-PrepareCommit and sends the markers again until the transaction completes.
+read_committed consumer sees exactly the committed records; a coordinator killed or
+stopped while its transaction is in PrepareCommit (a data partition's leader paused, so
+that its marker cannot be written) is replaced by the state partition's new leader,
+which loads PrepareCommit and sends the markers again until the transaction completes;
+and a marker refused with NOT_LEADER_OR_FOLLOWER by a partition's former leader is sent
+again to the new one. SIGSTOP makes each of these states happen on purpose, not by luck.
 """
 
 from __future__ import annotations
@@ -252,19 +254,23 @@ def _committed_offsets(group_member: Consumer) -> list[int]:
     return [tp.offset for tp in group_member.committed(_offsets(0), timeout=WAIT_S)]
 
 
+@pytest.mark.parametrize("ending", ["killed", "stopped"])
 def test_a_transaction_in_prepare_commit_completes_after_its_coordinator_dies(
-    txn_cluster: LocalCluster,
+    txn_cluster: LocalCluster, ending: str
 ) -> None:
     """The leader of partition 0, also the group coordinator of the offsets sent with
     the transaction, is paused while the transaction commits: EndTxn is answered once
     PrepareCommit is in ``__transaction_state`` (the paused broker drops out of its
     ISR), the marker to partition 1 is written, those to partition 0 and to the
-    group's offsets partition cannot be. The coordinator is killed then, the paused
-    broker resumed: the state partition's new leader loads PrepareCommit and completes
-    the commit, offsets included."""
+    group's offsets partition cannot be. The coordinator is then killed (its
+    ZooKeeper session expires) or stopped (its controlled shutdown hands the state
+    partition over; the paused broker is not the controller, which must answer), the
+    paused broker resumed: the state partition's new leader loads PrepareCommit and
+    completes the commit, offsets included."""
     cluster = txn_cluster
     coordinator, servers = _coordinator(cluster)
-    paused, other = _others(cluster, coordinator)
+    controller = cluster.controller_id()
+    paused, other = sorted(_others(cluster, coordinator), key=lambda b: b == controller)
     create_topic(cluster, "data", [[paused, other, coordinator], [other, paused, coordinator]])
     group_member = Consumer(
         {
@@ -285,7 +291,10 @@ def test_a_transaction_in_prepare_commit_completes_after_its_coordinator_dies(
         producer.commit_transaction(WAIT_S)
         state = _state(servers)
         assert (state.error_code, state.transaction_state) == (E.none, "PrepareCommit")
-        cluster.brokers[coordinator].kill()
+        if ending == "killed":
+            cluster.brokers[coordinator].kill()
+        else:
+            assert cluster.brokers[coordinator].stop() == 0
     finally:
         cluster.brokers[paused].resume()
     new_coordinator, new_servers = _coordinator(cluster, other_than=coordinator)
