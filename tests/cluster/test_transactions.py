@@ -51,6 +51,9 @@ PROPERTIES = {
     **CLUSTER_PROPERTIES,
     "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
     "offsets.topic.num.partitions": str(STATE_PARTITIONS),
+    # A hand-over racing the controller's ISR writes at teardown retries sooner than
+    # Kafka's 5 s.
+    "controlled.shutdown.retry.backoff.ms": "500",
 }
 
 
