@@ -1,15 +1,27 @@
 """The transaction coordinator in a cluster: the coordinator of a transactional id is
 the leader of its ``__transaction_state`` partition (three replicas), found from any
 broker; when it dies, the partition's new leader loads the open transaction from its
-replica and goes on coordinating it (markers to other brokers are the log side's)."""
+replica and goes on coordinating it.
+
+With confluent-kafka clients: the markers of committed and aborted transactions reach
+data partitions and a group coordinator on other brokers (WriteTxnMarkers), so a
+read_committed consumer sees exactly the committed records; a coordinator killed or
+stopped while its transaction is in PrepareCommit (a data partition's leader paused, so
+that its marker cannot be written) is replaced by the state partition's new leader,
+which loads PrepareCommit and sends the markers again until the transaction completes;
+and a marker refused with NOT_LEADER_OR_FOLLOWER by a partition's former leader is sent
+again to the new one. SIGSTOP makes each of these states happen on purpose, not by luck.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from server.wire import WireClient
@@ -26,13 +38,22 @@ TXN_ID = "cluster-tx"
 STATE_PARTITIONS = 3
 REPLICATION = 3
 FIND_COORDINATOR = 10
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
 INIT_PRODUCER_ID = 22
 ADD_PARTITIONS = 24
 DESCRIBE_TRANSACTIONS = 65
 TIMEOUT_MS = 600_000
+DATA_PARTITIONS = 2
+POLL_S = 0.2
+SETTLE_S = 1.0
 PROPERTIES = {
     **CLUSTER_PROPERTIES,
     "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
+    "offsets.topic.num.partitions": str(STATE_PARTITIONS),
+    # A hand-over racing the controller's ISR writes at teardown retries sooner than
+    # Kafka's 5 s.
+    "controlled.shutdown.retry.backoff.ms": "500",
 }
 
 
@@ -56,7 +77,9 @@ def _call(servers: str, api_key: int, version: int, values: dict[str, Any]) -> A
         client.close()
 
 
-def _coordinator(cluster: LocalCluster, other_than: int = -1) -> tuple[int, str]:
+def _find(cluster: LocalCluster, key: str, key_type: int, other_than: int = -1) -> tuple[int, str]:
+    """The coordinator of ``key`` (FindCoordinator v1 to the running brokers), once one
+    other than broker ``other_than`` answers."""
     found: list[Any] = []
 
     def answered() -> bool:
@@ -64,20 +87,24 @@ def _coordinator(cluster: LocalCluster, other_than: int = -1) -> tuple[int, str]
             if not broker.running:
                 continue
             body = _call(
-                broker.bootstrap_servers, FIND_COORDINATOR, 1, {"key": TXN_ID, "key_type": 1}
+                broker.bootstrap_servers, FIND_COORDINATOR, 1, {"key": key, "key_type": key_type}
             )
             if body.error_code == E.none and body.node_id != other_than:
                 found[:] = [body]
                 return True
         return False
 
-    wait_for(answered, "a coordinator for the transactional id", timeout_s=2 * WAIT_S)
+    wait_for(answered, f"a coordinator for {key!r}", timeout_s=2 * WAIT_S)
     body = found[0]
     return int(body.node_id), f"{body.host}:{body.port}"
 
 
-def _state(servers: str) -> Any:
-    body = _call(servers, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TXN_ID]})
+def _coordinator(cluster: LocalCluster, other_than: int = -1) -> tuple[int, str]:
+    return _find(cluster, TXN_ID, TRANSACTION_KEY, other_than)
+
+
+def _state(servers: str, transactional_id: str = TXN_ID) -> Any:
+    body = _call(servers, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]})
     return body.transaction_states[0]
 
 
@@ -124,3 +151,214 @@ def test_a_new_coordinator_takes_over_an_open_transaction(txn_cluster: LocalClus
     state = _state(new_servers)
     assert (state.transaction_state, state.producer_id) == ("Ongoing", init.producer_id)
     assert {(t.topic, t.partitions) for t in state.topics} == {("data", (0, 1))}
+
+
+def _others(cluster: LocalCluster, broker_id: int) -> list[int]:
+    return [b.broker_id for b in cluster.brokers if b.broker_id != broker_id]
+
+
+def _group_coordinated_by(cluster: LocalCluster, brokers: Collection[int]) -> str:
+    """A group id whose group coordinator is one of ``brokers``."""
+    for index in range(100):
+        group = f"txn-group-{index}"
+        node, _ = _find(cluster, group, GROUP_KEY)
+        if node in brokers:
+            return group
+    raise AssertionError(f"no group tried is coordinated by brokers {brokers}")
+
+
+def _producer(cluster: LocalCluster) -> Producer:
+    return Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": TXN_ID})
+
+
+def _produce(producer: Producer, prefix: str, count: int) -> list[bytes]:
+    values = [f"{prefix}{i}".encode() for i in range(count)]
+    for i, value in enumerate(values):
+        producer.produce("data", value, partition=i % DATA_PARTITIONS)
+    return values
+
+
+def _read(cluster: LocalCluster, *, committed: bool, count: int) -> list[bytes]:
+    """Every value of ``data`` from the start, read until there are ``count`` (then a
+    little longer, so that anything wrongly delivered would show)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "txn-reader",
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition("data", p, 0) for p in range(DATA_PARTITIONS)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + WAIT_S
+        settle: float | None = None
+        while settle is None or time.monotonic() < settle:
+            assert time.monotonic() < deadline, f"read only {sorted(values)}"
+            message = consumer.poll(POLL_S)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+            if settle is None and len(values) >= count:
+                settle = time.monotonic() + SETTLE_S
+        return values
+    finally:
+        consumer.close()
+
+
+def _offsets(offset: int) -> list[TopicPartition]:
+    return [TopicPartition("data", p, offset) for p in range(DATA_PARTITIONS)]
+
+
+def test_markers_reach_partitions_and_offsets_on_other_brokers(txn_cluster: LocalCluster) -> None:
+    cluster = txn_cluster
+    coordinator, servers = _coordinator(cluster)
+    first, second = _others(cluster, coordinator)
+    create_topic(cluster, "data", [[first, second, coordinator], [second, coordinator, first]])
+    group = _group_coordinated_by(cluster, (first, second))
+    group_member = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    producer = _producer(cluster)
+    try:
+        producer.init_transactions(WAIT_S)
+        committed = _produce_transaction(producer, group_member, "c", 10, commit=True)
+        aborted = _produce_transaction(producer, group_member, "a", 99, commit=False)
+        assert _committed_offsets(group_member) == [10, 10]
+        committed += _produce_transaction(producer, group_member, "d", 20, commit=True)
+        assert _committed_offsets(group_member) == [20, 20]
+    finally:
+        group_member.close()
+    state = _state(servers)
+    assert (state.error_code, state.transaction_state) == (E.none, "CompleteCommit")
+    assert sorted(_read(cluster, committed=True, count=len(committed))) == sorted(committed)
+    everything = committed + aborted
+    assert sorted(_read(cluster, committed=False, count=len(everything))) == sorted(everything)
+
+
+def _produce_transaction(
+    producer: Producer, group_member: Consumer, prefix: str, offset: int, *, commit: bool
+) -> list[bytes]:
+    """One transaction of ten records over both partitions, committing ``offset`` for
+    both as the group's; committed or aborted."""
+    producer.begin_transaction()
+    values = _produce(producer, prefix, 10)
+    producer.send_offsets_to_transaction(
+        _offsets(offset), group_member.consumer_group_metadata(), WAIT_S
+    )
+    if commit:
+        producer.commit_transaction(WAIT_S)
+    else:
+        assert producer.flush(WAIT_S) == 0
+        producer.abort_transaction(WAIT_S)
+    return values
+
+
+def _committed_offsets(group_member: Consumer) -> list[int]:
+    return [tp.offset for tp in group_member.committed(_offsets(0), timeout=WAIT_S)]
+
+
+@pytest.mark.parametrize("ending", ["killed", "stopped"])
+def test_a_transaction_in_prepare_commit_completes_after_its_coordinator_dies(
+    txn_cluster: LocalCluster, ending: str
+) -> None:
+    """The leader of partition 0, also the group coordinator of the offsets sent with
+    the transaction, is paused while the transaction commits: EndTxn is answered once
+    PrepareCommit is in ``__transaction_state`` (the paused broker drops out of its
+    ISR), the marker to partition 1 is written, those to partition 0 and to the
+    group's offsets partition cannot be. The coordinator is then killed (its
+    ZooKeeper session expires) or stopped (its controlled shutdown hands the state
+    partition over; the paused broker is not the controller, which must answer), the
+    paused broker resumed: the state partition's new leader loads PrepareCommit and
+    completes the commit, offsets included."""
+    cluster = txn_cluster
+    coordinator, servers = _coordinator(cluster)
+    controller = cluster.controller_id()
+    paused, other = sorted(_others(cluster, coordinator), key=lambda b: b == controller)
+    create_topic(cluster, "data", [[paused, other, coordinator], [other, paused, coordinator]])
+    group_member = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": _group_coordinated_by(cluster, (paused,)),
+        }
+    )
+    producer = _producer(cluster)
+    producer.init_transactions(WAIT_S)
+    producer.begin_transaction()
+    committed = _produce(producer, "c", 20)
+    producer.send_offsets_to_transaction(
+        _offsets(7), group_member.consumer_group_metadata(), WAIT_S
+    )
+    assert producer.flush(WAIT_S) == 0
+    cluster.brokers[paused].pause()
+    try:
+        producer.commit_transaction(WAIT_S)
+        state = _state(servers)
+        assert (state.error_code, state.transaction_state) == (E.none, "PrepareCommit")
+        if ending == "killed":
+            cluster.brokers[coordinator].kill()
+        else:
+            assert cluster.brokers[coordinator].stop() == 0
+    finally:
+        cluster.brokers[paused].resume()
+    new_coordinator, new_servers = _coordinator(cluster, other_than=coordinator)
+
+    def completed() -> bool:
+        state = _state(new_servers)
+        return state.error_code == E.none and state.transaction_state == "CompleteCommit"
+
+    wait_for(completed, f"broker {new_coordinator} to complete the commit", timeout_s=WAIT_S)
+    assert sorted(_read(cluster, committed=True, count=len(committed))) == sorted(committed)
+    try:
+        assert _committed_offsets(group_member) == [7, 7]
+    finally:
+        group_member.close()
+    # The LSO moved past the commit: the next transaction is delivered too.
+    producer.begin_transaction()
+    committed += _produce(producer, "d", 10)
+    producer.commit_transaction(WAIT_S)
+    assert sorted(_read(cluster, committed=True, count=len(committed))) == sorted(committed)
+
+
+def test_a_marker_follows_its_partition_to_a_new_leader(txn_cluster: LocalCluster) -> None:
+    """The leader of partition 0 is paused while the transaction commits, so the
+    coordinator's marker waits in its socket; its ZooKeeper session expires and the
+    partition moves to another replica. Resumed, the old leader either refuses the
+    marker or appends it and, on learning it follows, fails the append: either way
+    NOT_LEADER_OR_FOLLOWER, and the coordinator sends the marker to the new leader."""
+    cluster = txn_cluster
+    coordinator, servers = _coordinator(cluster)
+    moved, new_leader = _others(cluster, coordinator)
+    create_topic(
+        cluster, "data", [[moved, new_leader, coordinator], [new_leader, moved, coordinator]]
+    )
+    producer = _producer(cluster)
+    producer.init_transactions(WAIT_S)
+    producer.begin_transaction()
+    committed = _produce(producer, "c", 20)
+    assert producer.flush(WAIT_S) == 0
+    cluster.brokers[moved].pause()
+    try:
+        producer.commit_transaction(WAIT_S)
+        state = _state(servers)
+        assert (state.error_code, state.transaction_state) == (E.none, "PrepareCommit")
+
+        def moved_away() -> bool:
+            partition = cluster.partition_state("data", 0)
+            return partition is not None and partition.leader == new_leader
+
+        wait_for(moved_away, f"broker {new_leader} to lead data-0", timeout_s=WAIT_S)
+    finally:
+        cluster.brokers[moved].resume()
+
+    def completed() -> bool:
+        state = _state(servers)
+        return state.error_code == E.none and state.transaction_state == "CompleteCommit"
+
+    wait_for(completed, f"broker {coordinator} to complete the commit", timeout_s=WAIT_S)
+    output = cluster.brokers[coordinator].output.read_text(encoding="utf-8", errors="replace")
+    assert "marker for data-0 refused with not_leader_or_follower" in output
+    assert sorted(_read(cluster, committed=True, count=len(committed))) == sorted(committed)
+    producer.begin_transaction()
+    committed += _produce(producer, "d", 10)
+    producer.commit_transaction(WAIT_S)
+    assert sorted(_read(cluster, committed=True, count=len(committed))) == sorted(committed)

@@ -20,12 +20,13 @@ writes CompleteCommit/CompleteAbort (Kafka's ``TransactionMarkerChannelManager``
 
 Per partition answer: NONE removes it from the transaction; UNKNOWN_TOPIC_OR_PARTITION,
 NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT and
-KAFKA_STORAGE_ERROR retry it; UNSUPPORTED_FOR_MESSAGE_FORMAT and UNSUPPORTED_VERSION
-skip it; INVALID_PRODUCER_EPOCH and TRANSACTION_COORDINATOR_FENCED stop the sending (a
-newer producer epoch or coordinator owns the transaction); anything else is a bug,
-logged, and stops it too. Before applying answers, a transaction whose coordinator
-epoch changed or that is no longer coordinated here is dropped (its new coordinator
-completes it). A Complete append that fails with COORDINATOR_NOT_AVAILABLE is retried.
+KAFKA_STORAGE_ERROR retry it (logged at INFO, as Kafka does);
+UNSUPPORTED_FOR_MESSAGE_FORMAT and UNSUPPORTED_VERSION skip it; INVALID_PRODUCER_EPOCH
+and TRANSACTION_COORDINATOR_FENCED stop the sending (a newer producer epoch or
+coordinator owns the transaction); anything else is a bug, logged, and stops it too.
+Before applying answers, a transaction whose coordinator epoch changed or that is no
+longer coordinated here is dropped (its new coordinator completes it). A Complete
+append that fails with COORDINATOR_NOT_AVAILABLE is retried.
 
 Concurrency: event-loop thread only; retries run on a timer of the broker's
 ``LoopTimers``, sender tasks on the loop.
@@ -203,6 +204,12 @@ class TransactionMarkerChannelManager:
                 if tp in entry.metadata.topic_partitions:
                     entry.metadata.remove_partition(tp)
             elif error in _RETRY:
+                _log.info(
+                    "%s: marker for %s refused with %s; sending it again",
+                    entry.transactional_id,
+                    tp,
+                    error.name,
+                )
                 retry.add(tp)
             else:
                 level = logging.INFO if error in _FENCED else logging.ERROR
