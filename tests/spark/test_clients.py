@@ -1,13 +1,19 @@
-"""librdkafka clients: a bad ``kafka.*`` option fails with this layer's error."""
+"""librdkafka clients: a bad ``kafka.*`` option fails with this layer's error; the
+planner's latest offsets follow the readers' isolation level."""
 
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from tickwheel.server import BackgroundBroker
 from tickwheel.spark import SparkKafkaError
 from tickwheel.spark._clients import KafkaMetadata, reader_consumer, writer_producer
+from tickwheel.spark._offsets import LATEST
 
 BAD = (("bootstrap.servers", "127.0.0.1:9"), ("key.deserializer", "org.example.Java"))
+WAIT_S = 30.0
 
 
 def test_unknown_client_setting_is_refused_with_a_clear_error() -> None:
@@ -17,3 +23,28 @@ def test_unknown_client_setting_is_refused_with_a_clear_error() -> None:
         writer_producer(BAD)
     with pytest.raises(SparkKafkaError, match=r"kafka\.\* options"):
         KafkaMetadata(BAD).partition_counts()
+
+
+@pytest.mark.integration
+def test_latest_offsets_end_where_the_readers_isolation_can_read(
+    tickwheel_broker: BackgroundBroker,
+) -> None:
+    """With a transaction open, a read_committed reader (librdkafka's default) gets no
+    further than the last stable offset: that is where the planner's ranges end."""
+    servers = tickwheel_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic("planned", 1, 1)])["planned"].result(WAIT_S)
+    plain = Producer({"bootstrap.servers": servers})
+    for value in (b"a", b"b"):
+        plain.produce("planned", value, partition=0)
+    assert plain.flush(WAIT_S) == 0
+    open_txn = Producer({"bootstrap.servers": servers, "transactional.id": "planned"})
+    open_txn.init_transactions(WAIT_S)
+    open_txn.begin_transaction()
+    open_txn.produce("planned", b"pending", partition=0)
+    assert open_txn.flush(WAIT_S) == 0
+    config = (("bootstrap.servers", servers),)
+    uncommitted = (*config, ("isolation.level", "read_uncommitted"))
+    assert KafkaMetadata(config).log_offsets([("planned", 0)], LATEST) == {("planned", 0): 2}
+    assert KafkaMetadata(uncommitted).log_offsets([("planned", 0)], LATEST) == {("planned", 0): 3}
+    open_txn.abort_transaction(WAIT_S)

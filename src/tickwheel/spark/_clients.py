@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     OffsetSpec,
@@ -64,6 +64,9 @@ _READER_SETTINGS = {
 _ADMIN_DEFAULTS = {"log_level": "4"}
 # At-least-once needs every write acknowledged by all in-sync replicas.
 _WRITER_DEFAULTS = {"acks": "all", "linger.ms": "5"}
+
+_ISOLATION_LEVEL = "isolation.level"
+_READ_COMMITTED = "read_committed"
 
 _cache_lock = threading.Lock()
 _consumers: dict[ClientConfig, Consumer] = {}
@@ -123,6 +126,15 @@ class KafkaMetadata:
             if topic.error is None and not name.startswith("__")
         }
 
+    def _isolation_level(self) -> IsolationLevel:
+        """The readers' isolation (librdkafka's default: read_committed), so that a
+        planned range ends where a reader can get to: at the last stable offset, not
+        inside a transaction still open."""
+        level = dict(self._client_config).get(_ISOLATION_LEVEL, _READ_COMMITTED)
+        if level == _READ_COMMITTED:
+            return IsolationLevel.READ_COMMITTED
+        return IsolationLevel.READ_UNCOMMITTED
+
     def log_offsets(self, partitions: Iterable[TopicPartitionId], which: int) -> OffsetMap:
         """Each partition's log start (``which=EARLIEST``) or end (``LATEST``) offset."""
         wanted = list(partitions)
@@ -130,7 +142,9 @@ class KafkaMetadata:
             return {}
         spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()  # type: ignore[no-untyped-call]
         futures = self._client().list_offsets(
-            {TopicPartition(t, p): spec for t, p in wanted}, request_timeout=METADATA_TIMEOUT_S
+            {TopicPartition(t, p): spec for t, p in wanted},
+            isolation_level=self._isolation_level(),
+            request_timeout=METADATA_TIMEOUT_S,
         )
         offsets: OffsetMap = {}
         for tp, future in futures.items():
