@@ -4,8 +4,9 @@ confluent-kafka (librdkafka), kafka-python and aiokafka transactional producers 
 read_committed consumers: committed records delivered exactly once, aborted ones never
 (read_uncommitted sees both), consume-transform-produce whose consumed offsets commit
 with the transaction, a zombie fenced by a newer instance, a transaction left open past
-its timeout aborted by the coordinator, and a broker restarted in the middle of a
-transaction. Conditions are awaited by polling the clients with a deadline.
+its timeout aborted by the coordinator, and a broker restarted (cleanly, or after a
+SIGKILL) in the middle of a transaction. Conditions are awaited by polling the
+clients with a deadline.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from kafka import TopicPartition as KpPartition
 from kafka.errors import ProducerFencedError  # type: ignore[import-untyped]
 from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
 
+from tickwheel.cluster import BrokerProcess, free_port
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 pytestmark = pytest.mark.integration
@@ -495,3 +497,46 @@ def test_a_transaction_open_across_a_broker_restart_is_aborted_by_the_next_insta
     second.commit_transaction(DEADLINE_S)
     committed = _read(bootstrap, topic, committed=True, until=_has(5), partitions=1)
     assert committed == _values("after", 5)
+
+
+def test_a_transaction_open_when_its_broker_is_killed_is_aborted_after_restart(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL with a transaction open and a later one committed behind it: the
+    restarted broker reloads the open transaction from ``__transaction_state`` and aborts
+    it at its timeout, so the committed records become readable with no producer left
+    to finish anything (no hanging last stable offset)."""
+    broker = BrokerProcess(
+        1,
+        free_port(),
+        tmp_path / "logs",
+        {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1"},
+    )
+    broker.start()
+    try:
+        bootstrap = broker.bootstrap_servers
+        topic = _new_topic(bootstrap, partitions=1)
+        stalled = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": "killed-open",
+                "transaction.timeout.ms": 2000,
+            }
+        )
+        stalled.init_transactions(DEADLINE_S)
+        stalled.begin_transaction()
+        for value in _values("open", 5):
+            stalled.produce(topic, value, partition=0)
+        assert stalled.flush(DEADLINE_S) == 0
+        later = Producer({"bootstrap.servers": bootstrap, "transactional.id": "killed-later"})
+        later.init_transactions(DEADLINE_S)
+        later.begin_transaction()
+        for value in _values("later", 3):
+            later.produce(topic, value, partition=0)
+        later.commit_transaction(DEADLINE_S)
+        broker.kill()
+        broker.start()
+        committed = _read(bootstrap, topic, committed=True, until=_has(3), partitions=1)
+        assert committed == _values("later", 3)
+    finally:
+        broker.stop()
