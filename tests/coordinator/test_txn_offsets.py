@@ -343,7 +343,7 @@ def test_control_batch_helper_parses_as_a_marker() -> None:
     )
     with pytest.raises(ValueError, match="type 4"):
         parse_end_txn_marker(struct.pack(">hh", 0, 4), struct.pack(">hi", 0, 3))
-    with pytest.raises(ValueError, match="shorter"):
+    with pytest.raises(ValueError, match="missing or too short"):
         parse_end_txn_marker(struct.pack(">hh", 0, 0), None)
 
 
