@@ -184,6 +184,26 @@ def _ms(duration: datetime.timedelta) -> int:
     return duration // _ONE_MS
 
 
+def _partition_errors(
+    request: Any, errors: dict[TopicPartition, ErrorCode]
+) -> list[dict[str, Any]]:
+    """Each requested topic's partitions with their error code (OffsetCommit and
+    TxnOffsetCommit answer in this shape)."""
+    return [
+        {
+            "name": topic.name,
+            "partitions": [
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": errors[(topic.name, int(p.partition_index))],
+                }
+                for p in topic.partitions
+            ],
+        }
+        for topic in request.topics
+    ]
+
+
 class GroupApis:
     """Request handlers for the group APIs over one ``GroupCoordinator``."""
 
@@ -412,24 +432,7 @@ class GroupApis:
         else:
             errors = {}
         errors.update(unknown)
-        return _respond(
-            request,
-            {
-                "topics": [
-                    {
-                        "name": topic.name,
-                        "partitions": [
-                            {
-                                "partition_index": p.partition_index,
-                                "error_code": errors[(topic.name, int(p.partition_index))],
-                            }
-                            for p in topic.partitions
-                        ],
-                    }
-                    for topic in request.topics
-                ],
-            },
-        )
+        return _respond(request, {"topics": _partition_errors(request, errors)})
 
     async def txn_offset_commit(self, request: Any) -> ResponsePayload:
         """Commit offsets in a transaction; answers once they are written (pending until
@@ -469,24 +472,7 @@ class GroupApis:
                 else error
                 for tp, error in errors.items()
             }
-        return _respond(
-            request,
-            {
-                "topics": [
-                    {
-                        "name": topic.name,
-                        "partitions": [
-                            {
-                                "partition_index": p.partition_index,
-                                "error_code": errors[(topic.name, int(p.partition_index))],
-                            }
-                            for p in topic.partitions
-                        ],
-                    }
-                    for topic in request.topics
-                ],
-            },
-        )
+        return _respond(request, {"topics": _partition_errors(request, errors)})
 
     def offset_fetch(self, request: Any) -> ResponsePayload:
         """Committed offsets of the asked partitions (from v2, None asks for all)."""

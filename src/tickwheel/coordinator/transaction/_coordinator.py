@@ -294,6 +294,25 @@ class TransactionCoordinator:
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------
 
+    def _existing(
+        self, transactional_id: str, callback: ErrorCallback
+    ) -> tuple[int, TransactionMetadata] | None:
+        """The coordinator epoch and metadata of a known id; else answers ``callback``
+        (INVALID_REQUEST for an empty id, the lookup's error, or
+        INVALID_PRODUCER_ID_MAPPING for an id never initialised) and returns None."""
+        if not transactional_id:
+            callback(ErrorCode.invalid_request)
+            return None
+        found = self.state.get_transaction_state(transactional_id)
+        if isinstance(found, ErrorCode):
+            callback(found)
+            return None
+        coordinator_epoch, metadata = found
+        if metadata is None:
+            callback(ErrorCode.invalid_producer_id_mapping)
+            return None
+        return coordinator_epoch, metadata
+
     def add_partitions(
         self,
         transactional_id: str,
@@ -303,17 +322,10 @@ class TransactionCoordinator:
         callback: ErrorCallback,
     ) -> None:
         """Add ``partitions`` to the id's transaction (starting one if needed)."""
-        if not transactional_id:
-            callback(ErrorCode.invalid_request)
-            return
-        found = self.state.get_transaction_state(transactional_id)
-        if isinstance(found, ErrorCode):
-            callback(found)
+        found = self._existing(transactional_id, callback)
+        if found is None:
             return
         coordinator_epoch, metadata = found
-        if metadata is None:
-            callback(ErrorCode.invalid_producer_id_mapping)
-            return
         if metadata.producer_id != producer_id:
             error = ErrorCode.invalid_producer_id_mapping
         elif metadata.producer_epoch != producer_epoch:
@@ -346,17 +358,10 @@ class TransactionCoordinator:
         callback: ErrorCallback,
     ) -> None:
         """Commit or abort the id's transaction (TV1: no epoch bump)."""
-        if not transactional_id:
-            callback(ErrorCode.invalid_request)
-            return
-        found = self.state.get_transaction_state(transactional_id)
-        if isinstance(found, ErrorCode):
-            callback(found)
+        found = self._existing(transactional_id, callback)
+        if found is None:
             return
         coordinator_epoch, metadata = found
-        if metadata is None:
-            callback(ErrorCode.invalid_producer_id_mapping)
-            return
         prepared = self._prepare_end(metadata, producer_id, producer_epoch, commit, from_client)
         if isinstance(prepared, ErrorCode):
             callback(prepared)
