@@ -120,6 +120,14 @@ def test_list_shows_open_and_committed_transactions(
     nothing = ("transaction", "list", "--state", "PrepareAbort", *b)
     assert _cli(capsys, *nothing) == (0, "(none)\n", "")
 
+    # Started more than an hour ago: none; more than 0 ms ago and still open: the open one.
+    old_ones = ("transaction", "list", "--duration-filter", "3600000", *b)
+    assert _cli(capsys, *old_ones) == (0, "(none)\n", "")
+    running = _json(
+        capsys, "transaction", "list", "--duration-filter", "0", "--state", "Ongoing", *b
+    )
+    assert [row["transactional_id"] for row in running] == [scene.open_id]
+
 
 def test_describe_shows_the_open_transactions_partitions(
     scene: Scene, capsys: pytest.CaptureFixture[str]

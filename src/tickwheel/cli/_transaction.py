@@ -4,9 +4,11 @@ The verbs of ``kafka-transactions.sh``. No Python client has admin calls for the
 requests, so they go over ``_wire``'s raw connections, as Kafka's admin client sends
 them:
 
-- ``list``: ListTransactions v0 to every broker in the Metadata answer, since each
+- ``list``: ListTransactions to every broker in the Metadata answer, since each
   broker lists only the transactional ids whose coordinator it hosts; ``--state`` and
-  ``--producer-id`` are the request's filters (the broker applies them), repeatable.
+  ``--producer-id`` are the request's filters (the broker applies them), repeatable,
+  and ``--duration-filter`` too, which only v1 carries (a broker older than Kafka 3.8
+  is told apart by its ApiVersions answer, not sent a filter it would ignore).
 - ``describe ID``: FindCoordinator v4 (key type 1, transaction) for the id, then
   DescribeTransactions v0 to that coordinator. A start time of -1 (no transaction
   since the id's producer started) shows as none, and so does its duration.
@@ -51,7 +53,9 @@ METADATA = Api(3, "Metadata", VersionRange(4, 12))
 FIND_COORDINATOR = Api(10, "FindCoordinator", VersionRange(4, 4))
 DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", VersionRange(0, 0))
 DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", VersionRange(0, 0))
-LIST_TRANSACTIONS = Api(66, "ListTransactions", VersionRange(0, 0))
+LIST_TRANSACTIONS = Api(66, "ListTransactions", VersionRange(0, 1))
+LIST_TRANSACTIONS_BY_DURATION = Api(66, "ListTransactions", VersionRange(1, 1))
+"""With ``--duration-filter``: v1 (KIP-994, Kafka 3.8) is the first to carry it."""
 
 STATES = (
     "Empty",
@@ -80,6 +84,7 @@ _RETRIABLE = frozenset(
     }
 )
 _COORDINATOR_TYPE_TRANSACTION = 1
+_ALL_DURATIONS = -1  # ListTransactions v1's "no duration filter"
 _NO_OFFSET = -1
 _MS_PER_S = 1000
 
@@ -142,14 +147,19 @@ class _Brokers(contextlib.ExitStack):
 
 
 def _list(args: argparse.Namespace) -> int:
+    by_duration = _ALL_DURATIONS if args.duration_filter is None else args.duration_filter
     with _Brokers(args.bootstrap_server) as brokers:
 
         def list_all() -> list[Row]:
             rows: list[Row] = []
             for broker in sorted(brokers.metadata([]).brokers, key=lambda b: b.node_id):
                 answer = brokers.at(broker.host, broker.port).request(
-                    LIST_TRANSACTIONS,
-                    {"state_filters": args.state, "producer_id_filters": args.producer_id},
+                    LIST_TRANSACTIONS if by_duration < 0 else LIST_TRANSACTIONS_BY_DURATION,
+                    {
+                        "state_filters": args.state,
+                        "producer_id_filters": args.producer_id,
+                        "duration_filter": by_duration,
+                    },
                 )
                 _check(answer.error_code, f"broker {broker.node_id}")
                 rows += [
@@ -301,6 +311,12 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="ID",
         help="only the transactional id of this producer id (repeatable)",
+    )
+    listing.add_argument(
+        "--duration-filter",
+        type=at_least(0),
+        metavar="MS",
+        help="only transactions started more than MS ms ago (needs ListTransactions v1)",
     )
     add_format_argument(listing)
     listing.set_defaults(command=_list)
