@@ -8,7 +8,9 @@ Each verb parses its own arguments with argparse (the standard library: no depen
 and subcommands, choices and ``--help`` are all it needs here), so a typo in a verb, a
 subcommand or a choice is a usage message with exit status 2, never a traceback. The
 admin verbs (``topic``, ``group``, ``produce``, ``consume``) speak the Kafka protocol
-through confluent-kafka, so they work against any Kafka-compatible broker.
+through confluent-kafka, and ``transaction`` through raw requests of its own
+(``_wire``, for the APIs no client library exposes), so they all work against any
+Kafka-compatible broker.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ _VERBS: dict[str, tuple[str, str]] = {
     "produce": ("tickwheel.cli._produce", "send one record per line of stdin to a topic"),
     "serve": ("tickwheel.cli._serve", "run a Kafka-compatible broker (server.properties)"),
     "topic": ("tickwheel.cli._topic", "create, list, describe, delete, grow or reconfigure topics"),
+    "transaction": (
+        "tickwheel.cli._transaction",
+        "list or describe transactions; describe a partition's producers",
+    ),
 }
 
 # The extra that installs a verb's missing dependency (a top-level module's name).
@@ -57,7 +63,8 @@ def version() -> str:
 
 def _usage() -> str:
     lines = ["usage: tickwheel [--version] VERB [ARGS...]", "", "verbs:"]
-    lines += [f"  {verb:<8} {help_text}" for verb, (_, help_text) in sorted(_VERBS.items())]
+    width = max(len(verb) for verb in _VERBS)
+    lines += [f"  {verb:<{width}} {help_text}" for verb, (_, help_text) in sorted(_VERBS.items())]
     return "\n".join(lines)
 
 
