@@ -18,7 +18,6 @@ pytestmark = pytest.mark.integration
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
 METADATA = 3
-INIT_TRANSACTIONS_TIMEOUT_S = 20.0
 
 
 def init_producer_id(client: WireClient, transactional_id: str | None = None) -> Any:

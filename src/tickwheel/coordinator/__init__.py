@@ -1,4 +1,5 @@
-"""tickwheel.coordinator: Kafka's group coordinator (classic protocol) and committed offsets.
+"""tickwheel.coordinator: Kafka's group coordinator (classic protocol), committed offsets,
+and (subpackage ``transaction``) the transaction coordinator.
 
 Consumers that ``subscribe`` form a *group*; one broker, the leader of the group's
 ``__consumer_offsets`` partition (``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``),
@@ -29,6 +30,10 @@ coordinates it. The modules, lowest first:
 - ``_replica_offsets_log`` and ``_service`` -- ``ReplicaOffsetsLog`` and ``GroupService``:
   the coordinator inside a broker (offsets through its ReplicaManager, purgatories on its
   event loop).
+
+The transaction coordinator is the subpackage ``transaction`` (``__transaction_state``,
+transactions' states, timeouts and markers); it shares this package's hashing and
+record batches, and the group coordinator's part in a transaction is TxnOffsetCommit.
 
 **The lock story.** Kafka's coordinator deadlocked twice on its locks: KAFKA-3994 (a
 heartbeat expiring in one thread while another, holding the group lock, completed

@@ -618,8 +618,10 @@ class GroupMetadata:
         removed: dict[TopicPartition, OffsetValue] = {}
         for tp in partitions:
             self.pending_offset_commits.pop(tp, None)
-            for pending in self.pending_txn_offsets.values():
+            for producer_id, pending in list(self.pending_txn_offsets.items()):
                 pending.pop(tp, None)
+                if not pending:
+                    del self.pending_txn_offsets[producer_id]
             committed = self.offsets.pop(tp, None)
             if committed is not None:
                 removed[tp] = committed.value

@@ -453,7 +453,8 @@ def _check_sequence(producer_id: int, epoch: int, first_seq: int, state: _Pendin
             raise OutOfOrderSequenceError(
                 f"producer {producer_id}: new epoch {epoch} starts at sequence {first_seq}, not 0"
             )
-    elif state.last_seq != NO_SEQUENCE and not _in_sequence(state.last_seq, first_seq):
+    elif not _in_sequence(state.last_seq, first_seq):
+        # Also at an epoch a marker started (no sequence yet): it must begin at 0.
         raise OutOfOrderSequenceError(
             f"producer {producer_id}: sequence {first_seq} does not follow "
             f"{state.last_seq} (epoch {epoch})"

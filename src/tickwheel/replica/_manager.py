@@ -12,15 +12,17 @@ The path of a produce and a fetch below the API handlers (DESIGN.md §4):
 - ``delete_records``: move log start offsets; a ``DelayedDeleteRecords`` answers once
   the low watermark reaches them.
 - ``append_txn_markers``: append transaction markers (WriteTxnMarkers, and the local
-  transaction coordinator) with acks=all and COORDINATOR origin; once a marker on a
-  ``__consumer_offsets`` partition is in, ``txn_completion_listener`` (installed by the
-  group coordinator: this package never imports a coordinator) materialises or drops
-  the transaction's offsets.
+  transaction coordinator) with acks=all and COORDINATOR origin; once markers are in,
+  ``txn_completion_listener`` (installed by the group coordinator: this package never
+  imports a coordinator) is told the partitions, and materialises or drops the
+  transaction's offsets on those of ``__consumer_offsets``.
 
 Transactions: read_committed fetches read up to the last stable offset and get the
-aborted transactions overlapping what they read. The LSO moves only when the HW passes
-a marker (or the log start jumps), so the HW wakes above already wake read_committed
-fetches; DeleteRecords wakes fetches too, since a log start move can move the LSO.
+aborted transactions overlapping what they read. The LSO is the HW while no
+transaction is open or unreplicated, and otherwise moves when the HW passes a marker,
+the log start jumps or the log is truncated; so the HW wakes above already wake
+read_committed fetches, and DeleteRecords wakes fetches too, since a log start move can
+move the LSO.
 
 The events that wake them (Kafka's ``tryCompleteDelayedRequests``): an append wakes
 fetches on its partition (followers wait for the LEO); a high-watermark increase wakes
@@ -98,7 +100,6 @@ _log = logging.getLogger(__name__)
 _VALID_ACKS = frozenset({ACKS_NONE, ACKS_LEADER, ACKS_ALL})
 _LATEST_OFFSET = -1
 _NO_OFFSET = -1
-_GROUP_METADATA_TOPIC = "__consumer_offsets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +145,9 @@ class ReplicaManager:
         # Whether a partition not hosted here exists in the cluster: then a request for
         # it gets NOT_LEADER_OR_FOLLOWER (Kafka's getPartitionOrError), not UNKNOWN_....
         self.partition_exists: Callable[[TopicPartition], bool] | None = None
-        # Told (producer id, __consumer_offsets partitions, committed) after a marker
-        # landed there: the group coordinator's ``on_transaction_completed``.
+        # Told (producer id, partitions, committed) after a marker landed on those
+        # partitions: the group coordinator's ``on_transaction_completed``, which acts
+        # on its ``__consumer_offsets`` partitions among them.
         self.txn_completion_listener: (
             Callable[[int, Sequence[TopicPartition], bool], None] | None
         ) = None
@@ -402,13 +404,9 @@ class ReplicaManager:
 
         def marker_done(marker: TxnMarker, answers: Mapping[TopicPartition, int]) -> None:
             results.setdefault(marker.producer_id, {}).update(answers)
-            offsets = [
-                tp
-                for tp, error in answers.items()
-                if tp.topic == _GROUP_METADATA_TOPIC and error == ErrorCode.none
-            ]
-            if offsets and self.txn_completion_listener is not None:
-                self.txn_completion_listener(marker.producer_id, offsets, marker.commit)
+            written = [tp for tp, error in answers.items() if error == ErrorCode.none]
+            if written and self.txn_completion_listener is not None:
+                self.txn_completion_listener(marker.producer_id, written, marker.commit)
             remaining[0] -= 1
             if remaining[0] == 0:
                 callback(results)

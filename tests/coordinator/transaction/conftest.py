@@ -20,14 +20,13 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator import CoordinatorNode
 from tickwheel.coordinator.transaction import (
-    NO_LEADER,
     TRANSACTION_STATE_TOPIC,
     InitProducerIdResult,
     TransactionConfig,
     TransactionService,
 )
 from tickwheel.log import LogConfig
-from tickwheel.replica import ReplicaManager, TopicPartition
+from tickwheel.replica import NO_LEADER, ReplicaManager, TopicPartition
 from tickwheel.timer import LoopTimers, ManualClock
 
 START_MS = 1_000_000

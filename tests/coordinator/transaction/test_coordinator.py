@@ -342,3 +342,22 @@ async def test_describe_and_list_need_a_running_coordinator(txn: Txn) -> None:
 )
 async def test_append_errors_map_as_in_kafka(append_error: ErrorCode, answer: ErrorCode) -> None:
     assert coordinator_error(append_error) == answer
+
+
+async def test_a_timed_out_abort_that_cannot_be_written_is_tried_again(txn: Txn) -> None:
+    """Kafka's scan finds such a transaction again at its next run; the wheel re-arms it
+    ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` later, so the
+    transaction's partitions do not keep their last stable offset for good."""
+    _pid, epoch = await begin(txn)
+    state = txn.replica_manager.get_partition(STATE)
+    assert state is not None
+    state.min_insync_replicas = 2  # the abort's append: NOT_ENOUGH_REPLICAS
+    txn.clock.advance(TIMEOUT_MS)
+    assert txn.describe().state == "Ongoing"
+    state.min_insync_replicas = 1
+    retry_ms = txn.service.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+    txn.clock.advance(retry_ms - 1)
+    assert txn.describe().state == "Ongoing"
+    txn.clock.advance(1)
+    described = txn.describe()
+    assert (described.state, described.producer_epoch) == ("CompleteAbort", epoch + 1)

@@ -35,6 +35,9 @@ class Transport:
             raise outcome
         return {m.producer_id: dict.fromkeys(m.partitions, int(outcome)) for m in markers}
 
+    async def close(self) -> None:
+        self.outcomes.clear()
+
 
 async def commit_remote(txn: Txn, transport: Transport) -> tuple[int, int]:
     txn.service.markers._transport = transport
@@ -90,3 +93,13 @@ async def test_a_fenced_marker_stops_the_sending(txn: Txn) -> None:
     assert len(transport.sent) == 1
     assert txn.describe().state == "PrepareCommit"
     assert txn.service.markers.pending == {}
+
+
+async def test_an_answer_that_does_not_decode_is_retried_by_a_living_sender(txn: Txn) -> None:
+    transport = Transport(ValueError("garbled answer"), E.none)
+    await commit_remote(txn, transport)
+    await settle(transport)
+    txn.clock.advance(100)  # retry.backoff.ms
+    await settle(transport)
+    assert len(transport.sent) == 2
+    assert txn.describe().state == "CompleteCommit"

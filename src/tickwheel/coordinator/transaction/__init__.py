@@ -19,9 +19,12 @@ transactions. The modules, lowest first:
 - ``_apis`` -- the requests as kio entities, with Kafka's version down-maps.
 - ``_service`` -- the coordinator inside a broker.
 
-Transaction version 0/1 only (KIP-890 part 1 semantics without the partition
-verification): no feature is advertised, EndTxn is served up to v3, so no client uses
-the version 2 protocol (an epoch bump per transaction).
+Transaction version 0/1 only: no feature is advertised and EndTxn is served up to v3,
+so no client uses the version 2 protocol (KIP-890 part 2: an epoch bump per
+transaction). KIP-890 part 1's partition verification (AddPartitionsToTxn v4+
+``verify_only``, asked by partition leaders) is not built either: a produce to a
+partition never added to its transaction opens a transaction no marker closes, as
+before Kafka 3.6.
 
 **Locks.** Everything runs on the broker's event-loop thread, so no transaction
 metadata has a lock; what the group coordinator's lock rules protect against still
@@ -29,8 +32,9 @@ applies in this form: a transition is prepared completely before its append star
 and no callback or append is issued from inside a half-made change, because on one
 node an acks=all append (and the marker appends after it) completes inside the call.
 
-Layering: imports ``replica``, ``log``, ``timer``, ``protocol`` and the group
-coordinator's hashing and ``CoordinatorNode``; never ``server`` or ``cluster`` (the
+Layering: imports ``replica``, ``log``, ``timer``, ``protocol`` and, of the group
+coordinator's package, its hashing (``partition_for``), record batch builder,
+``CoordinatorNode`` and ``CoordinatorLocator``; never ``server`` or ``cluster`` (the
 broker injects the locator, the leader lookup and the marker transport).
 """
 
@@ -61,7 +65,6 @@ from tickwheel.coordinator.transaction._log import (
     encode_value,
 )
 from tickwheel.coordinator.transaction._markers import (
-    NO_LEADER,
     LeaderLookup,
     MarkerTransport,
     TransactionMarkerChannelManager,
@@ -80,7 +83,6 @@ from tickwheel.coordinator.transaction._timeouts import TxnTimeouts
 __all__ = [
     "CLUSTER_TRANSACTION_STATE_MIN_ISR",
     "CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR",
-    "NO_LEADER",
     "TRANSACTION_API_NAMES",
     "TRANSACTION_API_VERSIONS",
     "TRANSACTION_STATE_TOPIC",

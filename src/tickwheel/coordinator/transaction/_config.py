@@ -5,11 +5,13 @@ the replication factor and min ISR of ``__transaction_state``: Kafka's defaults 
 2) are what a broker in a ZooKeeper cluster gets (``BrokerConfig`` sets them); a single
 broker keeps 1, as the ``server.properties`` Kafka ships does.
 
+Kafka scans for timed-out transactions and expired ids every
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` and
-``transaction.remove.expired.transaction.cleanup.interval.ms`` are accepted and unused:
-Kafka scans for timed-out transactions and expired ids at those intervals, tickwheel
-arms one timer task per transaction and per idle id instead (``_timeouts``), so a
-transaction is aborted within a tick of its timeout.
+``transaction.remove.expired.transaction.cleanup.interval.ms``; tickwheel arms one timer
+task per transaction and per idle id instead (``_timeouts``), so a transaction is
+aborted within a tick of its timeout. The first interval is how long a timed-out
+transaction whose abort failed waits before the next attempt (when Kafka's scan would
+find it again); the second is accepted and unused.
 
 Frozen value object; share it freely between threads.
 """

@@ -145,12 +145,10 @@ class TransactionCoordinator:
     # -- InitProducerId -----------------------------------------------------------
 
     async def init_producer_id(
-        self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None
-    ) -> ErrorCode | InitProducerIdResult | tuple[TransactionMetadata, int]:
-        """Validate; the metadata and its coordinator epoch to transition, or an answer.
-
-        ``continue_init_producer_id`` takes it from there (see ``handle_init_producer_id``).
-        """
+        self, transactional_id: str, timeout_ms: int
+    ) -> ErrorCode | tuple[TransactionMetadata, int]:
+        """Validate; the metadata (created for a new id) and its coordinator epoch, or
+        the error to answer. ``handle_init_producer_id`` transitions it."""
         if not transactional_id:
             return ErrorCode.invalid_request
         if not self.state.validate_transaction_timeout_ms(timeout_ms):
@@ -182,12 +180,9 @@ class TransactionCoordinator:
         callback: Callable[[InitProducerIdResult], None],
     ) -> None:
         """InitProducerId with a transactional id; ``expected`` = (pid, epoch) of v3+."""
-        found = await self.init_producer_id(transactional_id, timeout_ms, expected)
+        found = await self.init_producer_id(transactional_id, timeout_ms)
         if isinstance(found, ErrorCode):
             callback(InitProducerIdResult(found))
-            return
-        if isinstance(found, InitProducerIdResult):
-            callback(found)
             return
         metadata, coordinator_epoch = found
         rotate_to: int | None = None
@@ -463,8 +458,23 @@ class TransactionCoordinator:
         self.timed_out_aborts += 1
 
         def aborted(error: ErrorCode) -> None:
-            level = logging.DEBUG if error == ErrorCode.none else logging.WARNING
-            _log.log(level, "timed-out abort of %s: %s", transactional_id, error.name)
+            if error == ErrorCode.none:
+                _log.debug("timed-out abort of %s written", transactional_id)
+                return
+            # Still Ongoing (the PrepareAbort append failed): try again when Kafka's
+            # scan would next find it, or the transaction's partitions keep their LSO.
+            retry_ms = self.state.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+            _log.warning(
+                "timed-out abort of %s failed (%s); retrying in %d ms",
+                transactional_id,
+                error.name,
+                retry_ms,
+            )
+            if (
+                metadata.state is TransactionState.ONGOING
+                and not metadata.pending_transition_in_progress
+            ):
+                self.state.timeouts.rearm_timeout(metadata, retry_ms)
 
         self.end_transaction(
             transactional_id,

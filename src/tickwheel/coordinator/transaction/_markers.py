@@ -44,13 +44,12 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.transaction._metadata import TransactionMetadata, TxnTransitMetadata
 from tickwheel.coordinator.transaction._state_manager import TransactionStateManager
-from tickwheel.replica import ReplicaManager, TopicPartition, TxnMarker
+from tickwheel.replica import NO_LEADER, ReplicaManager, TopicPartition, TxnMarker
 from tickwheel.timer import CallbackTask, SystemTimer
 
 _log = logging.getLogger(__name__)
 
-NO_LEADER = -1
-"""``LeaderLookup``'s answer while a partition of an existing topic has no leader."""
+_CONNECTION_ERRORS = (OSError, TimeoutError, EOFError, asyncio.IncompleteReadError)
 
 
 class MarkerTransport(Protocol):
@@ -60,6 +59,10 @@ class MarkerTransport(Protocol):
         self, broker_id: int, markers: Sequence[TxnMarker]
     ) -> dict[int, dict[TopicPartition, int]]:
         """Send ``markers``; ``{producer_id: {tp: error code}}``. Raises on a lost request."""
+        ...
+
+    async def close(self) -> None:
+        """Close the connections to other brokers (at shutdown)."""
         ...
 
 
@@ -285,8 +288,18 @@ class TransactionMarkerChannelManager:
                     results = await transport.write_txn_markers(
                         broker_id, [marker for _, marker in batch]
                     )
-                except (OSError, TimeoutError, EOFError, asyncio.IncompleteReadError) as exc:
-                    _log.info("WriteTxnMarkers to broker %d failed: %s; retrying", broker_id, exc)
+                except Exception as exc:
+                    # A lost connection is routine; anything else (an answer that does
+                    # not decode) is a bug to see. Either way the markers are still owed,
+                    # and this sender must not die with them.
+                    routine = isinstance(exc, _CONNECTION_ERRORS)
+                    _log.log(
+                        logging.INFO if routine else logging.ERROR,
+                        "WriteTxnMarkers to broker %d failed: %r; retrying",
+                        broker_id,
+                        exc,
+                        exc_info=not routine,
+                    )
                     for entry, marker in batch:
                         self._retry_later(entry, set(marker.partitions))
                     continue
@@ -296,7 +309,8 @@ class TransactionMarkerChannelManager:
                         entry,
                         {
                             marker.producer_id: {
-                                tp: answer.get(tp, ErrorCode.unknown_server_error)
+                                # A partition the answer left out is asked again.
+                                tp: answer.get(tp, ErrorCode.request_timed_out)
                                 for tp in marker.partitions
                             }
                         },
@@ -319,3 +333,5 @@ class TransactionMarkerChannelManager:
         for task in senders:
             task.cancel()
         await asyncio.gather(*senders, return_exceptions=True)
+        if self._transport is not None:
+            await self._transport.close()

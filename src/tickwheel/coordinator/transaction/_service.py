@@ -27,7 +27,6 @@ from tickwheel.coordinator.transaction._config import TransactionConfig
 from tickwheel.coordinator.transaction._coordinator import TransactionCoordinator
 from tickwheel.coordinator.transaction._log import TRANSACTION_STATE_TOPIC
 from tickwheel.coordinator.transaction._markers import (
-    NO_LEADER,
     LeaderLookup,
     MarkerTransport,
     TransactionMarkerChannelManager,
@@ -35,7 +34,7 @@ from tickwheel.coordinator.transaction._markers import (
 from tickwheel.coordinator.transaction._state_manager import TransactionStateManager
 from tickwheel.coordinator.transaction._timeouts import TxnTimeouts
 from tickwheel.protocol import DecodedRequest, encode_response
-from tickwheel.replica import ReplicaManager, TopicPartition
+from tickwheel.replica import NO_LEADER, ReplicaManager, TopicPartition
 from tickwheel.timer import LoopTimers
 
 TIMER_NAME = "transaction-timeouts"

@@ -27,6 +27,7 @@ transition completely before appending and holds nothing the callback could need
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -333,7 +334,19 @@ class TransactionStateManager:
                 if value is None:
                     loaded.pop(transactional_id, None)
                     continue
-                decoded = decode_value(value)
+                try:
+                    decoded = decode_value(value)
+                except (ValueError, struct.error) as exc:
+                    # Kafka fails the whole load; one bad record should not take every
+                    # other id of the partition with it.
+                    _log.error(
+                        "%s-%d: bad value of %s skipped: %s",
+                        TRANSACTION_STATE_TOPIC,
+                        partition,
+                        transactional_id,
+                        exc,
+                    )
+                    continue
                 loaded[transactional_id] = TransactionMetadata(
                     transactional_id=transactional_id,
                     producer_id=decoded.producer_id,

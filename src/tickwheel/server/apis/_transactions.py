@@ -33,7 +33,6 @@ from collections.abc import Callable
 from tickwheel.cluster import ClusterNode, KafkaTxnMarkerTransport
 from tickwheel.coordinator import OFFSETS_TOPIC, CoordinatorLocator, CoordinatorNode, partition_for
 from tickwheel.coordinator.transaction import (
-    NO_LEADER,
     TRANSACTION_API_NAMES,
     TRANSACTION_API_VERSIONS,
     TRANSACTION_STATE_TOPIC,
@@ -41,7 +40,7 @@ from tickwheel.coordinator.transaction import (
     TransactionService,
 )
 from tickwheel.protocol import DecodedRequest
-from tickwheel.replica import TopicPartition
+from tickwheel.replica import NO_LEADER, TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response

@@ -18,8 +18,9 @@ from tickwheel.replica import TopicPartition, TxnMarker
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Pending, Response, reply
 
-# Kafka's request.timeout.ms default, the timeout of each marker's append.
-MARKER_APPEND_TIMEOUT_MS: Final = 30_000
+# Kafka's request.timeout.ms default: each marker's append timeout when the broker has
+# no transaction coordinator to take the configured one from.
+DEFAULT_MARKER_APPEND_TIMEOUT_MS: Final = 30_000
 
 
 async def handle_write_txn_markers(context: BrokerContext, request: DecodedRequest) -> Response:
@@ -40,7 +41,12 @@ async def handle_write_txn_markers(context: BrokerContext, request: DecodedReque
         for marker in body.markers
     ]
     pending: Pending[dict[int, dict[TopicPartition, int]]] = Pending()
-    context.replica_manager.append_txn_markers(markers, MARKER_APPEND_TIMEOUT_MS, pending.resolve)
+    timeout_ms = (
+        DEFAULT_MARKER_APPEND_TIMEOUT_MS
+        if context.transactions is None
+        else context.transactions.config.request_timeout_ms
+    )
+    context.replica_manager.append_txn_markers(markers, timeout_ms, pending.resolve)
     results = await pending
     return reply(
         request,
