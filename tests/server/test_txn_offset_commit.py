@@ -21,7 +21,7 @@ from tickwheel.coordinator import OFFSETS_TOPIC
 from tickwheel.replica import TopicPartition
 from tickwheel.server import BackgroundBroker
 
-from .wire import WireClient
+from .wire import WireClient, create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,6 @@ FIND_COORDINATOR = 10
 JOIN_GROUP = 11
 OFFSET_FETCH = 9
 TXN_OFFSET_COMMIT = 28
-CREATE_TOPICS = 19
 PRODUCER_ID = 7001
 _names = itertools.count()
 
@@ -44,26 +43,6 @@ def client(tickwheel_session_broker: BackgroundBroker) -> Iterator[WireClient]:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-txn-{next(_names)}"
-
-
-def create_topic(client: WireClient, name: str, partitions: int = 1) -> None:
-    body = client.call(
-        CREATE_TOPICS,
-        5,
-        {
-            "topics": [
-                {
-                    "name": name,
-                    "num_partitions": partitions,
-                    "replication_factor": 1,
-                    "assignments": [],
-                    "configs": [],
-                }
-            ],
-            "timeout": 1000,
-        },
-    )
-    assert body.topics[0].error_code == ErrorCode.none
 
 
 def find_coordinator(client: WireClient, group: str) -> None:

@@ -14,7 +14,7 @@ from tickwheel.server import BackgroundBroker
 from tickwheel.server._connection import SENDFILE_MIN_BYTES
 from tickwheel.server.apis import SUPPORTED_VERSIONS
 
-from .wire import WireClient, host_port
+from .wire import WireClient, create_topic, host_port
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +23,6 @@ METADATA = 3
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
-CREATE_TOPICS = 19
 FIRST_AUTO_CREATE_FLAG_VERSION = 4
 
 
@@ -32,26 +31,6 @@ def client(tickwheel_broker: BackgroundBroker) -> Any:
     wire = WireClient(tickwheel_broker.bootstrap_servers)
     yield wire
     wire.close()
-
-
-def create_topic(client: WireClient, name: str, partitions: int = 1) -> None:
-    body = client.call(
-        CREATE_TOPICS,
-        5,
-        {
-            "topics": [
-                {
-                    "name": name,
-                    "num_partitions": partitions,
-                    "replication_factor": 1,
-                    "assignments": [],
-                    "configs": [],
-                }
-            ],
-            "timeout": 1000,
-        },
-    )
-    assert body.topics[0].error_code == ErrorCode.none
 
 
 def test_api_versions_lists_what_is_handled(client: WireClient) -> None:

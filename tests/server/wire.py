@@ -6,6 +6,7 @@ import socket
 import struct
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from tickwheel.protocol import build_entity, request_schema, response_schema
@@ -94,3 +95,27 @@ class WireClient:
             chunks.append(chunk)
             remaining -= len(chunk)
         return b"".join(chunks)
+
+
+CREATE_TOPICS = 19
+
+
+def create_topic(client: WireClient, name: str, partitions: int = 1) -> None:
+    """Create ``name`` (replication factor 1) through a CreateTopics v5 request."""
+    body = client.call(
+        CREATE_TOPICS,
+        5,
+        {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout": 1000,
+        },
+    )
+    assert body.topics[0].error_code == ErrorCode.none
