@@ -72,7 +72,8 @@ async def test_markers_end_transactions_and_tell_the_listener(manager: ReplicaMa
             6: {T1: ErrorCode.none},
         }
     ]
-    assert completed == [(5, [OFFSETS], True)]
+    # Every partition a marker landed on (the group coordinator picks its own).
+    assert completed == [(5, [T0, OFFSETS], True), (6, [T1], False)]
     assert log.log.last_stable_offset == log.log.log_end_offset == 2
     producers = {p.producer_id: p for p in manager.active_producer_state(T0)[1]}
     assert producers[5].current_txn_start_offset == -1

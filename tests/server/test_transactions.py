@@ -303,4 +303,5 @@ def test_confluent_kafka_commits_a_transaction(tickwheel_broker: BackgroundBroke
                 values.append(message.value())
     finally:
         consumer.close()
-    assert values == [b"v%d" % index for index in range(10)]
+    # Without keys the records spread over the topic's partitions: any order across them.
+    assert sorted(values) == sorted(b"v%d" % index for index in range(10))
