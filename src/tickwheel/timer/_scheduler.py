@@ -19,8 +19,9 @@ before: the task is then pending until it starts).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 
 from tickwheel.timer._loop_timers import LoopTimers
 from tickwheel.timer._task import TimerTask
@@ -62,14 +63,24 @@ class _PeriodicTask(TimerTask):
         else:
             self._scheduler._await(self, pending)
 
-    def finished(self, run: asyncio.Future[None]) -> None:
-        """Log how the run awaited in ``run`` failed, if it did; schedule the next run."""
-        if not run.cancelled() and (error := run.exception()) is not None:
-            _log.error("scheduled task %s failed", self._name, exc_info=error)
+    async def finish(self, pending: Awaitable[None]) -> None:
+        """Await the run's awaitable, then schedule the next run in the same step (a
+        ManualClock advanced from another thread meanwhile does not delay it)."""
+        try:
+            await pending
+        except Exception:
+            _log.exception("scheduled task %s failed", self._name)
         self._scheduler._again(self)
 
     def __repr__(self) -> str:
         return f"<scheduled {self._name} every {self.period_ms} ms>"
+
+
+def _close_unstarted(pending: Awaitable[None], _run: asyncio.Future[None]) -> None:
+    """Close a run's coroutine once its task is done: a no-op if it ran, and no "never
+    awaited" warning if the task was cancelled (shutdown) before it started."""
+    if isinstance(pending, Coroutine):
+        pending.close()
 
 
 class Scheduler:
@@ -105,12 +116,10 @@ class Scheduler:
             self._timer.add(task)
 
     def _await(self, task: _PeriodicTask, pending: Awaitable[None]) -> None:
-        # The awaitable becomes the tracked future itself: cancelled before it started,
-        # a coroutine is still closed by its task (never left "never awaited").
-        running = asyncio.ensure_future(pending)
+        running = asyncio.get_running_loop().create_task(task.finish(pending))
         self._running.add(running)
         running.add_done_callback(self._running.discard)
-        running.add_done_callback(task.finished)
+        running.add_done_callback(functools.partial(_close_unstarted, pending))
         self._timers.track(running)
 
     async def shutdown(self) -> None:
