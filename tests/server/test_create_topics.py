@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from .wire import WireClient
+from .wire import WireClient, create_topic_result
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,6 @@ TOO_MANY_PARTITIONS = 400
 """More partitions than ``CHILD_NOFILE`` descriptors can hold (one file per log)."""
 FEW_PARTITIONS = 4
 METADATA = 3
-CREATE_TOPICS = 19
 CREATE_PARTITIONS = 37
 _CHILD = """
 import resource, sys
@@ -91,26 +90,6 @@ def unbudgeted(tmp_path: Path) -> Iterator[tuple[WireClient, str]]:
     yield from _serve(tmp_path, without_budget=True)
 
 
-def _create(client: WireClient, name: str, partitions: int) -> Any:
-    body = client.call(
-        CREATE_TOPICS,
-        5,
-        {
-            "topics": [
-                {
-                    "name": name,
-                    "num_partitions": partitions,
-                    "replication_factor": 1,
-                    "assignments": [],
-                    "configs": [],
-                }
-            ],
-            "timeout": 1000,
-        },
-    )
-    return body.topics[0]
-
-
 def _grow(client: WireClient, name: str, count: int) -> Any:
     body = client.call(
         CREATE_PARTITIONS,
@@ -147,12 +126,12 @@ def test_a_topic_over_the_descriptor_budget_is_refused_before_anything_is_made(
     budgeted: tuple[WireClient, str], tmp_path: Path
 ) -> None:
     client, bootstrap = budgeted
-    result = _create(client, "many", TOO_MANY_PARTITIONS)
+    result = create_topic_result(client, "many", TOO_MANY_PARTITIONS)
     assert result.error_code == ErrorCode.policy_violation
     assert "RLIMIT_NOFILE" in result.error_message
     assert _dirs(tmp_path, "many") == []
     assert _partitions(bootstrap, "many") is None
-    assert _create(client, "few", FEW_PARTITIONS).error_code == ErrorCode.none
+    assert create_topic_result(client, "few", FEW_PARTITIONS).error_code == ErrorCode.none
     grown = _grow(client, "few", TOO_MANY_PARTITIONS)
     assert grown.error_code == ErrorCode.policy_violation
     assert len(_partitions(bootstrap, "few") or []) == FEW_PARTITIONS
@@ -162,12 +141,12 @@ def test_running_out_of_descriptors_rolls_the_topic_back(
     unbudgeted: tuple[WireClient, str], tmp_path: Path
 ) -> None:
     client, bootstrap = unbudgeted
-    result = _create(client, "many", TOO_MANY_PARTITIONS)
+    result = create_topic_result(client, "many", TOO_MANY_PARTITIONS)
     assert result.error_code == ErrorCode.kafka_storage_error
     assert _dirs(tmp_path, "many") == []
     # The same connection is answered and new ones are accepted: the descriptors are back.
     assert _partitions(bootstrap, "many") is None
-    assert _create(client, "few", FEW_PARTITIONS).error_code == ErrorCode.none
+    assert create_topic_result(client, "few", FEW_PARTITIONS).error_code == ErrorCode.none
     grown = _grow(client, "few", TOO_MANY_PARTITIONS)
     assert grown.error_code == ErrorCode.kafka_storage_error
     assert len(_partitions(bootstrap, "few") or []) == FEW_PARTITIONS

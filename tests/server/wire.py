@@ -100,8 +100,8 @@ class WireClient:
 CREATE_TOPICS = 19
 
 
-def create_topic(client: WireClient, name: str, partitions: int = 1) -> None:
-    """Create ``name`` (replication factor 1) through a CreateTopics v5 request."""
+def create_topic_result(client: WireClient, name: str, partitions: int = 1) -> Any:
+    """Ask a CreateTopics v5 for ``name`` (replication factor 1); its per-topic result."""
     body = client.call(
         CREATE_TOPICS,
         5,
@@ -118,4 +118,9 @@ def create_topic(client: WireClient, name: str, partitions: int = 1) -> None:
             "timeout": 1000,
         },
     )
-    assert body.topics[0].error_code == ErrorCode.none
+    return body.topics[0]
+
+
+def create_topic(client: WireClient, name: str, partitions: int = 1) -> None:
+    """Create ``name`` (replication factor 1) through a CreateTopics v5 request."""
+    assert create_topic_result(client, name, partitions).error_code == ErrorCode.none

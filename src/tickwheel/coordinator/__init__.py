@@ -70,6 +70,7 @@ contended there; the rules make the library safe with threads as well.
 
 from tickwheel.coordinator._apis import (
     DEFAULT_CLIENT_HOST,
+    FIND_COORDINATOR_KEY,
     GROUP_API_NAMES,
     GROUP_API_VERSIONS,
     CoordinatorLocator,
@@ -111,6 +112,7 @@ from tickwheel.coordinator._service import GroupService
 __all__ = [
     "CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR",
     "DEFAULT_CLIENT_HOST",
+    "FIND_COORDINATOR_KEY",
     "GROUP_API_NAMES",
     "GROUP_API_VERSIONS",
     "HEARTBEAT_PURGATORY",

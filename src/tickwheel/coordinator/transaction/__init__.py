@@ -39,6 +39,7 @@ broker injects the locator, the leader lookup and the marker transport).
 """
 
 from tickwheel.coordinator.transaction._apis import (
+    COORDINATOR_TYPE_TRANSACTION,
     TRANSACTION_API_NAMES,
     TRANSACTION_API_VERSIONS,
     TransactionApis,
@@ -83,6 +84,7 @@ from tickwheel.coordinator.transaction._timeouts import TxnTimeouts
 __all__ = [
     "CLUSTER_TRANSACTION_STATE_MIN_ISR",
     "CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR",
+    "COORDINATOR_TYPE_TRANSACTION",
     "TRANSACTION_API_NAMES",
     "TRANSACTION_API_VERSIONS",
     "TRANSACTION_STATE_TOPIC",

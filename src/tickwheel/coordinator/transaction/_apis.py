@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from tickwheel.coordinator._apis import CoordinatorLocator
+from tickwheel.coordinator._apis import FIND_COORDINATOR_KEY, CoordinatorLocator
 from tickwheel.coordinator.transaction._coordinator import (
     InitProducerIdResult,
     TransactionCoordinator,
@@ -47,7 +47,6 @@ from tickwheel.replica import TopicPartition
 
 T = TypeVar("T")
 
-FIND_COORDINATOR_KEY = 10
 INIT_PRODUCER_ID_KEY = 22
 ADD_PARTITIONS_TO_TXN_KEY = 24
 ADD_OFFSETS_TO_TXN_KEY = 25

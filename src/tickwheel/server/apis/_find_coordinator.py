@@ -12,19 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from tickwheel.coordinator import GROUP_API_VERSIONS
+from tickwheel.coordinator import FIND_COORDINATOR_KEY, GROUP_API_VERSIONS
+from tickwheel.coordinator.transaction import COORDINATOR_TYPE_TRANSACTION
 from tickwheel.protocol import DecodedRequest
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response
-
-_FIND_COORDINATOR_KEY = 10
-_COORDINATOR_TYPE_TRANSACTION = 1
 
 
 async def handle_find_coordinator(context: BrokerContext, request: DecodedRequest) -> Response:
     """Route to the coordinator of the request's key type."""
     body: Any = request.body
-    if int(getattr(body, "key_type", 0)) == _COORDINATOR_TYPE_TRANSACTION:
+    if int(getattr(body, "key_type", 0)) == COORDINATOR_TYPE_TRANSACTION:
         if context.transactions is None:
             raise RuntimeError("the transaction coordinator is not started")
         return await context.transactions.handle(request)
@@ -34,8 +32,8 @@ async def handle_find_coordinator(context: BrokerContext, request: DecodedReques
 
 
 FIND_COORDINATOR = ApiSpec(
-    _FIND_COORDINATOR_KEY,
+    FIND_COORDINATOR_KEY,
     "FindCoordinator",
-    GROUP_API_VERSIONS[_FIND_COORDINATOR_KEY],
+    GROUP_API_VERSIONS[FIND_COORDINATOR_KEY],
     handle_find_coordinator,
 )

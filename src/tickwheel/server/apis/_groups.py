@@ -37,6 +37,7 @@ from collections.abc import Mapping
 
 from tickwheel.cluster import ClusterNode
 from tickwheel.coordinator import (
+    FIND_COORDINATOR_KEY,
     GROUP_API_NAMES,
     GROUP_API_VERSIONS,
     OFFSETS_TOPIC,
@@ -52,7 +53,6 @@ from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
 
 _log = logging.getLogger(__name__)
-_FIND_COORDINATOR_KEY = 10
 
 
 def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupService:
@@ -165,5 +165,5 @@ async def handle_group_request(context: BrokerContext, request: DecodedRequest) 
 GROUP_SPECS: tuple[ApiSpec, ...] = tuple(
     ApiSpec(api_key, GROUP_API_NAMES[api_key], versions, handle_group_request)
     for api_key, versions in GROUP_API_VERSIONS.items()
-    if api_key != _FIND_COORDINATOR_KEY  # _find_coordinator routes it by key type
+    if api_key != FIND_COORDINATOR_KEY  # _find_coordinator routes it by key type
 )
