@@ -6,6 +6,7 @@ import struct
 
 import pytest
 
+from tickwheel.coordinator._state_log import iter_records
 from tickwheel.coordinator.transaction import (
     TransactionLogError,
     TransactionState,
@@ -15,7 +16,7 @@ from tickwheel.coordinator.transaction import (
     encode_key,
     encode_value,
 )
-from tickwheel.coordinator.transaction._log import build_record_batch, iter_records
+from tickwheel.coordinator.transaction._log import build_record_batch
 from tickwheel.replica import TopicPartition
 
 ONGOING = TxnTransitMetadata(

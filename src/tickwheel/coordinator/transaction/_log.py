@@ -12,7 +12,7 @@ Version 1 (read only) holds the same fields in the flexible encoding (compact ar
 and strings, tagged fields; tags 0 PreviousProducerId, 1 NextProducerId, 2
 ClientTransactionVersion). A null value is a tombstone (an expired transactional id).
 Each record goes to the log in its own uncompressed, non-transactional v2 batch
-(Kafka's ``TransactionLog``); ``iter_records`` reads them back from a partition.
+(Kafka's ``TransactionLog``); ``tickwheel.coordinator._state_log`` reads them back.
 
 Pure functions; safe from any thread.
 """
@@ -20,7 +20,6 @@ Pure functions; safe from any thread.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tickwheel.coordinator._records import build_batch
@@ -29,7 +28,6 @@ from tickwheel.coordinator.transaction._metadata import (
     TransactionState,
     TxnTransitMetadata,
 )
-from tickwheel.log import read_varint
 from tickwheel.replica import TopicPartition
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -44,14 +42,6 @@ _VALUE_HEAD = struct.Struct(">hqhib")
 _TIMESTAMPS = struct.Struct(">qq")
 _TAG_PREVIOUS_PRODUCER_ID = 0
 _TAG_NEXT_PRODUCER_ID = 1
-_BATCH_PREFIX = struct.Struct(">qi")  # base offset, batch length
-_LOG_OVERHEAD = 12
-_ATTRIBUTES_AT = 21
-_LAST_OFFSET_DELTA_AT = 23
-_RECORD_COUNT_AT = 57
-_RECORDS_AT = 61
-_CONTROL_FLAG = 0x20
-_COMPRESSION_MASK = 0x07
 
 
 class TransactionLogError(ValueError):
@@ -235,58 +225,3 @@ def decode_value(data: bytes) -> TransactionLogValue:
 def build_record_batch(transactional_id: str, value: bytes | None, timestamp_ms: int) -> bytes:
     """One v2 batch holding the id's record (``value`` None: a tombstone)."""
     return build_batch([(encode_key(transactional_id), value)], timestamp_ms)
-
-
-def iter_records(data: bytes) -> Iterator[tuple[int, bytes, bytes | None]]:
-    """``(offset, key, value)`` of every record in the whole v2 batches of ``data``.
-
-    Control batches are skipped; a compressed batch raises ``TransactionLogError``
-    (Kafka writes this topic uncompressed).
-    """
-    position = 0
-    while position + _RECORDS_AT <= len(data):
-        base_offset, batch_length = _BATCH_PREFIX.unpack_from(data, position)
-        end = position + _LOG_OVERHEAD + batch_length
-        if end > len(data):
-            return
-        (attributes,) = _I16.unpack_from(data, position + _ATTRIBUTES_AT)
-        if attributes & _COMPRESSION_MASK:
-            raise TransactionLogError("compressed __transaction_state batch")
-        if not attributes & _CONTROL_FLAG:
-            (count,) = _I32.unpack_from(data, position + _RECORD_COUNT_AT)
-            yield from _records(data[position + _RECORDS_AT : end], base_offset, count)
-        position = end
-
-
-def _records(
-    body: bytes, base_offset: int, count: int
-) -> Iterator[tuple[int, bytes, bytes | None]]:
-    position = 0
-    for _ in range(count):
-        length, position = read_varint(body, position)
-        record_end = position + length
-        position += 1  # attributes
-        _timestamp_delta, position = read_varint(body, position)
-        offset_delta, position = read_varint(body, position)
-        key_length, position = read_varint(body, position)
-        key = body[position : position + max(key_length, 0)]
-        position += max(key_length, 0)
-        value_length, position = read_varint(body, position)
-        value = None if value_length < 0 else body[position : position + value_length]
-        position = record_end
-        yield base_offset + offset_delta, key, value
-
-
-def next_batch_offset(data: bytes) -> int:
-    """The offset after the last whole batch of ``data`` (control batches too), or -1."""
-    position = 0
-    next_offset = -1
-    while position + _LAST_OFFSET_DELTA_AT + _I32.size <= len(data):
-        base_offset, batch_length = _BATCH_PREFIX.unpack_from(data, position)
-        end = position + _LOG_OVERHEAD + batch_length
-        if end > len(data):
-            break
-        (last_delta,) = _I32.unpack_from(data, position + _LAST_OFFSET_DELTA_AT)
-        next_offset = base_offset + last_delta + 1
-        position = end
-    return next_offset

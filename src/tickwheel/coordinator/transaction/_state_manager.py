@@ -35,6 +35,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator._hashing import java_abs, java_string_hash
+from tickwheel.coordinator._state_log import read_to_end
 from tickwheel.coordinator.transaction._config import TransactionConfig
 from tickwheel.coordinator.transaction._log import (
     TRANSACTION_STATE_TOPIC,
@@ -43,8 +44,6 @@ from tickwheel.coordinator.transaction._log import (
     decode_key,
     decode_value,
     encode_value,
-    iter_records,
-    next_batch_offset,
 )
 from tickwheel.coordinator.transaction._metadata import (
     NO_PRODUCER_EPOCH,
@@ -318,7 +317,9 @@ class TransactionStateManager:
             TopicPartition(TRANSACTION_STATE_TOPIC, partition)
         )
         if hosted is not None:
-            for _offset, key, value in self._read_to_end(hosted.log):
+            for _offset, key, value in read_to_end(
+                hosted.log, self.config.transaction_state_log_load_buffer_size
+            ):
                 try:
                     transactional_id = decode_key(key)
                 except TransactionLogError as exc:
@@ -382,22 +383,6 @@ class TransactionStateManager:
             coordinator_epoch,
         )
         return pending
-
-    def _read_to_end(self, log: Any) -> Iterable[tuple[int, bytes, bytes | None]]:
-        end_offset = log.log_end_offset
-        next_offset = log.log_start_offset
-        chunk = self.config.transaction_state_log_load_buffer_size
-        while next_offset < end_offset:
-            fetched = log.read(next_offset, chunk, max_offset=end_offset)
-            data = bytes(fetched.records.read_bytes())
-            if not data:
-                return
-            last = next_offset - 1
-            for offset, key, value in iter_records(data):
-                last = offset
-                if offset >= next_offset:
-                    yield offset, key, value
-            next_offset = max(last + 1, next_batch_offset(data))
 
     def unload_partition(self, partition: int, coordinator_epoch: int | None = None) -> list[str]:
         """Forget ``partition``'s ids (resigned) and their timers; the ids dropped."""
