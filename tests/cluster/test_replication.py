@@ -12,7 +12,7 @@ from confluent_kafka import TopicPartition as ConsumerPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tickwheel.cluster import LocalCluster
-from tickwheel.server._topics import decode_topic_id
+from tickwheel.protocol import decode_topic_id
 
 from .helpers import WAIT_S, isr, log_bytes, wait_for
 

@@ -12,8 +12,8 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import decode_topic_id
 from tickwheel.server import BackgroundBroker, BrokerConfig
-from tickwheel.server._topics import decode_topic_id
 
 from .wire import WireClient
 

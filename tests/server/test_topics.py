@@ -10,12 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tickwheel.protocol import decode_topic_id, encode_topic_id
 from tickwheel.server._topics import (
     METADATA_FILE,
     PRODUCER_ID_BLOCK_SIZE,
     TopicRegistry,
-    decode_topic_id,
-    encode_topic_id,
     legacy_topic_id,
     topic_name_error,
 )

@@ -50,6 +50,7 @@ from tickwheel.protocol._framing import (
     uvarint,
 )
 from tickwheel.protocol._schemas import request_schema, response_schema
+from tickwheel.protocol._topic_id import decode_topic_id, encode_topic_id
 
 __all__ = [
     "API_VERSIONS_KEY",
@@ -72,10 +73,12 @@ __all__ = [
     "VersionRange",
     "build_entity",
     "decode_request",
+    "decode_topic_id",
     "encode_api_versions_fallback",
     "encode_fetch_response",
     "encode_request",
     "encode_response",
+    "encode_topic_id",
     "invalid_request_response",
     "peek_request_key",
     "read_frame_size",

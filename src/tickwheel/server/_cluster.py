@@ -30,10 +30,11 @@ from tickwheel.cluster import (
     TopicMetadata,
     ZkSettings,
 )
+from tickwheel.protocol import decode_topic_id
 from tickwheel.replica import FetcherConfig
 from tickwheel.server._config import BrokerConfig
 from tickwheel.server._context import BrokerContext
-from tickwheel.server._topics import decode_topic_id, legacy_topic_id
+from tickwheel.server._topics import legacy_topic_id
 
 _log = logging.getLogger(__name__)
 _AUTO_CREATE_TIMEOUT_MS = 5000

@@ -22,14 +22,14 @@ Concurrency: owned by the broker's event loop; not thread-safe.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tickwheel.protocol import decode_topic_id, encode_topic_id
 
 METADATA_FILE = "tickwheel-metadata.json"
 _FORMAT_VERSION = 1
@@ -58,20 +58,6 @@ _TOPIC_ID_NAMESPACE = uuid.UUID("7f3c1a52-9c1e-4f0b-8a43-5d1f2e6b9c07")
 def legacy_topic_id(name: str) -> uuid.UUID:
     """The id of a topic recorded before topic ids: the same on every broker."""
     return uuid.uuid5(_TOPIC_ID_NAMESPACE, name)
-
-
-def encode_topic_id(topic_id: uuid.UUID) -> str:
-    """``topic_id`` in Kafka's form: URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
-
-
-def decode_topic_id(text: str) -> uuid.UUID | None:
-    """The id written by ``encode_topic_id``, or None if ``text`` is not one."""
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    return uuid.UUID(bytes=raw) if len(raw) == 16 else None
 
 
 @dataclass(slots=True)
