@@ -28,7 +28,12 @@ from tickwheel.cluster._metadata import (
     TopicMetadata,
 )
 from tickwheel.cluster._node import ClusterNode, ClusterSettings, InconsistentClusterIdError
-from tickwheel.cluster._wire import BrokerChannel, KafkaFetchTransport, KafkaTxnMarkerTransport
+from tickwheel.cluster._wire import (
+    BrokerChannel,
+    KafkaFetchTransport,
+    KafkaShareStateTransport,
+    KafkaTxnMarkerTransport,
+)
 from tickwheel.cluster._zk import (
     BrokerIdTakenError,
     ControllerMovedError,
@@ -74,6 +79,7 @@ __all__ = [
     "ElectionError",
     "InconsistentClusterIdError",
     "KafkaFetchTransport",
+    "KafkaShareStateTransport",
     "KafkaTxnMarkerTransport",
     "LocalCluster",
     "MetadataCache",

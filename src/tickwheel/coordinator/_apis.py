@@ -81,7 +81,7 @@ TXN_OFFSET_COMMIT_KEY = 28
 GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     OFFSET_COMMIT_KEY: VersionRange(2, 8),
     OFFSET_FETCH_KEY: VersionRange(1, 7),
-    FIND_COORDINATOR_KEY: VersionRange(0, 4),
+    FIND_COORDINATOR_KEY: VersionRange(0, 6),
     JOIN_GROUP_KEY: VersionRange(0, 7),
     HEARTBEAT_KEY: VersionRange(0, 4),
     LEAVE_GROUP_KEY: VersionRange(0, 5),

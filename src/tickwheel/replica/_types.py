@@ -24,7 +24,7 @@ NO_TIMESTAMP = -1
 UNKNOWN_OFFSET = -1
 CONSUMER_REPLICA_ID = -1
 """``replica_id`` of a fetch from a consumer (a follower sends its broker id)."""
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 """Kafka's ``Topic.isInternal`` set: topics only the broker's own coordinators write."""
 
 

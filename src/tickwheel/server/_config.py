@@ -27,6 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel.coordinator import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR, GroupConfig
+from tickwheel.coordinator.share import (
+    CLUSTER_SHARE_STATE_MIN_ISR,
+    CLUSTER_SHARE_STATE_REPLICATION_FACTOR,
+    ShareCoordinatorConfig,
+)
 from tickwheel.coordinator.transaction import (
     CLUSTER_TRANSACTION_STATE_MIN_ISR,
     CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR,
@@ -53,6 +58,7 @@ _LISTENER_SCHEME = "PLAINTEXT://"
 _MS_PER_HOUR = 3_600_000
 _GROUPS = GroupConfig()
 _TXNS = TransactionConfig()
+_SHARE_STATE = ShareCoordinatorConfig()
 
 # Broker property -> topic-level property it provides the default for (Kafka's
 # "server default property" of each topic config).
@@ -334,6 +340,32 @@ class BrokerConfig:
         default=_TXNS.transaction_remove_expired_transaction_cleanup_interval_ms,
         metadata=_kafka("transaction.remove.expired.transaction.cleanup.interval.ms"),
     )
+    # The share coordinator's settings; ShareCoordinatorConfig holds the defaults and
+    # reads these from ``as_properties()``.
+    share_coordinator_state_topic_num_partitions: int = field(
+        default=_SHARE_STATE.share_coordinator_state_topic_num_partitions,
+        metadata=_kafka("share.coordinator.state.topic.num.partitions"),
+    )
+    share_coordinator_state_topic_replication_factor: int = field(
+        default=_SHARE_STATE.share_coordinator_state_topic_replication_factor,
+        metadata=_kafka("share.coordinator.state.topic.replication.factor"),
+    )
+    share_coordinator_state_topic_min_isr: int = field(
+        default=_SHARE_STATE.share_coordinator_state_topic_min_isr,
+        metadata=_kafka("share.coordinator.state.topic.min.isr"),
+    )
+    share_coordinator_state_topic_segment_bytes: int = field(
+        default=_SHARE_STATE.share_coordinator_state_topic_segment_bytes,
+        metadata=_kafka("share.coordinator.state.topic.segment.bytes"),
+    )
+    share_coordinator_write_timeout_ms: int = field(
+        default=_SHARE_STATE.share_coordinator_write_timeout_ms,
+        metadata=_kafka("share.coordinator.write.timeout.ms"),
+    )
+    share_coordinator_load_buffer_size: int = field(
+        default=_SHARE_STATE.share_coordinator_load_buffer_size,
+        metadata=_kafka("share.coordinator.load.buffer.size"),
+    )
     # Kafka makes the cluster id (``kafka-storage format``, or the first broker in
     # ZooKeeper mode); empty means the same here (``_meta_properties``).
     cluster_id: str = field(default="", metadata=_kafka("cluster.id"))
@@ -398,6 +430,11 @@ class BrokerConfig:
                     CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR,
                 ),
                 ("transaction_state_log_min_isr", CLUSTER_TRANSACTION_STATE_MIN_ISR),
+                (
+                    "share_coordinator_state_topic_replication_factor",
+                    CLUSTER_SHARE_STATE_REPLICATION_FACTOR,
+                ),
+                ("share_coordinator_state_topic_min_isr", CLUSTER_SHARE_STATE_MIN_ISR),
             ):
                 if name not in values:
                     values[name] = cluster_default

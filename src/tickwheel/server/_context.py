@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from tickwheel.cluster import BROKER_ENTITY, TOPIC_ENTITY, ClusterNode
 from tickwheel.coordinator import GroupService
+from tickwheel.coordinator.share import ShareCoordinatorService
 from tickwheel.coordinator.transaction import TransactionService
 from tickwheel.log import LogConfig, LogStorageError
 from tickwheel.protocol import VersionRange
@@ -84,6 +85,8 @@ class BrokerContext:
         self.groups: GroupService | None = None
         # The transaction coordinator, set by the broker after the group coordinator.
         self.transactions: TransactionService | None = None
+        # The share coordinator (``__share_group_state``), set after the transactions'.
+        self.share_coordinator: ShareCoordinatorService | None = None
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         self.cluster: ClusterNode | None = None
         # This broker's cluster id (meta.properties); in a cluster, until it has joined,

@@ -26,7 +26,6 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator import OFFSETS_TOPIC
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import NO_LEADER, TopicPartition, is_internal_topic
 from tickwheel.server._cluster import auto_create_topic, broker_entries, partition_entries
@@ -62,7 +61,7 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
             "error_code": ErrorCode.none,
             "name": name,
             "topic_id": info.topic_id,
-            "is_internal": name == OFFSETS_TOPIC,
+            "is_internal": is_internal_topic(name),
             "partitions": partition_entries(context.cluster, name),
         }
     broker_id = context.broker_id
@@ -101,7 +100,7 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
         "error_code": ErrorCode.none,
         "name": name,
         "topic_id": info.topic_id,
-        "is_internal": name == OFFSETS_TOPIC,
+        "is_internal": is_internal_topic(name),
         "partitions": partitions,
     }
 
