@@ -45,6 +45,7 @@ from tickwheel.cluster._zk import (
 from tickwheel.cluster._znodes import (
     BROKER_ENTITY,
     DEFAULT_BROKER_ENTITY,
+    GROUP_ENTITY,
     TOPIC_ENTITY,
     BrokerEndpoint,
     TopicAssignment,
@@ -64,6 +65,7 @@ from tickwheel.cluster._zookeeper import ZooKeeperError, ZooKeeperServer, free_p
 __all__ = [
     "BROKER_ENTITY",
     "DEFAULT_BROKER_ENTITY",
+    "GROUP_ENTITY",
     "NO_CONTROLLER",
     "TOPIC_ENTITY",
     "AssignmentError",

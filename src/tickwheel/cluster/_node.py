@@ -40,8 +40,10 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    (as Kafka does; a broker down longer reads every config afresh when it starts).
    A topic's new overrides go to the cache, to ``topic_listener`` and to every hosted
    replica's log; a broker entity's (``<default>`` or this broker's id) to
-   ``broker_config_listener``, which also hears of both at start-up. ``alter_config``
-   returns once this broker has applied its own change.
+   ``broker_config_listener``, which also hears of both at start-up; a group's
+   (``groups``/``<group>``, KIP-848/KIP-932 group configs) to ``group_config_listener``,
+   which hears of every group at start-up. ``alter_config`` returns once this broker
+   has applied its own change.
 
 7. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
    which re-elects leaders when brokers die or return (``_controller``); its
@@ -90,6 +92,7 @@ from tickwheel.cluster._znodes import (
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
     DEFAULT_BROKER_ENTITY,
+    GROUP_ENTITY,
     TOPIC_ENTITY,
     TOPICS_PATH,
     BrokerEndpoint,
@@ -103,6 +106,7 @@ from tickwheel.cluster._znodes import (
     decode_partition_state,
     decode_topic,
     decode_topic_config,
+    entity_type_path,
     new_topic_id,
     parse_int_children,
     partition_state_path,
@@ -248,6 +252,8 @@ class ClusterNode:
         self.topic_listener: TopicListener | None = None
         self.leadership_listener: LeadershipListener | None = None
         self.broker_config_listener: BrokerConfigListener | None = None
+        # Told each group's config overrides: at start-up, then on every change.
+        self.group_config_listener: BrokerConfigListener | None = None
         # Told the cluster id once it is known and checked, before this broker
         # registers (the broker keeps it in meta.properties, as Kafka does then).
         self.cluster_id_listener: Callable[[str], None] | None = None
@@ -429,6 +435,10 @@ class ClusterNode:
                 configs = self._read_entity_config(BROKER_ENTITY, entity)
                 if configs is not None:
                     self._post(_ConfigChanged(BROKER_ENTITY, entity, configs, _INITIAL_CONFIGS))
+            for group in self._zk.children(entity_type_path(GROUP_ENTITY)):
+                configs = self._read_entity_config(GROUP_ENTITY, group)
+                if configs is not None:
+                    self._post(_ConfigChanged(GROUP_ENTITY, group, configs, _INITIAL_CONFIGS))
             return None
         for seq, child in sequences:
             if seq <= self._seen_config_change:
@@ -568,6 +578,10 @@ class ClusterNode:
             listener = self.broker_config_listener
             if listener is not None and event.name in {DEFAULT_BROKER_ENTITY, str(self.broker_id)}:
                 listener(event.name, event.configs)
+            return
+        if event.entity_type == GROUP_ENTITY:
+            if self.group_config_listener is not None:
+                self.group_config_listener(event.name, event.configs)
             return
         topic = self.cache.topics.get(event.name)
         if event.entity_type != TOPIC_ENTITY or topic is None:

@@ -8,6 +8,7 @@ Brokers and tools written for Kafka's ZooKeeper mode read the same documents:
 ``/brokers/topics/<t>/partitions/<p>/state``  leader, leader_epoch, isr, controller_epoch
 ``/config/topics/<topic>``                  the topic's config overrides
 ``/config/brokers/<id>``, ``<default>``     dynamic configs of a broker, of all brokers
+``/config/groups/<group>``                  a group's config overrides (KIP-848/932)
 ``/config/changes/config_change_<seq>``     a config changed: ``{"entity_path": ..}``
 ``/controller`` (ephemeral)                 the broker acting as controller
 ``/controller_epoch``                       how many controllers there have been
@@ -43,11 +44,14 @@ CONTROLLER_EPOCH_PATH = "/controller_epoch"
 CLUSTER_ID_PATH = "/cluster/id"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 BROKER_CONFIGS_PATH = "/config/brokers"
+GROUP_CONFIGS_PATH = "/config/groups"
+_CONFIG_PATH = "/config"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 """Each change notification is a persistent sequential node with this prefix."""
 TOPIC_ENTITY = "topics"
 BROKER_ENTITY = "brokers"
+GROUP_ENTITY = "groups"
 DEFAULT_BROKER_ENTITY = "<default>"
 """The broker entity whose configs are every broker's dynamic defaults."""
 PERSISTENT_PATHS = (
@@ -55,6 +59,7 @@ PERSISTENT_PATHS = (
     TOPICS_PATH,
     TOPIC_CONFIGS_PATH,
     BROKER_CONFIGS_PATH,
+    GROUP_CONFIGS_PATH,
     CONFIG_CHANGES_PATH,
     "/cluster",
 )
@@ -107,9 +112,15 @@ def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS_PATH}/{topic}"
 
 
+def entity_type_path(entity_type: str) -> str:
+    """The parent of every config of one entity type (its children are the names)."""
+    return f"{_CONFIG_PATH}/{entity_type}"
+
+
 def entity_config_path(entity_type: str, name: str) -> str:
-    """The config of an entity: ``topics``/``<topic>`` or ``brokers``/``<id>``."""
-    return f"/config/{entity_type}/{name}"
+    """The config of an entity: ``topics``/``<topic>``, ``brokers``/``<id>`` or
+    ``groups``/``<group>``."""
+    return f"{entity_type_path(entity_type)}/{name}"
 
 
 def config_change_path() -> str:

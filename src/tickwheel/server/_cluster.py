@@ -101,6 +101,7 @@ def join_cluster(context: BrokerContext, stored_cluster_id: str | None) -> Clust
 
     node.topic_listener = mirror
     node.broker_config_listener = context.apply_broker_configs
+    node.group_config_listener = context.apply_group_configs
     context.cluster = node
     return node
 

@@ -6,7 +6,8 @@ resource is applied unless all of it is valid:
 
 1. The resource is checked: a topic must exist (UNKNOWN_TOPIC_OR_PARTITION); a broker
    resource names this broker's id or ``""``, the cluster-wide default (anything
-   else, and other resource types, INVALID_REQUEST); a resource named twice in one
+   else, and other resource types, INVALID_REQUEST); a group (resource type 32) needs
+   a non-empty id but need not exist yet, as in Kafka; a resource named twice in one
    request is refused each time (INVALID_REQUEST), and so is a key named twice.
 2. The new override set is computed from the current one: AlterConfigs replaces it
    whole; IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT, the last
@@ -16,7 +17,9 @@ resource is applied unless all of it is valid:
    and then all of them over the broker's defaults through ``LogConfig`` (an unknown
    name or bad value → INVALID_CONFIG naming the key); for a broker, names that
    cannot change while the broker runs → INVALID_REQUEST ("Cannot update these
-   configs dynamically", Kafka's answer), unknown names or bad values → INVALID_CONFIG.
+   configs dynamically", Kafka's answer), unknown names or bad values → INVALID_CONFIG;
+   for a group, unknown names or values outside the broker's bounds → INVALID_CONFIG
+   (``_group_configs``).
 4. Unless ``validate_only``, the ``BrokerContext`` applies it (live logs, the registry
    or ZooKeeper).
 
@@ -40,6 +43,11 @@ from tickwheel.log import LogConfig
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._dynamic_config import DYNAMIC_BROKER_CONFIGS
+from tickwheel.server._group_configs import (
+    GROUP_RESOURCE,
+    GroupConfigError,
+    validate_group_overrides,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -258,6 +266,18 @@ async def alter_resource(
         validate_broker_overrides(context, entity, overrides)
         if not validate_only:
             await context.alter_broker_configs(entity, overrides)
+    elif resource.resource_type == GROUP_RESOURCE:
+        if not resource.name:
+            raise ConfigAlterError(ErrorCode.invalid_request, "a group resource needs a group id")
+        broker = context.config.as_properties()
+        current = context.group_configs.overrides.get(resource.name, {})
+        overrides = new_overrides(current, context.group_configs.effective(resource.name))
+        try:
+            validate_group_overrides(overrides, broker)
+        except GroupConfigError as exc:
+            raise ConfigAlterError(ErrorCode.invalid_config, str(exc)) from None
+        if not validate_only:
+            await context.alter_group_configs(resource.name, overrides)
     else:
         raise ConfigAlterError(
             ErrorCode.invalid_request,

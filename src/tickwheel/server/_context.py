@@ -10,7 +10,8 @@ growing are all-or-nothing: an ``OSError`` (a full disk, no file descriptors lef
 removes the partitions that call made and leaves the registry as it was.
 
 Live config changes (AlterConfigs, IncrementalAlterConfigs) are applied here too: a
-topic's new overrides, or new dynamic broker configs (``DynamicBrokerConfig``; ``config``
+topic's new overrides, a group's (``group_configs``, read by the coordinators at their
+next use), or new dynamic broker configs (``DynamicBrokerConfig``; ``config``
 is always its ``current``), reach every hosted partition's log at once. On a single
 node the registry file records them; in a cluster ZooKeeper does, and every broker,
 this one included, applies them when notified (``ClusterNode.alter_config``).
@@ -26,7 +27,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tickwheel.cluster import BROKER_ENTITY, TOPIC_ENTITY, ClusterNode
+from tickwheel.cluster import BROKER_ENTITY, GROUP_ENTITY, TOPIC_ENTITY, ClusterNode
 from tickwheel.coordinator import GroupService
 from tickwheel.coordinator.share import ShareCoordinatorService
 from tickwheel.coordinator.transaction import TransactionService
@@ -35,6 +36,7 @@ from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._dynamic_config import DynamicBrokerConfig
+from tickwheel.server._group_configs import GroupConfigs
 from tickwheel.server._metrics import BrokerMetrics
 from tickwheel.server._topics import TopicInfo, TopicRegistry
 
@@ -76,6 +78,10 @@ class BrokerContext:
             except ConfigError as exc:
                 _log.error("ignoring the stored dynamic configs of %s: %s", entity, exc)
         self.config = self.dynamic.current
+        # The properties of ``config`` as it is now (dynamic configs replace it).
+        self.group_configs = GroupConfigs(self._broker_properties)
+        for group_id, configs in topics.group_configs.items():
+            self.group_configs.set(group_id, configs)
         self.replica_manager = replica_manager
         self.topics = topics
         self.metrics = metrics
@@ -144,6 +150,24 @@ class BrokerContext:
             return
         self.topics.set_broker_configs(entity, dict(configs))
         self.apply_broker_configs(entity, configs)
+
+    def _broker_properties(self) -> dict[str, str]:
+        return self.config.as_properties()
+
+    async def alter_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Replace the config overrides of group ``group_id`` (already validated)."""
+        if self.cluster is not None:
+            await self.cluster.alter_config(
+                GROUP_ENTITY, group_id, configs, timeout_ms=_ALTER_CONFIG_TIMEOUT_MS
+            )
+            return
+        self.apply_group_configs(group_id, configs)
+
+    def apply_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Take ``group_id``'s overrides: the coordinators read them at their next use."""
+        self.topics.set_group_configs(group_id, dict(configs))
+        self.group_configs.set(group_id, configs)
+        _log.info("group %s: config overrides now %s", group_id, dict(configs))
 
     def apply_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Take ``entity``'s dynamic configs: new topic defaults reach every live log

@@ -3,7 +3,8 @@
 Kafka keeps this in its metadata log (KRaft) or ZooKeeper; a single-node broker needs
 only a small file in its log directory, ``tickwheel-metadata.json``, rewritten
 atomically (temporary file, fsync, rename) whenever a topic is created, grows, is
-deleted or has its configs changed, whenever the broker's dynamic configs change, or
+deleted or has its configs changed, whenever the broker's dynamic configs or a group's
+configs change, or
 a new block of producer ids is taken. Producer ids are handed out from
 blocks, as Kafka's controller does, so that after a restart no id is ever reused:
 a reused id would collide with the old producer's sequence numbers kept by the log.
@@ -80,6 +81,8 @@ class TopicRegistry:
         # Dynamic broker configs by entity (``<default>`` or a broker id), as Kafka's
         # metadata log keeps them.
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Group config overrides by group id (KIP-848/KIP-932 group configs).
+        self.group_configs: dict[str, dict[str, str]] = {}
         self._next_producer_id = 0
         self._producer_id_block_end = 0
 
@@ -100,6 +103,9 @@ class TopicRegistry:
         self._names_by_id = {info.topic_id: name for name, info in self.topics.items()}
         self.broker_configs = {
             entity: dict(configs) for entity, configs in data.get("broker_configs", {}).items()
+        }
+        self.group_configs = {
+            group: dict(configs) for group, configs in data.get("group_configs", {}).items()
         }
         # Ids below the persisted block end may have been handed out before a crash.
         self._next_producer_id = self._producer_id_block_end = int(data["producer_id_block_end"])
@@ -173,6 +179,20 @@ class TopicRegistry:
             self.broker_configs = before
             raise
 
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace the config overrides of ``group_id`` (none: remove it); kept as they
+        were if the file cannot be written (the ``OSError`` is raised)."""
+        before = dict(self.group_configs)
+        if configs:
+            self.group_configs[group_id] = dict(configs)
+        else:
+            self.group_configs.pop(group_id, None)
+        try:
+            self._save()
+        except OSError:
+            self.group_configs = before
+            raise
+
     def delete(self, name: str) -> TopicInfo:
         """Remove a topic; returns what it was."""
         info = self.topics.pop(name)
@@ -202,6 +222,7 @@ class TopicRegistry:
                 for name, t in sorted(self.topics.items())
             },
             "broker_configs": self.broker_configs,
+            "group_configs": self.group_configs,
         }
         self._path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_suffix(".tmp")

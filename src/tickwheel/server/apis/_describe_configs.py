@@ -8,7 +8,9 @@ all (DYNAMIC_DEFAULT_BROKER_CONFIG), statically (STATIC_BROKER_CONFIG: the prope
 file, a ``KAFKA_*`` variable or ``--override``), or left at its default
 (DEFAULT_CONFIG). The broker (resource type 4, named by its id) lists every setting
 the same way, read-only unless it may change while the broker runs; the name ``""``
-lists the cluster-wide dynamic defaults, as Kafka does. ``include_synonyms`` adds
+lists the cluster-wide dynamic defaults, as Kafka does. A group (resource type 32)
+lists every group config: its override (GROUP_CONFIG) or the broker setting that gives
+its default (DEFAULT_CONFIG), whether or not the group exists. ``include_synonyms`` adds
 the whole chain of layers to each entry, highest precedence first.
 ``configuration_keys`` narrows the list; null means all. Documentation is not kept
 (null). Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
@@ -32,6 +34,7 @@ from tickwheel.server._dynamic_config import (
     DescribeSource,
     Synonym,
 )
+from tickwheel.server._group_configs import GROUP_RESOURCE
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
 _STRING_TYPE = 2
@@ -111,9 +114,32 @@ def _describe(context: BrokerContext, resource: Any, synonyms: bool) -> dict[str
             )
             for name in _wanted(list(values), keys)
         ]
+    elif resource.resource_type == GROUP_RESOURCE and resource.resource_name:
+        overrides = context.group_configs.overrides.get(resource.resource_name, {})
+        values = context.group_configs.effective(resource.resource_name)
+        entries = [
+            _entry(
+                name,
+                values[name],
+                [
+                    Synonym(
+                        name,
+                        values[name],
+                        DescribeSource.GROUP_CONFIG
+                        if name in overrides
+                        else DescribeSource.DEFAULT_CONFIG,
+                    )
+                ],
+                read_only=False,
+                synonyms=synonyms,
+            )
+            for name in _wanted(list(values), keys)
+        ]
     else:
         return _error(
-            head, ErrorCode.invalid_request, "only topics and this broker can be described"
+            head,
+            ErrorCode.invalid_request,
+            "only topics, groups and this broker can be described",
         )
     return {**head, "error_code": ErrorCode.none, "error_message": None, "configs": entries}
 
