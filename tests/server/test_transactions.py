@@ -115,7 +115,7 @@ def test_the_transaction_apis_are_advertised(client: WireClient) -> None:
     assert ranges[DESCRIBE_TRANSACTIONS] == (0, 0)
     assert ranges[LIST_TRANSACTIONS] == (0, 1)
     assert ranges[INIT_PRODUCER_ID] == (0, 4)
-    assert ranges[FIND_COORDINATOR] == (0, 4)
+    assert ranges[FIND_COORDINATOR] == (0, 6)
 
 
 def test_find_coordinator_of_a_transactional_id(
