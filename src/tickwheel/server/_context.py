@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ _log = logging.getLogger(__name__)
 _ALTER_CONFIG_TIMEOUT_MS = 30_000
 """How long an alteration waits for this broker to apply its own change (cluster)."""
 
+_TOPIC_ID_NAMESPACE = uuid.UUID("6f1c0a52-6b0e-4f43-9d1e-7469636b7768")
 STORAGE_ERRORS = (OSError, LogStorageError)
 """What creating a partition's log raises when the disk or the descriptors fail."""
 
@@ -101,6 +103,20 @@ class BrokerContext:
     def broker_id(self) -> int:
         """This broker's id."""
         return self.config.broker_id
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        """The id of topic ``name``, or None if it does not exist (a stand-in derived from
+        the name until topic ids are stored)."""
+        if name not in self.topics.topics:
+            return None
+        return uuid.uuid5(_TOPIC_ID_NAMESPACE, name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id ``topic_id``, or None."""
+        for name in self.topics.topics:
+            if uuid.uuid5(_TOPIC_ID_NAMESPACE, name) == topic_id:
+                return name
+        return None
 
     def topic_properties(self, configs: Mapping[str, str]) -> dict[str, str]:
         """The broker's topic defaults with ``configs`` on top."""

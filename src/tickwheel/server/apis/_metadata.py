@@ -45,7 +45,7 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
         return {
             "error_code": ErrorCode.none,
             "name": name,
-            "topic_id": None,
+            "topic_id": context.topic_id(name),
             "is_internal": name == OFFSETS_TOPIC,
             "partitions": partition_entries(context.cluster, name),
         }
@@ -84,7 +84,7 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.none,
         "name": name,
-        "topic_id": None,
+        "topic_id": context.topic_id(name),
         "is_internal": name == OFFSETS_TOPIC,
         "partitions": partitions,
     }
