@@ -151,6 +151,10 @@ class ReplicaManager:
         self.txn_completion_listener: (
             Callable[[int, Sequence[TopicPartition], bool], None] | None
         ) = None
+        # Told of every partition whose high watermark moved or whose leadership
+        # changed, after this manager's own purgatories were checked: the share-partition
+        # manager wakes its ShareFetch purgatory (this package never imports it).
+        self.high_watermark_listener: Callable[[TopicPartition], None] | None = None
         self._clock_ms = clock_ms or system_clock_ms
         self._partitions: dict[TopicPartition, Partition] = {}
         # The owner starts and stops shared timers; a private set is started here.
@@ -313,6 +317,8 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
         self.delete_records_purgatory.check_and_complete(key)
+        if self.high_watermark_listener is not None:
+            self.high_watermark_listener(tp)
 
     # -- produce --------------------------------------------------------------------
 

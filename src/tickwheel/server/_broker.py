@@ -65,6 +65,7 @@ from tickwheel.server._time import BrokerTime
 from tickwheel.server._topics import TopicRegistry
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 from tickwheel.server.apis._groups import start_groups
+from tickwheel.server.apis._share import start_share
 from tickwheel.server.apis._transactions import start_transactions
 from tickwheel.timer import Clock, ManualClock
 
@@ -149,6 +150,17 @@ class Broker:
         context.groups = start_groups(context, broker_time)
         # After the groups: markers a load sends may land in __consumer_offsets.
         context.transactions = start_transactions(context, broker_time)
+        context.share_groups, context.share_partitions = start_share(context, broker_time)
+
+    @staticmethod
+    def _stop_groups(context: BrokerContext) -> None:
+        """The share groups and share-partitions, then the classic groups."""
+        if context.share_groups is not None:
+            context.share_groups.shutdown()
+        if context.share_partitions is not None:
+            context.share_partitions.shutdown()
+        if context.groups is not None:
+            context.groups.shutdown()
 
     async def start(self) -> None:
         """Open the logs, then listen."""
@@ -384,8 +396,8 @@ class Broker:
         if self._context is not None and self._context.transactions is not None:
             # Before the groups: its timers and marker senders stop first.
             await self._context.transactions.shutdown()
-        if self._context is not None and self._context.groups is not None:
-            self._context.groups.shutdown()
+        if self._context is not None:
+            self._stop_groups(self._context)
         if self._cleaner is not None:
             # Before the logs close: a cleaning in progress is killed and swaps nothing.
             await asyncio.to_thread(self._cleaner.stop)

@@ -98,6 +98,8 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
         names = sorted(context.topics.topics)
     else:
         names = [t.name for t in body.topics if t.name is not None]
+        by_id = [getattr(t, "topic_id", None) for t in body.topics if t.name is None]
+        names += [name for tid in by_id if tid and (name := context.topic_name(tid))]
         if getattr(body, "allow_auto_topic_creation", True):
             # Internal topics are made by their owner with their own settings
             # (``__consumer_offsets`` by the group coordinator), never by a client.
