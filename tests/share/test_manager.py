@@ -168,5 +168,5 @@ async def test_releasing_a_member_gives_its_records_to_a_waiting_fetch(shares: S
     await fetch(shares, "m")
     waiting = fetch(shares, "n")
     await settle(waiting)
-    shares.manager.close_session("g", "m")
+    shares.manager.member_left("g", "m", expired=True)
     assert (await waiting)[KEY].acquired == [AcquiredRecords(0, 0, 2)]

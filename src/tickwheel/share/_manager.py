@@ -386,10 +386,13 @@ class SharePartitionManager:
                 await self._write(partition)
                 self.purgatory.check_and_complete(key)
 
-    def close_session(self, group_id: str, member_id: str) -> None:
-        """Close the member's share session and release its records (in the background:
-        the group coordinator calls this when a member leaves or times out)."""
-        self.sessions.remove(group_id, member_id)
+    def member_left(self, group_id: str, member_id: str, expired: bool) -> None:
+        """The group coordinator's listener: ``member_id`` left ``group_id`` (its session
+        ``expired``, or it said so). Its records are released in the background; a
+        timed-out member's share session is closed, while a member that left closes its
+        own with its final request."""
+        if expired:
+            self.sessions.remove(group_id, member_id)
         self._track(self.release_member(group_id, member_id))
 
     def _on_lock_expired(self, partition: SharePartition, released: bool) -> None:

@@ -25,8 +25,9 @@ Sessions: each member has one task on the broker's timing wheel, due
 ``group.share.session.timeout.ms`` (or the group config ``share.session.timeout.ms``)
 after its last heartbeat; each heartbeat cancels it and adds a fresh one, both O(1). A
 task that fires removes the member as if it had left. Every removal tells
-``member_left`` (the share-partition manager closes the member's share session and
-releases the records it held).
+``member_left`` (the share-partition manager releases the records the member held, and
+closes its share session if it timed out: a member that leaves closes its own with a
+final ShareAcknowledge, which may reach the broker after its leave heartbeat).
 
 Groups live in memory on this broker: a share group's membership is rebuilt from its
 members' heartbeats after a restart, as the members rejoin (Kafka keeps it in
@@ -125,7 +126,7 @@ class ShareGroupCoordinator:
         *,
         topic_id: Callable[[str], uuid.UUID | None],
         partition_count: Callable[[str], int],
-        member_left: Callable[[str, str], None] = lambda group_id, member_id: None,
+        member_left: Callable[[str, str, bool], None] = lambda group_id, member_id, expired: None,
         classic_group_exists: Callable[[str], bool] = lambda group_id: False,
         group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {},
     ) -> None:
@@ -274,16 +275,18 @@ class ShareGroupCoordinator:
     def _session_expired(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         if group is not None and member_id in group.members:
-            self._remove_member(group, member_id, "session timed out")
+            self._remove_member(group, member_id, "session timed out", expired=True)
 
-    def _remove_member(self, group: ShareGroup, member_id: str, reason: str) -> None:
+    def _remove_member(
+        self, group: ShareGroup, member_id: str, reason: str, *, expired: bool = False
+    ) -> None:
         member = group.members.pop(member_id)
         if member.session is not None:
             member.session.cancel()
         group.group_epoch += 1
         self._maybe_reassign(group)
         _log.info("member %s of share group %s removed: %s", member_id, group.group_id, reason)
-        self._member_left(group.group_id, member_id)
+        self._member_left(group.group_id, member_id, expired)
 
     def _group_setting(
         self, group_id: str, name: str, default: int, least: int, greatest: int

@@ -88,7 +88,7 @@ def start_share(
         broker_time.timers.new_timer("ShareGroupHeartbeat"),
         topic_id=context.topic_id,
         partition_count=partition_count,
-        member_left=manager.close_session,
+        member_left=manager.member_left,
         classic_group_exists=classic_group_exists,
     )
     return coordinator, manager
