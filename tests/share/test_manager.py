@@ -170,3 +170,16 @@ async def test_releasing_a_member_gives_its_records_to_a_waiting_fetch(shares: S
     await settle(waiting)
     shares.manager.member_left("g", "m", expired=True)
     assert (await waiting)[KEY].acquired == [AcquiredRecords(0, 0, 2)]
+
+
+@pytest.mark.asyncio
+async def test_a_member_that_leaves_gets_its_waiting_fetch_answered_empty(
+    shares: Shares,
+) -> None:
+    waiting = fetch(shares, "a")
+    await settle(waiting)
+    shares.manager.member_left("g", "a", expired=False)
+    assert (await waiting)[KEY] == ShareFetchPartitionResult()
+    await shares.produce(b"later")
+    assert shares.manager.get(KEY) is not None
+    assert shares.manager.get(KEY).in_flight == 0  # type: ignore[union-attr]

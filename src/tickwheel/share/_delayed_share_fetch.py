@@ -17,6 +17,9 @@ and completes in these cases:
   watermark is past its end offset and its in-flight window has room.
 - Case B: the topic partition is no longer hosted or led here (the acquire answers
   its error).
+- Case C: the member left the group (``abandon``): it is answered at once with nothing,
+  so that its client, which waits for this answer before its final ShareAcknowledge,
+  closes without sitting out the rest of ``max_wait_ms``.
 
 Like ``DelayedFetch``, it keeps no data from the first attempt: ``on_complete``
 acquires again and answers with what it got then -- possibly nothing when another
@@ -44,12 +47,18 @@ class DelayedShareFetch(DelayedOperation):
         max_wait_ms: int,
         keys: Sequence[SharePartitionKey],
         can_acquire: CanAcquire,
-        acquire_and_answer: Callable[[], None],
+        acquire_and_answer: Callable[[bool], None],
     ) -> None:
         super().__init__(max_wait_ms)
         self.keys = tuple(keys)
         self._can_acquire = can_acquire
         self._acquire_and_answer = acquire_and_answer
+        self._abandoned = False
+
+    def abandon(self) -> None:
+        """Case C: answer now with nothing acquired (the member left)."""
+        self._abandoned = True
+        self.force_complete()
 
     def try_complete(self) -> bool:
         """Complete in case A or B; see the module docstring."""
@@ -58,8 +67,8 @@ class DelayedShareFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
-        """Acquire now and answer with what was acquired."""
-        self._acquire_and_answer()
+        """Acquire now and answer with what was acquired (nothing once abandoned)."""
+        self._acquire_and_answer(not self._abandoned)
 
     def on_expiration(self) -> None:
         """Nothing more: ``on_complete`` answered, the purgatory counted the expiration."""

@@ -133,6 +133,8 @@ class SharePartitionManager:
         self._loading: dict[SharePartitionKey, asyncio.Future[SharePartition]] = {}
         # Share-partitions by the topic partition they read, for high-watermark wake-ups.
         self._by_topic_partition: dict[TopicPartition, dict[SharePartitionKey, None]] = {}
+        # The ShareFetches waiting in the purgatory, by (group id, member id).
+        self._waiting: dict[tuple[str, str], dict[DelayedShareFetch, None]] = {}
 
     # -- loading ----------------------------------------------------------------------
 
@@ -253,14 +255,23 @@ class SharePartitionManager:
             asyncio.get_running_loop().create_future()
         )
 
-        def acquire_and_answer() -> None:
+        member = (group_id, member_id)
+
+        def acquire_and_answer(acquiring: bool) -> None:
+            waiting = self._waiting.get(member)
+            if waiting is not None:
+                waiting.pop(operation, None)
+                if not waiting:
+                    del self._waiting[member]
             # A request whose connection closed meanwhile acquires nothing.
             if not answer.done():
-                answer.set_result(acquire())
+                nothing = {p.key: ShareFetchPartitionResult() for p in loaded}
+                answer.set_result(acquire() if acquiring else nothing)
 
         operation = DelayedShareFetch(
             max_wait_ms, [p.key for p in loaded], self._can_acquire, acquire_and_answer
         )
+        self._waiting.setdefault(member, {})[operation] = None
         self.purgatory.try_complete_else_watch(operation, operation.keys)
         return {**results, **await answer}
 
@@ -390,9 +401,11 @@ class SharePartitionManager:
         """The group coordinator's listener: ``member_id`` left ``group_id`` (its session
         ``expired``, or it said so). Its records are released in the background; a
         timed-out member's share session is closed, while a member that left closes its
-        own with its final request."""
+        own with its final request. Its waiting ShareFetches are answered at once."""
         if expired:
             self.sessions.remove(group_id, member_id)
+        for operation in list(self._waiting.pop((group_id, member_id), {})):
+            operation.abandon()
         self._track(self.release_member(group_id, member_id))
 
     def _on_lock_expired(self, partition: SharePartition, released: bool) -> None:
