@@ -23,6 +23,8 @@ member still holds. Records go out as the log stores them, with ``acquired_recor
 saying which offsets the member holds and their delivery counts. Share sessions and
 share-partitions are kept by every broker for the partitions it leads; share-group
 membership by every broker for the groups it is asked about (one node: all of them).
+The classic coordinator is told of share groups through two hooks: ListGroups lists
+them (type ``share``), and a JoinGroup for a share group's id is refused.
 
 Concurrency: event-loop thread only, like every handler.
 """
@@ -91,6 +93,10 @@ def start_share(
         member_left=manager.member_left,
         classic_group_exists=classic_group_exists,
     )
+    groups = context.groups
+    if groups is not None:
+        groups.coordinator.share_group_exists = coordinator.is_share_group
+        groups.apis.other_groups = coordinator.list_groups
     return coordinator, manager
 
 
