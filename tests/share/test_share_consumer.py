@@ -88,10 +88,8 @@ def create_topic(broker: BackgroundBroker, topic: str) -> None:
 
 
 def waiting_share_fetches(broker: BackgroundBroker) -> int:
-    def watched(b: Any) -> int:
-        return int(b.context.share_partitions.purgatory.watched)
-
-    return int(broker.call(watched))  # type: ignore[call-overload]
+    """ShareFetches parked in the broker's ShareFetch purgatory (its PurgatorySize)."""
+    return broker.metrics()["ShareFetch"].purgatory_size
 
 
 def wait_for(condition: Callable[[], bool], what: str, *, poll: Callable[[], object]) -> None:

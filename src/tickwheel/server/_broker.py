@@ -43,9 +43,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
+from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig
@@ -142,7 +143,7 @@ class Broker:
         return self.context.replica_manager
 
     def metrics(self) -> dict[str, PurgatoryMetrics]:
-        """Each purgatory's counters, by name (Produce, Fetch, DeleteRecords)."""
+        """Each purgatory's counters, by name (Produce, Fetch, DeleteRecords, ShareFetch)."""
         return self.context.metrics.purgatory_snapshot()
 
     @staticmethod
@@ -212,7 +213,7 @@ class Broker:
         )
         self._cleaner = cleaner
         metrics = BrokerMetrics(
-            lambda: replica_manager.purgatories,
+            lambda: (*replica_manager.purgatories, *share_purgatories()),
             lambda: replica_manager.log_manager.offline_dir_count,
             partitions=lambda: list(replica_manager.partitions.values()),
             controller_active=lambda: cluster is None or cluster.controller.active,
@@ -221,6 +222,11 @@ class Broker:
         context = BrokerContext(
             config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id
         )
+
+        def share_purgatories() -> tuple[DelayedOperationPurgatory[Any], ...]:
+            shares = context.share_partitions
+            return () if shares is None else (shares.purgatory,)
+
         self._context = context
         cluster = (
             join_cluster(context, stored.cluster_id if stored else None)

@@ -136,6 +136,10 @@ class SharePartitionManager:
         # The ShareFetches waiting in the purgatory, by (group id, member id).
         self._waiting: dict[tuple[str, str], dict[DelayedShareFetch, None]] = {}
 
+    def lock_duration_ms(self, group_id: str) -> int:
+        """The acquisition lock duration of ``group_id``'s records."""
+        return self.config.lock_duration_ms(self._group_configs(group_id))
+
     # -- loading ----------------------------------------------------------------------
 
     def topic_partition(self, key: SharePartitionKey) -> TopicPartition | None:
@@ -242,7 +246,7 @@ class SharePartitionManager:
                 results[key] = ShareFetchPartitionResult(outcome)
             else:
                 loaded.append(outcome)
-        lock_duration_ms = self.config.lock_duration_ms(self._group_configs(group_id))
+        lock_duration_ms = self.lock_duration_ms(group_id)
 
         def acquire() -> dict[SharePartitionKey, ShareFetchPartitionResult]:
             return self._acquire_all(member_id, loaded, max_records, max_bytes, lock_duration_ms)
@@ -372,7 +376,7 @@ class SharePartitionManager:
     ) -> dict[SharePartitionKey, ErrorCode]:
         """Apply each share-partition's acknowledgements and write its state; the error
         code of each (none once the state is durable)."""
-        lock_duration_ms = self.config.lock_duration_ms(self._group_configs(group_id))
+        lock_duration_ms = self.lock_duration_ms(group_id)
         results: dict[SharePartitionKey, ErrorCode] = {}
         for key, batches in acknowledgements.items():
             outcome = await self._load_or_error(key)

@@ -199,7 +199,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
     body: Any = request.body
     manager = _share_partitions(context)
     group_id, member_id = body.group_id or "", body.member_id or ""
-    lock_ms = manager.config.group_share_record_lock_duration_ms
+    lock_ms = manager.lock_duration_ms(group_id)
     if not group_id or not member_id:
         return _session_error(request, ErrorCode.invalid_request, lock_ms)
     epoch = body.share_session_epoch
@@ -280,7 +280,7 @@ async def handle_share_acknowledge(context: BrokerContext, request: DecodedReque
     body: Any = request.body
     manager = _share_partitions(context)
     group_id, member_id = body.group_id or "", body.member_id or ""
-    lock_ms = manager.config.group_share_record_lock_duration_ms
+    lock_ms = manager.lock_duration_ms(group_id)
     if not group_id or not member_id:
         return _session_error(request, ErrorCode.invalid_request, lock_ms)
     epoch = body.share_session_epoch
