@@ -16,8 +16,11 @@ from tickwheel.share import (
     AcknowledgementBatch,
     AcknowledgeType,
     AcquiredRecords,
+    InMemoryPersister,
+    PersisterError,
     RecordState,
     ShareFetchPartitionResult,
+    ShareGroupState,
     SharePartitionKey,
     record_batches,
 )
@@ -183,3 +186,23 @@ async def test_a_member_that_leaves_gets_its_waiting_fetch_answered_empty(
     await shares.produce(b"later")
     assert shares.manager.get(KEY) is not None
     assert shares.manager.get(KEY).in_flight == 0  # type: ignore[union-attr]
+
+
+class FailingPersister(InMemoryPersister):
+    async def write_state(self, key: SharePartitionKey, state: ShareGroupState) -> None:
+        if state.start_offset > 0:
+            raise PersisterError(ErrorCode.coordinator_not_available)
+        await super().write_state(key, state)
+
+
+@pytest.mark.asyncio
+async def test_a_failed_write_is_the_acknowledgement_s_error(shares: Shares) -> None:
+    shares.persister = FailingPersister()
+    shares.manager = shares.new_manager()
+    shares.group_configs["share.auto.offset.reset"] = "earliest"
+    await shares.produce(b"a")
+    await fetch(shares, "m")
+    errors = await shares.manager.acknowledge(
+        "g", "m", {KEY: [AcknowledgementBatch(0, 0, (int(AcknowledgeType.ACCEPT),))]}
+    )
+    assert errors == {KEY: ErrorCode.coordinator_not_available}

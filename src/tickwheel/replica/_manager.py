@@ -28,6 +28,9 @@ The events that wake them (Kafka's ``tryCompleteDelayedRequests``): an append wa
 fetches on its partition (followers wait for the LEO); a high-watermark increase wakes
 produces, fetches and delete-records on it; a follower's fetch may move the HW; a
 leadership change, a deleted partition or a failed log directory wakes everything on it.
+Each of those high-watermark and leadership events is also told to
+``high_watermark_listener`` (the share-partition manager's ShareFetch purgatory waits on
+them too, and this package does not import it).
 
 Storage failures: an I/O error from a log (a full disk, a failing device) takes its
 whole log directory offline through the ``LogManager``; every partition in it is

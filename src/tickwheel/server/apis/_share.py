@@ -17,12 +17,13 @@ departures close their share sessions and release their records. The manager lis
 to the replica manager's high-watermark moves to wake its ShareFetch purgatory.
 
 A ShareFetch first applies the acknowledgements it carries, then acquires from every
-share-partition of its session (waiting up to ``max_wait`` when there is nothing);
-at the final epoch it only acknowledges, then closes the session and releases what the
-member still holds. Records go out as the log stores them, with ``acquired_records``
-saying which offsets the member holds and their delivery counts. Share sessions and
-share-partitions are kept by every broker for the partitions it leads; share-group
-membership by every broker for the groups it is asked about (one node: all of them).
+share-partition of its session (waiting up to ``max_wait`` when there is nothing); at
+the final epoch it only acknowledges, then closes the session and releases what the
+member still holds; one that only renews locks (v2 ``is_renew_ack``) acquires nothing.
+Records go out as the log stores them, with ``acquired_records`` saying which offsets
+the member holds and their delivery counts. Share sessions and share-partitions are
+kept by every broker for the partitions it leads; share-group membership by every
+broker for the groups it is asked about (one node: all of them).
 The classic coordinator is told of share groups through two hooks: ListGroups lists
 them (type ``share``), and a JoinGroup for a share group's id is refused.
 
@@ -228,7 +229,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
     if epoch == FINAL_EPOCH:
         manager.sessions.remove(group_id, member_id)
         await manager.release_member(group_id, member_id)
-    else:
+    elif not getattr(body, "is_renew_ack", False):
         keys = [_key(group_id, tid, p) for tid, p in session.partitions]
         fetched = await manager.fetch(
             group_id,
