@@ -206,3 +206,17 @@ async def test_a_failed_write_is_the_acknowledgement_s_error(shares: Shares) -> 
         "g", "m", {KEY: [AcknowledgementBatch(0, 0, (int(AcknowledgeType.ACCEPT),))]}
     )
     assert errors == {KEY: ErrorCode.coordinator_not_available}
+
+
+@pytest.mark.asyncio
+async def test_a_backlog_is_read_a_chunk_at_a_time(
+    shares: Shares, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tickwheel.share._manager.READ_CHUNK_BYTES", 200)
+    shares.group_configs["share.auto.offset.reset"] = "earliest"
+    for n in range(10):
+        await shares.produce(str(n).encode() * 100)  # one batch of about 170 bytes each
+    result = (await fetch(shares, "a", max_records=4))[KEY]
+    assert result.acquired == [AcquiredRecords(n, n, 1) for n in range(4)]
+    assert result.records is not None
+    assert [first for first, _, _, _ in record_batches(result.records)] == [0, 1, 2, 3]

@@ -74,6 +74,11 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")  # bytes 23-26
 _LAST_OFFSET_DELTA_AT = 23
 _LOG_OVERHEAD = 12  # base offset and length, not counted in the length
 _CONSUMER_REPLICA_ID = -1
+READ_CHUNK_BYTES = 1 << 20
+"""The most a ShareFetch reads from a log at once. Kafka reads up to the request's max
+bytes without copying them; here a read is copied into memory, and only the records a
+member can acquire (at most ``max_records``, within the in-flight window) are sent, so
+a long backlog is read a chunk at a time instead of 50 MiB per fetch."""
 
 
 @dataclass(slots=True)
@@ -306,13 +311,47 @@ class SharePartitionManager:
         max_bytes: int,
         lock_duration_ms: int,
     ) -> ShareFetchPartitionResult:
-        """Read the log from the share-partition's next fetch offset and acquire."""
+        """Read the log from the share-partition's next fetch offset and acquire, a chunk
+        of at most ``READ_CHUNK_BYTES`` at a time, until ``max_records`` or ``max_bytes``
+        is reached or nothing more can be acquired."""
         tp = self.topic_partition(partition.key)
         if tp is None:
             return ShareFetchPartitionResult(ErrorCode.unknown_topic_id)
-        fetch_offset = partition.next_fetch_offset()
-        if fetch_offset is None:
+        acquired: list[AcquiredRecords] = []
+        chunks: dict[int, bytes] = {}  # the batches holding acquired records, by offset
+        sent_bytes = 0
+        while max_records > 0 and sent_bytes < max_bytes:
+            fetch_offset = partition.next_fetch_offset()
+            if fetch_offset is None:
+                break
+            read = self._read(tp, fetch_offset, min(READ_CHUNK_BYTES, max_bytes - sent_bytes))
+            if isinstance(read, ErrorCode):
+                if acquired:
+                    break  # answer what is held; the error comes back on the next fetch
+                return ShareFetchPartitionResult(read)
+            batches = record_batches(read)
+            got = partition.acquire(
+                member_id,
+                [(first, last) for first, last, _, _ in batches],
+                max_records=max_records,
+                lock_duration_ms=lock_duration_ms,
+            )
+            if not got:
+                break
+            acquired.extend(got)
+            max_records -= sum(a.last_offset - a.first_offset + 1 for a in got)
+            for first, last, start, end in batches:
+                if first not in chunks and any(
+                    a.first_offset <= last and a.last_offset >= first for a in got
+                ):
+                    chunks[first] = read[start:end]
+                    sent_bytes += end - start
+        if not acquired:
             return ShareFetchPartitionResult()
+        return ShareFetchPartitionResult(records=b"".join(chunks.values()), acquired=acquired)
+
+    def _read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> bytes | ErrorCode:
+        """Whole batches from ``fetch_offset`` below the high watermark (at least one)."""
         params = FetchParams(
             replica_id=_CONSUMER_REPLICA_ID,
             max_wait_ms=0,
@@ -323,27 +362,12 @@ class SharePartitionManager:
         info = PartitionFetchInfo(fetch_offset=fetch_offset, max_bytes=max_bytes)
         read = self._replica_manager.read_from_local_log(params, [(tp, info)])[tp]
         if read.error_code != ErrorCode.none:
-            return ShareFetchPartitionResult(ErrorCode(read.error_code))
+            return ErrorCode(read.error_code)
         try:
-            data = b"" if read.data is None else read.data.records.read_bytes()
+            return b"" if read.data is None else read.data.records.read_bytes()
         except (LogError, OSError) as exc:
             _log.warning("share fetch of %s failed to read its log: %s", tp, exc)
-            return ShareFetchPartitionResult(ErrorCode.kafka_storage_error)
-        batches = record_batches(data)
-        acquired = partition.acquire(
-            member_id,
-            [(first, last) for first, last, _, _ in batches],
-            max_records=max_records,
-            lock_duration_ms=lock_duration_ms,
-        )
-        if not acquired:
-            return ShareFetchPartitionResult()
-        chunks = [
-            data[start:end]
-            for first, last, start, end in batches
-            if any(a.first_offset <= last and a.last_offset >= first for a in acquired)
-        ]
-        return ShareFetchPartitionResult(records=b"".join(chunks), acquired=acquired)
+            return ErrorCode.kafka_storage_error
 
     def _can_acquire(self, key: SharePartitionKey) -> bool:
         """``DelayedShareFetch``'s question: records to acquire (Case A) or an error (B)."""
