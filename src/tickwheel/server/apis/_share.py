@@ -13,8 +13,9 @@ ShareAcknowledge       79   1-2       ``ShareSessionCache`` + ``SharePartitionMa
 ``start_share`` builds both services at broker start-up, on the broker's timers: the
 share-partition manager (with the in-memory persister until the durable one over
 ``__share_group_state`` exists) and the share-group coordinator, whose members'
-departures release their records (and close the share session of one that timed out). The manager listens
-to the replica manager's high-watermark moves to wake its ShareFetch purgatory.
+departures release their records (and close the share session of one that timed
+out). The manager listens to the replica manager's high-watermark moves to wake its
+ShareFetch purgatory.
 
 A ShareFetch first applies the acknowledgements it carries, then acquires from every
 share-partition of its session (waiting up to ``max_wait`` when there is nothing); at
