@@ -43,7 +43,6 @@ _log = logging.getLogger(__name__)
 _ALTER_CONFIG_TIMEOUT_MS = 30_000
 """How long an alteration waits for this broker to apply its own change (cluster)."""
 
-_TOPIC_ID_NAMESPACE = uuid.UUID("6f1c0a52-6b0e-4f43-9d1e-7469636b7768")
 STORAGE_ERRORS = (OSError, LogStorageError)
 """What creating a partition's log raises when the disk or the descriptors fail."""
 
@@ -110,18 +109,13 @@ class BrokerContext:
         return self.config.broker_id
 
     def topic_id(self, name: str) -> uuid.UUID | None:
-        """The id of topic ``name``, or None if it does not exist (a stand-in derived from
-        the name until topic ids are stored)."""
-        if name not in self.topics.topics:
-            return None
-        return uuid.uuid5(_TOPIC_ID_NAMESPACE, name)
+        """The id of topic ``name``, or None if there is no such topic."""
+        info = self.topics.topics.get(name)
+        return info.topic_id if info is not None else None
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        """The name of the topic with id ``topic_id``, or None."""
-        for name in self.topics.topics:
-            if uuid.uuid5(_TOPIC_ID_NAMESPACE, name) == topic_id:
-                return name
-        return None
+        """The name of the topic with id ``topic_id``, or None if there is none."""
+        return self.topics.name_of(topic_id)
 
     def topic_properties(self, configs: Mapping[str, str]) -> dict[str, str]:
         """The broker's topic defaults with ``configs`` on top."""
