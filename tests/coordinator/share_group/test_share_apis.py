@@ -72,6 +72,11 @@ def share_fetch(client: WireClient, epoch: int, topics: list[dict[str, Any]], **
 def test_heartbeat_describe_and_list_a_share_group(client: WireClient) -> None:
     create_topic(client, "jobs", 3)
     tid = topic_id(client, "jobs")
+    # Before FindCoordinator made __consumer_offsets, no broker coordinates the group.
+    early = heartbeat(client, "sg", "m1", 0, subscribed_topic_names=["jobs"])
+    assert early.error_code == ErrorCode.not_coordinator
+    found = client.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["sg"]})
+    assert found.coordinators[0].error_code == ErrorCode.none
     joined = heartbeat(client, "sg", "m1", 0, subscribed_topic_names=["jobs"])
     assert joined.error_code == ErrorCode.none
     assigned = joined.assignment.topic_partitions
@@ -98,8 +103,6 @@ def test_heartbeat_describe_and_list_a_share_group(client: WireClient) -> None:
     classic_only = client.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]})
     assert classic_only.groups == ()
     # Group ids are one namespace: a classic join of a share group's id is refused.
-    found = client.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["sg"]})
-    assert found.coordinators[0].error_code == ErrorCode.none
     join = client.call(
         JOIN_GROUP,
         5,

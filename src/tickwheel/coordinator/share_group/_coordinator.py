@@ -19,7 +19,9 @@ The heartbeat, as Kafka answers it:
   carries ``assignment`` only when it changed, or on joining).
 - An empty or blank group id or member id is INVALID_REQUEST; a group id that is a
   classic group's is GROUP_ID_NOT_FOUND ("not a share group"): group ids share one
-  namespace.
+  namespace. A group whose ``__consumer_offsets`` partition this broker does not lead
+  (``coordinator_error``) gets NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while
+  it loads, as the classic groups do.
 
 Sessions: each member has one task on the broker's timing wheel, due
 ``group.share.session.timeout.ms`` (or the group config ``share.session.timeout.ms``)
@@ -129,6 +131,7 @@ class ShareGroupCoordinator:
         member_left: Callable[[str, str, bool], None] = lambda group_id, member_id, expired: None,
         classic_group_exists: Callable[[str], bool] = lambda group_id: False,
         group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {},
+        coordinator_error: Callable[[str], ErrorCode | None] = lambda group_id: None,
     ) -> None:
         self.config = config
         self._timer = timer
@@ -137,6 +140,7 @@ class ShareGroupCoordinator:
         self._member_left = member_left
         self._classic_group_exists = classic_group_exists
         self._group_configs = group_configs
+        self._coordinator_error = coordinator_error
         self.groups: dict[str, ShareGroup] = {}
 
     # -- ShareGroupHeartbeat ----------------------------------------------------------
@@ -221,17 +225,34 @@ class ShareGroupCoordinator:
         }
 
     def _validate(self, request: HeartbeatRequest) -> tuple[ErrorCode, str] | None:
-        if not request.group_id.strip():
-            return ErrorCode.invalid_request, "GroupId can't be empty."
-        if not request.member_id.strip():
-            return ErrorCode.invalid_request, "MemberId can't be empty."
-        if request.member_epoch < LEAVE_EPOCH:
-            return ErrorCode.invalid_request, f"MemberEpoch is invalid: {request.member_epoch}"
-        if request.member_epoch == JOIN_EPOCH and not request.subscribed_topic_names:
-            return ErrorCode.invalid_request, "SubscribedTopicNames must be set in first request."
-        if request.group_id not in self.groups and self._classic_group_exists(request.group_id):
-            return ErrorCode.group_id_not_found, f"Group {request.group_id} is not a share group."
-        return None
+        """Kafka's checks of a heartbeat before it reaches the group, in its order."""
+        group_id = request.group_id
+        not_here = self._coordinator_error(group_id) if group_id.strip() else None
+        checks = (
+            (not group_id.strip(), ErrorCode.invalid_request, "GroupId can't be empty."),
+            (not request.member_id.strip(), ErrorCode.invalid_request, "MemberId can't be empty."),
+            (
+                not_here is not None,
+                not_here or ErrorCode.none,
+                f"this broker does not coordinate group {group_id}",
+            ),
+            (
+                request.member_epoch < LEAVE_EPOCH,
+                ErrorCode.invalid_request,
+                f"MemberEpoch is invalid: {request.member_epoch}",
+            ),
+            (
+                request.member_epoch == JOIN_EPOCH and not request.subscribed_topic_names,
+                ErrorCode.invalid_request,
+                "SubscribedTopicNames must be set in first request.",
+            ),
+            (
+                group_id not in self.groups and self._classic_group_exists(group_id),
+                ErrorCode.group_id_not_found,
+                f"Group {group_id} is not a share group.",
+            ),
+        )
+        return next(((code, message) for failed, code, message in checks if failed), None)
 
     def _maybe_reassign(self, group: ShareGroup) -> None:
         """Assign again if the group epoch moved or a subscribed topic changed."""
@@ -308,10 +329,11 @@ class ShareGroupCoordinator:
         described = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group is None:
+            not_here = self._coordinator_error(group_id)
+            if group is None or not_here is not None:
                 described.append(
                     {
-                        "error_code": ErrorCode.group_id_not_found,
+                        "error_code": not_here or ErrorCode.group_id_not_found,
                         "error_message": f"Group {group_id} not found.",
                         "group_id": group_id,
                         "group_state": ShareGroupState.DEAD.value,

@@ -87,6 +87,17 @@ def start_share(
         groups = context.groups
         return groups is not None and groups.coordinator.manager.get_group(group_id) is not None
 
+    def coordinator_error(group_id: str) -> ErrorCode | None:
+        groups = context.groups
+        if groups is None:
+            return ErrorCode.coordinator_not_available
+        owner = groups.coordinator.manager
+        if owner.is_group_loading(group_id):
+            return ErrorCode.coordinator_load_in_progress
+        if not owner.is_group_local(group_id):
+            return ErrorCode.not_coordinator
+        return None
+
     coordinator = ShareGroupCoordinator(
         ShareGroupConfig.from_properties(properties),
         broker_time.timers.new_timer("ShareGroupHeartbeat"),
@@ -94,6 +105,7 @@ def start_share(
         partition_count=partition_count,
         member_left=manager.member_left,
         classic_group_exists=classic_group_exists,
+        coordinator_error=coordinator_error,
     )
     groups = context.groups
     if groups is not None:
