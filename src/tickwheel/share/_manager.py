@@ -14,12 +14,17 @@ Kafka's ``SharePartitionManager``, restated for one event loop. It owns:
 
 ``fetch`` acquires records for a member from each share-partition in turn, within the
 request's ``max_records`` and ``max_bytes``: it reads the partition's log (read
-uncommitted, up to the high watermark) from ``next_fetch_offset()``, hands the record
-batches' offset ranges to ``SharePartition.acquire``, and answers the bytes of the
-batches that hold acquired records, as stored (opaque batches; the client keeps only
-the acquired offsets). With nothing acquired and time to wait, a ``DelayedShareFetch``
-waits in the purgatory, woken by a high-watermark move (``on_high_watermark``, the
-``ReplicaManager``'s listener), a release, or a lock expiry.
+uncommitted, up to the high watermark) from ``next_fetch_offset()``, a chunk of
+``READ_CHUNK_BYTES`` at a time, hands the record batches' offset ranges to
+``SharePartition.acquire``, and answers the bytes of the batches that hold acquired
+records, as stored (opaque batches; the client keeps only the acquired offsets). With
+nothing acquired and time to wait, a ``DelayedShareFetch`` waits in the purgatory,
+woken by a high-watermark move (``on_high_watermark``, the ``ReplicaManager``'s
+listener), a release, or a lock expiry; ``min_bytes`` is not waited for (Kafka's
+DelayedShareFetch also waits for it): any acquirable record completes the wait.
+
+``member_left`` (the share-group coordinator's listener) releases what a departed
+member held and answers its waiting ShareFetches at once.
 
 ``acknowledge`` applies each share-partition's acknowledgements, then writes its state
 through the persister *before* answering: once a client hears that a record was
