@@ -299,6 +299,18 @@ def test_malformed_acknowledgements_are_invalid_requests() -> None:
         with pytest.raises(ShareAcknowledgeError) as caught:
             partition.acknowledge("a", [batch], lock_duration_ms=LOCK_MS)
         assert caught.value.error_code == ErrorCode.invalid_request
+    for batches in (
+        [AcknowledgementBatch(0, 1, (2,)), AcknowledgementBatch(1, 2, (2,))],
+        [AcknowledgementBatch(2, 2, (1,)), AcknowledgementBatch(0, 0, (1,))],
+    ):
+        with pytest.raises(ShareAcknowledgeError) as caught:
+            partition.acknowledge("a", batches, lock_duration_ms=LOCK_MS)
+        assert caught.value.error_code == ErrorCode.invalid_request
+    assert partition.record_state(1) == (RecordState.ACQUIRED, 1)  # all or nothing
+    for batch in (AcknowledgementBatch(-5, 0, (1,)), AcknowledgementBatch(0, 10**15, (1,))):
+        with pytest.raises(ShareAcknowledgeError) as caught:
+            partition.acknowledge("a", [batch], lock_duration_ms=LOCK_MS)
+        assert caught.value.error_code == ErrorCode.invalid_record_state
     with pytest.raises(ShareAcknowledgeError) as caught:
         partition.acknowledge("b", [AcknowledgementBatch(0, 0, (1,))], lock_duration_ms=LOCK_MS)
     assert caught.value.error_code == ErrorCode.invalid_record_state
