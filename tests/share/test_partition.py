@@ -295,6 +295,7 @@ def test_malformed_acknowledgements_are_invalid_requests() -> None:
         AcknowledgementBatch(2, 1, (1,)),
         AcknowledgementBatch(0, 3, (1, 1)),
         AcknowledgementBatch(0, 0, (9,)),
+        AcknowledgementBatch(-5, 0, (1,)),
     ):
         with pytest.raises(ShareAcknowledgeError) as caught:
             partition.acknowledge("a", [batch], lock_duration_ms=LOCK_MS)
@@ -307,7 +308,7 @@ def test_malformed_acknowledgements_are_invalid_requests() -> None:
             partition.acknowledge("a", batches, lock_duration_ms=LOCK_MS)
         assert caught.value.error_code == ErrorCode.invalid_request
     assert partition.record_state(1) == (RecordState.ACQUIRED, 1)  # all or nothing
-    for batch in (AcknowledgementBatch(-5, 0, (1,)), AcknowledgementBatch(0, 10**15, (1,))):
+    for batch in (AcknowledgementBatch(4, 6, (1,)), AcknowledgementBatch(0, 10**15, (1,))):
         with pytest.raises(ShareAcknowledgeError) as caught:
             partition.acknowledge("a", [batch], lock_duration_ms=LOCK_MS)
         assert caught.value.error_code == ErrorCode.invalid_record_state
