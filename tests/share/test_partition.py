@@ -359,3 +359,15 @@ def test_state_round_trip() -> None:
         max_in_flight_records=MAX_IN_FLIGHT,
     )
     assert (empty.start_offset, empty.end_offset) == (7, 7)
+
+
+def test_skipping_deleted_records_archives_them_and_moves_the_start() -> None:
+    partition, _, timer, _ = new_partition()
+    partition.acquire("a", [(0, 3)], max_records=10, lock_duration_ms=LOCK_MS)
+    partition.acknowledge("a", [AcknowledgementBatch(1, 1, (2,))], lock_duration_ms=LOCK_MS)
+    partition.skip_to(2)
+    assert (partition.start_offset, partition.end_offset) == (2, 4)
+    assert partition.next_fetch_offset() == 4
+    partition.skip_to(10)
+    assert (partition.start_offset, partition.end_offset) == (10, 10)
+    assert timer.size == 0

@@ -399,6 +399,19 @@ class SharePartition:
         self._advance_start()
         return released
 
+    def skip_to(self, offset: int) -> None:
+        """The log no longer has the records before ``offset`` (retention, DeleteRecords):
+        archive what is in flight below it and start there."""
+        for missing in range(self.start_offset, min(offset, self.end_offset)):
+            record = self._records[missing]
+            if record.state is RecordState.AVAILABLE:
+                self._available -= 1
+            self._unlock(record)
+            record.state = RecordState.ARCHIVED
+        if offset > self.end_offset:
+            self._archive_gap(offset)
+        self._advance_start()
+
     def release_all(self) -> None:
         """Cancel every lock (the share-partition is being dropped)."""
         for record in self._records.values():
