@@ -203,6 +203,18 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 self.model.give_back(record)
         self.model.advance_start()
 
+    @rule(data=st.data())
+    def delete_records(self, data: st.DataObject) -> None:
+        """The log's start moves (retention): what lies below is archived."""
+        offset = data.draw(st.integers(self.model.start_offset, self.log_end + 2))
+        self.partition.skip_to(offset)
+        for missing in range(self.model.start_offset, offset):
+            record = self.model.record(missing)
+            record.state, record.holder = RecordState.ARCHIVED, None
+        self.model.advance_start()
+        self.log = [(max(first, offset), last) for first, last in self.log if last >= offset]
+        self.log_end = max(self.log_end, offset)
+
     @rule(ms=st.integers(1, 120))
     def tick(self, ms: int) -> None:
         advance(self.clock, self.timer, ms)
@@ -232,6 +244,11 @@ class SharePartitionMachine(RuleBasedStateMachine):
             record = self.model.record(offset)
             assert self.partition.record_state(offset) == (record.state, record.delivery_count)
         assert self.partition.in_flight <= MAX_IN_FLIGHT
+        available = any(
+            self.model.record(o).state is RecordState.AVAILABLE
+            for o in range(self.partition.start_offset, self.partition.end_offset)
+        )
+        assert self.partition.can_acquire(self.partition.end_offset) == available
         assert self.timer.size <= self.partition.in_flight
 
 
