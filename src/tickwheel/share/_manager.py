@@ -448,6 +448,8 @@ class SharePartitionManager:
         own with its final request. Its waiting ShareFetches are answered at once."""
         if expired:
             self.sessions.remove(group_id, member_id)
+        else:
+            self.sessions.mark_departed(group_id, member_id)
         for operation in list(self._waiting.pop((group_id, member_id), {})):
             operation.abandon()
         self._track(self.release_member(group_id, member_id))
