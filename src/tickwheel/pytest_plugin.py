@@ -60,6 +60,7 @@ TEST_BROKER_PROPERTIES = {
     # cost start-up and shutdown time for nothing) and no wait for new groups.
     "offsets.topic.num.partitions": "1",
     "transaction.state.log.num.partitions": "1",
+    "share.coordinator.state.topic.num.partitions": "1",
     "group.initial.rebalance.delay.ms": "0",
 }
 """The fixtures' settings, under ``tickwheel_broker_properties`` and ``log.dirs``."""

@@ -217,6 +217,9 @@ class GroupApis:
         self.coordinator = coordinator
         self._locate = locate
         self._partition_exists = partition_exists
+        # The groups of other protocols (share groups), as ListGroups shows them, given
+        # its states filter: set by the broker; each entry has a ``group_type``.
+        self.other_groups: Callable[[frozenset[str]], list[dict[str, Any]]] = lambda states: []
         # Requests whose answer may wait (a purgatory, an append), and the others.
         self._waiting_handlers: dict[int, Callable[[Any], Awaitable[ResponsePayload]]] = {
             SYNC_GROUP_KEY: self.sync_group,
@@ -532,21 +535,17 @@ class GroupApis:
         error, overviews = self.coordinator.handle_list_groups(states)
         if types and _CLASSIC_GROUP_TYPE not in types:
             overviews = []
-        return _respond(
-            request,
+        groups = [
             {
-                "error_code": error,
-                "groups": [
-                    {
-                        "group_id": o.group_id,
-                        "protocol_type": o.protocol_type,
-                        "group_state": o.state.value,
-                        "group_type": _CLASSIC_GROUP_TYPE,
-                    }
-                    for o in overviews
-                ],
-            },
-        )
+                "group_id": o.group_id,
+                "protocol_type": o.protocol_type,
+                "group_state": o.state.value,
+                "group_type": _CLASSIC_GROUP_TYPE,
+            }
+            for o in overviews
+        ]
+        groups += [g for g in self.other_groups(states) if not types or g["group_type"] in types]
+        return _respond(request, {"error_code": error, "groups": groups})
 
     def describe_groups(self, request: Any) -> ResponsePayload:
         """State, protocol and members of each named group."""

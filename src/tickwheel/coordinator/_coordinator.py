@@ -207,6 +207,9 @@ class GroupCoordinator:
             reaper_enabled=reaper_enabled,
         )
         self._active = False
+        # Whether a share group has this id (group ids are one namespace): set by the
+        # broker to ask its share-group coordinator; a JoinGroup for one is refused.
+        self.share_group_exists: Callable[[str], bool] = lambda group_id: False
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -261,6 +264,12 @@ class GroupCoordinator:
             <= self.config.group_max_session_timeout_ms
         ):
             callback(JoinGroupResult(ErrorCode.invalid_session_timeout, request.member_id))
+            return
+        if self.manager.get_group(request.group_id) is None and self.share_group_exists(
+            request.group_id
+        ):
+            # Kafka's answer to a classic join of a share group's id.
+            callback(JoinGroupResult(ErrorCode.inconsistent_group_protocol, NO_MEMBER_ID))
             return
         is_unknown_member = request.member_id == NO_MEMBER_ID
         group = (

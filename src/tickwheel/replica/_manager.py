@@ -28,6 +28,9 @@ The events that wake them (Kafka's ``tryCompleteDelayedRequests``): an append wa
 fetches on its partition (followers wait for the LEO); a high-watermark increase wakes
 produces, fetches and delete-records on it; a follower's fetch may move the HW; a
 leadership change, a deleted partition or a failed log directory wakes everything on it.
+Each of those high-watermark and leadership events is also told to
+``high_watermark_listener`` (the share-partition manager's ShareFetch purgatory waits on
+them too, and this package does not import it).
 
 Storage failures: an I/O error from a log (a full disk, a failing device) takes its
 whole log directory offline through the ``LogManager``; every partition in it is
@@ -151,6 +154,10 @@ class ReplicaManager:
         self.txn_completion_listener: (
             Callable[[int, Sequence[TopicPartition], bool], None] | None
         ) = None
+        # Told of every partition whose high watermark moved or whose leadership
+        # changed, after this manager's own purgatories were checked: the share-partition
+        # manager wakes its ShareFetch purgatory (this package never imports it).
+        self.high_watermark_listener: Callable[[TopicPartition], None] | None = None
         self._clock_ms = clock_ms or system_clock_ms
         self._partitions: dict[TopicPartition, Partition] = {}
         # The owner starts and stops shared timers; a private set is started here.
@@ -313,6 +320,8 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
         self.delete_records_purgatory.check_and_complete(key)
+        if self.high_watermark_listener is not None:
+            self.high_watermark_listener(tp)
 
     # -- produce --------------------------------------------------------------------
 

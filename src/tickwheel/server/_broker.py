@@ -43,9 +43,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
+from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig
@@ -65,6 +66,7 @@ from tickwheel.server._time import BrokerTime
 from tickwheel.server._topics import TopicRegistry
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 from tickwheel.server.apis._groups import start_groups
+from tickwheel.server.apis._share import start_share
 from tickwheel.server.apis._share_state import start_share_coordinator
 from tickwheel.server.apis._transactions import start_transactions
 from tickwheel.timer import Clock, ManualClock
@@ -142,7 +144,7 @@ class Broker:
         return self.context.replica_manager
 
     def metrics(self) -> dict[str, PurgatoryMetrics]:
-        """Each purgatory's counters, by name (Produce, Fetch, DeleteRecords)."""
+        """Each purgatory's counters, by name (Produce, Fetch, DeleteRecords, ShareFetch)."""
         return self.context.metrics.purgatory_snapshot()
 
     @staticmethod
@@ -151,9 +153,16 @@ class Broker:
         # After the groups: markers a load sends may land in __consumer_offsets.
         context.transactions = start_transactions(context, broker_time)
         context.share_coordinator = start_share_coordinator(context, broker_time)
+        # After the share coordinator: share-partitions keep their state through it.
+        context.share_groups, context.share_partitions = start_share(context, broker_time)
 
     @staticmethod
     async def _stop_coordinators(context: BrokerContext) -> None:
+        """Share groups and share-partitions first, then the coordinators they use."""
+        if context.share_groups is not None:
+            context.share_groups.shutdown()
+        if context.share_partitions is not None:
+            context.share_partitions.shutdown()
         if context.share_coordinator is not None:
             await context.share_coordinator.shutdown()
         if context.transactions is not None:
@@ -212,7 +221,7 @@ class Broker:
         )
         self._cleaner = cleaner
         metrics = BrokerMetrics(
-            lambda: replica_manager.purgatories,
+            lambda: (*replica_manager.purgatories, *share_purgatories()),
             lambda: replica_manager.log_manager.offline_dir_count,
             partitions=lambda: list(replica_manager.partitions.values()),
             controller_active=lambda: cluster is None or cluster.controller.active,
@@ -221,6 +230,11 @@ class Broker:
         context = BrokerContext(
             config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id
         )
+
+        def share_purgatories() -> tuple[DelayedOperationPurgatory[Any], ...]:
+            shares = context.share_partitions
+            return () if shares is None else (shares.purgatory,)
+
         self._context = context
         cluster = (
             join_cluster(context, stored.cluster_id if stored else None)

@@ -32,6 +32,7 @@ from tickwheel.coordinator.share import (
     CLUSTER_SHARE_STATE_REPLICATION_FACTOR,
     ShareCoordinatorConfig,
 )
+from tickwheel.coordinator.share_group import ShareGroupConfig
 from tickwheel.coordinator.transaction import (
     CLUSTER_TRANSACTION_STATE_MIN_ISR,
     CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR,
@@ -39,6 +40,7 @@ from tickwheel.coordinator.transaction import (
 )
 from tickwheel.server._meta_properties import cluster_id_error
 from tickwheel.server._properties import parse_properties
+from tickwheel.share import ShareConfig
 
 __all__ = [
     "BROKER_TO_TOPIC_CONFIG",
@@ -59,6 +61,8 @@ _MS_PER_HOUR = 3_600_000
 _GROUPS = GroupConfig()
 _TXNS = TransactionConfig()
 _SHARE_STATE = ShareCoordinatorConfig()
+_SHARE_GROUPS = ShareGroupConfig()
+_SHARES = ShareConfig()
 
 # Broker property -> topic-level property it provides the default for (Kafka's
 # "server default property" of each topic config).
@@ -301,6 +305,64 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = field(
         default=_GROUPS.offsets_retention_check_interval_ms,
         metadata=_kafka("offsets.retention.check.interval.ms"),
+    )
+    # Share groups' settings (KIP-932); tickwheel.coordinator.share_group.ShareGroupConfig
+    # and tickwheel.share.ShareConfig hold the defaults and read these from
+    # ``as_properties()``.
+    group_share_session_timeout_ms: int = field(
+        default=_SHARE_GROUPS.group_share_session_timeout_ms,
+        metadata=_kafka("group.share.session.timeout.ms"),
+    )
+    group_share_min_session_timeout_ms: int = field(
+        default=_SHARE_GROUPS.group_share_min_session_timeout_ms,
+        metadata=_kafka("group.share.min.session.timeout.ms"),
+    )
+    group_share_max_session_timeout_ms: int = field(
+        default=_SHARE_GROUPS.group_share_max_session_timeout_ms,
+        metadata=_kafka("group.share.max.session.timeout.ms"),
+    )
+    group_share_heartbeat_interval_ms: int = field(
+        default=_SHARE_GROUPS.group_share_heartbeat_interval_ms,
+        metadata=_kafka("group.share.heartbeat.interval.ms"),
+    )
+    group_share_min_heartbeat_interval_ms: int = field(
+        default=_SHARE_GROUPS.group_share_min_heartbeat_interval_ms,
+        metadata=_kafka("group.share.min.heartbeat.interval.ms"),
+    )
+    group_share_max_heartbeat_interval_ms: int = field(
+        default=_SHARE_GROUPS.group_share_max_heartbeat_interval_ms,
+        metadata=_kafka("group.share.max.heartbeat.interval.ms"),
+    )
+    group_share_max_size: int = field(
+        default=_SHARE_GROUPS.group_share_max_size, metadata=_kafka("group.share.max.size")
+    )
+    group_share_delivery_count_limit: int = field(
+        default=_SHARES.group_share_delivery_count_limit,
+        metadata=_kafka("group.share.delivery.count.limit"),
+    )
+    group_share_record_lock_duration_ms: int = field(
+        default=_SHARES.group_share_record_lock_duration_ms,
+        metadata=_kafka("group.share.record.lock.duration.ms"),
+    )
+    group_share_min_record_lock_duration_ms: int = field(
+        default=_SHARES.group_share_min_record_lock_duration_ms,
+        metadata=_kafka("group.share.min.record.lock.duration.ms"),
+    )
+    group_share_max_record_lock_duration_ms: int = field(
+        default=_SHARES.group_share_max_record_lock_duration_ms,
+        metadata=_kafka("group.share.max.record.lock.duration.ms"),
+    )
+    group_share_partition_max_record_locks: int = field(
+        default=_SHARES.group_share_partition_max_record_locks,
+        metadata=_kafka("group.share.partition.max.record.locks"),
+    )
+    group_share_max_share_sessions: int = field(
+        default=_SHARES.group_share_max_share_sessions,
+        metadata=_kafka("group.share.max.share.sessions"),
+    )
+    share_fetch_purgatory_purge_interval_requests: int = field(
+        default=_SHARES.share_fetch_purgatory_purge_interval_requests,
+        metadata=_kafka("share.fetch.purgatory.purge.interval.requests"),
     )
     # The transaction coordinator's settings; TransactionConfig holds the defaults and
     # reads these from ``as_properties()``.

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from tickwheel.cluster import BROKER_ENTITY, GROUP_ENTITY, TOPIC_ENTITY, ClusterNode
 from tickwheel.coordinator import GroupService
 from tickwheel.coordinator.share import ShareCoordinatorService
+from tickwheel.coordinator.share_group import ShareGroupCoordinator
 from tickwheel.coordinator.transaction import TransactionService
 from tickwheel.log import LogConfig, LogStorageError
 from tickwheel.protocol import VersionRange
@@ -39,6 +40,7 @@ from tickwheel.server._dynamic_config import DynamicBrokerConfig
 from tickwheel.server._group_configs import GroupConfigs
 from tickwheel.server._metrics import BrokerMetrics
 from tickwheel.server._topics import TopicInfo, TopicRegistry
+from tickwheel.share import SharePartitionManager
 
 _log = logging.getLogger(__name__)
 _ALTER_CONFIG_TIMEOUT_MS = 30_000
@@ -93,6 +95,9 @@ class BrokerContext:
         self.transactions: TransactionService | None = None
         # The share coordinator (``__share_group_state``), set after the transactions'.
         self.share_coordinator: ShareCoordinatorService | None = None
+        # Share groups' membership and their share-partitions, set after it.
+        self.share_groups: ShareGroupCoordinator | None = None
+        self.share_partitions: SharePartitionManager | None = None
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         self.cluster: ClusterNode | None = None
         # This broker's cluster id (meta.properties); in a cluster, until it has joined,

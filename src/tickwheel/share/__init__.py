@@ -1,5 +1,45 @@
-"""Share groups' delivery side (KIP-932): the persister interface for share state."""
+"""Share groups' delivery side (KIP-932): share-partitions, acquisition locks, ShareFetch.
 
+Kafka's ``kafka.server.share``, beside ``replica/`` whose logs it reads. The modules,
+lowest first:
+
+- ``_persister`` -- the ``Persister`` interface for share state (start offset, record
+  states, delivery counts) and ``InMemoryPersister``;
+- ``_config`` -- ``ShareConfig``: ``group.share.*`` lock, delivery and session settings;
+- ``_lock`` -- ``AcquisitionLock``, one timer task per acquired batch;
+- ``_partition`` -- ``SharePartition``: in-flight records and their states;
+- ``_session`` -- ``ShareSessionCache``: share sessions and their epochs;
+- ``_delayed_share_fetch`` -- ``DelayedShareFetch`` in the ``ShareFetch`` purgatory;
+- ``_manager`` -- ``SharePartitionManager``: loads share-partitions through the
+  persister, acquires from the logs, applies acknowledgements, wakes waiting fetches.
+
+Share-group *membership* (heartbeats, assignment) is the group coordinator's:
+``tickwheel.coordinator.share_group``.
+
+Concurrency: everything runs on the broker's event loop.
+"""
+
+from tickwheel.share._config import (
+    EARLIEST,
+    LATEST,
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_RECORD_LOCK_DURATION_MS,
+    ShareConfig,
+)
+from tickwheel.share._delayed_share_fetch import DelayedShareFetch
+from tickwheel.share._lock import AcquisitionLock
+from tickwheel.share._manager import (
+    ShareFetchPartitionResult,
+    SharePartitionManager,
+    record_batches,
+)
+from tickwheel.share._partition import (
+    AcknowledgementBatch,
+    AcknowledgeType,
+    AcquiredRecords,
+    ShareAcknowledgeError,
+    SharePartition,
+)
 from tickwheel.share._persister import (
     InMemoryPersister,
     Persister,
@@ -9,13 +49,42 @@ from tickwheel.share._persister import (
     ShareGroupState,
     SharePartitionKey,
 )
+from tickwheel.share._session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    ShareSession,
+    ShareSessionCache,
+    ShareSessionError,
+    next_epoch,
+)
 
 __all__ = [
+    "EARLIEST",
+    "FINAL_EPOCH",
+    "INITIAL_EPOCH",
+    "LATEST",
+    "SHARE_AUTO_OFFSET_RESET",
+    "SHARE_RECORD_LOCK_DURATION_MS",
+    "AcknowledgeType",
+    "AcknowledgementBatch",
+    "AcquiredRecords",
+    "AcquisitionLock",
+    "DelayedShareFetch",
     "InMemoryPersister",
     "Persister",
     "PersisterError",
     "PersisterStateBatch",
     "RecordState",
+    "ShareAcknowledgeError",
+    "ShareConfig",
+    "ShareFetchPartitionResult",
     "ShareGroupState",
+    "SharePartition",
     "SharePartitionKey",
+    "SharePartitionManager",
+    "ShareSession",
+    "ShareSessionCache",
+    "ShareSessionError",
+    "next_epoch",
+    "record_batches",
 ]

@@ -21,6 +21,10 @@ known (the topic is being created, a leader is being elected) -- are retried eve
 ``retry_backoff_ms`` until ``timeout_ms`` has passed since the call began; any other error,
 or the deadline, raises ``PersisterError`` with the error the client should see.
 
+Each write carries a share-partition's whole state, so the writes of one share-partition
+must land in the order they were made: they go one at a time per share-partition (a
+retried write is never overtaken by a later one).
+
 Concurrency contract: event-loop thread only; calls for different share-partitions may
 be in flight at once (the transport orders requests on each connection).
 """
@@ -28,9 +32,11 @@ be in flight at once (the transport orders requests on each connection).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -92,6 +98,12 @@ class ShareStateTransport(Protocol):
         ...
 
 
+@dataclass(slots=True)
+class _KeyLock:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 class CoordinatorPersister:
     """``tickwheel.share.Persister`` over the share coordinators, local or remote."""
 
@@ -111,6 +123,20 @@ class CoordinatorPersister:
         self._transport = transport
         self._timeout_ms = timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
+        self._writing: dict[SharePartitionKey, _KeyLock] = {}
+
+    @contextlib.asynccontextmanager
+    async def _one_writer(self, key: SharePartitionKey) -> AsyncIterator[None]:
+        """Hold ``key``'s write turn (first come, first served)."""
+        entry = self._writing.setdefault(key, _KeyLock())
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._writing[key]
 
     async def read_state(self, key: SharePartitionKey) -> ShareGroupState | None:
         """The stored state of ``key``, or None when it was never initialized."""
@@ -151,9 +177,10 @@ class CoordinatorPersister:
         def remote(transport: ShareStateTransport, broker_id: int) -> Awaitable[ErrorCode]:
             return transport.write_state(broker_id, key, state)
 
-        await self._call(
-            key, "write", lambda: self._coordinator.write_state(key, state), remote, _same
-        )
+        async with self._one_writer(key):
+            await self._call(
+                key, "write", lambda: self._coordinator.write_state(key, state), remote, _same
+            )
 
     async def initialize_state(
         self, key: SharePartitionKey, state_epoch: int, start_offset: int
@@ -163,13 +190,14 @@ class CoordinatorPersister:
         def remote(transport: ShareStateTransport, broker_id: int) -> Awaitable[ErrorCode]:
             return transport.initialize_state(broker_id, key, state_epoch, start_offset)
 
-        await self._call(
-            key,
-            "initialize",
-            lambda: self._coordinator.initialize_state(key, state_epoch, start_offset),
-            remote,
-            _same,
-        )
+        async with self._one_writer(key):
+            await self._call(
+                key,
+                "initialize",
+                lambda: self._coordinator.initialize_state(key, state_epoch, start_offset),
+                remote,
+                _same,
+            )
 
     async def delete_state(self, key: SharePartitionKey) -> None:
         """Forget the state of ``key``."""

@@ -4,7 +4,8 @@
 ApiVersions response is built from it); ``SUPPORTED_VERSIONS`` is the same as a map
 for the decoder. The consumer-group APIs (``_groups``) go to the group coordinator,
 the transaction APIs (``_transactions``) to the transaction coordinator, and
-FindCoordinator (``_find_coordinator``) to either by key type.
+FindCoordinator (``_find_coordinator``) to either by key type; the share-group APIs
+(``_share``) to the share-group coordinator and the share-partition manager.
 
 Concurrency: handlers run on the broker's event-loop thread.
 """
@@ -30,6 +31,7 @@ from tickwheel.server.apis._list_offsets import LIST_OFFSETS
 from tickwheel.server.apis._metadata import METADATA
 from tickwheel.server.apis._offsets_for_leader_epoch import OFFSETS_FOR_LEADER_EPOCH
 from tickwheel.server.apis._produce import PRODUCE
+from tickwheel.server.apis._share import SHARE_SPECS
 from tickwheel.server.apis._share_state import SHARE_STATE_SPECS
 from tickwheel.server.apis._transactions import TRANSACTION_SPECS
 from tickwheel.server.apis._write_txn_markers import WRITE_TXN_MARKERS
@@ -56,6 +58,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
     INCREMENTAL_ALTER_CONFIGS,
     WRITE_TXN_MARKERS,
     DESCRIBE_PRODUCERS,
+    *SHARE_SPECS,
     *SHARE_STATE_SPECS,
 )
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}

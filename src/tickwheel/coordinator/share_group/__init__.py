@@ -1,0 +1,33 @@
+"""Share groups' membership (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe.
+
+- ``_config`` -- ``ShareGroupConfig``: ``group.share.*`` session, heartbeat, size;
+- ``_assignor`` -- Kafka's ``simple`` share assignor;
+- ``_coordinator`` -- ``ShareGroupCoordinator``: members, epochs, sessions on the
+  timing wheel, assignment, describe and list.
+
+The records' side (share-partitions, locks, ShareFetch) is ``tickwheel.share``.
+
+Concurrency: the broker's event loop only.
+"""
+
+from tickwheel.coordinator.share_group._assignor import assign
+from tickwheel.coordinator.share_group._config import ShareGroupConfig
+from tickwheel.coordinator.share_group._coordinator import (
+    SHARE_GROUP_TYPE,
+    HeartbeatRequest,
+    ShareGroup,
+    ShareGroupCoordinator,
+    ShareGroupState,
+    ShareMember,
+)
+
+__all__ = [
+    "SHARE_GROUP_TYPE",
+    "HeartbeatRequest",
+    "ShareGroup",
+    "ShareGroupConfig",
+    "ShareGroupCoordinator",
+    "ShareGroupState",
+    "ShareMember",
+    "assign",
+]

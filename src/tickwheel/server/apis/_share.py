@@ -1,0 +1,341 @@
+"""The share-group APIs (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch,
+ShareAcknowledge.
+
+=====================  ===  ========  ==================================================
+API                    key  versions  answered by
+=====================  ===  ========  ==================================================
+ShareGroupHeartbeat    76   1         ``ShareGroupCoordinator`` (membership, assignment)
+ShareGroupDescribe     77   1         ``ShareGroupCoordinator``
+ShareFetch             78   1-2       ``ShareSessionCache`` + ``SharePartitionManager``
+ShareAcknowledge       79   1-2       ``ShareSessionCache`` + ``SharePartitionManager``
+=====================  ===  ========  ==================================================
+
+``start_share`` builds both services at broker start-up, on the broker's timers: the
+share-partition manager, which keeps its state through the share coordinator's durable
+persister (``__share_group_state``, ``tickwheel.coordinator.share``), and the
+share-group coordinator, whose members' departures release their records (and close
+the share session of one that timed out). Both read the group configs
+(``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ...) at each use.
+The manager listens to the replica manager's high-watermark moves to wake its ShareFetch
+purgatory.
+
+A ShareFetch first applies the acknowledgements it carries, then acquires from every
+share-partition of its session (waiting up to ``max_wait`` when there is nothing); at
+the final epoch it only acknowledges, then closes the session and releases what the
+member still holds; one that only renews locks (v2 ``is_renew_ack``) acquires nothing.
+Records go out as the log stores them, with ``acquired_records`` saying which offsets
+the member holds and their delivery counts. Share sessions and share-partitions are
+kept by every broker for the partitions it leads; share-group membership by every
+broker for the groups it is asked about (one node: all of them).
+The classic coordinator is told of share groups through two hooks: ListGroups lists
+them (type ``share``), and a JoinGroup for a share group's id is refused.
+
+Concurrency: event-loop thread only, like every handler.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.coordinator.share_group import (
+    HeartbeatRequest,
+    ShareGroupConfig,
+    ShareGroupCoordinator,
+)
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.replica import TopicPartition
+from tickwheel.server._context import BrokerContext
+from tickwheel.server._time import BrokerTime
+from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
+from tickwheel.share import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    AcknowledgementBatch,
+    ShareConfig,
+    ShareFetchPartitionResult,
+    SharePartitionKey,
+    SharePartitionManager,
+    ShareSessionError,
+)
+
+_NO_LEADER = -1
+
+
+def start_share(
+    context: BrokerContext, broker_time: BrokerTime
+) -> tuple[ShareGroupCoordinator, SharePartitionManager]:
+    """The share-group coordinator and the share-partition manager of this broker."""
+    properties = context.config.as_properties()
+    if context.share_coordinator is None:
+        raise RuntimeError("the share coordinator starts before the share-partitions")
+    manager = SharePartitionManager(
+        ShareConfig.from_properties(properties),
+        context.replica_manager,
+        context.share_coordinator.persister,
+        timers=broker_time.timers,
+        topic_name=context.topic_name,
+        group_configs=context.group_configs.effective,
+        broker_id=context.broker_id,
+    )
+    context.replica_manager.high_watermark_listener = manager.on_high_watermark
+
+    def partition_count(topic: str) -> int:
+        info = context.topics.topics.get(topic)
+        return 0 if info is None else info.num_partitions
+
+    def classic_group_exists(group_id: str) -> bool:
+        groups = context.groups
+        return groups is not None and groups.coordinator.manager.get_group(group_id) is not None
+
+    def coordinator_error(group_id: str) -> ErrorCode | None:
+        groups = context.groups
+        if groups is None:
+            return ErrorCode.coordinator_not_available
+        owner = groups.coordinator.manager
+        if owner.is_group_loading(group_id):
+            return ErrorCode.coordinator_load_in_progress
+        if not owner.is_group_local(group_id):
+            return ErrorCode.not_coordinator
+        return None
+
+    coordinator = ShareGroupCoordinator(
+        ShareGroupConfig.from_properties(properties),
+        broker_time.timers.new_timer("ShareGroupHeartbeat"),
+        topic_id=context.topic_id,
+        partition_count=partition_count,
+        member_left=manager.member_left,
+        classic_group_exists=classic_group_exists,
+        group_configs=context.group_configs.effective,
+        coordinator_error=coordinator_error,
+    )
+    groups = context.groups
+    if groups is not None:
+        groups.coordinator.share_group_exists = coordinator.is_share_group
+        groups.apis.other_groups = coordinator.list_groups
+    return coordinator, manager
+
+
+def _share_groups(context: BrokerContext) -> ShareGroupCoordinator:
+    if context.share_groups is None:
+        raise RuntimeError("the share-group coordinator is not started")
+    return context.share_groups
+
+
+def _share_partitions(context: BrokerContext) -> SharePartitionManager:
+    if context.share_partitions is None:
+        raise RuntimeError("the share-partition manager is not started")
+    return context.share_partitions
+
+
+# -- ShareGroupHeartbeat, ShareGroupDescribe ------------------------------------------
+
+
+async def handle_share_group_heartbeat(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Join, stay in or leave a share group; the member's assignment when it changed."""
+    body: Any = request.body
+    names = body.subscribed_topic_names
+    answer = _share_groups(context).heartbeat(
+        HeartbeatRequest(
+            group_id=body.group_id or "",
+            member_id=body.member_id or "",
+            member_epoch=body.member_epoch,
+            rack_id=body.rack_id,
+            subscribed_topic_names=None if names is None else tuple(names),
+            client_id=request.header.client_id or "",
+        )
+    )
+    return reply(request, {"throttle_time": 0, **answer})
+
+
+async def handle_share_group_describe(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Each named share group: state, epochs, assignor and members."""
+    body: Any = request.body
+    groups = _share_groups(context).describe(body.group_ids)
+    return reply(request, {"throttle_time": 0, "groups": groups})
+
+
+# -- ShareFetch, ShareAcknowledge ------------------------------------------------------
+
+
+def _acknowledgements(
+    group_id: str, topics: Sequence[Any]
+) -> dict[SharePartitionKey, list[AcknowledgementBatch]]:
+    acks: dict[SharePartitionKey, list[AcknowledgementBatch]] = {}
+    for topic in topics:
+        for p in topic.partitions:
+            if p.acknowledgement_batches:
+                acks[_key(group_id, topic.topic_id, p.partition_index)] = [
+                    AcknowledgementBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+                    for b in p.acknowledgement_batches
+                ]
+    return acks
+
+
+def _key(group_id: str, topic_id: uuid.UUID | None, partition: int) -> SharePartitionKey:
+    return SharePartitionKey(group_id, topic_id or uuid.UUID(int=0), partition)
+
+
+def _leader(context: BrokerContext, key: SharePartitionKey) -> dict[str, int]:
+    name = context.topic_name(key.topic_id)
+    partition = (
+        None
+        if name is None
+        else context.replica_manager.get_partition(TopicPartition(name, key.partition))
+    )
+    if partition is None:
+        return {"leader_id": _NO_LEADER, "leader_epoch": -1}
+    return {"leader_id": partition.leader_id, "leader_epoch": partition.leader_epoch}
+
+
+def _by_topic(
+    entries: Mapping[SharePartitionKey, dict[str, Any]], partitions_field: str = "partitions"
+) -> list[dict[str, Any]]:
+    topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for key, entry in entries.items():
+        topics.setdefault(key.topic_id, []).append(entry)
+    return [{"topic_id": tid, partitions_field: parts} for tid, parts in topics.items()]
+
+
+def _session_error(request: DecodedRequest, error: ErrorCode, lock_ms: int) -> bytes:
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "error_code": error,
+            "acquisition_lock_timeout": lock_ms,
+            "responses": [],
+            "node_endpoints": [],
+        },
+    )
+
+
+async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Acknowledge, then acquire records for the member from its session's partitions."""
+    body: Any = request.body
+    manager = _share_partitions(context)
+    group_id, member_id = body.group_id or "", body.member_id or ""
+    lock_ms = manager.lock_duration_ms(group_id)
+    if not group_id or not member_id:
+        return _session_error(request, ErrorCode.invalid_request, lock_ms)
+    epoch = body.share_session_epoch
+    acks = _acknowledgements(group_id, body.topics)
+    try:
+        session = manager.sessions.for_fetch(
+            group_id,
+            member_id,
+            epoch,
+            [
+                (t.topic_id or uuid.UUID(int=0), p.partition_index)
+                for t in body.topics
+                for p in t.partitions
+            ],
+            [
+                (t.topic_id or uuid.UUID(int=0), p)
+                for t in body.forgotten_topics_data
+                for p in t.partitions
+            ],
+            acknowledging=bool(acks),
+        )
+    except ShareSessionError as exc:
+        return _session_error(request, exc.error_code, lock_ms)
+    ack_errors = await manager.acknowledge(group_id, member_id, acks) if acks else {}
+    fetched: dict[SharePartitionKey, ShareFetchPartitionResult] = {}
+    if epoch == FINAL_EPOCH:
+        manager.sessions.remove(group_id, member_id)
+        await manager.release_member(group_id, member_id)
+    elif not getattr(body, "is_renew_ack", False):
+        keys = [_key(group_id, tid, p) for tid, p in session.partitions]
+        fetched = await manager.fetch(
+            group_id,
+            member_id,
+            keys,
+            max_wait_ms=to_ms(body.max_wait),
+            max_records=body.max_records,
+            max_bytes=body.max_bytes,
+        )
+    entries: dict[SharePartitionKey, dict[str, Any]] = {}
+    for key in [*fetched, *(k for k in ack_errors if k not in fetched)]:
+        result = fetched.get(key, ShareFetchPartitionResult())
+        if (
+            epoch != INITIAL_EPOCH
+            and key not in ack_errors
+            and not result.acquired
+            and result.error_code == ErrorCode.none
+        ):
+            continue  # an incremental response leaves out partitions with nothing new
+        entries[key] = {
+            "partition_index": key.partition,
+            "error_code": result.error_code,
+            "acknowledge_error_code": ack_errors.get(key, ErrorCode.none),
+            "current_leader": _leader(context, key),
+            "records": result.records or b"",
+            "acquired_records": [
+                {
+                    "first_offset": a.first_offset,
+                    "last_offset": a.last_offset,
+                    "delivery_count": a.delivery_count,
+                }
+                for a in result.acquired
+            ],
+        }
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "acquisition_lock_timeout": lock_ms,
+            "responses": _by_topic(entries),
+            "node_endpoints": [],
+        },
+    )
+
+
+async def handle_share_acknowledge(context: BrokerContext, request: DecodedRequest) -> Response:
+    """Apply the member's acknowledgements; at the final epoch, close its session."""
+    body: Any = request.body
+    manager = _share_partitions(context)
+    group_id, member_id = body.group_id or "", body.member_id or ""
+    lock_ms = manager.lock_duration_ms(group_id)
+    if not group_id or not member_id:
+        return _session_error(request, ErrorCode.invalid_request, lock_ms)
+    epoch = body.share_session_epoch
+    try:
+        manager.sessions.for_acknowledge(group_id, member_id, epoch)
+    except ShareSessionError as exc:
+        return _session_error(request, exc.error_code, lock_ms)
+    errors = await manager.acknowledge(
+        group_id, member_id, _acknowledgements(group_id, body.topics)
+    )
+    if epoch == FINAL_EPOCH:
+        manager.sessions.remove(group_id, member_id)
+        await manager.release_member(group_id, member_id)
+    entries = {
+        key: {
+            "partition_index": key.partition,
+            "error_code": error,
+            "current_leader": _leader(context, key),
+        }
+        for key, error in errors.items()
+    }
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "acquisition_lock_timeout": lock_ms,
+            "responses": _by_topic(entries),
+            "node_endpoints": [],
+        },
+    )
+
+
+SHARE_SPECS: tuple[ApiSpec, ...] = (
+    ApiSpec(76, "ShareGroupHeartbeat", VersionRange(1, 1), handle_share_group_heartbeat),
+    ApiSpec(77, "ShareGroupDescribe", VersionRange(1, 1), handle_share_group_describe),
+    ApiSpec(78, "ShareFetch", VersionRange(1, 2), handle_share_fetch),
+    ApiSpec(79, "ShareAcknowledge", VersionRange(1, 2), handle_share_acknowledge),
+)

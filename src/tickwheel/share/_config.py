@@ -1,0 +1,88 @@
+"""Settings of share-partitions and share sessions, under Kafka's broker property names.
+
+Each field is a Kafka property with dots as underscores (``ShareGroupConfig`` and
+``ShareCoordinatorConfig`` in Kafka), with Kafka 4.1's defaults and ranges. The lock
+duration a group gets is the group config ``share.record.lock.duration.ms`` when set,
+else ``group.share.record.lock.duration.ms``; either must lie within
+``group.share.min.record.lock.duration.ms`` .. ``group.share.max.record.lock.duration.ms``.
+
+Frozen value object; share it freely between threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+"""Group config: where a share group starts on a partition it never consumed."""
+SHARE_RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
+"""Group config: the acquisition lock duration of the group's records."""
+LATEST = "latest"
+EARLIEST = "earliest"
+
+# Kafka's ranges: property -> (least, greatest).
+_RANGES: Mapping[str, tuple[int, int]] = {
+    "group_share_delivery_count_limit": (2, 10),
+    "group_share_record_lock_duration_ms": (1_000, 3_600_000),
+    "group_share_min_record_lock_duration_ms": (1_000, 30_000),
+    "group_share_max_record_lock_duration_ms": (30_000, 3_600_000),
+    "group_share_partition_max_record_locks": (100, 10_000),
+    "group_share_max_share_sessions": (1, 2**31 - 1),
+    "share_fetch_purgatory_purge_interval_requests": (1, 2**31 - 1),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareConfig:
+    """Share-partition settings; each field is the Kafka property with dots as underscores."""
+
+    group_share_delivery_count_limit: int = 5
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_min_record_lock_duration_ms: int = 15_000
+    group_share_max_record_lock_duration_ms: int = 60_000
+    group_share_partition_max_record_locks: int = 2_000
+    group_share_max_share_sessions: int = 2_000
+    share_fetch_purgatory_purge_interval_requests: int = 1_000
+
+    def __post_init__(self) -> None:
+        for name, (least, greatest) in _RANGES.items():
+            value = getattr(self, name)
+            if not least <= value <= greatest:
+                prop = name.replace("_", ".")
+                raise ValueError(f"{prop} must be in [{least}, {greatest}]: {value}")
+        self.check_lock_duration(self.group_share_record_lock_duration_ms)
+
+    def check_lock_duration(self, duration_ms: int) -> None:
+        """ValueError unless ``duration_ms`` is within the min and max lock durations."""
+        least = self.group_share_min_record_lock_duration_ms
+        greatest = self.group_share_max_record_lock_duration_ms
+        if not least <= duration_ms <= greatest:
+            raise ValueError(
+                f"record lock duration must be in [{least}, {greatest}]: {duration_ms}"
+            )
+
+    def lock_duration_ms(self, group_configs: Mapping[str, str]) -> int:
+        """The lock duration of a group with configs ``group_configs`` (bad values ignored)."""
+        override = group_configs.get(SHARE_RECORD_LOCK_DURATION_MS)
+        if override is not None:
+            try:
+                duration_ms = int(override)
+                self.check_lock_duration(duration_ms)
+            except ValueError:
+                return self.group_share_record_lock_duration_ms
+            return duration_ms
+        return self.group_share_record_lock_duration_ms
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> ShareConfig:
+        """Build from Kafka's dotted property names; other properties are ignored."""
+        values: dict[str, int] = {}
+        for config_field in fields(cls):
+            name = config_field.name.replace("_", ".")
+            if name in properties:
+                try:
+                    values[config_field.name] = int(properties[name])
+                except ValueError as error:
+                    raise ValueError(f"{name} must be an integer: {properties[name]!r}") from error
+        return cls(**values)
