@@ -208,6 +208,63 @@ async def test_a_failed_write_is_the_acknowledgement_s_error(shares: Shares) -> 
     assert errors == {KEY: ErrorCode.coordinator_not_available}
 
 
+class FencingPersister(InMemoryPersister):
+    """A share coordinator whose state was reset by an administrator: every write of
+    the old state epoch is fenced, and a read gives the new state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fence = False
+
+    async def write_state(self, key: SharePartitionKey, state: ShareGroupState) -> None:
+        if self.fence and state.state_epoch < self.states[key].state_epoch:
+            raise PersisterError(ErrorCode.fenced_state_epoch)
+        await super().write_state(key, state)
+
+
+@pytest.mark.asyncio
+async def test_a_fenced_write_drops_the_share_partition_and_the_next_use_reloads_it(
+    shares: Shares,
+) -> None:
+    persister = FencingPersister()
+    shares.persister = persister
+    shares.manager = shares.new_manager()
+    shares.group_configs["share.auto.offset.reset"] = "earliest"
+    await shares.produce(b"a", b"b", b"c")
+    await fetch(shares, "m")
+    persister.fence = True
+    persister.states[KEY] = ShareGroupState(
+        state_epoch=1, leader_epoch=0, start_offset=2, state_batches=()
+    )
+    errors = await shares.manager.acknowledge(
+        "g", "m", {KEY: [AcknowledgementBatch(0, 0, (int(AcknowledgeType.ACCEPT),))]}
+    )
+    assert errors == {KEY: ErrorCode.fenced_state_epoch}
+    assert shares.manager.get(KEY) is None
+    reloaded = (await fetch(shares, "m"))[KEY]
+    assert reloaded.acquired == [AcquiredRecords(2, 2, 1)]
+
+
+@pytest.mark.asyncio
+async def test_a_new_leader_epoch_reloads_the_share_partition(shares: Shares) -> None:
+    shares.group_configs["share.auto.offset.reset"] = "earliest"
+    await shares.produce(b"a", b"b")
+    await fetch(shares, "m")
+    await ack(shares, "m", 0, 0, AcknowledgeType.ACCEPT)
+    before = shares.manager.get(KEY)
+    assert before is not None
+    # Another broker led the partition meanwhile and settled record 1 there.
+    shares.persister.states[KEY] = ShareGroupState(0, before.leader_epoch + 1, 2, ())
+    shares.replica_manager.bump_leader_epoch(TP)
+    await shares.produce(b"c")
+    after = (await fetch(shares, "m"))[KEY]
+    assert after.acquired == [AcquiredRecords(2, 2, 1)]
+    reloaded = shares.manager.get(KEY)
+    assert reloaded is not before
+    assert reloaded is not None
+    assert reloaded.leader_epoch == before.leader_epoch + 1
+
+
 @pytest.mark.asyncio
 async def test_a_backlog_is_read_a_chunk_at_a_time(
     shares: Shares, monkeypatch: pytest.MonkeyPatch
