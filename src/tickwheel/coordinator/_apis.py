@@ -220,6 +220,10 @@ class GroupApis:
         # The groups of other protocols (share groups), as ListGroups shows them, given
         # its states filter: set by the broker; each entry has a ``group_type``.
         self.other_groups: Callable[[frozenset[str]], list[dict[str, Any]]] = lambda states: []
+        # DeleteGroups of a group of another protocol (a share group), set by the broker:
+        # whether a group is one, and its deletion.
+        self.is_other_group: Callable[[str], bool] = lambda name: False
+        self.delete_other_group: Callable[[str], Awaitable[ErrorCode]] | None = None
         # Requests whose answer may wait (a purgatory, an append), and the others.
         self._waiting_handlers: dict[int, Callable[[Any], Awaitable[ResponsePayload]]] = {
             SYNC_GROUP_KEY: self.sync_group,
@@ -227,13 +231,13 @@ class GroupApis:
             LEAVE_GROUP_KEY: self.leave_group,
             OFFSET_COMMIT_KEY: self.offset_commit,
             TXN_OFFSET_COMMIT_KEY: self.txn_offset_commit,
+            DELETE_GROUPS_KEY: self.delete_groups,
         }
         self._immediate_handlers: dict[int, Callable[[Any], ResponsePayload]] = {
             OFFSET_FETCH_KEY: self.offset_fetch,
             FIND_COORDINATOR_KEY: self.find_coordinator,
             DESCRIBE_GROUPS_KEY: self.describe_groups,
             LIST_GROUPS_KEY: self.list_groups,
-            DELETE_GROUPS_KEY: self.delete_groups,
             OFFSET_DELETE_KEY: self.offset_delete,
         }
 
@@ -575,9 +579,17 @@ class GroupApis:
             )
         return _respond(request, {"groups": described})
 
-    def delete_groups(self, request: Any) -> ResponsePayload:
-        """Delete empty groups and their committed offsets."""
-        results = self.coordinator.handle_delete_groups(list(request.groups_names))
+    async def delete_groups(self, request: Any) -> ResponsePayload:
+        """Delete empty groups and their committed offsets; a group of another protocol
+        (a share group: ``delete_other_group`` knows it) is deleted by its owner."""
+        names = list(request.groups_names)
+        delete_other = self.delete_other_group
+        others = [n for n in names if delete_other is not None and self.is_other_group(n)]
+        results = self.coordinator.handle_delete_groups([n for n in names if n not in others])
+        for name in others:
+            assert delete_other is not None
+            results[name] = await delete_other(name)
+        results = {name: results[name] for name in names if name in results}
         return _respond(
             request,
             {

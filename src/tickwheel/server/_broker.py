@@ -154,7 +154,7 @@ class Broker:
         context.transactions = start_transactions(context, broker_time)
         context.share_coordinator = start_share_coordinator(context, broker_time)
         # After the share coordinator: share-partitions keep their state through it.
-        context.share_groups, context.share_partitions = start_share(context, broker_time)
+        start_share(context, broker_time)
 
     @staticmethod
     async def _stop_coordinators(context: BrokerContext) -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from tickwheel.cluster import BROKER_ENTITY, GROUP_ENTITY, TOPIC_ENTITY, ClusterNode
 from tickwheel.coordinator import GroupService
 from tickwheel.coordinator.share import ShareCoordinatorService
-from tickwheel.coordinator.share_group import ShareGroupCoordinator
+from tickwheel.coordinator.share_group import ShareGroupAdmin, ShareGroupCoordinator
 from tickwheel.coordinator.transaction import TransactionService
 from tickwheel.log import LogConfig, LogStorageError
 from tickwheel.protocol import VersionRange
@@ -95,9 +95,10 @@ class BrokerContext:
         self.transactions: TransactionService | None = None
         # The share coordinator (``__share_group_state``), set after the transactions'.
         self.share_coordinator: ShareCoordinatorService | None = None
-        # Share groups' membership and their share-partitions, set after it.
+        # Share groups' membership, share-partitions and administration, set after it.
         self.share_groups: ShareGroupCoordinator | None = None
         self.share_partitions: SharePartitionManager | None = None
+        self.share_admin: ShareGroupAdmin | None = None
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         self.cluster: ClusterNode | None = None
         # This broker's cluster id (meta.properties); in a cluster, until it has joined,

@@ -3,13 +3,22 @@
 - ``_config`` -- ``ShareGroupConfig``: ``group.share.*`` session, heartbeat, size;
 - ``_assignor`` -- Kafka's ``simple`` share assignor;
 - ``_coordinator`` -- ``ShareGroupCoordinator``: members, epochs, sessions on the
-  timing wheel, assignment, describe and list.
+  timing wheel, assignment, describe and list;
+- ``_admin`` -- ``ShareGroupAdmin``: Describe/Alter/DeleteShareGroupOffsets and
+  DeleteGroups of share groups, over the share state's persister.
 
 The records' side (share-partitions, locks, ShareFetch) is ``tickwheel.share``.
 
 Concurrency: the broker's event loop only.
 """
 
+from tickwheel.coordinator.share_group._admin import (
+    PartitionOffset,
+    ShareGroupAdmin,
+    ShareGroupTopology,
+    ShareStateAdmin,
+    TopicOffsets,
+)
 from tickwheel.coordinator.share_group._assignor import assign
 from tickwheel.coordinator.share_group._config import ShareGroupConfig
 from tickwheel.coordinator.share_group._coordinator import (
@@ -24,10 +33,15 @@ from tickwheel.coordinator.share_group._coordinator import (
 __all__ = [
     "SHARE_GROUP_TYPE",
     "HeartbeatRequest",
+    "PartitionOffset",
     "ShareGroup",
+    "ShareGroupAdmin",
     "ShareGroupConfig",
     "ShareGroupCoordinator",
     "ShareGroupState",
+    "ShareGroupTopology",
     "ShareMember",
+    "ShareStateAdmin",
+    "TopicOffsets",
     "assign",
 ]

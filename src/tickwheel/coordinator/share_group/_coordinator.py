@@ -393,6 +393,14 @@ class ShareGroupCoordinator:
         """Whether ``group_id`` is a share group's id."""
         return group_id in self.groups
 
+    def delete_group(self, group_id: str) -> None:
+        """Forget ``group_id`` (DeleteGroups of an empty share group)."""
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            for member in group.members.values():
+                if member.session is not None:
+                    member.session.cancel()
+
     def shutdown(self) -> None:
         """Cancel every member's session task."""
         for group in self.groups.values():

@@ -32,6 +32,7 @@ from tickwheel.server.apis._metadata import METADATA
 from tickwheel.server.apis._offsets_for_leader_epoch import OFFSETS_FOR_LEADER_EPOCH
 from tickwheel.server.apis._produce import PRODUCE
 from tickwheel.server.apis._share import SHARE_SPECS
+from tickwheel.server.apis._share_admin import SHARE_ADMIN_SPECS
 from tickwheel.server.apis._share_state import SHARE_STATE_SPECS
 from tickwheel.server.apis._transactions import TRANSACTION_SPECS
 from tickwheel.server.apis._write_txn_markers import WRITE_TXN_MARKERS
@@ -59,6 +60,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
     WRITE_TXN_MARKERS,
     DESCRIBE_PRODUCERS,
     *SHARE_SPECS,
+    *SHARE_ADMIN_SPECS,
     *SHARE_STATE_SPECS,
 )
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}

@@ -27,14 +27,16 @@ Records go out as the log stores them, with ``acquired_records`` saying which of
 the member holds and their delivery counts. Share sessions and share-partitions are
 kept by every broker for the partitions it leads; share-group membership by every
 broker for the groups it is asked about (one node: all of them).
-The classic coordinator is told of share groups through two hooks: ListGroups lists
-them (type ``share``), and a JoinGroup for a share group's id is refused.
+The classic coordinator is told of share groups through hooks: ListGroups lists them
+(type ``share``), a JoinGroup for a share group's id is refused, and DeleteGroups of one
+goes to the share-group admin (``_share_admin``), which deletes its state too.
 
 Concurrency: event-loop thread only, like every handler.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,8 +45,10 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.share_group import (
     HeartbeatRequest,
+    ShareGroupAdmin,
     ShareGroupConfig,
     ShareGroupCoordinator,
+    ShareGroupTopology,
 )
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
@@ -65,17 +69,31 @@ from tickwheel.share import (
 _NO_LEADER = -1
 
 
-def start_share(
-    context: BrokerContext, broker_time: BrokerTime
-) -> tuple[ShareGroupCoordinator, SharePartitionManager]:
-    """The share-group coordinator and the share-partition manager of this broker."""
+def group_coordinator_error(context: BrokerContext, group_id: str) -> ErrorCode | None:
+    """Why this broker cannot answer for share group ``group_id`` (None: it coordinates
+    it, as the leader of the group's ``__consumer_offsets`` partition)."""
+    groups = context.groups
+    if groups is None:
+        return ErrorCode.coordinator_not_available
+    owner = groups.coordinator.manager
+    if owner.is_group_loading(group_id):
+        return ErrorCode.coordinator_load_in_progress
+    if not owner.is_group_local(group_id):
+        return ErrorCode.not_coordinator
+    return None
+
+
+def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
+    """Set the share-group coordinator, the share-partition manager and the share-group
+    admin of this broker on ``context``."""
     properties = context.config.as_properties()
-    if context.share_coordinator is None:
+    share_coordinator = context.share_coordinator
+    if share_coordinator is None:
         raise RuntimeError("the share coordinator starts before the share-partitions")
     manager = SharePartitionManager(
         ShareConfig.from_properties(properties),
         context.replica_manager,
-        context.share_coordinator.persister,
+        share_coordinator.persister,
         timers=broker_time.timers,
         topic_name=context.topic_name,
         group_configs=context.group_configs.effective,
@@ -91,17 +109,6 @@ def start_share(
         groups = context.groups
         return groups is not None and groups.coordinator.manager.get_group(group_id) is not None
 
-    def coordinator_error(group_id: str) -> ErrorCode | None:
-        groups = context.groups
-        if groups is None:
-            return ErrorCode.coordinator_not_available
-        owner = groups.coordinator.manager
-        if owner.is_group_loading(group_id):
-            return ErrorCode.coordinator_load_in_progress
-        if not owner.is_group_local(group_id):
-            return ErrorCode.not_coordinator
-        return None
-
     coordinator = ShareGroupCoordinator(
         ShareGroupConfig.from_properties(properties),
         broker_time.timers.new_timer("ShareGroupHeartbeat"),
@@ -110,13 +117,37 @@ def start_share(
         member_left=manager.member_left,
         classic_group_exists=classic_group_exists,
         group_configs=context.group_configs.effective,
-        coordinator_error=coordinator_error,
+        coordinator_error=functools.partial(group_coordinator_error, context),
+    )
+
+    def high_watermark(topic: str, partition: int) -> int | None:
+        replica = context.replica_manager.get_partition(TopicPartition(topic, partition))
+        return replica.log.high_watermark if replica is not None and replica.is_leader else None
+
+    admin = ShareGroupAdmin(
+        coordinator,
+        share_coordinator.persister,
+        ShareGroupTopology(
+            topic_id=context.topic_id,
+            topic_name=context.topic_name,
+            partition_count=partition_count,
+            high_watermark=high_watermark,
+        ),
+        stored_keys=share_coordinator.coordinator.keys_of_group,
+        forget=manager.forget,
+        other_group_exists=classic_group_exists,
     )
     groups = context.groups
     if groups is not None:
-        groups.coordinator.share_group_exists = coordinator.is_share_group
+        groups.coordinator.share_group_exists = admin.is_share_group
         groups.apis.other_groups = coordinator.list_groups
-    return coordinator, manager
+        groups.apis.is_other_group = admin.is_share_group
+        groups.apis.delete_other_group = admin.delete_group
+    context.share_groups, context.share_partitions, context.share_admin = (
+        coordinator,
+        manager,
+        admin,
+    )
 
 
 def _share_groups(context: BrokerContext) -> ShareGroupCoordinator:

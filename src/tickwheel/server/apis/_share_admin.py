@@ -1,0 +1,189 @@
+"""The share groups' administration APIs (KIP-932), answered by ``ShareGroupAdmin``.
+
+============================  ===  ========  =========================================
+API                           key  versions  what it does
+============================  ===  ========  =========================================
+DescribeShareGroupOffsets     90   0-1       start offsets (v1: lag) of share-partitions
+AlterShareGroupOffsets        91   0         start share-partitions at new offsets
+DeleteShareGroupOffsets       92   0         forget share-partitions' state
+============================  ===  ========  =========================================
+
+DeleteGroups of a share group goes to the same admin (``_groups``). Each request goes to
+the group's coordinator, the leader of its ``__consumer_offsets`` partition, as for the
+other group APIs: anywhere else the group is NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS
+while that partition loads). No Python client has these calls; ``kafka-share-groups.sh``
+makes them.
+
+Concurrency: event-loop thread only, like every handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.coordinator.share_group import ShareGroupAdmin, TopicOffsets
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._share import group_coordinator_error
+
+DESCRIBE_SHARE_GROUP_OFFSETS_KEY = 90
+ALTER_SHARE_GROUP_OFFSETS_KEY = 91
+DELETE_SHARE_GROUP_OFFSETS_KEY = 92
+
+
+def _admin(context: BrokerContext) -> ShareGroupAdmin:
+    if context.share_admin is None:
+        raise RuntimeError("the share-group admin is not started")
+    return context.share_admin
+
+
+def coordinator_error(context: BrokerContext, group_id: str) -> ErrorCode | None:
+    """Why this broker cannot answer for ``group_id`` (None: it coordinates it)."""
+    if not group_id:
+        return ErrorCode.invalid_group_id
+    return group_coordinator_error(context, group_id)
+
+
+def _message(error: ErrorCode) -> str | None:
+    return None if error is ErrorCode.none else error.name
+
+
+def _described_topic(topic: TopicOffsets) -> dict[str, Any]:
+    return {
+        "topic_name": topic.topic_name,
+        "topic_id": topic.topic_id,
+        "partitions": [
+            {
+                "partition_index": p.partition,
+                "start_offset": p.start_offset,
+                "leader_epoch": p.leader_epoch,
+                "lag": p.lag,
+                "error_code": p.error_code,
+                "error_message": _message(p.error_code),
+            }
+            for p in topic.partitions
+        ],
+    }
+
+
+async def handle_describe_share_group_offsets(
+    context: BrokerContext, request: DecodedRequest
+) -> Response:
+    """The start offsets of each group's share-partitions."""
+    body: Any = request.body
+    groups = []
+    for group in body.groups:
+        error = coordinator_error(context, group.group_id)
+        topics: list[TopicOffsets] = []
+        if error is None:
+            asked = (
+                None
+                if group.topics is None
+                else [(t.topic_name, list(t.partitions)) for t in group.topics]
+            )
+            error, topics = await _admin(context).describe_offsets(group.group_id, asked)
+        groups.append(
+            {
+                "group_id": group.group_id,
+                "topics": [_described_topic(topic) for topic in topics],
+                "error_code": error,
+                "error_message": _message(error),
+            }
+        )
+    return reply(request, {"throttle_time": 0, "groups": groups})
+
+
+async def handle_alter_share_group_offsets(
+    context: BrokerContext, request: DecodedRequest
+) -> Response:
+    """Start the named share-partitions at new offsets (an empty group only)."""
+    body: Any = request.body
+    error = coordinator_error(context, body.group_id)
+    results: dict[str, dict[int, ErrorCode]] = {}
+    if error is None:
+        offsets = {
+            topic.topic_name: {
+                int(p.partition_index): int(p.start_offset) for p in topic.partitions
+            }
+            for topic in body.topics
+        }
+        error, results = await _admin(context).alter_offsets(body.group_id, offsets)
+    responses = [
+        {
+            "topic_name": name,
+            "topic_id": context.topic_id(name),
+            "partitions": [
+                {
+                    "partition_index": partition,
+                    "error_code": partition_error,
+                    "error_message": _message(partition_error),
+                }
+                for partition, partition_error in partitions.items()
+            ],
+        }
+        for name, partitions in results.items()
+    ]
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "error_code": error,
+            "error_message": _message(error),
+            "responses": responses,
+        },
+    )
+
+
+async def handle_delete_share_group_offsets(
+    context: BrokerContext, request: DecodedRequest
+) -> Response:
+    """Forget the state of every partition of the named topics (an empty group only)."""
+    body: Any = request.body
+    error = coordinator_error(context, body.group_id)
+    results: dict[str, ErrorCode] = {}
+    if error is None:
+        names = [topic.topic_name for topic in body.topics]
+        error, results = await _admin(context).delete_offsets(body.group_id, names)
+    responses = [
+        {
+            "topic_name": name,
+            "topic_id": context.topic_id(name),
+            "error_code": topic_error,
+            "error_message": _message(topic_error),
+        }
+        for name, topic_error in results.items()
+    ]
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "error_code": error,
+            "error_message": _message(error),
+            "responses": responses,
+        },
+    )
+
+
+SHARE_ADMIN_SPECS: tuple[ApiSpec, ...] = (
+    ApiSpec(
+        DESCRIBE_SHARE_GROUP_OFFSETS_KEY,
+        "DescribeShareGroupOffsets",
+        VersionRange(0, 1),
+        handle_describe_share_group_offsets,
+    ),
+    ApiSpec(
+        ALTER_SHARE_GROUP_OFFSETS_KEY,
+        "AlterShareGroupOffsets",
+        VersionRange(0, 0),
+        handle_alter_share_group_offsets,
+    ),
+    ApiSpec(
+        DELETE_SHARE_GROUP_OFFSETS_KEY,
+        "DeleteShareGroupOffsets",
+        VersionRange(0, 0),
+        handle_delete_share_group_offsets,
+    ),
+)
