@@ -179,6 +179,9 @@ _API_VALUES: Mapping[int, Mapping[str, object]] = {
     },
     20: {"topic_names": [FUZZ_ADMIN_TOPIC], "topics": [{"name": FUZZ_ADMIN_TOPIC}]},
     37: {"topics": [{"name": FUZZ_ADMIN_TOPIC, "assignments": [{}]}]},
+    # DescribeShareGroupOffsets: its ``groups`` are entities, not the group ids of
+    # DescribeGroups.
+    90: {"groups": [{"group_id": FUZZ_GROUP, "topics": [{"topic_name": FUZZ_TOPIC}]}]},
 }
 _PLAIN_VALUES: Mapping[str, object] = {"string": "fuzz", "bytes": b"fuzz", "bool": False}
 

@@ -12,7 +12,9 @@ Frozen value object; share it freely between threads.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+
+from tickwheel._settings import int_settings
 
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 """Group config: where a share group starts on a partition it never consumed."""
@@ -77,12 +79,4 @@ class ShareConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> ShareConfig:
         """Build from Kafka's dotted property names; other properties are ignored."""
-        values: dict[str, int] = {}
-        for config_field in fields(cls):
-            name = config_field.name.replace("_", ".")
-            if name in properties:
-                try:
-                    values[config_field.name] = int(properties[name])
-                except ValueError as error:
-                    raise ValueError(f"{name} must be an integer: {properties[name]!r}") from error
-        return cls(**values)
+        return cls(**int_settings(cls, properties))

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from tickwheel._settings import int_settings
+
 _MIB = 1024 * 1024
 
 CLUSTER_SHARE_STATE_REPLICATION_FACTOR = 3
@@ -44,15 +46,7 @@ class ShareCoordinatorConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> ShareCoordinatorConfig:
         """Build from Kafka's dotted property names; other properties are ignored."""
-        values: dict[str, int] = {}
-        for config_field in fields(cls):
-            name = config_field.name.replace("_", ".")
-            if name in properties:
-                try:
-                    values[config_field.name] = int(properties[name])
-                except ValueError as error:
-                    raise ValueError(f"{name} must be an integer: {properties[name]!r}") from error
-        return cls(**values)
+        return cls(**int_settings(cls, properties))
 
     def topic_configs(self) -> dict[str, str]:
         """The configs ``__share_group_state`` is created with (Kafka's)."""

@@ -10,7 +10,9 @@ Frozen value object; share it freely between threads.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+
+from tickwheel._settings import int_settings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,12 +47,4 @@ class ShareGroupConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> ShareGroupConfig:
         """Build from Kafka's dotted property names; other properties are ignored."""
-        values: dict[str, int] = {}
-        for config_field in fields(cls):
-            name = config_field.name.replace("_", ".")
-            if name in properties:
-                try:
-                    values[config_field.name] = int(properties[name])
-                except ValueError as error:
-                    raise ValueError(f"{name} must be an integer: {properties[name]!r}") from error
-        return cls(**values)
+        return cls(**int_settings(cls, properties))

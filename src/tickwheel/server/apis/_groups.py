@@ -31,8 +31,6 @@ Concurrency: event-loop thread only, like every handler.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import logging
 from collections.abc import Mapping
 
 from tickwheel.cluster import ClusterNode
@@ -51,8 +49,7 @@ from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
-
-_log = logging.getLogger(__name__)
+from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
 
 
 def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupService:
@@ -111,7 +108,7 @@ def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupServic
             scheduler=broker_time.scheduler,
             clock_ms=broker_time.wall_clock_ms,
         )
-        cluster.leadership_listener = functools.partial(_leadership_changed, service)
+        chain_leadership(cluster, OFFSETS_TOPIC, service.on_elected, service.on_resigned)
     service.start()
     return service
 
@@ -122,37 +119,19 @@ def _cluster_locator(
     """The leader of an offsets partition per ``cluster``'s metadata cache, if it is live."""
 
     def locate(partition: int) -> CoordinatorNode | None:
-        cache = cluster.cache
-        if OFFSETS_TOPIC not in cache.topics:
-            replication = config.offsets_topic_replication_factor
-            if len(cache.brokers) < replication:
-                _log.warning(
-                    "Number of alive brokers %d does not meet the required replication "
-                    "factor %d for the offsets topic (offsets.topic.replication.factor); "
-                    "this can be ignored while the cluster is starting up",
-                    len(cache.brokers),
-                    replication,
-                )
-                return None
-            cluster.create_topic_later(
-                OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication, topic_configs
-            )
-            return None
-        leader = cache.broker(cache.leader(TopicPartition(OFFSETS_TOPIC, partition)))
-        if leader is None:
-            return None
-        return CoordinatorNode(leader.broker_id, leader.host, leader.port)
+        leader = internal_topic_leader(
+            cluster,
+            TopicPartition(OFFSETS_TOPIC, partition),
+            num_partitions=config.offsets_topic_num_partitions,
+            replication_factor=config.offsets_topic_replication_factor,
+            configs=topic_configs,
+            replication_setting="offsets.topic.replication.factor",
+        )
+        return (
+            None if leader is None else CoordinatorNode(leader.broker_id, leader.host, leader.port)
+        )
 
     return locate
-
-
-def _leadership_changed(service: GroupService, tp: TopicPartition, leading: bool) -> None:
-    if tp.topic != OFFSETS_TOPIC:
-        return
-    if leading:
-        service.on_elected(tp.partition)
-    else:
-        service.on_resigned(tp.partition)
 
 
 async def handle_group_request(context: BrokerContext, request: DecodedRequest) -> Response:

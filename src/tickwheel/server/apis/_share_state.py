@@ -19,8 +19,6 @@ Concurrency: event-loop thread only, like every handler.
 from __future__ import annotations
 
 import functools
-import logging
-from collections.abc import Callable
 
 from tickwheel.cluster import ClusterNode, KafkaShareStateTransport
 from tickwheel.coordinator import CoordinatorNode
@@ -38,8 +36,7 @@ from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
-
-_log = logging.getLogger(__name__)
+from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
 
 _CLIENT_ID = "tickwheel-share-state-{}"
 
@@ -85,7 +82,7 @@ def start_share_coordinator(
                 timeout_ms=PERSISTER_TIMEOUT_MS,
             ),
         )
-        cluster.leadership_listener = _fan_out(cluster.leadership_listener, service)
+        chain_leadership(cluster, SHARE_GROUP_STATE_TOPIC, service.on_elected, service.on_resigned)
     existing = context.topics.topics.get(SHARE_GROUP_STATE_TOPIC)
     if existing is not None:
         # The topic's real partition count decides where states live (Kafka's rule too).
@@ -99,52 +96,20 @@ def _endpoint_of(cluster: ClusterNode, broker_id: int) -> CoordinatorNode | None
     return None if broker is None else CoordinatorNode(broker.broker_id, broker.host, broker.port)
 
 
-def _fan_out(
-    previous: Callable[[TopicPartition, bool], None] | None, service: ShareCoordinatorService
-) -> Callable[[TopicPartition, bool], None]:
-    """A leadership listener telling ``previous`` (the other coordinators') and then
-    ``service`` of every change."""
-
-    def changed(tp: TopicPartition, leading: bool) -> None:
-        if previous is not None:
-            previous(tp, leading)
-        if tp.topic != SHARE_GROUP_STATE_TOPIC:
-            return
-        if leading:
-            service.on_elected(tp.partition)
-        else:
-            service.on_resigned(tp.partition)
-
-    return changed
-
-
 def _cluster_locator(
     cluster: ClusterNode, config: ShareCoordinatorConfig
 ) -> ShareCoordinatorLocator:
     """The leader of a ``__share_group_state`` partition per the metadata cache."""
 
     def locate(partition: int) -> int | None:
-        cache = cluster.cache
-        if SHARE_GROUP_STATE_TOPIC not in cache.topics:
-            replication = config.share_coordinator_state_topic_replication_factor
-            if len(cache.brokers) < replication:
-                _log.warning(
-                    "Number of alive brokers %d does not meet the required replication "
-                    "factor %d for the share state topic "
-                    "(share.coordinator.state.topic.replication.factor); this can be "
-                    "ignored while the cluster is starting up",
-                    len(cache.brokers),
-                    replication,
-                )
-                return None
-            cluster.create_topic_later(
-                SHARE_GROUP_STATE_TOPIC,
-                config.share_coordinator_state_topic_num_partitions,
-                replication,
-                config.topic_configs(),
-            )
-            return None
-        leader = cache.broker(cache.leader(TopicPartition(SHARE_GROUP_STATE_TOPIC, partition)))
+        leader = internal_topic_leader(
+            cluster,
+            TopicPartition(SHARE_GROUP_STATE_TOPIC, partition),
+            num_partitions=config.share_coordinator_state_topic_num_partitions,
+            replication_factor=config.share_coordinator_state_topic_replication_factor,
+            configs=config.topic_configs(),
+            replication_setting="share.coordinator.state.topic.replication.factor",
+        )
         return None if leader is None else leader.broker_id
 
     return locate

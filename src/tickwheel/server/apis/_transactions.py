@@ -27,7 +27,6 @@ Concurrency: event-loop thread only, like every handler.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from tickwheel.cluster import ClusterNode, KafkaTxnMarkerTransport
@@ -44,8 +43,7 @@ from tickwheel.replica import NO_LEADER, TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
-
-_log = logging.getLogger(__name__)
+from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
 
 _MARKER_CLIENT_ID = "tickwheel-txn-markers-{}"
 
@@ -121,30 +119,11 @@ def start_transactions(context: BrokerContext, broker_time: BrokerTime) -> Trans
                 timeout_ms=config.request_timeout_ms,
             ),
         )
-        cluster.leadership_listener = _fan_out(cluster.leadership_listener, service)
+        chain_leadership(cluster, TRANSACTION_STATE_TOPIC, service.on_elected, service.on_resigned)
     if existing is not None:
         service.state.partition_count = existing.num_partitions
     service.start()
     return service
-
-
-def _fan_out(
-    previous: Callable[[TopicPartition, bool], None] | None, service: TransactionService
-) -> Callable[[TopicPartition, bool], None]:
-    """A leadership listener telling ``previous`` (the group coordinator's) and then
-    ``service`` of every change."""
-
-    def changed(tp: TopicPartition, leading: bool) -> None:
-        if previous is not None:
-            previous(tp, leading)
-        if tp.topic != TRANSACTION_STATE_TOPIC:
-            return
-        if leading:
-            service.on_elected(tp.partition)
-        else:
-            service.on_resigned(tp.partition)
-
-    return changed
 
 
 def _cluster_leader_lookup(cluster: ClusterNode) -> Callable[[TopicPartition], int | None]:
@@ -161,30 +140,17 @@ def _cluster_locator(cluster: ClusterNode, config: TransactionConfig) -> Coordin
     """The leader of a ``__transaction_state`` partition per the metadata cache."""
 
     def locate(partition: int) -> CoordinatorNode | None:
-        cache = cluster.cache
-        if TRANSACTION_STATE_TOPIC not in cache.topics:
-            replication = config.transaction_state_log_replication_factor
-            if len(cache.brokers) < replication:
-                _log.warning(
-                    "Number of alive brokers %d does not meet the required replication "
-                    "factor %d for the transactions state topic "
-                    "(transaction.state.log.replication.factor); this can be ignored "
-                    "while the cluster is starting up",
-                    len(cache.brokers),
-                    replication,
-                )
-                return None
-            cluster.create_topic_later(
-                TRANSACTION_STATE_TOPIC,
-                config.transaction_state_log_num_partitions,
-                replication,
-                config.topic_configs(),
-            )
-            return None
-        leader = cache.broker(cache.leader(TopicPartition(TRANSACTION_STATE_TOPIC, partition)))
-        if leader is None:
-            return None
-        return CoordinatorNode(leader.broker_id, leader.host, leader.port)
+        leader = internal_topic_leader(
+            cluster,
+            TopicPartition(TRANSACTION_STATE_TOPIC, partition),
+            num_partitions=config.transaction_state_log_num_partitions,
+            replication_factor=config.transaction_state_log_replication_factor,
+            configs=config.topic_configs(),
+            replication_setting="transaction.state.log.replication.factor",
+        )
+        return (
+            None if leader is None else CoordinatorNode(leader.broker_id, leader.host, leader.port)
+        )
 
     return locate
 
