@@ -35,7 +35,12 @@ def test_the_sync_fixture_serves_clients_with_the_given_properties(
 @pytest.mark.asyncio
 async def test_the_async_fixture_runs_on_the_tests_loop(async_tickwheel_broker: Broker) -> None:
     assert async_tickwheel_broker.port > 0
-    assert set(async_tickwheel_broker.metrics()) == {"Produce", "Fetch", "DeleteRecords"}
+    assert set(async_tickwheel_broker.metrics()) == {
+        "Produce",
+        "Fetch",
+        "DeleteRecords",
+        "ShareFetch",
+    }
 
 
 def test_two_brokers_do_not_share_ports_or_state(tickwheel_broker: BackgroundBroker) -> None:
