@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.harness import MemoryOffsetsLog
 from tickwheel.coordinator import GroupConfig, GroupMetadataManager
 from tickwheel.coordinator.consumer import (
     Assignment,
@@ -15,8 +16,6 @@ from tickwheel.coordinator.consumer import (
     HeartbeatResult,
 )
 from tickwheel.timer import InlineExecutor, ManualClock, SystemTimer
-
-from coordinator.harness import MemoryOffsetsLog
 
 SESSION_MS = 3_000
 INTERVAL_MS = 500
