@@ -318,3 +318,100 @@ def test_list_and_describe_groups_show_both_group_types(
         assert {tp.topic for tp in member.assignment.topic_partitions} == {topic}
     finally:
         classic.close()
+
+
+def _classic(bootstrap: str, group_id: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group_id,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
+
+
+def _consume_classic(consumer: Consumer, count: int) -> list[int]:
+    seen: list[int] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(seen) < count:
+        assert time.monotonic() < deadline, f"{count} messages through the classic consumer"
+        message = consumer.poll(POLL_S)
+        if message is None:
+            continue
+        assert message.error() is None, message.error()
+        seen.append(int(message.value() or b""))
+        consumer.commit(message=message, asynchronous=False)
+    return seen
+
+
+def test_an_empty_group_moves_between_the_protocols_with_its_offsets(
+    tickwheel_broker: BackgroundBroker, topic: str
+) -> None:
+    bootstrap = tickwheel_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    group_id = "kip848-migrating"
+    produce(bootstrap, topic, 20)
+    classic = _classic(bootstrap, group_id)
+    classic.subscribe([topic])
+    try:
+        first = _consume_classic(classic, 20)
+    finally:
+        classic.close()
+    assert _list_groups(admin)[group_id][0] == ConsumerGroupType.CLASSIC
+
+    # Upgrade: the empty classic group becomes a consumer group, offsets and all.
+    produce(bootstrap, topic, 20, start=20)
+    group = Members()
+    modern = group.add(Member(bootstrap, group_id))
+    modern.subscribe(topic)
+    try:
+        group.poll_until(lambda: len(modern.seen) == 20, "the upgraded group's messages")
+        assert _list_groups(admin)[group_id][0] == ConsumerGroupType.CONSUMER
+        # A classic member cannot join while the consumer group has members.
+        refused = _classic(bootstrap, group_id)
+        refused.subscribe([topic])
+        message = None
+        deadline = time.monotonic() + DEADLINE_S
+        while message is None or message.error() is None:
+            assert time.monotonic() < deadline, "the classic join to be refused"
+            message = refused.poll(POLL_S)
+        assert "INCONSISTENT_GROUP_PROTOCOL" in message.error().name()
+        refused.close()
+    finally:
+        modern.consumer.close()
+
+    # Downgrade: empty again, it becomes a classic group and keeps the offsets.
+    produce(bootstrap, topic, 20, start=40)
+    classic = _classic(bootstrap, group_id)
+    classic.subscribe([topic])
+    try:
+        last = _consume_classic(classic, 20)
+    finally:
+        classic.close()
+    assert sorted(first) == list(range(20))
+    assert sorted(int(v) for _p, v in modern.seen) == list(range(20, 40))
+    assert sorted(last) == list(range(40, 60))
+    assert _list_groups(admin)[group_id][0] == ConsumerGroupType.CLASSIC
+
+
+def test_a_regex_subscription_follows_new_topics(
+    tickwheel_broker: BackgroundBroker, members: Members
+) -> None:
+    bootstrap = tickwheel_broker.bootstrap_servers
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    first = f"{prefix}-a"
+    admin.create_topics([NewTopic(first, 2, 1)])[first].result(DEADLINE_S)
+    member = members.add(
+        Member(bootstrap, "kip848-regex", **{"topic.metadata.refresh.interval.ms": 500})
+    )
+    member.consumer.subscribe([f"^{prefix}-.*"], on_assign=member._assigned)
+    members.poll_until(lambda: len(member.owned) == 2, "the first topic's partitions")
+    second = f"{prefix}-b"
+    admin.create_topics([NewTopic(second, 3, 1)])[second].result(DEADLINE_S)
+    produce_to = Producer({"bootstrap.servers": bootstrap})
+    produce_to.produce(second, b"x", partition=2)
+    assert produce_to.flush(DEADLINE_S) == 0
+    members.poll_until(lambda: (2, "x") in member.seen, "a message of the new topic")
