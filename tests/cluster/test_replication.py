@@ -4,13 +4,15 @@ consumer bootstrapped from any broker reads every message exactly once."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicCollection
 from confluent_kafka import TopicPartition as ConsumerPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tickwheel.cluster import LocalCluster
+from tickwheel.server._topics import decode_topic_id
 
 from .helpers import WAIT_S, isr, log_bytes, wait_for
 
@@ -92,6 +94,28 @@ def test_acks_all_replicates_every_message_to_identical_logs(cluster: LocalClust
     for broker in cluster.brokers:
         received = _consume_all(broker.bootstrap_servers, MESSAGES)
         assert sorted(received) == sorted(sent)
+
+
+def test_every_broker_names_the_topic_id_written_in_zookeeper(cluster: LocalCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("with-id", 2, 3)])["with-id"].result(WAIT_S)
+    znode = cluster.read_znode("/brokers/topics/with-id")
+    assert znode is not None
+    written = decode_topic_id(json.loads(znode)["topic_id"])
+    assert written is not None
+
+    def described_id(broker_admin: AdminClient) -> uuid.UUID | None:
+        # librdkafka prints ids in standard base64, Kafka writes them URL-safe.
+        collection = TopicCollection(["with-id"])
+        description = broker_admin.describe_topics(collection)["with-id"].result(WAIT_S)
+        return decode_topic_id(str(description.topic_id))
+
+    for broker in cluster.brokers:
+        broker_admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        wait_for(
+            lambda broker_admin=broker_admin: described_id(broker_admin) == written,
+            f"broker {broker.broker_id} to name the topic id {written}",
+        )
 
 
 def test_metadata_names_every_broker_and_the_controller(cluster: LocalCluster) -> None:

@@ -1,12 +1,24 @@
-"""TopicRegistry: topic names, persistence, and producer ids that are never reused."""
+"""TopicRegistry: topic names and ids, persistence, and producer ids that are never reused."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tickwheel.server._topics import PRODUCER_ID_BLOCK_SIZE, TopicRegistry, topic_name_error
+from tickwheel.server._topics import (
+    METADATA_FILE,
+    PRODUCER_ID_BLOCK_SIZE,
+    TopicRegistry,
+    decode_topic_id,
+    encode_topic_id,
+    legacy_topic_id,
+    topic_name_error,
+)
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "bad/name", "spa ce", "ü"])
@@ -46,3 +58,60 @@ def test_partitions_found_on_disk_are_adopted(tmp_path: Path) -> None:
     registry.adopt("disk", 3)
     registry.adopt("disk", 2)
     assert registry.topics["disk"].num_partitions == 3
+
+
+def test_topic_ids_survive_a_reload_and_name_their_topic(tmp_path: Path) -> None:
+    registry = TopicRegistry(tmp_path)
+    first = registry.create("a", 1, {}).topic_id
+    second = registry.create("b", 1, {}).topic_id
+    assert first != second
+    reloaded = TopicRegistry(tmp_path)
+    reloaded.load()
+    assert reloaded.topics["a"].topic_id == first
+    assert reloaded.name_of(first) == "a"
+    assert reloaded.name_of(second) == "b"
+
+
+def test_a_topic_created_again_gets_a_new_id(tmp_path: Path) -> None:
+    registry = TopicRegistry(tmp_path)
+    old = registry.create("t", 1, {}).topic_id
+    registry.delete("t")
+    assert registry.name_of(old) is None
+    new = registry.create("t", 1, {}).topic_id
+    assert new != old
+    assert registry.name_of(old) is None
+    assert registry.name_of(new) == "t"
+
+
+def test_a_file_without_topic_ids_gets_the_same_ids_on_every_broker(tmp_path: Path) -> None:
+    old_format = {
+        "version": 1,
+        "producer_id_block_end": 0,
+        "topics": {"legacy": {"partitions": 2, "configs": {}}},
+        "broker_configs": {},
+    }
+    ids = []
+    for broker in ("b0", "b1"):
+        (tmp_path / broker).mkdir()
+        (tmp_path / broker / METADATA_FILE).write_text(json.dumps(old_format))
+        registry = TopicRegistry(tmp_path / broker)
+        registry.load()
+        ids.append(registry.topics["legacy"].topic_id)
+        adopted = TopicRegistry(tmp_path / broker / "adopted")
+        adopted.adopt("legacy", 2)
+        ids.append(adopted.topics["legacy"].topic_id)
+    assert len(set(ids)) == 1
+    assert ids[0] == legacy_topic_id("legacy")
+
+
+@given(st.uuids())
+def test_topic_ids_round_trip_through_kafkas_text_form(topic_id: uuid.UUID) -> None:
+    text = encode_topic_id(topic_id)
+    assert len(text) == 22
+    assert "=" not in text
+    assert decode_topic_id(text) == topic_id
+
+
+@pytest.mark.parametrize("text", ["", "not base64!", "AAAA"])
+def test_text_that_is_no_topic_id_decodes_to_none(text: str) -> None:
+    assert decode_topic_id(text) is None

@@ -33,6 +33,7 @@ from tickwheel.cluster import (
 from tickwheel.replica import FetcherConfig
 from tickwheel.server._config import BrokerConfig
 from tickwheel.server._context import BrokerContext
+from tickwheel.server._topics import decode_topic_id, legacy_topic_id
 
 _log = logging.getLogger(__name__)
 _AUTO_CREATE_TIMEOUT_MS = 5000
@@ -90,9 +91,10 @@ def join_cluster(context: BrokerContext, stored_cluster_id: str | None) -> Clust
                 registry.delete(name)
             return
         count = len(metadata.assignment)
+        topic_id = decode_topic_id(metadata.topic_id) or legacy_topic_id(name)
         info = registry.topics.get(name)
-        if info is None or info.configs != metadata.configs:
-            registry.create(name, count, metadata.configs)
+        if info is None or info.configs != metadata.configs or info.topic_id != topic_id:
+            registry.create(name, count, metadata.configs, topic_id)
         elif info.num_partitions != count:
             registry.set_partitions(name, count)
 

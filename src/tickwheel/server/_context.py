@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -101,6 +102,15 @@ class BrokerContext:
     def broker_id(self) -> int:
         """This broker's id."""
         return self.config.broker_id
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        """The id of topic ``name``, or None if there is no such topic."""
+        info = self.topics.topics.get(name)
+        return info.topic_id if info is not None else None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id ``topic_id``, or None if there is none."""
+        return self.topics.name_of(topic_id)
 
     def topic_properties(self, configs: Mapping[str, str]) -> dict[str, str]:
         """The broker's topic defaults with ``configs`` on top."""

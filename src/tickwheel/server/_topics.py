@@ -8,6 +8,12 @@ a new block of producer ids is taken. Producer ids are handed out from
 blocks, as Kafka's controller does, so that after a restart no id is ever reused:
 a reused id would collide with the old producer's sequence numbers kept by the log.
 
+Every topic has a topic id, a random UUID fixed when it is created (Kafka's
+``TopicIdPartition``): clients of the Kafka 4 group protocols name partitions by it, and
+a topic deleted and created again under its name gets a new one. The file keeps it in
+Kafka's URL-safe base64 form; a file from before topic ids gets one per topic, derived
+from the name (``legacy_topic_id``) so that every broker of a cluster agrees on it.
+
 Topic names follow Kafka's rules (at most 249 characters of ``[a-zA-Z0-9._-]``, not
 ``.`` or ``..``).
 
@@ -16,9 +22,12 @@ Concurrency: owned by the broker's event loop; not thread-safe.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import re
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,13 +52,36 @@ def topic_name_error(name: str) -> str | None:
     return None
 
 
+_TOPIC_ID_NAMESPACE = uuid.UUID("7f3c1a52-9c1e-4f0b-8a43-5d1f2e6b9c07")
+
+
+def legacy_topic_id(name: str) -> uuid.UUID:
+    """The id of a topic recorded before topic ids: the same on every broker."""
+    return uuid.uuid5(_TOPIC_ID_NAMESPACE, name)
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    """``topic_id`` in Kafka's form: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+
+
+def decode_topic_id(text: str) -> uuid.UUID | None:
+    """The id written by ``encode_topic_id``, or None if ``text`` is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else None
+
+
 @dataclass(slots=True)
 class TopicInfo:
-    """A topic: its partition count and its config overrides (topic config names)."""
+    """A topic: its partition count, its config overrides (topic config names) and id."""
 
     name: str
     num_partitions: int
     configs: dict[str, str] = field(default_factory=dict)
+    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
 class TopicRegistry:
@@ -58,6 +90,7 @@ class TopicRegistry:
     def __init__(self, log_dir: Path) -> None:
         self._path = log_dir / METADATA_FILE
         self.topics: dict[str, TopicInfo] = {}
+        self._names_by_id: dict[uuid.UUID, str] = {}
         # Dynamic broker configs by entity (``<default>`` or a broker id), as Kafka's
         # metadata log keeps them.
         self.broker_configs: dict[str, dict[str, str]] = {}
@@ -70,9 +103,15 @@ class TopicRegistry:
             return
         data = json.loads(self._path.read_text(encoding="utf-8"))
         self.topics = {
-            name: TopicInfo(name, int(t["partitions"]), dict(t["configs"]))
+            name: TopicInfo(
+                name,
+                int(t["partitions"]),
+                dict(t["configs"]),
+                decode_topic_id(str(t.get("topic_id", ""))) or legacy_topic_id(name),
+            )
             for name, t in data["topics"].items()
         }
+        self._names_by_id = {info.topic_id: name for name, info in self.topics.items()}
         self.broker_configs = {
             entity: dict(configs) for entity, configs in data.get("broker_configs", {}).items()
         }
@@ -83,19 +122,40 @@ class TopicRegistry:
         """Record a topic found on disk but missing from the file (or grown beyond it)."""
         info = self.topics.get(topic)
         if info is None:
-            self.topics[topic] = TopicInfo(topic, num_partitions)
+            self._add(TopicInfo(topic, num_partitions, topic_id=legacy_topic_id(topic)))
         elif info.num_partitions < num_partitions:
             info.num_partitions = num_partitions
         else:
             return
         self._save()
 
-    def create(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
-        """Add a topic."""
+    def create(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicInfo:
+        """Add a topic (replacing one of that name), with ``topic_id`` or a new one."""
         info = TopicInfo(name, num_partitions, dict(configs))
-        self.topics[name] = info
+        if topic_id is not None:
+            info.topic_id = topic_id
+        self._add(info)
         self._save()
         return info
+
+    def _add(self, info: TopicInfo) -> None:
+        old = self.topics.get(info.name)
+        if old is not None:
+            self._names_by_id.pop(old.topic_id, None)
+        self.topics[info.name] = info
+        self._names_by_id[info.topic_id] = info.name
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id ``topic_id``, or None if there is none."""
+        name = self._names_by_id.get(topic_id)
+        info = self.topics.get(name) if name is not None else None
+        return name if info is not None and info.topic_id == topic_id else None
 
     def set_partitions(self, name: str, num_partitions: int) -> None:
         """Grow a topic to ``num_partitions``."""
@@ -130,6 +190,7 @@ class TopicRegistry:
     def delete(self, name: str) -> TopicInfo:
         """Remove a topic; returns what it was."""
         info = self.topics.pop(name)
+        self._names_by_id.pop(info.topic_id, None)
         self._save()
         return info
 
@@ -147,7 +208,11 @@ class TopicRegistry:
             "version": _FORMAT_VERSION,
             "producer_id_block_end": self._producer_id_block_end,
             "topics": {
-                name: {"partitions": t.num_partitions, "configs": t.configs}
+                name: {
+                    "partitions": t.num_partitions,
+                    "configs": t.configs,
+                    "topic_id": encode_topic_id(t.topic_id),
+                }
                 for name, t in sorted(self.topics.items())
             },
             "broker_configs": self.broker_configs,

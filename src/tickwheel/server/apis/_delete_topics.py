@@ -2,8 +2,8 @@
 
 An unknown topic → UNKNOWN_TOPIC_OR_PARTITION; ``delete.topic.enable=false`` →
 TOPIC_DELETION_DISABLED; an internal topic (``__consumer_offsets``) →
-INVALID_TOPIC_EXCEPTION; v6's by-id form is answered UNKNOWN_TOPIC_ID, since topics
-here carry no ids. Operations waiting on a deleted partition complete at once (their
+INVALID_TOPIC_EXCEPTION; v6's by-id form deletes the topic of that id, or answers
+UNKNOWN_TOPIC_ID. Operations waiting on a deleted partition complete at once (their
 partition is unknown now: DelayedFetch case B, DelayedProduce case A).
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
@@ -27,7 +27,7 @@ async def _delete(
     context: BrokerContext, name: str | None, timeout_ms: int
 ) -> tuple[ErrorCode, str | None]:
     if name is None:
-        return ErrorCode.unknown_topic_id, "topics are deleted by name on this broker"
+        return ErrorCode.unknown_topic_id, "no topic has this id"
     if not context.config.delete_topic_enable:
         return ErrorCode.topic_deletion_disabled, "delete.topic.enable is false"
     if is_internal_topic(name):
@@ -48,11 +48,15 @@ async def handle_delete_topics(context: BrokerContext, request: DecodedRequest) 
     """Delete each named topic."""
     body: Any = request.body
     if request.api_version >= _FIRST_TOPIC_STRUCT_VERSION:
-        names = [(t.name, t.topic_id) for t in body.topics]
+        names = [
+            (t.name if t.name is not None else context.topic_name(t.topic_id), t.topic_id)
+            for t in body.topics
+        ]
     else:
         names = [(name, None) for name in body.topic_names]
     responses = []
-    for name, topic_id in names:
+    for name, asked_id in names:
+        topic_id = (context.topic_id(name) if name is not None else None) or asked_id
         error, message = await _delete(context, name, to_ms(body.timeout))
         responses.append(
             {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}

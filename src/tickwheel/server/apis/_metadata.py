@@ -10,7 +10,9 @@ with a broker missing from the list).
 Every topic a client asks for appears in the answer — with
 UNKNOWN_TOPIC_OR_PARTITION or INVALID_TOPIC_EXCEPTION when it cannot be served —
 because librdkafka, kafka-python and aiokafka all misbehave on a response that leaves
-a requested topic out. A null topic list (v1+) means every topic. Unknown topics are
+a requested topic out. A null topic list (v1+) means every topic. Each topic carries
+its topic id (v10+; the Kafka 4 group protocols' clients need it), and a topic may be
+asked for by id alone: an unknown id is answered UNKNOWN_TOPIC_ID. Unknown topics are
 created with the broker defaults when both the request and
 ``auto.create.topics.enable`` allow it; internal topics never are.
 
@@ -19,6 +21,7 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -30,6 +33,19 @@ from tickwheel.server._cluster import auto_create_topic, broker_entries, partiti
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._topics import topic_name_error
 from tickwheel.server.apis._common import ApiSpec, Response, reply
+
+_NO_TOPIC_ID = uuid.UUID(int=0)
+_NULLABLE_RESPONSE_NAME_VERSION = 12
+
+
+def _unknown_topic_id_entry(topic_id: uuid.UUID, version: int) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.unknown_topic_id,
+        # A response names an unknown topic null from v12; v10 and v11 have no null name.
+        "name": None if version >= _NULLABLE_RESPONSE_NAME_VERSION else "",
+        "topic_id": topic_id,
+        "partitions": [],
+    }
 
 
 def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
@@ -45,7 +61,7 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
         return {
             "error_code": ErrorCode.none,
             "name": name,
-            "topic_id": None,
+            "topic_id": info.topic_id,
             "is_internal": name == OFFSETS_TOPIC,
             "partitions": partition_entries(context.cluster, name),
         }
@@ -84,7 +100,7 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.none,
         "name": name,
-        "topic_id": None,
+        "topic_id": info.topic_id,
         "is_internal": name == OFFSETS_TOPIC,
         "partitions": partitions,
     }
@@ -94,10 +110,21 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
     """Describe the cluster and the requested (or all) topics."""
     body: Any = request.body
     cluster = context.cluster
+    unknown_ids: list[uuid.UUID] = []
     if body.topics is None:
         names = sorted(context.topics.topics)
     else:
         names = [t.name for t in body.topics if t.name is not None]
+        # From v10 a topic may be asked for by id alone (name null).
+        for t in body.topics:
+            topic_id = getattr(t, "topic_id", None)
+            if t.name is not None or topic_id is None or topic_id == _NO_TOPIC_ID:
+                continue
+            known = context.topic_name(topic_id)
+            if known is None:
+                unknown_ids.append(topic_id)
+            else:
+                names.append(known)
         if getattr(body, "allow_auto_topic_creation", True):
             # Internal topics are made by their owner with their own settings
             # (``__consumer_offsets`` by the group coordinator), never by a client.
@@ -118,7 +145,8 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
             else [{"node_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}],
             "cluster_id": context.cluster_id,
             "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
-            "topics": [_topic_entry(context, name) for name in names],
+            "topics": [_topic_entry(context, name) for name in names]
+            + [_unknown_topic_id_entry(topic_id, request.api_version) for topic_id in unknown_ids],
         },
     )
 

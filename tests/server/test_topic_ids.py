@@ -1,0 +1,95 @@
+"""Topic ids as clients see them: Metadata names each topic's id, keeps it over a
+restart, gives a topic created again a new one, and answers topics asked for by id."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+
+from tickwheel.server import BackgroundBroker, BrokerConfig
+from tickwheel.server._topics import decode_topic_id
+
+from .wire import WireClient
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 15.0
+METADATA = 3
+DELETE_TOPICS = 20
+
+
+def _described_id(admin: AdminClient, topic: str) -> uuid.UUID:
+    description = admin.describe_topics(TopicCollection([topic]))[topic].result(TIMEOUT_S)
+    topic_id = decode_topic_id(str(description.topic_id))
+    assert topic_id is not None
+    assert topic_id != uuid.UUID(int=0)
+    return topic_id
+
+
+def _metadata_by_id(client: WireClient, topic_id: uuid.UUID, version: int = 12) -> Any:
+    body = client.call(
+        METADATA,
+        version,
+        {
+            "topics": [{"topic_id": topic_id, "name": None}],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+            **({"include_cluster_authorized_operations": False} if version < 11 else {}),
+        },
+    )
+    (topic,) = body.topics
+    return topic
+
+
+def test_a_topic_keeps_its_id_over_a_restart_and_a_new_topic_gets_a_new_one(
+    tmp_path: Path,
+) -> None:
+    config = BrokerConfig.from_properties(
+        {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}
+    )
+    with BackgroundBroker(config) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic("ids", 2, 1)])["ids"].result(TIMEOUT_S)
+        before = _described_id(admin, "ids")
+    with BackgroundBroker(config) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        assert _described_id(admin, "ids") == before
+        admin.delete_topics(["ids"])["ids"].result(TIMEOUT_S)
+        admin.create_topics([NewTopic("ids", 1, 1)])["ids"].result(TIMEOUT_S)
+        assert _described_id(admin, "ids") != before
+
+
+def test_metadata_and_delete_topics_by_id(tickwheel_broker: BackgroundBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": tickwheel_broker.bootstrap_servers})
+    admin.create_topics([NewTopic("by-id", 3, 1)])["by-id"].result(TIMEOUT_S)
+    topic_id = _described_id(admin, "by-id")
+    client = WireClient(tickwheel_broker.bootstrap_servers)
+    try:
+        found = _metadata_by_id(client, topic_id)
+        assert (found.error_code, found.name, len(found.partitions)) == (
+            ErrorCode.none,
+            "by-id",
+            3,
+        )
+        for version in (10, 11, 12):
+            unknown = _metadata_by_id(client, uuid.uuid4(), version)
+            assert unknown.error_code == ErrorCode.unknown_topic_id
+        body = client.call(
+            DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": topic_id}], "timeout": 5000}
+        )
+        (deleted,) = body.responses
+        assert (deleted.error_code, deleted.name, deleted.topic_id) == (
+            ErrorCode.none,
+            "by-id",
+            topic_id,
+        )
+        again = _metadata_by_id(client, topic_id)
+        assert again.error_code == ErrorCode.unknown_topic_id
+    finally:
+        client.close()
