@@ -25,10 +25,10 @@ batches and offsets log; it knows the broker's topics only through an injected
 """
 
 from tickwheel.coordinator.consumer._apis import (
-    CONSUMER_GROUP_API_NAMES,
-    CONSUMER_GROUP_API_VERSIONS,
     CONSUMER_GROUP_DESCRIBE_KEY,
     CONSUMER_GROUP_HEARTBEAT_KEY,
+    GROUP_API_NAMES_WITH_CONSUMER,
+    GROUP_API_VERSIONS_WITH_CONSUMER,
     ConsumerGroupApis,
 )
 from tickwheel.coordinator.consumer._assignors import (
@@ -61,11 +61,11 @@ from tickwheel.coordinator.consumer._reconciliation import reconcile
 
 __all__ = [
     "ASSIGNORS",
-    "CONSUMER_GROUP_API_NAMES",
-    "CONSUMER_GROUP_API_VERSIONS",
     "CONSUMER_GROUP_DESCRIBE_KEY",
     "CONSUMER_GROUP_HEARTBEAT_KEY",
     "CONSUMER_GROUP_TYPE",
+    "GROUP_API_NAMES_WITH_CONSUMER",
+    "GROUP_API_VERSIONS_WITH_CONSUMER",
     "JOIN_MEMBER_EPOCH",
     "LEAVE_MEMBER_EPOCH",
     "LEAVE_STATIC_MEMBER_EPOCH",

@@ -12,6 +12,8 @@ ConsumerGroupDescribe   69  0-1       members, epochs, assignments and targets
 OffsetCommit             8  2-9       member epoch checked (UNKNOWN_MEMBER_ID,
                                       STALE_MEMBER_EPOCH; UNSUPPORTED_VERSION before
                                       v9), then stored as a group without members
+OffsetFetch              9  1-9       v8+ (several groups per request) answered here
+                                      for every group; v9's member epoch checked
 ListGroups              16  0-5       listed with type "consumer" (classic ones with
                                       "classic"); ``types_filter`` and
                                       ``states_filter`` apply to both
@@ -21,9 +23,10 @@ JoinGroup               11  0-7       INCONSISTENT_GROUP_PROTOCOL while it has m
                                       an empty one becomes classic (migration policy)
 =====================  ===  ========  ===============================================
 
-Topic ids travel on the wire; ``TopicCatalog`` names them for ConsumerGroupDescribe.
-OffsetFetch stops at v7 (no member epoch on the wire): a consumer-protocol member's
-offsets are read as any group's.
+``GROUP_API_VERSIONS_WITH_CONSUMER`` is what the broker advertises: the classic table,
+OffsetFetch widened to v9 (the batched versions are answered here, each group through
+the classic coordinator's ``handle_fetch_offsets``), and the two new APIs. Topic ids
+travel on the wire; ``TopicCatalog`` names them for ConsumerGroupDescribe.
 
 Concurrency contract: the methods run on the broker's event loop, like ``GroupApis``;
 an answer that waits for an append is delivered to the loop by ``_Answer``.
@@ -43,12 +46,16 @@ from tickwheel.coordinator._apis import (
     DEFAULT_CLIENT_HOST,
     DELETE_GROUPS_KEY,
     DESCRIBE_GROUPS_KEY,
+    GROUP_API_NAMES,
+    GROUP_API_VERSIONS,
     JOIN_GROUP_KEY,
     LIST_GROUPS_KEY,
     OFFSET_COMMIT_KEY,
+    OFFSET_FETCH_KEY,
     GroupApis,
 )
 from tickwheel.coordinator._group import GroupState
+from tickwheel.coordinator._manager import FetchedOffset
 from tickwheel.coordinator.consumer._coordinator import (
     CONSUMER_GROUP_TYPE,
     CONSUMER_PROTOCOL_TYPE,
@@ -67,8 +74,15 @@ CONSUMER_GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     CONSUMER_GROUP_HEARTBEAT_KEY: VersionRange(0, 1),
     CONSUMER_GROUP_DESCRIBE_KEY: VersionRange(0, 1),
 }
-"""The consumer-protocol APIs and their versions."""
-CONSUMER_GROUP_API_NAMES: Mapping[int, str] = {
+_OFFSET_FETCH_BATCHED = 8  # OffsetFetch names several groups from v8 (KIP-709)
+GROUP_API_VERSIONS_WITH_CONSUMER: Mapping[int, VersionRange] = {
+    **GROUP_API_VERSIONS,
+    OFFSET_FETCH_KEY: VersionRange(GROUP_API_VERSIONS[OFFSET_FETCH_KEY].min_version, 9),
+    **CONSUMER_GROUP_API_VERSIONS,
+}
+"""Every group API and the versions ``ConsumerGroupApis`` answers."""
+GROUP_API_NAMES_WITH_CONSUMER: Mapping[int, str] = {
+    **GROUP_API_NAMES,
     CONSUMER_GROUP_HEARTBEAT_KEY: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE_KEY: "ConsumerGroupDescribe",
 }
@@ -129,6 +143,8 @@ class ConsumerGroupApis:
             return await self.heartbeat(request, client_id=client_id, client_host=client_host)
         if api_key == OFFSET_COMMIT_KEY:
             return await self.offset_commit(request)
+        if api_key == OFFSET_FETCH_KEY and int(type(request).__version__) >= _OFFSET_FETCH_BATCHED:
+            return self.offset_fetch_groups(request)
         immediate = self._immediate_handlers.get(api_key)
         if immediate is not None:
             return immediate(request)
@@ -283,6 +299,47 @@ class ConsumerGroupApis:
             request, member_id="", generation_id_or_member_epoch=-1, group_instance_id=None
         )
         return await self.classic.offset_commit(as_admin)
+
+    def offset_fetch_groups(self, request: Any) -> ResponsePayload:
+        """OffsetFetch v8+: each named group's offsets; from v9 a consumer-protocol
+        member's epoch is checked (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+        require_stable = bool(request.require_stable)
+        groups = []
+        for asked in request.groups:
+            wanted = (
+                None
+                if asked.topics is None
+                else [(t.name, int(p)) for t in asked.topics for p in t.partition_indexes]
+            )
+            error = self.coordinator.validate_offset_fetch(
+                asked.group_id,
+                getattr(asked, "member_id", None),
+                int(getattr(asked, "member_epoch", -1)),
+            )
+            fetched: dict[tuple[str, int], FetchedOffset] = {}
+            if error is None or error is ErrorCode.none:
+                error, fetched = self.classic.coordinator.handle_fetch_offsets(
+                    asked.group_id, wanted, require_stable=require_stable
+                )
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for (topic, partition), offset in sorted(fetched.items()):
+                by_topic.setdefault(topic, []).append(
+                    {
+                        "partition_index": partition,
+                        "committed_offset": offset.offset,
+                        "committed_leader_epoch": offset.leader_epoch,
+                        "metadata": offset.metadata,
+                        "error_code": offset.error,
+                    }
+                )
+            groups.append(
+                {
+                    "group_id": asked.group_id,
+                    "error_code": error,
+                    "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()],
+                }
+            )
+        return _respond(request, {"groups": groups})
 
     def list_groups(self, request: Any) -> ResponsePayload:
         """ListGroups of both group types, with ``types_filter`` and ``states_filter``."""

@@ -25,8 +25,9 @@ stay under-replicated for good). The node's leadership listener loads an offsets
 partition's groups when this broker starts leading it and unloads them (their requests
 then answer NOT_COORDINATOR) when it stops.
 
-Consumer-protocol groups (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe
-(``CONSUMER_GROUP_API_VERSIONS``) go to the same service; its coordinator sees the
+Consumer-protocol groups (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe go
+to the same service, whose versions table (``GROUP_API_VERSIONS_WITH_CONSUMER``) also
+widens OffsetFetch to v9; its coordinator sees the
 broker's topics through ``_BrokerTopics`` (the context's topic ids, and partition counts
 from the registry on one node or the metadata cache in a cluster).
 
@@ -44,15 +45,16 @@ from collections.abc import Iterable, Mapping
 from tickwheel.cluster import ClusterNode
 from tickwheel.coordinator import (
     FIND_COORDINATOR_KEY,
-    GROUP_API_NAMES,
-    GROUP_API_VERSIONS,
     OFFSETS_TOPIC,
     CoordinatorLocator,
     CoordinatorNode,
     GroupConfig,
     GroupService,
 )
-from tickwheel.coordinator.consumer import CONSUMER_GROUP_API_NAMES, CONSUMER_GROUP_API_VERSIONS
+from tickwheel.coordinator.consumer import (
+    GROUP_API_NAMES_WITH_CONSUMER,
+    GROUP_API_VERSIONS_WITH_CONSUMER,
+)
 from tickwheel.protocol import DecodedRequest
 from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
@@ -199,10 +201,7 @@ async def handle_group_request(context: BrokerContext, request: DecodedRequest) 
 
 
 GROUP_SPECS: tuple[ApiSpec, ...] = tuple(
-    ApiSpec(api_key, GROUP_API_NAMES[api_key], versions, handle_group_request)
-    for api_key, versions in GROUP_API_VERSIONS.items()
+    ApiSpec(api_key, GROUP_API_NAMES_WITH_CONSUMER[api_key], versions, handle_group_request)
+    for api_key, versions in GROUP_API_VERSIONS_WITH_CONSUMER.items()
     if api_key != FIND_COORDINATOR_KEY  # _find_coordinator routes it by key type
-) + tuple(
-    ApiSpec(api_key, CONSUMER_GROUP_API_NAMES[api_key], versions, handle_group_request)
-    for api_key, versions in CONSUMER_GROUP_API_VERSIONS.items()
 )
