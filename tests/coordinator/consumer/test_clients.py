@@ -415,3 +415,32 @@ def test_a_regex_subscription_follows_new_topics(
     produce_to.produce(second, b"x", partition=2)
     assert produce_to.flush(DEADLINE_S) == 0
     members.poll_until(lambda: (2, "x") in member.seen, "a message of the new topic")
+
+
+def test_a_transactional_producer_commits_a_consumer_group_members_offsets(
+    tickwheel_broker: BackgroundBroker, topic: str, members: Members
+) -> None:
+    bootstrap = tickwheel_broker.bootstrap_servers
+    produce(bootstrap, topic, 8)
+    member = members.add(Member(bootstrap, "kip848-eos"))
+    member.subscribe(topic)
+    consumer = member.consumer
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "kip848-eos-tx"})
+    producer.init_transactions(DEADLINE_S)
+    read = 0
+    deadline = time.monotonic() + DEADLINE_S
+    while read < 8:
+        assert time.monotonic() < deadline, "the consumer to read 8 messages"
+        message = consumer.poll(POLL_S)
+        if message is not None:
+            assert message.error() is None, message.error()
+            read += 1
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction(
+        consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), DEADLINE_S
+    )
+    producer.commit_transaction(DEADLINE_S)
+    committed = consumer.committed(
+        [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=DEADLINE_S
+    )
+    assert sum(tp.offset for tp in committed) == 8

@@ -14,6 +14,8 @@ OffsetCommit             8  2-9       member epoch checked (UNKNOWN_MEMBER_ID,
                                       v9), then stored as a group without members
 OffsetFetch              9  1-9       v8+ (several groups per request) answered here
                                       for every group; v9's member epoch checked
+TxnOffsetCommit         28  0-3       member epoch checked as OffsetCommit's (any
+                                      version), then stored as a group without members
 ListGroups              16  0-5       listed with type "consumer" (classic ones with
                                       "classic"); ``types_filter`` and
                                       ``states_filter`` apply to both
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -52,6 +54,7 @@ from tickwheel.coordinator._apis import (
     LIST_GROUPS_KEY,
     OFFSET_COMMIT_KEY,
     OFFSET_FETCH_KEY,
+    TXN_OFFSET_COMMIT_KEY,
     GroupApis,
 )
 from tickwheel.coordinator._group import GroupState
@@ -99,6 +102,25 @@ def _respond(request: RequestPayload, values: Mapping[str, Any]) -> ResponsePayl
     return build_entity(cls, {"throttle_time": 0, **values})
 
 
+def _refuse_offsets(request: Any, error: ErrorCode) -> ResponsePayload:
+    """An (Txn)OffsetCommit response with ``error`` for every partition."""
+    return _respond(
+        request,
+        {
+            "topics": [
+                {
+                    "name": topic.name,
+                    "partitions": [
+                        {"partition_index": p.partition_index, "error_code": error}
+                        for p in topic.partitions
+                    ],
+                }
+                for topic in request.topics
+            ]
+        },
+    )
+
+
 def _owned(request: Any) -> Assignment | None:
     if request.topic_partitions is None:
         return None
@@ -127,8 +149,13 @@ class ConsumerGroupApis:
         self.classic = classic
         self.coordinator = coordinator
         self._topics = topics
+        self._waiting_handlers: dict[int, Callable[[Any], Awaitable[ResponsePayload]]] = {
+            OFFSET_COMMIT_KEY: self.offset_commit,
+            TXN_OFFSET_COMMIT_KEY: self.txn_offset_commit,
+        }
         self._immediate_handlers: dict[int, Callable[[Any], ResponsePayload]] = {
             CONSUMER_GROUP_DESCRIBE_KEY: self.describe,
+            OFFSET_FETCH_KEY: self.offset_fetch,
             LIST_GROUPS_KEY: self.list_groups,
             DESCRIBE_GROUPS_KEY: self.describe_groups,
             DELETE_GROUPS_KEY: self.delete_groups,
@@ -141,10 +168,9 @@ class ConsumerGroupApis:
         api_key = int(type(request).__api_key__)
         if api_key == CONSUMER_GROUP_HEARTBEAT_KEY:
             return await self.heartbeat(request, client_id=client_id, client_host=client_host)
-        if api_key == OFFSET_COMMIT_KEY:
-            return await self.offset_commit(request)
-        if api_key == OFFSET_FETCH_KEY and int(type(request).__version__) >= _OFFSET_FETCH_BATCHED:
-            return self.offset_fetch_groups(request)
+        waiting = self._waiting_handlers.get(api_key)
+        if waiting is not None:
+            return await waiting(request)
         immediate = self._immediate_handlers.get(api_key)
         if immediate is not None:
             return immediate(request)
@@ -279,30 +305,46 @@ class ConsumerGroupApis:
         if error is None:
             return await self.classic.offset_commit(request)
         if error is not ErrorCode.none:
-            return _respond(
-                request,
-                {
-                    "topics": [
-                        {
-                            "name": topic.name,
-                            "partitions": [
-                                {"partition_index": p.partition_index, "error_code": error}
-                                for p in topic.partitions
-                            ],
-                        }
-                        for topic in request.topics
-                    ]
-                },
-            )
+            return _refuse_offsets(request, error)
         # Validated here: the offsets manager stores them as for a group without members.
         as_admin = dataclasses.replace(
             request, member_id="", generation_id_or_member_epoch=-1, group_instance_id=None
         )
         return await self.classic.offset_commit(as_admin)
 
-    def offset_fetch_groups(self, request: Any) -> ResponsePayload:
+    async def txn_offset_commit(self, request: Any) -> ResponsePayload:
+        """TxnOffsetCommit: a consumer-protocol member's epoch is checked first."""
+        error = self.coordinator.validate_offset_commit(
+            request.group_id,
+            getattr(request, "member_id", ""),
+            int(getattr(request, "generation_id", -1)),
+            api_version=int(type(request).__version__),
+            transactional=True,
+        )
+        if error is None:
+            return await self.classic.txn_offset_commit(request)
+        if error is not ErrorCode.none:
+            return _refuse_offsets(request, error)
+        as_producer = dataclasses.replace(
+            request,
+            **{
+                name: value
+                for name, value in (
+                    ("member_id", ""),
+                    ("generation_id", -1),
+                    ("group_instance_id", None),
+                )
+                if hasattr(request, name)
+            },
+        )
+        return await self.classic.txn_offset_commit(as_producer)
+
+    def offset_fetch(self, request: Any) -> ResponsePayload:
         """OffsetFetch v8+: each named group's offsets; from v9 a consumer-protocol
-        member's epoch is checked (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+        member's epoch is checked (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH). Earlier
+        versions name one group and no member: the classic handler answers them."""
+        if int(type(request).__version__) < _OFFSET_FETCH_BATCHED:
+            return self.classic.offset_fetch(request)
         require_stable = bool(request.require_stable)
         groups = []
         for asked in request.groups:

@@ -730,10 +730,17 @@ class ConsumerGroupCoordinator:
     # --- offsets --------------------------------------------------------------------------
 
     def validate_offset_commit(
-        self, group_id: str, member_id: str, member_epoch: int, *, api_version: int
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        api_version: int,
+        transactional: bool = False,
     ) -> ErrorCode | None:
         """Kafka's ConsumerGroup.validateOffsetCommit: None if ``group_id`` is not a
-        consumer-protocol group here, else the error (``none``: commit)."""
+        consumer-protocol group here, else the error (``none``: commit). A
+        non-transactional commit of a member must come as OffsetCommit v9 or later."""
         with self._lock:
             group = self._groups.get(group_id)
             if group is None:
@@ -743,7 +750,7 @@ class ConsumerGroupCoordinator:
             member = group.members.get(member_id)
             if member is None:
                 return ErrorCode.unknown_member_id
-            if api_version < _OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION:
+            if not transactional and api_version < _OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION:
                 return ErrorCode.unsupported_version
             if member_epoch != member.member_epoch:
                 return ErrorCode.stale_member_epoch
