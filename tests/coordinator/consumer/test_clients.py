@@ -444,3 +444,25 @@ def test_a_transactional_producer_commits_a_consumer_group_members_offsets(
         [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=DEADLINE_S
     )
     assert sum(tp.offset for tp in committed) == 8
+
+
+def test_a_restarted_static_member_gets_its_partitions_back(
+    tickwheel_broker: BackgroundBroker, topic: str, members: Members
+) -> None:
+    bootstrap = tickwheel_broker.bootstrap_servers
+    group_id = "kip848-static"
+    static = members.add(Member(bootstrap, group_id, **{"group.instance.id": "static-a"}))
+    dynamic = members.add(Member(bootstrap, group_id))
+    static.subscribe(topic)
+    dynamic.subscribe(topic)
+    members.poll_until(members.split(2, 2), "the first split")
+    held, kept = set(static.owned), set(dynamic.owned)
+    mark = len(dynamic.history)
+    static.consumer.close()  # a static member leaves with epoch -2: its partitions wait
+    members.members.remove(static)
+
+    restarted = members.add(Member(bootstrap, group_id, **{"group.instance.id": "static-a"}))
+    restarted.subscribe(topic)
+    members.poll_until(lambda: restarted.owned == held, "the same partitions back")
+    assert dynamic.owned == kept
+    assert dynamic.history[mark:] == [], "the dynamic member saw no reassignment"
