@@ -17,7 +17,8 @@ every ``offsets.retention.check.interval.ms`` (on the broker's ``Scheduler``) un
 ``shutdown``. Commit and expiry timestamps read ``wall_clock_ms`` (epoch milliseconds;
 a manual clock's view of them in tests).
 Each run visits every group this broker coordinates, holding one group's lock at a
-time, and appends the tombstones of what it removed.
+time, and appends the tombstones of what it removed; then the consumer-protocol groups
+left empty without offsets are deleted too.
 
 Consumer-protocol groups (KIP-848, ``tickwheel.coordinator.consumer``) share the offsets
 manager and the offsets log: their ``ConsumerGroupCoordinator`` has its own timer
@@ -167,6 +168,8 @@ class GroupService:
 
     def _cleanup_group_metadata(self) -> None:
         self.coordinator.cleanup_group_metadata()
+        manager = self.coordinator.manager
+        self.consumer_groups.delete_empty_groups(lambda g: manager.get_group(g) is not None)
 
     async def handle(
         self, request: DecodedRequest, *, client_host: str = DEFAULT_CLIENT_HOST

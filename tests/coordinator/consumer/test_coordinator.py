@@ -293,3 +293,18 @@ def test_member_state_reaches_stable_after_reconciliation() -> None:
     _settle([a, b])
     members = h.coordinator.describe("g").members
     assert {m.member.state for m in members} == {MemberState.STABLE}
+
+
+def test_empty_groups_without_offsets_are_cleaned_up() -> None:
+    h = ConsumerHarness()
+    h.ok("a", 0, group_id="kept")
+    h.ok("a", -1, group_id="kept")
+    h.ok("b", 0, group_id="gone")
+    h.ok("b", -1, group_id="gone")
+    h.ok("c", 0, group_id="active")
+    assert h.coordinator.delete_empty_groups(lambda group_id: group_id == "kept") == 1
+    assert h.coordinator.has_group("kept")
+    assert not h.coordinator.has_group("gone")
+    assert h.coordinator.has_group("active")
+    reloaded = ConsumerHarness(offsets_log=h.offsets_log, topics=h.topics)
+    assert not reloaded.coordinator.has_group("gone")

@@ -812,6 +812,18 @@ class ConsumerGroupCoordinator:
         self._append_then(group_id, records, None, None)
         return ErrorCode.none
 
+    def delete_empty_groups(self, has_offsets: Callable[[str], bool]) -> int:
+        """Delete every empty group without committed offsets (Kafka's cleanupGroupMetadata,
+        run after the offsets' expiry); returns how many went."""
+        records: dict[str, list[Entry]] = {}
+        with self._lock:
+            for group in list(self._groups.values()):
+                if not group.members and not has_offsets(group.group_id):
+                    self._drop(group, records.setdefault(group.group_id, []))
+        for group_id, group_records in records.items():
+            self._append_then(group_id, group_records, None, None)
+        return len(records)
+
     def downgrade(self, group_id: str) -> ErrorCode | None:
         """A classic JoinGroup for ``group_id``: None if the classic protocol may go on
         (no consumer group, or an empty one that is converted, per
