@@ -48,9 +48,13 @@ Offsets of a consumer group live beside the classic groups' in the offsets manag
 answer Kafka's member-epoch checks before the manager stores or reads them.
 
 Concurrency contract: every public method takes the coordinator's one lock (re-entrant),
-and the timers' expirations take it too. Nothing leaves the coordinator under it except
-appends to the offsets log, whose completion callbacks take no coordinator lock but the
-one of the heartbeat's answer; the broker runs all of this on its event-loop thread.
+and the timers' expirations take it too. Records are appended to ``__consumer_offsets``
+under it, so they reach the log in the order of the changes they describe; an append's
+completion and a heartbeat's answer take no lock (the answer resolves a future), so an
+append that completes at once, under the lock, is safe. No other lock is ever held when
+this one is taken: the offsets manager's locks (its map lock; a classic group's lock,
+in the callback of another request's append that this one completes) are only ever
+taken inside it. The broker runs all of this on its event-loop thread.
 """
 
 from __future__ import annotations
@@ -259,14 +263,17 @@ class ConsumerGroupCoordinator:
             callback(HeartbeatResult(error))
             return
         records: list[Entry] = []
+        failure: HeartbeatResult | None = None
         with self._lock:
             try:
                 self._validate(request)
                 result = self._heartbeat(request, records)
             except _HeartbeatError as exc:
-                callback(HeartbeatResult(exc.error, str(exc)))
-                return
-        self._append_then(request.group_id, records, result, callback)
+                failure = HeartbeatResult(exc.error, str(exc))
+            else:
+                self._append_then(request.group_id, records, result, callback)
+        if failure is not None:
+            callback(failure)
 
     def _coordinator_error(self, group_id: str) -> ErrorCode | None:
         if self._manager.is_group_loading(group_id):
@@ -673,7 +680,7 @@ class ConsumerGroupCoordinator:
                 return
             _log.info("[GroupId %s] member %s fenced: session timeout", group_id, member_id)
             self._fence(group, member_id, records)
-        self._append_then(group_id, records, None, None)
+            self._append_then(group_id, records, None, None)
 
     def _expire_rebalance(self, group_id: str, member_id: str, member_epoch: int) -> None:
         records: list[Entry] = []
@@ -694,7 +701,7 @@ class ConsumerGroupCoordinator:
                 member_id,
             )
             self._fence(group, member_id, records)
-        self._append_then(group_id, records, None, None)
+            self._append_then(group_id, records, None, None)
 
     # --- writing -------------------------------------------------------------------------
 
@@ -809,7 +816,7 @@ class ConsumerGroupCoordinator:
             if group.members:
                 return ErrorCode.non_empty_group
             self._drop(group, records)
-        self._append_then(group_id, records, None, None)
+            self._append_then(group_id, records, None, None)
         return ErrorCode.none
 
     def delete_empty_groups(self, has_offsets: Callable[[str], bool]) -> int:
@@ -820,8 +827,8 @@ class ConsumerGroupCoordinator:
             for group in list(self._groups.values()):
                 if not group.members and not has_offsets(group.group_id):
                     self._drop(group, records.setdefault(group.group_id, []))
-        for group_id, group_records in records.items():
-            self._append_then(group_id, group_records, None, None)
+            for group_id, group_records in records.items():
+                self._append_then(group_id, group_records, None, None)
         return len(records)
 
     def downgrade(self, group_id: str) -> ErrorCode | None:
@@ -837,7 +844,7 @@ class ConsumerGroupCoordinator:
                 return ErrorCode.inconsistent_group_protocol
             _log.info("[GroupId %s] empty consumer group converted to a classic group", group_id)
             self._drop(group, records)
-        self._append_then(group_id, records, None, None)
+            self._append_then(group_id, records, None, None)
         return None
 
     def _drop(self, group: ConsumerGroup, records: list[Entry]) -> None:
