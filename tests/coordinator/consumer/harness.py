@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
@@ -136,3 +137,25 @@ class ConsumerHarness:
         result = self.heartbeat(member_id, epoch, **kwargs)  # type: ignore[arg-type]
         assert result.error is ErrorCode.none, result
         return result
+
+
+@dataclass
+class Client:
+    """A well-behaved member: it takes what it is given and reports what it owns."""
+
+    harness: ConsumerHarness
+    member_id: str
+    epoch: int = 0
+    owned: Assignment = field(default_factory=dict)
+    history: list[frozenset[int]] = field(default_factory=list)
+
+    def beat(self) -> None:
+        result = self.harness.ok(self.member_id, self.epoch, owned=dict(self.owned))
+        self.epoch = result.member_epoch
+        if result.assignment is not None:
+            self.owned = dict(result.assignment)
+        self.history.append(self.partitions)
+
+    @property
+    def partitions(self) -> frozenset[int]:
+        return self.owned.get(TOPIC_ID, frozenset())

@@ -4,12 +4,9 @@ offset-commit checks, and the group rebuilt from its records."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.consumer import (
-    Assignment,
     ConsumerGroupState,
     MemberState,
 )
@@ -19,31 +16,10 @@ from .harness import (
     REBALANCE_MS,
     SESSION_MS,
     TOPIC_ID,
+    Client,
     ConsumerHarness,
     consumer_config,
 )
-
-
-@dataclass
-class Client:
-    """A well-behaved member: it takes what it is given and reports what it owns."""
-
-    harness: ConsumerHarness
-    member_id: str
-    epoch: int = 0
-    owned: Assignment = field(default_factory=dict)
-    history: list[frozenset[int]] = field(default_factory=list)
-
-    def beat(self) -> None:
-        result = self.harness.ok(self.member_id, self.epoch, owned=dict(self.owned))
-        self.epoch = result.member_epoch
-        if result.assignment is not None:
-            self.owned = dict(result.assignment)
-        self.history.append(self.partitions)
-
-    @property
-    def partitions(self) -> frozenset[int]:
-        return self.owned.get(TOPIC_ID, frozenset())
 
 
 def _settle(clients: list[Client], rounds: int = 6) -> None:
