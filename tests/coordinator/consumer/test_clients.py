@@ -466,3 +466,19 @@ def test_a_restarted_static_member_gets_its_partitions_back(
     members.poll_until(lambda: restarted.owned == held, "the same partitions back")
     assert dynamic.owned == kept
     assert dynamic.history[mark:] == [], "the dynamic member saw no reassignment"
+
+
+def test_the_client_picks_the_server_side_assignor(
+    tickwheel_broker: BackgroundBroker, topic: str, members: Members
+) -> None:
+    bootstrap = tickwheel_broker.bootstrap_servers
+    group_id = "kip848-range"
+    first = members.add(Member(bootstrap, group_id, **{"group.remote.assignor": "range"}))
+    second = members.add(Member(bootstrap, group_id, **{"group.remote.assignor": "range"}))
+    first.subscribe(topic)
+    second.subscribe(topic)
+    members.poll_until(members.split(2, 2), "a range split")
+    assert sorted(sorted(m.owned) for m in members.members) == [[0, 1], [2, 3]]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group_id])[group_id].result(DEADLINE_S)
+    assert described.partition_assignor == "range"
