@@ -482,3 +482,19 @@ def test_the_client_picks_the_server_side_assignor(
     admin = AdminClient({"bootstrap.servers": bootstrap})
     described = admin.describe_consumer_groups([group_id])[group_id].result(DEADLINE_S)
     assert described.partition_assignor == "range"
+
+
+def test_new_partitions_are_assigned(
+    tickwheel_broker: BackgroundBroker, topic: str, members: Members
+) -> None:
+    from confluent_kafka.admin import NewPartitions  # noqa: PLC0415 - only this test
+
+    bootstrap = tickwheel_broker.bootstrap_servers
+    member = members.add(
+        Member(bootstrap, "kip848-grow", **{"topic.metadata.refresh.interval.ms": 500})
+    )
+    member.subscribe(topic)
+    members.poll_until(lambda: len(member.owned) == PARTITIONS, "the first partitions")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(topic, PARTITIONS + 2)])[topic].result(DEADLINE_S)
+    members.poll_until(lambda: len(member.owned) == PARTITIONS + 2, "the new partitions")
