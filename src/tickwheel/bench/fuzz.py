@@ -179,6 +179,8 @@ _API_VALUES: Mapping[int, Mapping[str, object]] = {
     },
     20: {"topic_names": [FUZZ_ADMIN_TOPIC], "topics": [{"name": FUZZ_ADMIN_TOPIC}]},
     37: {"topics": [{"name": FUZZ_ADMIN_TOPIC, "assignments": [{}]}]},
+    # OffsetFetch from v8 names its groups as entities, not the strings DescribeGroups has.
+    9: {"groups": [{"group_id": FUZZ_GROUP}]},
 }
 _PLAIN_VALUES: Mapping[str, object] = {"string": "fuzz", "bytes": b"fuzz", "bool": False}
 
