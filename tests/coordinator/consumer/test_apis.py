@@ -161,3 +161,31 @@ async def test_list_groups_by_type_and_state() -> None:
     assert [g.group_id for g in consumer.groups] == ["g"]
     empty = await call(apis, LIST_GROUPS, 5, {"states_filter": ["Empty"], "types_filter": []})
     assert [g.group_id for g in empty.groups] == ["classic-empty"]
+
+
+@pytest.mark.asyncio
+async def test_offset_delete_keeps_the_subscribed_topics_offsets() -> None:
+    h = ConsumerHarness()
+    h.topics.add("other", 1)
+    apis = _apis(h)
+    joined = await call(apis, HEARTBEAT, 1, join_body("m"))
+    for topic in (TOPIC, "other"):
+        body = {
+            "group_id": "g",
+            "member_id": "m",
+            "generation_id_or_member_epoch": joined.member_epoch,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}
+                    ],
+                }
+            ],
+        }
+        await call(apis, OFFSET_COMMIT, 9, body)
+    topics = [{"name": t, "partitions": [{"partition_index": 0}]} for t in (TOPIC, "other")]
+    deleted = await call(apis, 47, 0, {"group_id": "g", "topics": topics})
+    assert deleted.error_code is ErrorCode.none
+    errors = {t.name: t.partitions[0].error_code for t in deleted.topics}
+    assert errors == {TOPIC: ErrorCode.group_subscribed_to_topic, "other": ErrorCode.none}

@@ -19,6 +19,8 @@ TxnOffsetCommit         28  0-3       member epoch checked as OffsetCommit's (an
 ListGroups              16  0-5       listed with type "consumer" (classic ones with
                                       "classic"); ``types_filter`` and
                                       ``states_filter`` apply to both
+OffsetDelete            47  0         GROUP_SUBSCRIBED_TO_TOPIC for the topics its
+                                      members subscribe to; the others' offsets go
 DescribeGroups          15  0-5       "Dead", as Kafka answers for a non-classic group
 DeleteGroups            42  0-2       NON_EMPTY_GROUP, or its records and offsets go
 JoinGroup               11  0-7       INCONSISTENT_GROUP_PROTOCOL while it has members;
@@ -53,6 +55,7 @@ from tickwheel.coordinator._apis import (
     JOIN_GROUP_KEY,
     LIST_GROUPS_KEY,
     OFFSET_COMMIT_KEY,
+    OFFSET_DELETE_KEY,
     OFFSET_FETCH_KEY,
     TXN_OFFSET_COMMIT_KEY,
     GroupApis,
@@ -156,6 +159,7 @@ class ConsumerGroupApis:
         self._immediate_handlers: dict[int, Callable[[Any], ResponsePayload]] = {
             CONSUMER_GROUP_DESCRIBE_KEY: self.describe,
             OFFSET_FETCH_KEY: self.offset_fetch,
+            OFFSET_DELETE_KEY: self.offset_delete,
             LIST_GROUPS_KEY: self.list_groups,
             DESCRIBE_GROUPS_KEY: self.describe_groups,
             DELETE_GROUPS_KEY: self.delete_groups,
@@ -382,6 +386,44 @@ class ConsumerGroupApis:
                 }
             )
         return _respond(request, {"groups": groups})
+
+    def offset_delete(self, request: Any) -> ResponsePayload:
+        """OffsetDelete: a consumer-protocol group keeps the offsets of subscribed topics."""
+        subscribed = self.coordinator.subscribed_topics(request.group_id)
+        if not subscribed:
+            return self.classic.offset_delete(request)
+        kept = [t for t in request.topics if t.name in subscribed]
+        classic = self.classic.offset_delete(
+            dataclasses.replace(
+                request, topics=tuple(t for t in request.topics if t.name not in subscribed)
+            )
+        )
+        response: Any = classic
+        if response.error_code is not ErrorCode.none:
+            return classic
+        topics = [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": p.error_code}
+                    for p in t.partitions
+                ],
+            }
+            for t in response.topics
+        ] + [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": ErrorCode.group_subscribed_to_topic,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in kept
+        ]
+        return _respond(request, {"error_code": ErrorCode.none, "topics": topics})
 
     def list_groups(self, request: Any) -> ResponsePayload:
         """ListGroups of both group types, with ``types_filter`` and ``states_filter``."""

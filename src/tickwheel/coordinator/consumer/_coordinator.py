@@ -249,6 +249,15 @@ class ConsumerGroupCoordinator:
             group = self._groups.get(group_id)
             return None if group is None else group.state
 
+    def subscribed_topics(self, group_id: str) -> frozenset[str] | None:
+        """The topics the group's members subscribe to (by name or regex), or None if
+        ``group_id`` is not a consumer-protocol group here."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                return None
+            return group.subscribed_topic_names() | frozenset(group.subscription_metadata)
+
     def groups(self) -> list[tuple[str, ConsumerGroupState]]:
         """Every consumer-protocol group here, with its state."""
         with self._lock:
