@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.coordinator._records import GroupKey, read_batches
 from tickwheel.coordinator.consumer import (
     ConsumerGroupState,
     MemberState,
@@ -258,8 +259,13 @@ def test_classic_and_consumer_groups_share_one_namespace() -> None:
 
 def test_an_empty_classic_group_is_taken_over_by_default() -> None:
     h = ConsumerHarness()
-    h.manager.get_or_add_group("was-classic")
+    classic = h.manager.get_or_add_group("was-classic")
+    classic.generation_id, classic.protocol_type = 3, "consumer"  # once a classic group
     assert h.ok("a", 0, group_id="was-classic").member_epoch == 1
+    # Its classic group record is gone: only the offsets' holder remains.
+    assert (classic.generation_id, classic.protocol_type) == (0, None)
+    records = [r for batch in h.offsets_log.batches[0] for r in read_batches(batch)]
+    assert [(r.key, r.value) for r in records] == [(GroupKey("was-classic"), None)]
     assert h.coordinator.group_state("was-classic") is ConsumerGroupState.STABLE
 
 

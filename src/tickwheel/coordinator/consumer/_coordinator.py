@@ -6,8 +6,9 @@ ConsumerGroupHeartbeat:
 1. Validate the request (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR,
    INVALID_REGULAR_EXPRESSION), then find the group: a member joining (epoch 0) creates
    it. A group id is one namespace across the protocols: an *empty* classic group is
-   taken over when ``group.consumer.migration.policy`` allows an upgrade; a classic group
-   with members answers GROUP_ID_NOT_FOUND (Kafka's answer when it does not convert one).
+   taken over when ``group.consumer.migration.policy`` allows an upgrade (its group
+   record gets a tombstone; its offsets stay); a classic group with members answers
+   GROUP_ID_NOT_FOUND (Kafka's answer when it does not convert one).
 2. Find or create the member: a new member gets an id (v0) or keeps the client's (v1);
    a static member (``instance_id``) replaces the one that left with epoch -2 under the
    same instance id, taking over its epoch and partitions, and is refused
@@ -73,10 +74,15 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator._config import GroupConfig
 from tickwheel.coordinator._errors import CorruptOffsetsRecordError
-from tickwheel.coordinator._group import GroupState
+from tickwheel.coordinator._group import GroupMetadata, GroupState
 from tickwheel.coordinator._manager import GroupMetadataManager, client_error
 from tickwheel.coordinator._offsets_log import OffsetsLog
-from tickwheel.coordinator._records import OtherRecord, build_batch
+from tickwheel.coordinator._records import (
+    GroupKey,
+    OtherRecord,
+    build_batch,
+    encode_group_key,
+)
 from tickwheel.coordinator.consumer._assignors import ASSIGNORS, MemberSpec
 from tickwheel.coordinator.consumer._group import ConsumerGroup, ConsumerGroupState, TopicMetadata
 from tickwheel.coordinator.consumer._member import (
@@ -363,10 +369,27 @@ class ConsumerGroupCoordinator:
                 f"Group {request.group_id} is not a consumer group "
                 "(group.consumer.migration.policy does not allow an upgrade).",
             )
+        if classic is not None:
+            self._take_over(classic, records)
         group = ConsumerGroup(request.group_id)
         self._groups[request.group_id] = group
         records.append(group_epoch_record(group.group_id, group.group_epoch))
         return group
+
+    @staticmethod
+    def _take_over(classic: GroupMetadata, records: list[Entry]) -> None:
+        """Convert an empty classic group: its group record goes (a tombstone) and it
+        stays in the offsets manager only as the holder of the group's offsets, so that
+        they expire by their commit times rather than from when the classic group
+        emptied."""
+        with classic.lock:
+            if classic.generation_id > 0 or classic.protocol_type is not None:
+                records.append((encode_group_key(GroupKey(classic.group_id)), None))
+            classic.generation_id = 0
+            classic.protocol_type = None
+            classic.protocol_name = None
+            classic.leader_id = None
+            classic.subscribed_topics = None
 
     def _heartbeat(self, request: HeartbeatRequest, records: list[Entry]) -> HeartbeatResult:
         group = self._group_for(request, records)
