@@ -12,9 +12,10 @@ barrier, no stop-the-world. The modules, lowest first:
 - ``_assignors`` -- the server-side ``uniform`` and ``range`` assignors.
 - ``_reconciliation`` -- how a member moves towards its target (CurrentAssignmentBuilder).
 - ``_records`` -- the group's records in ``__consumer_offsets`` (key versions 3 to 8).
+- ``_replay`` -- groups rebuilt from those records when a partition is loaded.
 - ``_coordinator`` -- ``ConsumerGroupCoordinator``: ConsumerGroupHeartbeat, session and
   rebalance timeouts on the timing wheel, ConsumerGroupDescribe, offset-commit checks,
-  deletion, migration to and from classic groups, replay of the records.
+  deletion, migration to and from classic groups, loading and unloading partitions.
 - ``_apis`` -- ``ConsumerGroupApis``: ConsumerGroupHeartbeat (68) and
   ConsumerGroupDescribe (69) as kio entities, and the classic group APIs for group ids
   that name a consumer-protocol group, in front of ``tickwheel.coordinator.GroupApis``.

@@ -30,8 +30,8 @@ ConsumerGroupHeartbeat:
 Every change is written to ``__consumer_offsets`` as Kafka's records (``_records``) in
 one batch, and the heartbeat is answered once that batch is appended (an append error
 is answered as the offset commits' are: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE).
-``replay`` rebuilds the groups of a partition from those records when this broker starts
-leading it; ``unload`` forgets them when it stops.
+``replay`` rebuilds the groups of a partition from those records (``_replay``) when this
+broker starts leading it; ``unload`` forgets them when it stops.
 
 Timers, on the coordinator's timing wheel (``SystemTimer``; the broker's ``LoopTimers``):
 each member has a session task, re-armed by each heartbeat for
@@ -66,14 +66,13 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator._config import GroupConfig
-from tickwheel.coordinator._errors import CorruptOffsetsRecordError
 from tickwheel.coordinator._group import GroupMetadata, GroupState
 from tickwheel.coordinator._manager import GroupMetadataManager, client_error
 from tickwheel.coordinator._offsets_log import OffsetsLog
@@ -97,21 +96,8 @@ from tickwheel.coordinator.consumer._member import (
 )
 from tickwheel.coordinator.consumer._reconciliation import UnknownMemberStateError, reconcile
 from tickwheel.coordinator.consumer._records import (
-    CONSUMER_GROUP_KEY_VERSIONS,
-    CURRENT_MEMBER_ASSIGNMENT_KEY,
-    GROUP_METADATA_KEY,
-    MEMBER_METADATA_KEY,
-    PARTITION_METADATA_KEY,
-    TARGET_ASSIGNMENT_MEMBER_KEY,
-    CurrentAssignmentValue,
     Entry,
-    GroupEpochValue,
-    MemberMetadataValue,
-    SubscriptionMetadataValue,
-    TargetEpochValue,
-    TargetMemberValue,
     current_assignment_record,
-    decode,
     group_epoch_record,
     group_tombstones,
     member_metadata_record,
@@ -120,6 +106,7 @@ from tickwheel.coordinator.consumer._records import (
     target_epoch_record,
     target_member_record,
 )
+from tickwheel.coordinator.consumer._replay import rebuild_groups
 from tickwheel.timer import SystemTimer, TimerTask
 
 _log = logging.getLogger(__name__)
@@ -890,20 +877,7 @@ class ConsumerGroupCoordinator:
 
     def replay(self, partition: int, others: Sequence[OtherRecord]) -> None:
         """Rebuild the consumer groups of offsets ``partition`` from its records."""
-        groups: dict[str, ConsumerGroup] = {}
-        for other in others:
-            if other.key_version not in CONSUMER_GROUP_KEY_VERSIONS:
-                continue
-            try:
-                record = decode(other.key, other.value)
-            except CorruptOffsetsRecordError as exc:
-                _log.error(
-                    "skipping undecodable consumer group record at offset %d: %s",
-                    other.log_offset,
-                    exc,
-                )
-                continue
-            _apply(groups, record.key_version, record.group_id, record.member_id, record.value)
+        groups = rebuild_groups(others)
         with self._lock:
             for group in groups.values():
                 self._groups[group.group_id] = group
@@ -938,90 +912,3 @@ class ConsumerGroupCoordinator:
 
 _OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION = 9
 """OffsetCommit from v9 carries a consumer-protocol member's epoch (Kafka refuses older)."""
-
-
-def _apply(
-    groups: dict[str, ConsumerGroup],
-    key_version: int,
-    group_id: str,
-    member_id: str | None,
-    value: object,
-) -> None:
-    """Replay one record onto ``groups`` (Kafka's GroupMetadataManager.replay)."""
-    if key_version == GROUP_METADATA_KEY:
-        if isinstance(value, GroupEpochValue):
-            groups.setdefault(group_id, ConsumerGroup(group_id)).group_epoch = value.epoch
-        else:
-            groups.pop(group_id, None)
-        return
-    group = groups.setdefault(group_id, ConsumerGroup(group_id))
-    if key_version == PARTITION_METADATA_KEY:
-        group.subscription_metadata = (
-            {t.name: t for t in value.topics}
-            if isinstance(value, SubscriptionMetadataValue)
-            else {}
-        )
-    elif isinstance(value, TargetEpochValue):
-        group.target_assignment_epoch = value.assignment_epoch
-    elif member_id is not None:  # else a target-epoch tombstone: the group's follows
-        _MEMBER_REPLAYS[key_version](group, member_id, value)
-
-
-def _replay_member_metadata(group: ConsumerGroup, member_id: str, value: object) -> None:
-    if not isinstance(value, MemberMetadataValue):
-        group.remove_member(member_id)
-        return
-    member = group.members.get(member_id, ConsumerGroupMember(member_id=member_id))
-    group.put_member(
-        dataclasses.replace(
-            member,
-            instance_id=value.instance_id,
-            rack_id=value.rack_id,
-            client_id=value.client_id,
-            client_host=value.client_host,
-            subscribed_topic_names=value.subscribed_topic_names,
-            subscribed_topic_regex=value.subscribed_topic_regex,
-            rebalance_timeout_ms=value.rebalance_timeout_ms,
-            server_assignor=value.server_assignor,
-        )
-    )
-
-
-def _replay_target_member(group: ConsumerGroup, member_id: str, value: object) -> None:
-    if isinstance(value, TargetMemberValue):
-        group.target_assignment[member_id] = value.assignment
-    else:
-        group.target_assignment.pop(member_id, None)
-
-
-def _replay_current_assignment(group: ConsumerGroup, member_id: str, value: object) -> None:
-    member = group.members.get(member_id, ConsumerGroupMember(member_id=member_id))
-    if isinstance(value, CurrentAssignmentValue):
-        group.put_member(
-            dataclasses.replace(
-                member,
-                member_epoch=value.member_epoch,
-                previous_member_epoch=value.previous_member_epoch,
-                state=value.state,
-                assigned_partitions=value.assigned_partitions,
-                partitions_pending_revocation=value.partitions_pending_revocation,
-            )
-        )
-    elif member_id in group.members:
-        group.put_member(
-            dataclasses.replace(
-                member,
-                member_epoch=JOIN_MEMBER_EPOCH,
-                previous_member_epoch=JOIN_MEMBER_EPOCH,
-                state=MemberState.STABLE,
-                assigned_partitions={},
-                partitions_pending_revocation={},
-            )
-        )
-
-
-_MEMBER_REPLAYS: Mapping[int, Callable[[ConsumerGroup, str, object], None]] = {
-    MEMBER_METADATA_KEY: _replay_member_metadata,
-    TARGET_ASSIGNMENT_MEMBER_KEY: _replay_target_member,
-    CURRENT_MEMBER_ASSIGNMENT_KEY: _replay_current_assignment,
-}
