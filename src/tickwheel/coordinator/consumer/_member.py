@@ -57,11 +57,6 @@ def normalized(assignment: Mapping[uuid.UUID, Iterable[int]]) -> dict[uuid.UUID,
     return {topic_id: partitions for topic_id, partitions in frozen.items() if partitions}
 
 
-def partition_count(assignment: Assignment) -> int:
-    """How many partitions ``assignment`` holds."""
-    return sum(len(partitions) for partitions in assignment.values())
-
-
 def is_subset(owned: Assignment, of: Assignment) -> bool:
     """True if every partition of ``owned`` is in ``of``."""
     return all(
@@ -89,20 +84,9 @@ class ConsumerGroupMember:
     partitions_pending_revocation: Assignment = field(default_factory=dict)
 
     @property
-    def is_static(self) -> bool:
-        """True for a member with a ``group.instance.id``."""
-        return self.instance_id is not None
-
-    @property
     def has_left_temporarily(self) -> bool:
         """True for a static member that left with epoch -2 and keeps its assignment."""
         return self.member_epoch == LEAVE_STATIC_MEMBER_EPOCH
-
-    def owns(self, topic_id: uuid.UUID, partition: int) -> bool:
-        """True if the member holds the partition (assigned or still to revoke)."""
-        return partition in self.assigned_partitions.get(
-            topic_id, frozenset()
-        ) or partition in self.partitions_pending_revocation.get(topic_id, frozenset())
 
     def same_metadata(self, other: ConsumerGroupMember) -> bool:
         """True if the member-metadata record of ``other`` would be the same as this one's."""
