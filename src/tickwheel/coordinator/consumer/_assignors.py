@@ -9,12 +9,14 @@ target of every member. Each partition of a subscribed topic goes to exactly one
 that subscribes to it.
 
 - ``uniform`` (Kafka's UniformAssignor): as even as the subscriptions allow and sticky.
-  A member keeps the partitions of its current target that it still subscribes to;
-  the partitions nobody keeps go, in (topic id, partition) order, to the least loaded
-  member subscribed to their topic; then, while some member holds two partitions more
-  than another member that could take one of them, one moves. With identical
-  subscriptions the result is balanced within one partition, and a member that joins
-  takes partitions only from the members above the new quota: the others keep theirs.
+  With identical subscriptions (the common case, Kafka's homogeneous builder) every
+  member gets a quota, balanced within one partition; a member keeps what it holds up
+  to its quota, so a member that joins takes partitions only from those above the new
+  quota and the others keep theirs. With different subscriptions a member keeps the
+  partitions of its current target that it still subscribes to; the partitions nobody
+  keeps go, in (topic id, partition) order, to the least loaded member subscribed to
+  their topic; then, while some member holds two partitions more than another member
+  that could take one of them, one moves.
 - ``range`` (Kafka's RangeAssignor): for each topic, its subscribers sorted by member id
   get contiguous ranges of partitions, the first ``partitions % members`` one partition
   more; members subscribed to the same topics get the same partition numbers of each
@@ -53,18 +55,11 @@ def uniform_assign(
     members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, int]
 ) -> dict[str, Assignment]:
     """Kafka's ``uniform`` assignor: balanced and sticky (see the module docstring)."""
-    held: dict[str, set[_Partition]] = {member_id: set() for member_id in members}
-    owner: dict[_Partition, str] = {}
-    for member_id in sorted(members):
-        spec = members[member_id]
-        for topic_id, partitions in spec.current.items():
-            if topic_id not in spec.subscribed_topic_ids or topic_id not in topics:
-                continue
-            for partition in sorted(partitions):
-                tp = (topic_id, partition)
-                if partition < topics[topic_id] and tp not in owner:
-                    owner[tp] = member_id
-                    held[member_id].add(tp)
+    subscriptions = {spec.subscribed_topic_ids for spec in members.values()}
+    if len(subscriptions) == 1:
+        return _uniform_homogeneous(members, topics)
+    held = {member_id: set(kept) for member_id, kept in _kept(members, topics).items()}
+    owned = {tp for partitions in held.values() for tp in partitions}
     subscribers = {
         topic_id: sorted(m for m, spec in members.items() if topic_id in spec.subscribed_topic_ids)
         for topic_id in topics
@@ -75,12 +70,60 @@ def uniform_assign(
             continue
         for partition in range(topics[topic_id]):
             tp = (topic_id, partition)
-            if tp not in owner:
+            if tp not in owned:
                 taker = min(eligible, key=lambda m: (len(held[m]), m))
-                owner[tp] = taker
+                owned.add(tp)
                 held[taker].add(tp)
     _balance(held, subscribers)
     return {member_id: _as_assignment(partitions) for member_id, partitions in held.items()}
+
+
+def _kept(
+    members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, int]
+) -> dict[str, list[_Partition]]:
+    """What each member may keep of its current target: partitions that still exist, of
+    topics it still subscribes to, and not kept by a member before it (by id)."""
+    held: dict[str, list[_Partition]] = {}
+    taken: set[_Partition] = set()
+    for member_id in sorted(members):
+        spec = members[member_id]
+        held[member_id] = []
+        for topic_id, partitions in sorted(spec.current.items()):
+            if topic_id not in spec.subscribed_topic_ids or topic_id not in topics:
+                continue
+            for partition in sorted(partitions):
+                tp = (topic_id, partition)
+                if partition < topics[topic_id] and tp not in taken:
+                    taken.add(tp)
+                    held[member_id].append(tp)
+    return held
+
+
+def _uniform_homogeneous(
+    members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, int]
+) -> dict[str, Assignment]:
+    """Identical subscriptions: each member gets its quota, ``partitions // members`` and
+    one more for the ``partitions % members`` members that hold the most now (so the
+    fewest move); a member over its quota gives up its last partitions, and those and
+    the unowned ones fill the members under theirs. O(partitions + members log members).
+    """
+    (subscribed,) = {spec.subscribed_topic_ids for spec in members.values()}
+    every = [(t, p) for t in sorted(subscribed & topics.keys()) for p in range(topics[t])]
+    held = _kept(members, topics)
+    quota, extra = divmod(len(every), len(members))
+    by_load = sorted(members, key=lambda m: (-len(held[m]), m))
+    share = {m: quota + (1 if index < extra else 0) for index, m in enumerate(by_load)}
+    owned = {tp for partitions in held.values() for tp in partitions}
+    pool = [tp for tp in every if tp not in owned]
+    for member_id in sorted(members):
+        surplus = held[member_id][share[member_id] :]
+        del held[member_id][share[member_id] :]
+        pool.extend(surplus)
+    pool.sort(reverse=True)
+    for member_id in sorted(members):
+        while len(held[member_id]) < share[member_id]:
+            held[member_id].append(pool.pop())
+    return {member_id: _as_assignment(set(partitions)) for member_id, partitions in held.items()}
 
 
 def _balance(held: dict[str, set[_Partition]], subscribers: Mapping[uuid.UUID, list[str]]) -> None:
