@@ -233,6 +233,12 @@ def test_the_group_is_rebuilt_from_its_records() -> None:
     for described in before.members:
         assert by_id[described.member.member_id] == described
     assert reloaded.timer.size == len(before.members)  # sessions restart after a load
+    # The members go on where they were: no epoch bump, and b keeps reconciling from
+    # the partitions it had.
+    b.harness = reloaded
+    b.beat()
+    assert reloaded.coordinator.describe("g").group_epoch == before.group_epoch
+    assert b.partitions <= by_id["b"].member.assigned_partitions[TOPIC_ID]
 
 
 def test_deleted_group_stays_deleted_after_a_reload() -> None:

@@ -421,7 +421,7 @@ class ConsumerGroupCoordinator:
         if new_member or not member.same_metadata(updated):
             records.append(member_metadata_record(group.group_id, updated))
         group.put_member(updated)
-        if self._refresh_subscription_metadata(group, records):
+        if self._refresh_subscription_metadata(group, records, recompute=bump):
             bump = True
         if bump:
             group.group_epoch += 1
@@ -586,12 +586,26 @@ class ConsumerGroupCoordinator:
             )
         return names
 
-    def _refresh_subscription_metadata(self, group: ConsumerGroup, records: list[Entry]) -> bool:
-        """Recompute the subscribed topics' metadata; True (and a record) if it changed."""
-        all_topics = sorted(self._topics.topic_names())
-        names: set[str] = set()
-        for member in group.members.values():
-            names |= self._subscribed_names(member, all_topics)
+    def _refresh_subscription_metadata(
+        self, group: ConsumerGroup, records: list[Entry], *, recompute: bool = True
+    ) -> bool:
+        """Bring the subscribed topics' metadata up to date; True (and a record) if it
+        changed. Without ``recompute`` (a heartbeat that changed no subscription) only the
+        names resolved last time are looked up again, unless a member uses a regex."""
+        quick = (
+            not recompute
+            and group.subscribed_names  # empty after a load: resolved again at once
+            and not any(m.subscribed_topic_regex for m in group.members.values())
+        )
+        if quick:
+            names: Iterable[str] = group.subscribed_names
+        else:
+            all_topics = sorted(self._topics.topic_names())
+            resolved: set[str] = set()
+            for member in group.members.values():
+                resolved |= self._subscribed_names(member, all_topics)
+            group.subscribed_names = frozenset(resolved)
+            names = resolved
         metadata: dict[str, TopicMetadata] = {}
         for name in names:
             topic_id = self._topics.topic_id(name)
@@ -643,10 +657,15 @@ class ConsumerGroupCoordinator:
         records: list[Entry],
     ) -> ConsumerGroupMember:
         target = group.target_assignment.get(member.member_id, EMPTY_ASSIGNMENT)
+        settled = (
+            member.state is MemberState.STABLE
+            and member.member_epoch == group.target_assignment_epoch
+        )
         try:
-            reconciled = reconcile(
-                member, group.target_assignment_epoch, target, owned, group.partition_owners()
-            )
+            # A member settled at the target has nothing to reconcile: spare the O(partitions)
+            # walk over who owns what.
+            owners = {} if settled else group.partition_owners()
+            reconciled = reconcile(member, group.target_assignment_epoch, target, owned, owners)
         except UnknownMemberStateError as exc:
             raise _HeartbeatError(
                 ErrorCode.fenced_member_epoch,

@@ -10,9 +10,11 @@ STABLE at the target epoch the group is RECONCILING, and once all are it is STAB
 group without members is EMPTY; DEAD is a deleted (or unloaded) group.
 
 ``subscription_metadata`` is what the last assignment was computed from: each subscribed
-topic's name, id and partition count. The coordinator compares it with the broker's
-topics on every heartbeat; a difference bumps the group epoch (Kafka refreshes it every
-``metadata.max.age``-like interval; comparing costs a dict walk here).
+topic's name, id and partition count (``subscribed_names``: the names the members'
+subscriptions resolved to, existing or not). The coordinator compares it with the
+broker's topics on every heartbeat, looking up only the subscribed names unless a member
+subscribes by regex; a difference bumps the group epoch (Kafka refreshes it on a
+deadline instead).
 
 ``partition_owners`` answers Kafka's ``currentPartitionEpoch``: which member still holds a
 partition (assigned or pending revocation). A partition is given to its new owner only
@@ -65,6 +67,8 @@ class ConsumerGroup:
     target_assignment: dict[str, Assignment] = field(default_factory=dict)
     subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    # The topic names the members subscribe to, by name or regex, when last resolved.
+    subscribed_names: frozenset[str] = frozenset()
     dead: bool = False
 
     @property
