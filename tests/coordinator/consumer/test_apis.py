@@ -88,6 +88,8 @@ async def test_heartbeat_and_describe(version: int) -> None:
     assert member.member_id == member_id
     assert member.assignment.topic_partitions[0].topic_name == TOPIC
     assert member.target_assignment == member.assignment
+    if version >= 1:
+        assert member.member_type == 1  # a consumer-protocol member (KIP-1099)
     assert missing.error_code is ErrorCode.group_id_not_found
 
     bad = await call(apis, HEARTBEAT, version, {**join_body("m-2"), "rebalance_timeout": -1})

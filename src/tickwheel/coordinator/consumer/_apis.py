@@ -95,7 +95,7 @@ GROUP_API_NAMES_WITH_CONSUMER: Mapping[int, str] = {
 
 _CLASSIC_GROUP_TYPE = "classic"
 _AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-_NO_MEMBER_TYPE = -1
+_CONSUMER_MEMBER_TYPE = 1  # KIP-1099: -1 unknown, 0 classic, 1 consumer protocol
 _DEAD = GroupState.DEAD.value
 _JOIN_NULLABLE = 7  # JoinGroup's protocol name is nullable from v7
 
@@ -288,7 +288,7 @@ class ConsumerGroupApis:
                             "subscribed_topic_regex": m.member.subscribed_topic_regex,
                             "assignment": self._described_assignment(m.member.assigned_partitions),
                             "target_assignment": self._described_assignment(m.target),
-                            "member_type": _NO_MEMBER_TYPE,
+                            "member_type": _CONSUMER_MEMBER_TYPE,
                         }
                         for m in described.members
                     ],
