@@ -33,12 +33,12 @@ the classic coordinator's ``handle_fetch_offsets``), and the two new APIs. Topic
 travel on the wire; ``TopicCatalog`` names them for ConsumerGroupDescribe.
 
 Concurrency contract: the methods run on the broker's event loop, like ``GroupApis``;
-an answer that waits for an append is delivered to the loop by ``_Answer``.
+a heartbeat's answer, given when its append completes (on whatever thread that is),
+reaches the loop through ``GroupApis``' ``_Answer``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -59,6 +59,7 @@ from tickwheel.coordinator._apis import (
     OFFSET_FETCH_KEY,
     TXN_OFFSET_COMMIT_KEY,
     GroupApis,
+    _Answer,
 )
 from tickwheel.coordinator._group import GroupState
 from tickwheel.coordinator._manager import FetchedOffset
@@ -225,15 +226,9 @@ class ConsumerGroupApis:
             client_id=client_id,
             client_host=client_host,
         )
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[HeartbeatResult] = loop.create_future()
-
-        def deliver(result: HeartbeatResult) -> None:
-            if not answer.done():
-                answer.set_result(result)
-
-        self.coordinator.handle_heartbeat(decoded, deliver)
-        result = await answer
+        answer: _Answer[HeartbeatResult] = _Answer()
+        self.coordinator.handle_heartbeat(decoded, answer.deliver)
+        result = await answer.wait()
         return _respond(
             request,
             {
