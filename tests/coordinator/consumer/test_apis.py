@@ -95,6 +95,9 @@ async def test_heartbeat_and_describe(version: int) -> None:
     bad = await call(apis, HEARTBEAT, version, {**join_body("m-2"), "rebalance_timeout": -1})
     assert bad.error_code is ErrorCode.invalid_request
     assert bad.error_message
+    if version >= 1:  # KIP-1082: a v1 client names its member itself
+        nameless = await call(apis, HEARTBEAT, version, join_body(""))
+        assert nameless.error_code is ErrorCode.invalid_request
 
 
 @pytest.mark.asyncio

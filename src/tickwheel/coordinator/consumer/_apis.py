@@ -99,6 +99,7 @@ _AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 _CONSUMER_MEMBER_TYPE = 1  # KIP-1099: -1 unknown, 0 classic, 1 consumer protocol
 _DEAD = GroupState.DEAD.value
 _JOIN_NULLABLE = 7  # JoinGroup's protocol name is nullable from v7
+_CLIENT_MEMBER_ID_VERSION = 1  # ConsumerGroupHeartbeat v1: the client names its member
 
 
 def _respond(request: RequestPayload, values: Mapping[str, Any]) -> ResponsePayload:
@@ -225,6 +226,7 @@ class ConsumerGroupApis:
             owned=_owned(request),
             client_id=client_id,
             client_host=client_host,
+            member_id_required=int(type(request).__version__) >= _CLIENT_MEMBER_ID_VERSION,
         )
         answer: _Answer[HeartbeatResult] = _Answer()
         self.coordinator.handle_heartbeat(decoded, answer.deliver)

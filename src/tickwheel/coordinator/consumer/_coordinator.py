@@ -9,7 +9,8 @@ ConsumerGroupHeartbeat:
    taken over when ``group.consumer.migration.policy`` allows an upgrade (its group
    record gets a tombstone; its offsets stay); a classic group with members answers
    GROUP_ID_NOT_FOUND (Kafka's answer when it does not convert one).
-2. Find or create the member: a new member gets an id (v0) or keeps the client's (v1);
+2. Find or create the member: a new member gets an id (v0) or must bring its own (v1,
+   KIP-1082: INVALID_REQUEST without one);
    a static member (``instance_id``) replaces the one that left with epoch -2 under the
    same instance id, taking over its epoch and partitions, and is refused
    (UNRELEASED_INSTANCE_ID) while that one is still active. A known member's epoch is
@@ -150,6 +151,8 @@ class HeartbeatRequest:
     owned: Assignment | None = None
     client_id: str = ""
     client_host: str = ""
+    # From ConsumerGroupHeartbeat v1 the client names itself (KIP-1082), even to join.
+    member_id_required: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +316,8 @@ class ConsumerGroupCoordinator:
         """The checks that depend on the member epoch (join, leave, static leave)."""
         invalid = ErrorCode.invalid_request
         epoch = request.member_epoch
+        if request.member_id_required and not request.member_id:
+            raise _HeartbeatError(invalid, "MemberId can't be empty.")
         if epoch > 0 or epoch == LEAVE_MEMBER_EPOCH:
             if not request.member_id:
                 raise _HeartbeatError(invalid, "MemberId can't be empty.")
