@@ -182,6 +182,8 @@ _API_VALUES: Mapping[int, Mapping[str, object]] = {
     # DescribeShareGroupOffsets: its ``groups`` are entities, not the group ids of
     # DescribeGroups.
     90: {"groups": [{"group_id": FUZZ_GROUP, "topics": [{"topic_name": FUZZ_TOPIC}]}]},
+    # OffsetFetch from v8 names its groups as entities, not the strings DescribeGroups has.
+    9: {"groups": [{"group_id": FUZZ_GROUP}]},
 }
 _PLAIN_VALUES: Mapping[str, object] = {"string": "fuzz", "bytes": b"fuzz", "bool": False}
 

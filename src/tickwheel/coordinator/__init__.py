@@ -31,6 +31,12 @@ coordinates it. The modules, lowest first:
   the coordinator inside a broker (offsets through its ReplicaManager, purgatories on its
   event loop).
 
+Consumer-protocol groups (KIP-848, ``group.protocol=consumer``) are the subpackage
+``consumer``: heartbeat-driven groups whose assignment the coordinator computes, with
+their records in the same ``__consumer_offsets`` partitions and their offsets in this
+package's manager; ``GroupService`` puts its ``ConsumerGroupApis`` in front of
+``GroupApis``, and group ids are one namespace across both protocols.
+
 The transaction coordinator is the subpackage ``transaction`` (``__transaction_state``,
 transactions' states, timeouts and markers); it shares this package's hashing and
 record batches, and the group coordinator's part in a transaction is TxnOffsetCommit.

@@ -11,7 +11,7 @@ only the fields the version has.
 =================  ===  ========  =================================================
 API                key  versions  waits for
 =================  ===  ========  =================================================
-OffsetCommit        8   2-8       the append to ``__consumer_offsets``
+OffsetCommit        8   2-9       the append to ``__consumer_offsets``
 OffsetFetch         9   1-7       --
 FindCoordinator    10   0-4       --
 JoinGroup          11   0-7       DelayedJoin (the rebalance)
@@ -79,7 +79,7 @@ OFFSET_DELETE_KEY = 47
 TXN_OFFSET_COMMIT_KEY = 28
 
 GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
-    OFFSET_COMMIT_KEY: VersionRange(2, 8),
+    OFFSET_COMMIT_KEY: VersionRange(2, 9),
     OFFSET_FETCH_KEY: VersionRange(1, 7),
     FIND_COORDINATOR_KEY: VersionRange(0, 6),
     JOIN_GROUP_KEY: VersionRange(0, 7),

@@ -25,6 +25,10 @@ still pending in the loaded group. OffsetFetch with ``require_stable`` answers
 UNSTABLE_OFFSET_COMMIT for a partition with a commit in flight or pending in a
 transaction (Kafka's ``getOffsets``).
 
+Records of the modern group types (key version 3 and up: consumer-protocol groups) are
+not this manager's: loading collects them in log order and hands them, with their
+partition, to ``other_records_listener`` before any classic group is published.
+
 Removing state is Kafka's cleanupGroupMetadata, shared by offset expiry, OffsetDelete
 and DeleteGroups: under each group's lock a selector removes offsets from the cache;
 a group left Empty with no offsets (committed or pending) becomes Dead and is forgotten;
@@ -50,7 +54,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -75,6 +79,7 @@ from tickwheel.coordinator._records import (
     OffsetKey,
     OffsetsBatch,
     OffsetValue,
+    OtherRecord,
     StoredMember,
     build_batch,
     encode_group_key,
@@ -146,10 +151,12 @@ class _LoadedOffsets:
         self.offsets: dict[str, GroupOffsets] = {}
         self.pending: dict[int, dict[str, GroupOffsets]] = {}  # producer -> group -> offsets
         self.stored: dict[str, GroupValue | None] = {}
+        self.others: list[OtherRecord] = []
 
     def add_batch(self, batch: OffsetsBatch) -> None:
         if not batch.is_control:
             self._add_records(batch)
+            self.others.extend(batch.others)
         elif batch.marker is not None:  # a control batch without a record ends nothing
             self._end_transaction(batch.producer_id, batch.marker.control_type)
 
@@ -212,6 +219,8 @@ class GroupMetadataManager:
         self._producers_lock = threading.Lock()
         # Producer id -> the groups where it has transactional offsets pending.
         self._open_groups_for_producer: dict[int, set[str]] = {}
+        # Told (partition, records) of the modern group types while a partition loads.
+        self.other_records_listener: Callable[[int, Sequence[OtherRecord]], None] | None = None
 
     # --- ownership -----------------------------------------------------------------
 
@@ -294,6 +303,8 @@ class GroupMetadataManager:
             for chunk in self._offsets_log.read(partition):
                 for batch in read_record_batches(chunk, on_undecodable=skip):
                     state.add_batch(batch)
+            if self.other_records_listener is not None:
+                self.other_records_listener(partition, state.others)
             pending = state.pending_by_group()
             for group_id, by_producer in pending.items():
                 for producer_id in by_producer:

@@ -13,6 +13,10 @@ key version 2          group metadata: ``group`` → value v3 ``protocol_type, g
                        session_timeout, subscription, assignment]``
 =====================  ==================================================================
 
+Key versions 3 and up belong to the modern group types (consumer-protocol groups, and
+share groups): they are not decoded here but handed on as ``OtherRecord`` (key and
+value bytes) in their batch, for the loader of that group type.
+
 A null value is a tombstone: the offset or the group was deleted. Strings are an int16
 length and UTF-8 (length -1 for null), byte arrays an int32 length, all big-endian:
 the same bytes Kafka's GroupMetadataManager writes, so the topic is readable by Kafka's
@@ -137,6 +141,16 @@ class OffsetsRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class OtherRecord:
+    """A record of a modern group type (key version 3 and up), as bytes."""
+
+    log_offset: int
+    key_version: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetsBatch:
     """One record batch as the loader sees it.
 
@@ -151,6 +165,7 @@ class OffsetsBatch:
     is_control: bool
     marker: EndTxnMarker | None
     records: tuple[OffsetsRecord, ...]
+    others: tuple[OtherRecord, ...] = ()
 
 
 # --- primitive writers and a bounds-checked reader -----------------------------------
@@ -435,7 +450,7 @@ def read_record_batches(
         end = position + _LOG_OVERHEAD + batch_length
         if end > len(data):
             return
-        records: list[OffsetsRecord] = []
+        records: list[OffsetsRecord | OtherRecord] = []
         try:
             if magic != _MAGIC_V2:
                 raise CorruptOffsetsRecordError(f"record batch magic {magic}, expected 2")
@@ -466,7 +481,8 @@ def read_record_batches(
             bool(attributes & _TRANSACTIONAL_FLAG),
             is_control,
             marker,
-            tuple(records),
+            tuple(r for r in records if isinstance(r, OffsetsRecord)),
+            tuple(r for r in records if isinstance(r, OtherRecord)),
         )
         position = end
 
@@ -504,8 +520,13 @@ def _read_marker(body: bytes, base_offset: int, count: int) -> EndTxnMarker | No
 
 def _read_records(
     body: bytes, base_offset: int, count: int, on_undecodable: UndecodableCallback | None
-) -> Iterator[OffsetsRecord]:
+) -> Iterator[OffsetsRecord | OtherRecord]:
     for offset, key_bytes, value_bytes in _raw_records(body, base_offset, count):
+        if len(key_bytes) >= _INT16.size:
+            (key_version,) = _INT16.unpack_from(key_bytes)
+            if key_version > GROUP_METADATA_KEY_VERSION:
+                yield OtherRecord(offset, key_version, key_bytes, value_bytes)
+                continue
         try:
             key = decode_key(key_bytes)
             value = _decode_value(key, value_bytes)

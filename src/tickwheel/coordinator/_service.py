@@ -17,7 +17,16 @@ every ``offsets.retention.check.interval.ms`` (on the broker's ``Scheduler``) un
 ``shutdown``. Commit and expiry timestamps read ``wall_clock_ms`` (epoch milliseconds;
 a manual clock's view of them in tests).
 Each run visits every group this broker coordinates, holding one group's lock at a
-time, and appends the tombstones of what it removed.
+time, and appends the tombstones of what it removed; then the consumer-protocol groups
+left empty without offsets are deleted too.
+
+Consumer-protocol groups (KIP-848, ``tickwheel.coordinator.consumer``) share the offsets
+manager and the offsets log: their ``ConsumerGroupCoordinator`` has its own timer
+("ConsumerGroupTimeouts") for member sessions and rebalance timeouts, replays its records
+when the manager loads a partition, and ``ConsumerGroupApis`` stands in front of the
+classic ``GroupApis`` (it answers ConsumerGroupHeartbeat and ConsumerGroupDescribe, and
+looks at a group id before handing a classic API on). ``topics`` is how it sees the
+broker's topics (ids, names, partition counts).
 
 The service installs the coordinator's ``on_transaction_completed`` as the
 ReplicaManager's ``txn_completion_listener``, so a transaction marker appended to an
@@ -45,12 +54,18 @@ from tickwheel.coordinator._coordinator import GroupCoordinator
 from tickwheel.coordinator._manager import GroupMetadataManager, wall_clock_ms
 from tickwheel.coordinator._offsets_log import OFFSETS_TOPIC
 from tickwheel.coordinator._replica_offsets_log import ReplicaOffsetsLog
+from tickwheel.coordinator.consumer import (
+    ConsumerGroupApis,
+    ConsumerGroupCoordinator,
+    TopicCatalog,
+)
 from tickwheel.protocol import DecodedRequest, encode_response
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import ReplicaManager, TopicPartition
 from tickwheel.timer import LoopTimers, Scheduler, SystemTimer, TimerTask
 
 _CLEANUP_TASK = "delete-expired-group-metadata"
+_CONSUMER_GROUP_TIMER = "ConsumerGroupTimeouts"
 
 
 class GroupService:
@@ -66,6 +81,7 @@ class GroupService:
         create_offsets_topic: Callable[[], None] | None = None,
         locate: CoordinatorLocator | None = None,
         partition_exists: PartitionChecker,
+        topics: TopicCatalog,
         timers: LoopTimers | None = None,
         scheduler: Scheduler | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
@@ -82,17 +98,20 @@ class GroupService:
         offsets_log = ReplicaOffsetsLog(
             replica_manager, commit_timeout_ms=config.offsets_commit_timeout_ms
         )
+        manager = GroupMetadataManager(config, offsets_log, clock_ms=clock_ms)
         self.coordinator = GroupCoordinator(
-            config,
-            GroupMetadataManager(config, offsets_log, clock_ms=clock_ms),
-            timer_for=self._timer_for,
-            broker_id=broker_id,
-            reaper_enabled=False,
+            config, manager, timer_for=self._timer_for, broker_id=broker_id, reaper_enabled=False
         )
+        self.consumer_groups = ConsumerGroupCoordinator(
+            config, manager, offsets_log, topics, timer=self._timer_for(_CONSUMER_GROUP_TIMER)
+        )
+        manager.other_records_listener = self.consumer_groups.replay
         replica_manager.txn_completion_listener = self.coordinator.on_transaction_completed
         # A cluster passes its own ``locate`` (the partition leader from its metadata).
-        self.apis = GroupApis(
-            self.coordinator, locate or self._locate, partition_exists=partition_exists
+        self.apis = ConsumerGroupApis(
+            GroupApis(self.coordinator, locate or self._locate, partition_exists=partition_exists),
+            self.consumer_groups,
+            topics,
         )
 
     @property
@@ -131,6 +150,7 @@ class GroupService:
     def on_resigned(self, partition: int) -> None:
         """This broker is no longer leader of offsets ``partition``: drop its groups."""
         self.coordinator.on_resigned(partition)
+        self.consumer_groups.unload(partition)
 
     def start(self) -> None:
         """Start the timer drivers, load the groups of every offsets partition led here,
@@ -148,6 +168,8 @@ class GroupService:
 
     def _cleanup_group_metadata(self) -> None:
         self.coordinator.cleanup_group_metadata()
+        manager = self.coordinator.manager
+        self.consumer_groups.delete_empty_groups(lambda g: manager.get_group(g) is not None)
 
     async def handle(
         self, request: DecodedRequest, *, client_host: str = DEFAULT_CLIENT_HOST
@@ -171,4 +193,5 @@ class GroupService:
             == self.coordinator.on_transaction_completed
         ):
             self._replica_manager.txn_completion_listener = None
+        self.consumer_groups.shutdown()
         self.coordinator.shutdown()

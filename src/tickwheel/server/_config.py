@@ -364,6 +364,41 @@ class BrokerConfig:
         default=_SHARES.share_fetch_purgatory_purge_interval_requests,
         metadata=_kafka("share.fetch.purgatory.purge.interval.requests"),
     )
+    # The consumer group protocol's settings (KIP-848); GroupConfig holds the defaults.
+    group_consumer_session_timeout_ms: int = field(
+        default=_GROUPS.group_consumer_session_timeout_ms,
+        metadata=_kafka("group.consumer.session.timeout.ms"),
+    )
+    group_consumer_min_session_timeout_ms: int = field(
+        default=_GROUPS.group_consumer_min_session_timeout_ms,
+        metadata=_kafka("group.consumer.min.session.timeout.ms"),
+    )
+    group_consumer_max_session_timeout_ms: int = field(
+        default=_GROUPS.group_consumer_max_session_timeout_ms,
+        metadata=_kafka("group.consumer.max.session.timeout.ms"),
+    )
+    group_consumer_heartbeat_interval_ms: int = field(
+        default=_GROUPS.group_consumer_heartbeat_interval_ms,
+        metadata=_kafka("group.consumer.heartbeat.interval.ms"),
+    )
+    group_consumer_min_heartbeat_interval_ms: int = field(
+        default=_GROUPS.group_consumer_min_heartbeat_interval_ms,
+        metadata=_kafka("group.consumer.min.heartbeat.interval.ms"),
+    )
+    group_consumer_max_heartbeat_interval_ms: int = field(
+        default=_GROUPS.group_consumer_max_heartbeat_interval_ms,
+        metadata=_kafka("group.consumer.max.heartbeat.interval.ms"),
+    )
+    group_consumer_max_size: int = field(
+        default=_GROUPS.group_consumer_max_size, metadata=_kafka("group.consumer.max.size")
+    )
+    group_consumer_assignors: str = field(
+        default=_GROUPS.group_consumer_assignors, metadata=_kafka("group.consumer.assignors")
+    )
+    group_consumer_migration_policy: str = field(
+        default=_GROUPS.group_consumer_migration_policy,
+        metadata=_kafka("group.consumer.migration.policy"),
+    )
     # The transaction coordinator's settings; TransactionConfig holds the defaults and
     # reads these from ``as_properties()``.
     transaction_state_log_num_partitions: int = field(

@@ -25,24 +25,33 @@ stay under-replicated for good). The node's leadership listener loads an offsets
 partition's groups when this broker starts leading it and unloads them (their requests
 then answer NOT_COORDINATOR) when it stops.
 
+Consumer-protocol groups (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe go
+to the same service, whose versions table (``GROUP_API_VERSIONS_WITH_CONSUMER``) also
+widens OffsetFetch to v9; its coordinator sees the
+broker's topics through ``_BrokerTopics`` (the context's topic ids, and partition counts
+from the registry on one node or the metadata cache in a cluster).
+
 Concurrency: event-loop thread only, like every handler.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterable, Mapping
 
 from tickwheel.cluster import ClusterNode
 from tickwheel.coordinator import (
     FIND_COORDINATOR_KEY,
-    GROUP_API_NAMES,
-    GROUP_API_VERSIONS,
     OFFSETS_TOPIC,
     CoordinatorLocator,
     CoordinatorNode,
     GroupConfig,
     GroupService,
+)
+from tickwheel.coordinator.consumer import (
+    GROUP_API_NAMES_WITH_CONSUMER,
+    GROUP_API_VERSIONS_WITH_CONSUMER,
 )
 from tickwheel.protocol import DecodedRequest
 from tickwheel.replica import TopicPartition
@@ -50,6 +59,33 @@ from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
+
+
+class _BrokerTopics:
+    """The broker's topics as the consumer-group coordinator sees them (a TopicCatalog)."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        self._context = context
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        return self._context.topic_id(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._context.topic_name(topic_id)
+
+    def partition_count(self, name: str) -> int | None:
+        cluster = self._context.cluster
+        if cluster is None:
+            info = self._context.topics.topics.get(name)
+            return None if info is None else info.num_partitions
+        cached = cluster.cache.topics.get(name)
+        return None if cached is None else len(cached.assignment)
+
+    def topic_names(self) -> Iterable[str]:
+        cluster = self._context.cluster
+        if cluster is None:
+            return list(self._context.topics.topics)
+        return list(cluster.cache.topics)
 
 
 def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupService:
@@ -90,6 +126,7 @@ def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupServic
             advertised=advertised,
             create_offsets_topic=create_offsets_topic,
             partition_exists=partition_exists,
+            topics=_BrokerTopics(context),
             timers=broker_time.timers,
             scheduler=broker_time.scheduler,
             clock_ms=broker_time.wall_clock_ms,
@@ -104,6 +141,7 @@ def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupServic
             partition_exists=lambda topic, partition: cluster.cache.contains_partition(
                 TopicPartition(topic, partition)
             ),
+            topics=_BrokerTopics(context),
             timers=broker_time.timers,
             scheduler=broker_time.scheduler,
             clock_ms=broker_time.wall_clock_ms,
@@ -142,7 +180,7 @@ async def handle_group_request(context: BrokerContext, request: DecodedRequest) 
 
 
 GROUP_SPECS: tuple[ApiSpec, ...] = tuple(
-    ApiSpec(api_key, GROUP_API_NAMES[api_key], versions, handle_group_request)
-    for api_key, versions in GROUP_API_VERSIONS.items()
+    ApiSpec(api_key, GROUP_API_NAMES_WITH_CONSUMER[api_key], versions, handle_group_request)
+    for api_key, versions in GROUP_API_VERSIONS_WITH_CONSUMER.items()
     if api_key != FIND_COORDINATOR_KEY  # _find_coordinator routes it by key type
 )

@@ -105,9 +105,13 @@ def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
         info = context.topics.topics.get(topic)
         return 0 if info is None else info.num_partitions
 
-    def classic_group_exists(group_id: str) -> bool:
+    def other_group_exists(group_id: str) -> bool:
+        """A classic or consumer group has this id (one namespace for every protocol)."""
         groups = context.groups
-        return groups is not None and groups.coordinator.manager.get_group(group_id) is not None
+        return groups is not None and (
+            groups.coordinator.manager.get_group(group_id) is not None
+            or groups.consumer_groups.has_group(group_id)
+        )
 
     coordinator = ShareGroupCoordinator(
         ShareGroupConfig.from_properties(properties),
@@ -115,7 +119,7 @@ def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
         topic_id=context.topic_id,
         partition_count=partition_count,
         member_left=manager.member_left,
-        classic_group_exists=classic_group_exists,
+        classic_group_exists=other_group_exists,
         group_configs=context.group_configs.effective,
         coordinator_error=functools.partial(group_coordinator_error, context),
     )
@@ -135,14 +139,16 @@ def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
         ),
         stored_keys=share_coordinator.coordinator.keys_of_group,
         forget=manager.forget,
-        other_group_exists=classic_group_exists,
+        other_group_exists=other_group_exists,
     )
     groups = context.groups
     if groups is not None:
         groups.coordinator.share_group_exists = admin.is_share_group
-        groups.apis.other_groups = coordinator.list_groups
-        groups.apis.is_other_group = admin.is_share_group
-        groups.apis.delete_other_group = admin.delete_group
+        groups.consumer_groups.share_group_exists = admin.is_share_group
+        classic_apis = groups.apis.classic
+        classic_apis.other_groups = coordinator.list_groups
+        classic_apis.is_other_group = admin.is_share_group
+        classic_apis.delete_other_group = admin.delete_group
     context.share_groups, context.share_partitions, context.share_admin = (
         coordinator,
         manager,
