@@ -11,13 +11,9 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tickwheel.cluster import (
-    BrokerChannel,
-    BrokerEndpoint,
-    KafkaShareStateTransport,
-    LocalCluster,
-)
+from tickwheel.cluster import BrokerChannel, BrokerEndpoint, LocalCluster
 from tickwheel.coordinator.share import coordinator_key
+from tickwheel.server._share_transport import KafkaShareStateTransport
 from tickwheel.share import PersisterStateBatch, RecordState, ShareGroupState, SharePartitionKey
 
 from .helpers import WAIT_S, local_cluster, wait_for

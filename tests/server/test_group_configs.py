@@ -16,6 +16,7 @@ from tickwheel.server._group_configs import (
     group_defaults,
     validate_group_overrides,
 )
+from tickwheel.share import by_duration_ms
 
 TIMEOUT_S = 15.0
 GROUP_CONFIG_SOURCE = 8
@@ -39,6 +40,8 @@ def test_defaults_come_from_the_broker_settings() -> None:
         ({"share.auto.offset.reset": "newest"}, "Invalid value newest"),
         ({"share.auto.offset.reset": "by_duration:1h"}, "Invalid value"),
         ({"share.isolation.level": "serializable"}, "Invalid value"),
+        ({"share.isolation.level": "read_committed"}, "Invalid value"),
+        ({"share.auto.offset.reset": "by_duration:P"}, "Invalid value"),
     ],
 )
 def test_invalid_overrides_are_refused(overrides: dict[str, str], message: str) -> None:
@@ -51,6 +54,20 @@ def test_bounds_follow_the_broker_settings() -> None:
     validate_group_overrides({"share.record.lock.duration.ms": "1000"}, broker)
     validate_group_overrides({"share.auto.offset.reset": "by_duration:PT1H30M"}, broker)
     validate_group_overrides({"share.auto.offset.reset": "by_duration:P1DT2.5S"}, broker)
+
+
+@pytest.mark.parametrize(
+    ("reset", "duration_ms"),
+    [
+        ("by_duration:PT1H30M", 5_400_000),
+        ("by_duration:P1DT2.5S", 86_402_500),
+        ("by_duration:PT0S", 0),
+        ("by_duration:1h", None),
+        ("latest", None),
+    ],
+)
+def test_by_duration_resets_are_iso_8601_durations(reset: str, duration_ms: int | None) -> None:
+    assert by_duration_ms(reset) == duration_ms
 
 
 def test_effective_values_are_override_else_default() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest_asyncio
@@ -17,8 +17,10 @@ import pytest_asyncio
 from replica.records import batch
 from tickwheel.log import LogConfig
 from tickwheel.replica import ReplicaManager, TopicPartition
-from tickwheel.share import InMemoryPersister, ShareConfig, SharePartitionKey, SharePartitionManager
+from tickwheel.share import ShareConfig, SharePartitionKey, SharePartitionManager
 from tickwheel.timer import LoopTimers, ManualClock
+
+from .persister import InMemoryPersister
 
 TOPIC = "t"
 TOPIC_ID = uuid.UUID(int=7)
@@ -43,7 +45,7 @@ class Shares:
         self.group_configs: dict[str, str] = {}
         self.manager = self.new_manager()
 
-    def new_manager(self) -> SharePartitionManager:
+    def new_manager(self, clock_ms: Callable[[], int] | None = None) -> SharePartitionManager:
         """A share-partition manager over the same log and persister (a restart)."""
         manager = SharePartitionManager(
             CONFIG,
@@ -52,6 +54,7 @@ class Shares:
             timers=self.timers,
             topic_name=lambda topic_id: TOPIC if topic_id == TOPIC_ID else None,
             group_configs=lambda group_id: self.group_configs,
+            **({} if clock_ms is None else {"clock_ms": clock_ms}),
         )
         self.replica_manager.high_watermark_listener = manager.on_high_watermark
         return manager

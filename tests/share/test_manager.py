@@ -16,7 +16,6 @@ from tickwheel.share import (
     AcknowledgementBatch,
     AcknowledgeType,
     AcquiredRecords,
-    InMemoryPersister,
     PersisterError,
     RecordState,
     ShareFetchPartitionResult,
@@ -26,6 +25,7 @@ from tickwheel.share import (
 )
 
 from .conftest import KEY, LOCK_MS, TP, Shares
+from .persister import InMemoryPersister
 
 WAIT_MS = 5_000
 
@@ -75,6 +75,22 @@ async def test_earliest_starts_at_the_log_start(shares: Shares) -> None:
     await shares.produce(b"old")
     result = (await fetch(shares, "a"))[KEY]
     assert result.acquired == [AcquiredRecords(0, 0, 1)]
+
+
+@pytest.mark.asyncio
+async def test_by_duration_starts_at_the_first_record_that_recent(shares: Shares) -> None:
+    await shares.produce(b"old")
+    log = shares.replica_manager.get_partition(TP).log  # type: ignore[union-attr]
+    newest = log.offset_for_timestamp(-3)
+    assert newest is not None
+    shares.manager.shutdown()
+    shares.manager = shares.new_manager(clock_ms=lambda: newest.timestamp + 60_000)
+    shares.group_configs["share.auto.offset.reset"] = "by_duration:PT2M"
+    assert (await shares.manager.share_partition(KEY)).start_offset == 0  # type: ignore[union-attr]
+    # Another group, for which the record is too old: it starts at the end.
+    shares.group_configs["share.auto.offset.reset"] = "by_duration:PT30S"
+    other = SharePartitionKey("other", KEY.topic_id, KEY.partition)
+    assert (await shares.manager.share_partition(other)).start_offset == 1  # type: ignore[union-attr]
 
 
 @pytest.mark.asyncio

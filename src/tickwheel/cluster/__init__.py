@@ -30,9 +30,10 @@ from tickwheel.cluster._metadata import (
 from tickwheel.cluster._node import ClusterNode, ClusterSettings, InconsistentClusterIdError
 from tickwheel.cluster._wire import (
     BrokerChannel,
+    EndpointLookup,
     KafkaFetchTransport,
-    KafkaShareStateTransport,
     KafkaTxnMarkerTransport,
+    WireError,
 )
 from tickwheel.cluster._zk import (
     BrokerIdTakenError,
@@ -79,9 +80,9 @@ __all__ = [
     "ControllerMovedError",
     "ControllerSettings",
     "ElectionError",
+    "EndpointLookup",
     "InconsistentClusterIdError",
     "KafkaFetchTransport",
-    "KafkaShareStateTransport",
     "KafkaTxnMarkerTransport",
     "LocalCluster",
     "MetadataCache",
@@ -89,6 +90,7 @@ __all__ = [
     "TopicAssignment",
     "TopicExistsError",
     "TopicMetadata",
+    "WireError",
     "ZkClient",
     "ZkSettings",
     "ZnodeError",

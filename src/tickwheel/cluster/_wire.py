@@ -9,9 +9,6 @@ header and body decoded with kio. ``KafkaFetchTransport`` is the replica layer's
 where its leader epoch ends becomes an OffsetsForLeaderEpoch v4 (with its replica id).
 ``KafkaTxnMarkerTransport`` is the transaction coordinator's ``MarkerTransport``: the
 COMMIT/ABORT markers for partitions another broker leads, as WriteTxnMarkers v1.
-``KafkaShareStateTransport`` is the share coordinator persister's ``ShareStateTransport``:
-share-partition states kept by another broker's share coordinator, read and written
-with the share-state requests (keys 83-87), one request at a time per connection.
 
 Fetch v12 is the newest version that names topics (v13 uses topic ids) and carries
 the current leader epoch and the follower's log start offset, as Kafka's followers
@@ -31,7 +28,6 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from tickwheel.cluster._znodes import BrokerEndpoint
@@ -43,7 +39,6 @@ from tickwheel.replica import (
     TopicPartition,
     TxnMarker,
 )
-from tickwheel.share import PersisterStateBatch, RecordState, ShareGroupState, SharePartitionKey
 
 FETCH_KEY = 1
 FETCH_VERSION = 12
@@ -51,12 +46,6 @@ OFFSETS_FOR_LEADER_EPOCH_KEY = 23
 OFFSETS_FOR_LEADER_EPOCH_VERSION = 4
 WRITE_TXN_MARKERS_KEY = 27
 WRITE_TXN_MARKERS_VERSION = 1  # the only version Kafka 4 (and kio) still has
-INITIALIZE_SHARE_GROUP_STATE_KEY = 83
-READ_SHARE_GROUP_STATE_KEY = 84
-WRITE_SHARE_GROUP_STATE_KEY = 85
-DELETE_SHARE_GROUP_STATE_KEY = 86
-READ_SHARE_GROUP_STATE_SUMMARY_KEY = 87
-_SHARE_STATE_VERSION = 0
 _READ_UNCOMMITTED = 0
 _NO_SESSION = 0
 _FULL_FETCH_EPOCH = -1
@@ -304,147 +293,6 @@ class KafkaTxnMarkerTransport:
                 for p in topic.partitions:
                     answer[TopicPartition(topic.name, int(p.partition_index))] = int(p.error_code)
         return results
-
-    async def close(self) -> None:
-        """Close every connection."""
-        channels, self._channels = list(self._channels.values()), {}
-        for channel in channels:
-            await channel.close()
-
-
-class KafkaShareStateTransport:
-    """Share-state requests to other brokers' share coordinators: one ``BrokerChannel``
-    per broker, its requests one at a time (a lock per broker)."""
-
-    def __init__(self, endpoints: EndpointLookup, *, client_id: str, timeout_ms: int) -> None:
-        self._endpoints = endpoints
-        self._client_id = client_id
-        self._timeout_ms = timeout_ms
-        self._channels: dict[int, BrokerChannel] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
-
-    async def _partition_answer(
-        self, broker_id: int, api_key: int, key: SharePartitionKey, partition: Mapping[str, Any]
-    ) -> Any:
-        """The answer for the one partition of a share-state request to ``broker_id``.
-
-        A failed request closes the channel (the next one reconnects) and raises.
-        """
-        endpoint = self._endpoints(broker_id)
-        if endpoint is None:
-            raise ConnectionError(f"broker {broker_id} is not registered")
-        lock = self._locks.setdefault(broker_id, asyncio.Lock())
-        async with lock:
-            channel = self._channels.get(broker_id)
-            if channel is None or channel.endpoint != endpoint:
-                channel = BrokerChannel(
-                    endpoint, client_id=self._client_id, timeout_ms=self._timeout_ms
-                )
-                self._channels[broker_id] = channel
-            values = {
-                "group_id": key.group_id,
-                "topics": [{"topic_id": key.topic_id, "partitions": [partition]}],
-            }
-            try:
-                body = await channel.request(api_key, _SHARE_STATE_VERSION, values)
-            except BaseException:
-                self._channels.pop(broker_id, None)
-                await channel.close()
-                raise
-        (result,) = body.results
-        (answer,) = result.partitions
-        return answer
-
-    async def read_state(
-        self, broker_id: int, key: SharePartitionKey, leader_epoch: int
-    ) -> tuple[ErrorCode, ShareGroupState | None]:
-        """ReadShareGroupState v0; None when the share-partition has no state."""
-        answer = await self._partition_answer(
-            broker_id,
-            READ_SHARE_GROUP_STATE_KEY,
-            key,
-            {"partition": key.partition, "leader_epoch": leader_epoch},
-        )
-        error = ErrorCode(answer.error_code)
-        if error is not ErrorCode.none or int(answer.start_offset) < 0:
-            return error, None
-        batches = tuple(
-            PersisterStateBatch(
-                int(b.first_offset),
-                int(b.last_offset),
-                RecordState(int(b.delivery_state)),
-                int(b.delivery_count),
-            )
-            for b in answer.state_batches
-        )
-        state = ShareGroupState(
-            int(answer.state_epoch), leader_epoch, int(answer.start_offset), batches
-        )
-        return error, state
-
-    async def read_summary(
-        self, broker_id: int, key: SharePartitionKey
-    ) -> tuple[ErrorCode, ShareGroupState | None]:
-        """ReadShareGroupStateSummary v0."""
-        answer = await self._partition_answer(
-            broker_id,
-            READ_SHARE_GROUP_STATE_SUMMARY_KEY,
-            key,
-            {"partition": key.partition, "leader_epoch": _NO_EPOCH},
-        )
-        error = ErrorCode(answer.error_code)
-        if error is not ErrorCode.none or int(answer.start_offset) < 0:
-            return error, None
-        state = ShareGroupState(
-            int(answer.state_epoch), int(answer.leader_epoch), int(answer.start_offset), ()
-        )
-        return error, state
-
-    async def write_state(
-        self, broker_id: int, key: SharePartitionKey, state: ShareGroupState
-    ) -> ErrorCode:
-        """WriteShareGroupState v0 of the whole state."""
-        batches = [
-            {
-                "first_offset": b.first_offset,
-                "last_offset": b.last_offset,
-                "delivery_state": int(b.delivery_state),
-                "delivery_count": b.delivery_count,
-            }
-            for b in state.state_batches
-        ]
-        answer = await self._partition_answer(
-            broker_id,
-            WRITE_SHARE_GROUP_STATE_KEY,
-            key,
-            {
-                "partition": key.partition,
-                "state_epoch": state.state_epoch,
-                "leader_epoch": state.leader_epoch,
-                "start_offset": state.start_offset,
-                "state_batches": batches,
-            },
-        )
-        return ErrorCode(answer.error_code)
-
-    async def initialize_state(
-        self, broker_id: int, key: SharePartitionKey, state_epoch: int, start_offset: int
-    ) -> ErrorCode:
-        """InitializeShareGroupState v0."""
-        answer = await self._partition_answer(
-            broker_id,
-            INITIALIZE_SHARE_GROUP_STATE_KEY,
-            key,
-            {"partition": key.partition, "state_epoch": state_epoch, "start_offset": start_offset},
-        )
-        return ErrorCode(answer.error_code)
-
-    async def delete_state(self, broker_id: int, key: SharePartitionKey) -> ErrorCode:
-        """DeleteShareGroupState v0."""
-        answer = await self._partition_answer(
-            broker_id, DELETE_SHARE_GROUP_STATE_KEY, key, {"partition": key.partition}
-        )
-        return ErrorCode(answer.error_code)
 
     async def close(self) -> None:
         """Close every connection."""

@@ -1,5 +1,6 @@
-"""tickwheel.coordinator: Kafka's group coordinator (classic protocol), committed offsets,
-and (subpackage ``transaction``) the transaction coordinator.
+"""tickwheel.coordinator: Kafka's group coordinator (its classic protocol here, the
+consumer and share group protocols in subpackages), committed offsets, the transaction
+coordinator and the share coordinator.
 
 Consumers that ``subscribe`` form a *group*; one broker, the leader of the group's
 ``__consumer_offsets`` partition (``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``),
@@ -35,7 +36,10 @@ Consumer-protocol groups (KIP-848, ``group.protocol=consumer``) are the subpacka
 ``consumer``: heartbeat-driven groups whose assignment the coordinator computes, with
 their records in the same ``__consumer_offsets`` partitions and their offsets in this
 package's manager; ``GroupService`` puts its ``ConsumerGroupApis`` in front of
-``GroupApis``, and group ids are one namespace across both protocols.
+``GroupApis``. Share groups' membership (KIP-932) is the subpackage ``share_group``
+(ShareGroupHeartbeat, ShareGroupDescribe, and the administration of their offsets), and
+Kafka's share coordinator, which keeps their durable state in ``__share_group_state``,
+the subpackage ``share``. Group ids are one namespace across the three protocols.
 
 The transaction coordinator is the subpackage ``transaction`` (``__transaction_state``,
 transactions' states, timeouts and markers); it shares this package's hashing and

@@ -14,7 +14,7 @@ share.session.timeout.ms           group.share.session.timeout.ms (min/max)
 share.heartbeat.interval.ms        group.share.heartbeat.interval.ms (min/max)
 share.record.lock.duration.ms      group.share.record.lock.duration.ms (min/max)
 share.auto.offset.reset            latest (earliest, latest, by_duration:<ISO-8601>)
-share.isolation.level              read_uncommitted (or read_committed)
+share.isolation.level              read_uncommitted (read_committed is refused here)
 =================================  ===============================================
 
 The coordinators read a group's effective values through ``GroupConfigs.effective``
@@ -28,17 +28,17 @@ Pure functions over mappings; safe from any thread.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from tickwheel.share import EARLIEST, LATEST, by_duration_ms
 
 GROUP_RESOURCE = 32
 """Kafka's ``ConfigResource.Type.GROUP``."""
 
-EARLIEST = "earliest"
-LATEST = "latest"
-_BY_DURATION = re.compile(r"by_duration:P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?")
-_ISOLATION_LEVELS = frozenset({"read_uncommitted", "read_committed"})
+# Share groups read up to the high watermark (read_uncommitted); read_committed, which
+# Kafka also offers, is refused rather than accepted and ignored.
+_ISOLATION_LEVELS = frozenset({"read_uncommitted"})
 
 
 class GroupConfigError(ValueError):
@@ -102,7 +102,7 @@ _BOUNDED: Mapping[str, _Bounded] = {
 _CHOICES: Mapping[str, tuple[str, Callable[[str], bool]]] = {
     "share.auto.offset.reset": (
         LATEST,
-        lambda value: value in {EARLIEST, LATEST} or bool(_BY_DURATION.fullmatch(value)),
+        lambda value: value in {EARLIEST, LATEST} or by_duration_ms(value) is not None,
     ),
     "share.isolation.level": ("read_uncommitted", lambda value: value in _ISOLATION_LEVELS),
 }

@@ -4,7 +4,7 @@ Kafka's ``kafka.server.share``, beside ``replica/`` whose logs it reads. The mod
 lowest first:
 
 - ``_persister`` -- the ``Persister`` interface for share state (start offset, record
-  states, delivery counts) and ``InMemoryPersister``;
+  states, delivery counts), kept durable by the share coordinator;
 - ``_config`` -- ``ShareConfig``: ``group.share.*`` lock, delivery and session settings;
 - ``_lock`` -- ``AcquisitionLock``, one timer task per acquired batch;
 - ``_partition`` -- ``SharePartition``: in-flight records and their states;
@@ -20,11 +20,13 @@ Concurrency: everything runs on the broker's event loop.
 """
 
 from tickwheel.share._config import (
+    BY_DURATION,
     EARLIEST,
     LATEST,
     SHARE_AUTO_OFFSET_RESET,
     SHARE_RECORD_LOCK_DURATION_MS,
     ShareConfig,
+    by_duration_ms,
 )
 from tickwheel.share._delayed_share_fetch import DelayedShareFetch
 from tickwheel.share._lock import AcquisitionLock
@@ -41,7 +43,6 @@ from tickwheel.share._partition import (
     SharePartition,
 )
 from tickwheel.share._persister import (
-    InMemoryPersister,
     Persister,
     PersisterError,
     PersisterStateBatch,
@@ -59,6 +60,7 @@ from tickwheel.share._session import (
 )
 
 __all__ = [
+    "BY_DURATION",
     "EARLIEST",
     "FINAL_EPOCH",
     "INITIAL_EPOCH",
@@ -70,7 +72,6 @@ __all__ = [
     "AcquiredRecords",
     "AcquisitionLock",
     "DelayedShareFetch",
-    "InMemoryPersister",
     "Persister",
     "PersisterError",
     "PersisterStateBatch",
@@ -85,6 +86,7 @@ __all__ = [
     "ShareSession",
     "ShareSessionCache",
     "ShareSessionError",
+    "by_duration_ms",
     "next_epoch",
     "record_batches",
 ]

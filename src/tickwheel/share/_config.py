@@ -11,6 +11,7 @@ Frozen value object; share it freely between threads.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,6 +23,26 @@ SHARE_RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
 """Group config: the acquisition lock duration of the group's records."""
 LATEST = "latest"
 EARLIEST = "earliest"
+BY_DURATION = "by_duration:"
+"""``share.auto.offset.reset=by_duration:<ISO-8601 duration>``: start at the first record
+no older than the duration (``by_duration:PT1H``: the last hour), else at the end."""
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<days>\d+)D)?(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?"
+    r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?"
+)
+_MS_PER = {"days": 86_400_000, "hours": 3_600_000, "minutes": 60_000, "seconds": 1_000}
+
+
+def by_duration_ms(reset: str) -> int | None:
+    """The duration of a ``by_duration:`` reset in milliseconds; None if ``reset`` is not
+    one (or its duration is not an ISO-8601 ``PnDTnHnMnS``)."""
+    if not reset.startswith(BY_DURATION):
+        return None
+    found = _ISO_DURATION.fullmatch(reset.removeprefix(BY_DURATION))
+    if found is None or not any(found.groupdict().values()):
+        return None
+    return round(sum(float(v) * _MS_PER[k] for k, v in found.groupdict().items() if v))
+
 
 # Kafka's ranges: property -> (least, greatest).
 _RANGES: Mapping[str, tuple[int, int]] = {

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +51,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.log import LogError
+from tickwheel.log import Log, LogError
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import (
     FetchIsolation,
@@ -60,7 +61,13 @@ from tickwheel.replica import (
     ReplicaManager,
     TopicPartition,
 )
-from tickwheel.share._config import EARLIEST, SHARE_AUTO_OFFSET_RESET, ShareConfig
+from tickwheel.share._config import (
+    EARLIEST,
+    LATEST,
+    SHARE_AUTO_OFFSET_RESET,
+    ShareConfig,
+    by_duration_ms,
+)
 from tickwheel.share._delayed_share_fetch import DelayedShareFetch
 from tickwheel.share._partition import (
     AcknowledgementBatch,
@@ -73,6 +80,11 @@ from tickwheel.share._session import ShareSessionCache
 from tickwheel.timer import LoopTimers
 
 _log = logging.getLogger(__name__)
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
 
 _FENCED = frozenset({ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch})
 """Write errors after which the share-partition in memory is stale."""
@@ -126,6 +138,7 @@ class SharePartitionManager:
         topic_name: Callable[[uuid.UUID], str | None],
         group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {},
         broker_id: int = 0,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
     ) -> None:
         self.config = config
         self.persister = persister
@@ -134,6 +147,8 @@ class SharePartitionManager:
         self._timers = timers
         self._topic_name = topic_name
         self._group_configs = group_configs
+        # Epoch milliseconds, the time record timestamps are in (``by_duration`` resets).
+        self._clock_ms = clock_ms
         self.lock_timer = timers.new_timer("ShareLocks")
         self.purgatory: DelayedOperationPurgatory[DelayedShareFetch] = DelayedOperationPurgatory(
             "ShareFetch",
@@ -211,11 +226,8 @@ class SharePartitionManager:
         max_locks = self.config.group_share_partition_max_record_locks
         if state is None:
             replica = self._replica_manager.get_partition(tp)
-            reset = self._group_configs(key.group_id).get(SHARE_AUTO_OFFSET_RESET)
-            start_offset = 0
-            if replica is not None:
-                log = replica.log
-                start_offset = log.log_start_offset if reset == EARLIEST else log.high_watermark
+            reset = self._group_configs(key.group_id).get(SHARE_AUTO_OFFSET_RESET) or LATEST
+            start_offset = 0 if replica is None else self._reset_offset(replica.log, reset)
             partition = SharePartition(
                 key,
                 start_offset,
@@ -223,6 +235,7 @@ class SharePartitionManager:
                 delivery_count_limit=limit,
                 max_in_flight_records=max_locks,
                 on_change=self._on_lock_expired,
+                leader_epoch=self._leader_epoch(key),
             )
             await self.persister.write_state(key, partition.state())
         else:
@@ -234,25 +247,39 @@ class SharePartitionManager:
                 max_in_flight_records=max_locks,
                 on_change=self._on_lock_expired,
             )
-        # Its writes carry this broker's leader epoch: the share coordinator fences the
-        # writes of a leader the partition has since left behind.
+        # Its writes carry this broker's leader epoch (a stored state carries the epoch of
+        # the leader that wrote it): the share coordinator fences the writes of a leader
+        # the partition has since left behind.
         partition.leader_epoch = self._leader_epoch(key)
         self._partitions[key] = partition
         self._by_topic_partition.setdefault(tp, {})[key] = None
         _log.info("loaded share-partition %s at start offset %d", key, partition.start_offset)
         return partition
 
+    def _reset_offset(self, log: Log, reset: str) -> int:
+        """Where a group that never consumed ``log`` starts (``share.auto.offset.reset``)."""
+        if reset == EARLIEST:
+            return log.log_start_offset
+        duration_ms = by_duration_ms(reset)
+        if duration_ms is not None:
+            found = log.offset_for_timestamp(self._clock_ms() - duration_ms)
+            if found is not None:
+                return min(found.offset, log.high_watermark)
+        return log.high_watermark
+
     def _leader_epoch(self, key: SharePartitionKey) -> int:
         tp = self.topic_partition(key)
         replica = None if tp is None else self._replica_manager.get_partition(tp)
         return -1 if replica is None else replica.leader_epoch
 
-    def forget(self, key: SharePartitionKey) -> None:
-        """Drop the share-partition of ``key`` and its locks; the next use loads it again
-        from the persister (its state was reset, or its leader moved)."""
-        partition = self._partitions.pop(key, None)
-        if partition is None:
+    def forget(self, key: SharePartitionKey, stale: SharePartition | None = None) -> None:
+        """Drop the share-partition of ``key`` (only if it is still ``stale``, when given)
+        and its locks; the next use loads it again from the persister (its state was
+        reset, or its leader moved)."""
+        partition = self._partitions.get(key)
+        if partition is None or (stale is not None and partition is not stale):
             return
+        del self._partitions[key]
         partition.release_all()
         tp = self.topic_partition(key)
         keys = self._by_topic_partition.get(tp) if tp is not None else None
@@ -333,7 +360,9 @@ class SharePartitionManager:
     ) -> dict[SharePartitionKey, ShareFetchPartitionResult]:
         results = {}
         for partition in partitions:
-            if max_records <= 0 or max_bytes <= 0:
+            if max_records <= 0 or max_bytes <= 0 or not self._is_current(partition):
+                # A share-partition dropped while this fetch waited is loaded again by
+                # the member's next fetch.
                 results[partition.key] = ShareFetchPartitionResult()
                 continue
             result = self._acquire(partition, member_id, max_records, max_bytes, lock_duration_ms)
@@ -488,7 +517,12 @@ class SharePartitionManager:
             operation.abandon()
         self._track(self.release_member(group_id, member_id))
 
+    def _is_current(self, partition: SharePartition) -> bool:
+        return self._partitions.get(partition.key) is partition
+
     def _on_lock_expired(self, partition: SharePartition, released: bool) -> None:
+        if not self._is_current(partition):
+            return
         self._track(self._write(partition))
         if released:
             self.purgatory.check_and_complete(partition.key)
@@ -499,13 +533,17 @@ class SharePartitionManager:
 
     async def _write(self, partition: SharePartition) -> ErrorCode:
         """Write the share-partition's state now; its error code."""
+        if not self._is_current(partition):
+            # Dropped since (its leader moved, or its state was reset): what was done to
+            # it cannot be kept, and the client hears so.
+            return ErrorCode.not_leader_or_follower
         try:
             await self.persister.write_state(partition.key, partition.state())
         except PersisterError as exc:
             _log.warning("writing the state of %s failed: %s", partition.key, exc)
             if exc.error_code in _FENCED:
                 # Reset by an administrator, or led elsewhere since: load it again.
-                self.forget(partition.key)
+                self.forget(partition.key, partition)
             return exc.error_code
         return ErrorCode.none
 

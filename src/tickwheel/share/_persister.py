@@ -10,12 +10,10 @@ restart nobody holds a lock, so they are delivered again, while accepted and rej
 ones are not. The shape is Kafka's ``Persister`` (``ReadShareGroupState`` /
 ``WriteShareGroupState`` / ``DeleteShareGroupState``), one share-partition per call.
 
-``InMemoryPersister`` keeps the states in a dict: the broker runs with it until the
-durable persister over ``__share_group_state`` replaces it; a restart loses everything
-it held, which is the only thing it does not do.
+The broker's persister is the share coordinator's, durable in ``__share_group_state``
+(``tickwheel.coordinator.share.CoordinatorPersister``); the tests keep states in a dict.
 
-Concurrency: the persister's methods are awaited on the broker's event loop; the
-in-memory one never yields, so its calls are atomic.
+Concurrency: the persister's methods are awaited on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -88,22 +86,3 @@ class Persister(Protocol):
     async def delete_state(self, key: SharePartitionKey) -> None:
         """Forget the state of ``key``."""
         ...
-
-
-class InMemoryPersister:
-    """A ``Persister`` in a dict: correct in every way but durability."""
-
-    def __init__(self) -> None:
-        self.states: dict[SharePartitionKey, ShareGroupState] = {}
-
-    async def read_state(self, key: SharePartitionKey) -> ShareGroupState | None:
-        """The state last written for ``key``."""
-        return self.states.get(key)
-
-    async def write_state(self, key: SharePartitionKey, state: ShareGroupState) -> None:
-        """Keep ``state`` as the state of ``key``."""
-        self.states[key] = state
-
-    async def delete_state(self, key: SharePartitionKey) -> None:
-        """Drop the state of ``key``."""
-        self.states.pop(key, None)

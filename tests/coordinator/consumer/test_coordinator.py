@@ -115,6 +115,24 @@ def test_the_session_timeout_is_a_timer_task_that_heartbeats_reset() -> None:
     assert h.timer.size == 1  # only b's session task is pending: a's went with it
 
 
+def test_a_group_config_overrides_the_session_timeout_and_heartbeat_interval() -> None:
+    h = ConsumerHarness()
+    h.coordinator.group_configs = lambda group_id: (
+        {
+            "consumer.session.timeout.ms": str(SESSION_MS * 2),
+            "consumer.heartbeat.interval.ms": "250",
+        }
+        if group_id == "g"
+        else {}
+    )
+    joined = h.ok("a", 0)
+    assert joined.heartbeat_interval_ms == 250
+    h.advance(SESSION_MS + 1)
+    assert {m.member.member_id for m in h.coordinator.describe("g").members} == {"a"}
+    h.advance(SESSION_MS)
+    assert not h.coordinator.describe("g").members
+
+
 def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
     h = ConsumerHarness()
     a = Client(h, "a")
@@ -190,6 +208,18 @@ def test_regex_subscription_picks_up_a_new_topic() -> None:
         result = h.ok("a", result.member_epoch, owned=dict(result.assignment or {}))
     described = h.coordinator.describe("g").members[0].member
     assert set(described.assigned_partitions) == {TOPIC_ID, later}
+
+
+def test_regexes_are_re2s() -> None:
+    """RE2 has no backreferences (Python's ``re`` would accept this one), and matches a
+    pattern that makes a backtracking engine take exponential time in linear time."""
+    h = ConsumerHarness()
+    refused = h.heartbeat("a", 0, regex=r"(ord)\1")
+    assert refused.error is ErrorCode.invalid_regular_expression
+    h.topics.add("a" * 40, 1)
+    h.ok("b", 0, regex="(a|a)*b")
+    described = h.coordinator.describe("g").members[0].member
+    assert described.assigned_partitions == {}
 
 
 def test_range_assignor_on_request() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
+from tickwheel.coordinator._errors import coordinator_append_error
 from tickwheel.coordinator.transaction import TransactionState, TxnTransitMetadata
 from tickwheel.coordinator.transaction._log import build_record_batch, encode_value
-from tickwheel.coordinator.transaction._state_manager import coordinator_error
 from tickwheel.log import AppendOrigin
 from tickwheel.replica import ACKS_ALL
 
@@ -341,7 +341,7 @@ async def test_describe_and_list_need_a_running_coordinator(txn: Txn) -> None:
     ],
 )
 async def test_append_errors_map_as_in_kafka(append_error: ErrorCode, answer: ErrorCode) -> None:
-    assert coordinator_error(append_error) == answer
+    assert coordinator_append_error(append_error) == answer
 
 
 async def test_a_timed_out_abort_that_cannot_be_written_is_tried_again(txn: Txn) -> None:

@@ -2,7 +2,8 @@
 
 ConsumerGroupHeartbeat and ConsumerGroupDescribe are answered here; every other group
 API goes to the classic ``GroupApis`` after a look at whether its group id names a
-consumer-protocol group (one namespace for both protocols):
+consumer-protocol group (one namespace for every protocol; ListGroups also lists, and
+DeleteGroups hands on, the share groups the classic side is told of):
 
 =====================  ===  ========  ===============================================
 API                    key  versions  for a consumer-protocol group

@@ -16,8 +16,11 @@ ConsumerGroupHeartbeat:
    (UNRELEASED_INSTANCE_ID) while that one is still active. A known member's epoch is
    checked: newer than the coordinator's, or older and not the previous one with a
    subset of its partitions, is FENCED_MEMBER_EPOCH.
-3. Update its subscription; recompute the subscribed topics (names and ``re.fullmatch``
-   of the regex over the broker's non-internal topics, as ids and partition counts). A
+3. Update its subscription; recompute the subscribed topics (names and a full match of
+   the regex over the broker's non-internal topics, as ids and partition counts). The
+   regex is RE2's, as Kafka's RE2/J: its matching time is linear in the topic name,
+   whatever pattern a client sends (Python's ``re`` backtracks, and a pattern such as
+   ``(a|a)*b`` would hold the event loop for seconds). A
    changed subscription, or changed topic metadata (a topic created, deleted or
    grown), bumps the group epoch.
 4. If the group epoch is ahead of the target-assignment epoch, the assignor (the
@@ -64,13 +67,13 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import re2
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator._config import GroupConfig
@@ -117,6 +120,8 @@ CONSUMER_GROUP_TYPE = "consumer"
 CONSUMER_PROTOCOL_TYPE = "consumer"
 """The protocol type DescribeGroups and ListGroups show for these groups."""
 _INTERNAL_TOPIC_PREFIX = "__"
+CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
+CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 
 
 class TopicCatalog(Protocol):
@@ -234,6 +239,10 @@ class ConsumerGroupCoordinator:
         # Whether a group id is a share group's (set by the broker): group ids are one
         # namespace across the protocols.
         self.share_group_exists: Callable[[str], bool] = lambda group_id: False
+        # A group's config overrides (``consumer.session.timeout.ms``,
+        # ``consumer.heartbeat.interval.ms``), set by the broker; already validated
+        # against the group.consumer.* bounds when they were set.
+        self.group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {}
 
     # --- queries used by the classic side ----------------------------------------------
 
@@ -308,8 +317,8 @@ class ConsumerGroupCoordinator:
             )
         if request.subscribed_topic_regex is not None:
             try:
-                re.compile(request.subscribed_topic_regex)
-            except re.error as exc:
+                re2.compile(request.subscribed_topic_regex)
+            except re2.error as exc:
                 raise _HeartbeatError(
                     ErrorCode.invalid_regular_expression, f"SubscribedTopicRegex is invalid: {exc}"
                 ) from exc
@@ -453,7 +462,11 @@ class ConsumerGroupCoordinator:
             ErrorCode.none,
             member_id=reconciled.member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self._group_ms(
+                group.group_id,
+                CONSUMER_HEARTBEAT_INTERVAL_MS,
+                self.config.group_consumer_heartbeat_interval_ms,
+            ),
             assignment=reconciled.assigned_partitions if full or changed else None,
         )
 
@@ -590,7 +603,7 @@ class ConsumerGroupCoordinator:
     def _subscribed_names(self, member: ConsumerGroupMember, all_topics: Sequence[str]) -> set[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex is not None:
-            pattern = re.compile(member.subscribed_topic_regex)
+            pattern = re2.compile(member.subscribed_topic_regex)
             names.update(
                 name
                 for name in all_topics
@@ -706,12 +719,21 @@ class ConsumerGroupCoordinator:
 
     # --- timers -------------------------------------------------------------------------
 
+    def _group_ms(self, group_id: str, name: str, default_ms: int) -> int:
+        """The group's override of the duration ``name``, else the broker's."""
+        raw = self.group_configs(group_id).get(name)
+        return default_ms if raw is None or not raw.isdigit() else int(raw)
+
     def _schedule_session(self, group: ConsumerGroup, member_id: str) -> None:
         timers = self._timers.setdefault((group.group_id, member_id), _MemberTimers())
         if timers.session is not None:
             timers.session.cancel()
         timers.session = self._timer.schedule(
-            self.config.group_consumer_session_timeout_ms,
+            self._group_ms(
+                group.group_id,
+                CONSUMER_SESSION_TIMEOUT_MS,
+                self.config.group_consumer_session_timeout_ms,
+            ),
             self._expire_session,
             group.group_id,
             member_id,

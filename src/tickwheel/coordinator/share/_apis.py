@@ -215,7 +215,7 @@ class ShareStateApis:
         }
 
     async def _read_summary(self, key: SharePartitionKey, _partition: Any) -> dict[str, Any]:
-        error, state = self.coordinator.read_summary(key)
+        error, state = self.coordinator.read_state(key)
         summary = {**_NO_STATE[READ_SHARE_GROUP_STATE_SUMMARY_KEY], "error_code": error}
         if error is not ErrorCode.none:
             summary.update(_failed(error))

@@ -25,12 +25,13 @@ As Kafka's ``ShareCoordinatorShard``:
 - ``initialize_state`` writes a state with no batches at a new state epoch (Kafka's
   InitializeShareGroupState: the group coordinator starts a share-partition, or an
   administrator moves its start offset); ``delete_state`` writes the tombstone.
-- ``read_state`` answers the stored state (None: never initialized) and ``read_summary``
-  its epochs and start offset, for DescribeShareGroupOffsets.
+- ``read_state`` answers the committed state (None: never initialized); an
+  administrator's read (ReadShareGroupStateSummary) is the same without a leader epoch.
 
 Each state is applied to the cache when its append completes, and only if it is newer
 (by log offset) than what the cache holds, so two writes of one key in flight cannot
-leave the older one behind.
+leave the older one behind; a write is fenced against the newest state appended, even
+one not yet committed.
 
 Concurrency contract: event-loop thread only, like the ReplicaManager whose
 ``append_records`` it calls; awaiting an append yields the loop, and a partition may be
@@ -40,12 +41,14 @@ resigned meanwhile (the answer is then NOT_COORDINATOR).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.coordinator._errors import coordinator_append_error
 from tickwheel.coordinator._hashing import java_abs, java_string_hash
 from tickwheel.coordinator._state_log import StateLogError, read_to_end
 from tickwheel.coordinator.share._config import ShareCoordinatorConfig
@@ -58,7 +61,6 @@ from tickwheel.coordinator.share._records import (
     decode_value,
     next_snapshot_epoch,
 )
-from tickwheel.coordinator.transaction import coordinator_error
 from tickwheel.log import AppendOrigin
 from tickwheel.protocol import encode_topic_id
 from tickwheel.replica import ACKS_ALL, ProducePartitionResult, ReplicaManager, TopicPartition
@@ -68,6 +70,26 @@ _log = logging.getLogger(__name__)
 
 NO_LEADER_EPOCH = -1
 """A request's leader epoch when it does not know one (an administrator's)."""
+MAX_STATE_SPAN_OFFSETS = 100_000
+"""The most offsets a state's batches may span from its start offset: ten times the
+largest in-flight window a share-partition may have
+(``group.share.partition.max.record.locks`` is at most 10,000). A share-partition is
+rebuilt offset by offset from its state, so a wider one, which only a forged
+WriteShareGroupState can make, is refused rather than stored."""
+
+
+def state_error(state: ShareGroupState) -> str | None:
+    """Why ``state`` cannot be a share-partition's state, or None if it can."""
+    if state.start_offset < 0:
+        return f"start offset {state.start_offset} is negative"
+    for batch in state.state_batches:
+        if not state.start_offset <= batch.first_offset <= batch.last_offset:
+            return f"batch {batch.first_offset}..{batch.last_offset} is out of order"
+        if batch.last_offset - state.start_offset >= MAX_STATE_SPAN_OFFSETS:
+            return f"batch {batch.first_offset}..{batch.last_offset} is too far from the start"
+        if batch.delivery_count < 0:
+            return f"delivery count {batch.delivery_count} is negative"
+    return None
 
 
 def coordinator_key(key: SharePartitionKey) -> str:
@@ -90,7 +112,20 @@ class StoredState:
 
 @dataclass(slots=True)
 class _LoadedPartition:
+    # The committed state of each share-partition.
     states: dict[SharePartitionKey, StoredState] = field(default_factory=dict)
+    # The newest state appended for a share-partition and not committed yet (None: a
+    # tombstone), under the token of its append: the next write is checked against it,
+    # as Kafka checks writes against its in-memory state, so a write admitted while an
+    # administrator's reset was in flight cannot undo the reset.
+    pending: dict[SharePartitionKey, tuple[int, ShareSnapshot | None]] = field(default_factory=dict)
+
+    def latest(self, key: SharePartitionKey) -> ShareSnapshot | None:
+        """The newest snapshot of ``key``, pending or committed (None: none)."""
+        if key in self.pending:
+            return self.pending[key][1]
+        stored = self.states.get(key)
+        return None if stored is None else stored.snapshot
 
 
 class ShareCoordinator:
@@ -108,6 +143,7 @@ class ShareCoordinator:
         self._clock_ms = clock_ms
         self.partition_count = config.share_coordinator_state_topic_num_partitions
         self._loaded: dict[int, _LoadedPartition] = {}
+        self._append_tokens = itertools.count()
 
     # -- placement and leadership ----------------------------------------------------
 
@@ -132,8 +168,10 @@ class ShareCoordinator:
                     read_to_end(hosted.log, self.config.share_coordinator_load_buffer_size)
                 )
             except StateLogError as exc:
+                # Served empty, every share-partition of it would start over and deliver
+                # settled records again: it stays unloaded (NOT_COORDINATOR) instead.
                 _log.error("%s-%d: not loaded: %s", SHARE_GROUP_STATE_TOPIC, partition, exc)
-                records = []
+                return
             for offset, key_bytes, value in records:
                 self._replay(partition, loaded, offset, key_bytes, value)
         self._loaded[partition] = loaded
@@ -185,6 +223,9 @@ class ShareCoordinator:
         loaded = self._loaded.get(self.partition_for(key))
         return None if loaded is None else loaded.states
 
+    def _partition_of(self, key: SharePartitionKey) -> _LoadedPartition | None:
+        return self._loaded.get(self.partition_for(key))
+
     # -- reads -----------------------------------------------------------------------
 
     def read_state(
@@ -202,10 +243,6 @@ class ShareCoordinator:
             return ErrorCode.fenced_leader_epoch, None
         return ErrorCode.none, state
 
-    def read_summary(self, key: SharePartitionKey) -> tuple[ErrorCode, ShareGroupState | None]:
-        """Like ``read_state`` without the leader-epoch check (an administrator's read)."""
-        return self.read_state(key)
-
     def keys_of_group(self, group_id: str) -> list[SharePartitionKey]:
         """Every share-partition of ``group_id`` whose state is kept here."""
         return [
@@ -218,13 +255,16 @@ class ShareCoordinator:
     # -- writes ----------------------------------------------------------------------
 
     async def write_state(self, key: SharePartitionKey, state: ShareGroupState) -> ErrorCode:
-        """Store ``state`` as the whole state of ``key``; NONE once committed."""
-        states = self._states_of(key)
-        if states is None:
+        """Store ``state`` as the whole state of ``key``; NONE once committed, and
+        INVALID_REQUEST for a state no share-partition can have (``state_error``)."""
+        if state_error(state) is not None:
+            return ErrorCode.invalid_request
+        loaded = self._partition_of(key)
+        if loaded is None:
             return ErrorCode.not_coordinator
-        stored = states.get(key)
-        if stored is not None:
-            current = stored.snapshot.state
+        latest = loaded.latest(key)
+        if latest is not None:
+            current = latest.state
             if state.leader_epoch != NO_LEADER_EPOCH and state.leader_epoch < current.leader_epoch:
                 return ErrorCode.fenced_leader_epoch
             if state.state_epoch < current.state_epoch:
@@ -235,36 +275,39 @@ class ShareCoordinator:
         self, key: SharePartitionKey, state_epoch: int, start_offset: int
     ) -> ErrorCode:
         """Start ``key`` (again) at ``start_offset`` with no record in flight."""
-        states = self._states_of(key)
-        if states is None:
+        if start_offset < 0:
+            return ErrorCode.invalid_request
+        loaded = self._partition_of(key)
+        if loaded is None:
             return ErrorCode.not_coordinator
-        stored = states.get(key)
+        latest = loaded.latest(key)
         leader_epoch = NO_LEADER_EPOCH
-        if stored is not None:
-            if state_epoch <= stored.snapshot.state.state_epoch:
+        if latest is not None:
+            if state_epoch <= latest.state.state_epoch:
                 return ErrorCode.fenced_state_epoch
-            leader_epoch = stored.snapshot.state.leader_epoch
+            leader_epoch = latest.state.leader_epoch
         return await self._append(key, ShareGroupState(state_epoch, leader_epoch, start_offset, ()))
 
     async def delete_state(self, key: SharePartitionKey) -> ErrorCode:
         """Remove the state of ``key`` (a tombstone); NONE once committed."""
-        states = self._states_of(key)
-        if states is None:
+        loaded = self._partition_of(key)
+        if loaded is None:
             return ErrorCode.not_coordinator
-        if key not in states:
+        if loaded.latest(key) is None:
             return ErrorCode.none
         return await self._append(key, None)
 
     async def _append(self, key: SharePartitionKey, state: ShareGroupState | None) -> ErrorCode:
-        partition = self.partition_for(key)
-        states = self._states_of(key)
-        assert states is not None
-        stored = states.get(key)
+        loaded = self._partition_of(key)
+        assert loaded is not None
         snapshot = None
         if state is not None:
-            previous_epoch = -1 if stored is None else stored.snapshot.snapshot_epoch
+            previous = loaded.latest(key)
+            previous_epoch = -1 if previous is None else previous.snapshot_epoch
             snapshot = ShareSnapshot(next_snapshot_epoch(previous_epoch), state)
-        tp = TopicPartition(SHARE_GROUP_STATE_TOPIC, partition)
+        token = next(self._append_tokens)
+        loaded.pending[key] = (token, snapshot)
+        tp = TopicPartition(SHARE_GROUP_STATE_TOPIC, self.partition_for(key))
         done: asyncio.Future[ProducePartitionResult] = asyncio.get_running_loop().create_future()
 
         def appended(results: Mapping[TopicPartition, ProducePartitionResult]) -> None:
@@ -280,17 +323,18 @@ class ShareCoordinator:
             origin=AppendOrigin.COORDINATOR,
         )
         result = await done
+        if loaded.pending.get(key, (None, None))[0] == token:
+            del loaded.pending[key]
         error = ErrorCode(result.error_code)
         if error is not ErrorCode.none:
             _log.info("writing the share state of %s failed: %s", coordinator_key(key), error.name)
-            return coordinator_error(error)
-        states = self._states_of(key)
-        if states is None:
+            return coordinator_append_error(error)
+        if self._loaded.get(tp.partition) is not loaded:
             return ErrorCode.not_coordinator
-        latest = states.get(key)
-        if latest is None or latest.offset < result.base_offset:
+        committed = loaded.states.get(key)
+        if committed is None or committed.offset < result.base_offset:
             if snapshot is None:
-                states.pop(key, None)
+                loaded.states.pop(key, None)
             else:
-                states[key] = StoredState(result.base_offset, snapshot)
+                loaded.states[key] = StoredState(result.base_offset, snapshot)
         return ErrorCode.none

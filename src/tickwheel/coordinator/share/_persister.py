@@ -156,7 +156,7 @@ class CoordinatorPersister:
         """The state of ``key`` without its batches, or None (an administrator's read)."""
 
         async def local() -> tuple[ErrorCode, ShareGroupState | None]:
-            error, state = self._coordinator.read_summary(key)
+            error, state = self._coordinator.read_state(key)
             if state is not None:
                 state = ShareGroupState(
                     state.state_epoch, state.leader_epoch, state.start_offset, ()

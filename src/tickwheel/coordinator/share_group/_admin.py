@@ -274,9 +274,13 @@ class ShareGroupAdmin:
             every = partitions or range(self._topology.partition_count(name))
             keys.update(SharePartitionKey(group_id, topic_id, p) for p in every)
         error = await self._delete_states(sorted(keys, key=_key_order))
-        if error is ErrorCode.none:
-            self._groups.delete_group(group_id)
-        return error
+        if error is not ErrorCode.none:
+            return error
+        # A member may have joined while the states were deleted: it keeps the group.
+        if self._group_error(group_id, needs_empty=True) is ErrorCode.non_empty_group:
+            return ErrorCode.non_empty_group
+        self._groups.delete_group(group_id)
+        return ErrorCode.none
 
 
 def _key_order(key: SharePartitionKey) -> tuple[str, int]:

@@ -78,10 +78,7 @@ from tickwheel.coordinator.transaction._metadata import (
     is_epoch_exhausted,
 )
 from tickwheel.coordinator.transaction._service import TransactionService
-from tickwheel.coordinator.transaction._state_manager import (
-    TransactionStateManager,
-    coordinator_error,
-)
+from tickwheel.coordinator.transaction._state_manager import TransactionStateManager
 from tickwheel.coordinator.transaction._timeouts import TxnTimeouts
 
 __all__ = [
@@ -110,7 +107,6 @@ __all__ = [
     "TxnTimeouts",
     "TxnTransitMetadata",
     "client_error",
-    "coordinator_error",
     "decode_key",
     "decode_value",
     "encode_key",

@@ -34,6 +34,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.coordinator._errors import coordinator_append_error
 from tickwheel.coordinator._hashing import java_abs, java_string_hash
 from tickwheel.coordinator._state_log import read_to_end
 from tickwheel.coordinator.transaction._config import TransactionConfig
@@ -58,28 +59,6 @@ from tickwheel.replica import ACKS_ALL, ProducePartitionResult, ReplicaManager, 
 _log = logging.getLogger(__name__)
 
 AppendCallback = Callable[[ErrorCode], None]
-
-_TO_COORDINATOR_NOT_AVAILABLE = frozenset(
-    {
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.not_enough_replicas,
-        ErrorCode.not_enough_replicas_after_append,
-        ErrorCode.request_timed_out,
-    }
-)
-_TO_NOT_COORDINATOR = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error})
-_TO_UNKNOWN_SERVER_ERROR = frozenset({ErrorCode.message_too_large, ErrorCode.record_list_too_large})
-
-
-def coordinator_error(append_error: ErrorCode) -> ErrorCode:
-    """The coordinator's answer for an append to ``__transaction_state`` that failed so."""
-    if append_error in _TO_COORDINATOR_NOT_AVAILABLE:
-        return ErrorCode.coordinator_not_available
-    if append_error in _TO_NOT_COORDINATOR:
-        return ErrorCode.not_coordinator
-    if append_error in _TO_UNKNOWN_SERVER_ERROR:
-        return ErrorCode.unknown_server_error
-    return append_error
 
 
 @dataclass(slots=True)
@@ -252,7 +231,7 @@ class TransactionStateManager:
     ) -> None:
         def appended(results: Any) -> None:
             result: ProducePartitionResult = results[tp]
-            done(coordinator_error(ErrorCode(result.error_code)))
+            done(coordinator_append_error(ErrorCode(result.error_code)))
 
         self._replica_manager.append_records(
             timeout_ms,

@@ -25,8 +25,9 @@ the final epoch it only acknowledges, then closes the session and releases what 
 member still holds; one that only renews locks (v2 ``is_renew_ack``) acquires nothing.
 Records go out as the log stores them, with ``acquired_records`` saying which offsets
 the member holds and their delivery counts. Share sessions and share-partitions are
-kept by every broker for the partitions it leads; share-group membership by every
-broker for the groups it is asked about (one node: all of them).
+kept by every broker for the partitions it leads; share-group membership by the group's
+coordinator (the leader of its ``__consumer_offsets`` partition; any other broker
+answers NOT_COORDINATOR).
 The classic coordinator is told of share groups through hooks: ListGroups lists them
 (type ``share``), a JoinGroup for a share group's id is refused, and DeleteGroups of one
 goes to the share-group admin (``_share_admin``), which deletes its state too.
@@ -98,6 +99,7 @@ def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
         topic_name=context.topic_name,
         group_configs=context.group_configs.effective,
         broker_id=context.broker_id,
+        clock_ms=broker_time.wall_clock_ms,
     )
     context.replica_manager.high_watermark_listener = manager.on_high_watermark
 
@@ -279,13 +281,15 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
         )
     except ShareSessionError as exc:
         return _session_error(request, exc.error_code, lock_ms)
+    # Read before the first await: the session may be closed or replaced meanwhile.
+    session_partitions = list(session.partitions)
     ack_errors = await manager.acknowledge(group_id, member_id, acks) if acks else {}
     fetched: dict[SharePartitionKey, ShareFetchPartitionResult] = {}
     if epoch == FINAL_EPOCH:
         manager.sessions.remove(group_id, member_id)
         await manager.release_member(group_id, member_id)
     elif not getattr(body, "is_renew_ack", False):
-        keys = [_key(group_id, tid, p) for tid, p in session.partitions]
+        keys = [_key(group_id, tid, p) for tid, p in session_partitions]
         fetched = await manager.fetch(
             group_id,
             member_id,

@@ -10,7 +10,7 @@ fewer brokers are alive a state cannot be located, and the persister keeps retry
 In a cluster the coordinator of a share-partition is the leader of its state partition
 as this broker's metadata cache knows it; requests to another broker go as
 ReadShareGroupState/WriteShareGroupState/... through
-``tickwheel.cluster.KafkaShareStateTransport``; the node's leadership listener loads a
+``tickwheel.server._share_transport``; the node's leadership listener loads a
 state partition when this broker starts leading it and unloads it when it stops.
 
 Concurrency: event-loop thread only, like every handler.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 
-from tickwheel.cluster import ClusterNode, KafkaShareStateTransport
+from tickwheel.cluster import ClusterNode
 from tickwheel.coordinator import CoordinatorNode
 from tickwheel.coordinator.share import (
     PERSISTER_TIMEOUT_MS,
@@ -34,6 +34,7 @@ from tickwheel.coordinator.share import (
 from tickwheel.protocol import DecodedRequest
 from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
+from tickwheel.server._share_transport import KafkaShareStateTransport
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
