@@ -37,11 +37,11 @@ def test_heap_locks_pop_cancelled_heads_and_keep_inner_ones_until_a_rebuild() ->
 def test_a_heap_lock_is_cancelled_by_its_last_release() -> None:
     heap = share.HeapLocks(ManualClock(0))
     lock = _lock(heap, 10, records=3)
-    lock.release_one()
-    lock.release_one()
-    assert not lock.cancelled
-    lock.release_one()
-    assert lock.cancelled
+    cancelled = []
+    for _ in range(3):
+        lock.release_one()
+        cancelled.append(lock.cancelled)
+    assert cancelled == [False, False, True]
     assert heap._heap == []
 
 
