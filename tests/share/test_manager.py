@@ -220,3 +220,17 @@ async def test_a_backlog_is_read_a_chunk_at_a_time(
     assert result.acquired == [AcquiredRecords(n, n, 1) for n in range(4)]
     assert result.records is not None
     assert [first for first, _, _, _ in record_batches(result.records)] == [0, 1, 2, 3]
+
+
+@pytest.mark.asyncio
+async def test_records_deleted_from_the_log_are_skipped(shares: Shares) -> None:
+    shares.group_configs["share.auto.offset.reset"] = "earliest"
+    await shares.produce(b"a", b"b")
+    await fetch(shares, "m")
+    await ack(shares, "m", 0, 1, AcknowledgeType.RELEASE)
+    await shares.produce(b"c")
+    replica = shares.replica_manager.get_partition(TP)
+    assert replica is not None
+    replica.log.delete_records_before(2)
+    result = (await fetch(shares, "n"))[KEY]
+    assert result.acquired == [AcquiredRecords(2, 2, 1)]

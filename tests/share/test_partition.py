@@ -203,6 +203,18 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 self.model.give_back(record)
         self.model.advance_start()
 
+    @rule(data=st.data())
+    def delete_records(self, data: st.DataObject) -> None:
+        """The log's start moves (retention): what lies below is archived."""
+        offset = data.draw(st.integers(self.model.start_offset, self.log_end + 2))
+        self.partition.skip_to(offset)
+        for missing in range(self.model.start_offset, offset):
+            record = self.model.record(missing)
+            record.state, record.holder = RecordState.ARCHIVED, None
+        self.model.advance_start()
+        self.log = [(max(first, offset), last) for first, last in self.log if last >= offset]
+        self.log_end = max(self.log_end, offset)
+
     @rule(ms=st.integers(1, 120))
     def tick(self, ms: int) -> None:
         advance(self.clock, self.timer, ms)
@@ -232,6 +244,11 @@ class SharePartitionMachine(RuleBasedStateMachine):
             record = self.model.record(offset)
             assert self.partition.record_state(offset) == (record.state, record.delivery_count)
         assert self.partition.in_flight <= MAX_IN_FLIGHT
+        available = any(
+            self.model.record(o).state is RecordState.AVAILABLE
+            for o in range(self.partition.start_offset, self.partition.end_offset)
+        )
+        assert self.partition.can_acquire(self.partition.end_offset) == available
         assert self.timer.size <= self.partition.in_flight
 
 
@@ -295,10 +312,23 @@ def test_malformed_acknowledgements_are_invalid_requests() -> None:
         AcknowledgementBatch(2, 1, (1,)),
         AcknowledgementBatch(0, 3, (1, 1)),
         AcknowledgementBatch(0, 0, (9,)),
+        AcknowledgementBatch(-5, 0, (1,)),
     ):
         with pytest.raises(ShareAcknowledgeError) as caught:
             partition.acknowledge("a", [batch], lock_duration_ms=LOCK_MS)
         assert caught.value.error_code == ErrorCode.invalid_request
+    for batches in (
+        [AcknowledgementBatch(0, 1, (2,)), AcknowledgementBatch(1, 2, (2,))],
+        [AcknowledgementBatch(2, 2, (1,)), AcknowledgementBatch(0, 0, (1,))],
+    ):
+        with pytest.raises(ShareAcknowledgeError) as caught:
+            partition.acknowledge("a", batches, lock_duration_ms=LOCK_MS)
+        assert caught.value.error_code == ErrorCode.invalid_request
+    assert partition.record_state(1) == (RecordState.ACQUIRED, 1)  # all or nothing
+    for batch in (AcknowledgementBatch(4, 6, (1,)), AcknowledgementBatch(0, 10**15, (1,))):
+        with pytest.raises(ShareAcknowledgeError) as caught:
+            partition.acknowledge("a", [batch], lock_duration_ms=LOCK_MS)
+        assert caught.value.error_code == ErrorCode.invalid_record_state
     with pytest.raises(ShareAcknowledgeError) as caught:
         partition.acknowledge("b", [AcknowledgementBatch(0, 0, (1,))], lock_duration_ms=LOCK_MS)
     assert caught.value.error_code == ErrorCode.invalid_record_state
@@ -346,3 +376,15 @@ def test_state_round_trip() -> None:
         max_in_flight_records=MAX_IN_FLIGHT,
     )
     assert (empty.start_offset, empty.end_offset) == (7, 7)
+
+
+def test_skipping_deleted_records_archives_them_and_moves_the_start() -> None:
+    partition, _, timer, _ = new_partition()
+    partition.acquire("a", [(0, 3)], max_records=10, lock_duration_ms=LOCK_MS)
+    partition.acknowledge("a", [AcknowledgementBatch(1, 1, (2,))], lock_duration_ms=LOCK_MS)
+    partition.skip_to(2)
+    assert (partition.start_offset, partition.end_offset) == (2, 4)
+    assert partition.next_fetch_offset() == 4
+    partition.skip_to(10)
+    assert (partition.start_offset, partition.end_offset) == (10, 10)
+    assert timer.size == 0

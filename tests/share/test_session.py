@@ -77,3 +77,16 @@ def test_a_new_initial_request_replaces_the_session() -> None:
 def test_the_epoch_wraps_to_one() -> None:
     assert next_epoch(2**31 - 1) == 1
     assert next_epoch(5) == 6
+
+
+def test_a_full_cache_evicts_the_oldest_session_of_a_departed_member() -> None:
+    cache = ShareSessionCache(2)
+    cache.for_fetch("g", "a", INITIAL_EPOCH, [], [], acknowledging=False)
+    cache.for_fetch("g", "b", INITIAL_EPOCH, [], [], acknowledging=False)
+    cache.mark_departed("g", "b")
+    cache.mark_departed("g", "nobody")  # no session: nothing to mark
+    cache.for_fetch("g", "c", INITIAL_EPOCH, [], [], acknowledging=False)
+    assert (cache.get("g", "a") is not None, cache.get("g", "b"), len(cache)) == (True, None, 2)
+    assert error_of(
+        lambda: cache.for_fetch("g", "d", INITIAL_EPOCH, [], [], acknowledging=False)
+    ) == (ErrorCode.share_session_limit_reached)

@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 
 from tickwheel.server import BackgroundBroker
+from tickwheel.timer import ManualClock
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -295,3 +296,42 @@ def test_a_waiting_share_fetch_is_answered_when_a_record_is_produced(
         stop.set()
         thread.join()
     assert latency_s < MAX_WAIT_MS / 1000 / 5, latency_s
+
+
+def test_a_lock_expires_when_the_broker_clock_passes_its_duration(
+    tickwheel_manual_broker: BackgroundBroker,
+    tickwheel_clock: ManualClock,
+    topic: str,
+    consumers: list[ShareConsumer],
+) -> None:
+    broker = tickwheel_manual_broker
+    create_topic(broker, topic)
+    holder = consumer(broker, "manual", **{"share.acknowledgement.mode": "explicit"})
+    consumers.append(holder)
+    holder.subscribe([topic])
+    wait_for(
+        lambda: waiting_share_fetches(broker) >= 1,
+        "the holder's fetch",
+        poll=lambda: poll_messages(holder),
+    )
+    produce(broker, topic, [b"held"], one_by_one=True)
+    held: list[Message] = []
+    wait_for(lambda: bool(held), "the record", poll=lambda: held.extend(poll_messages(holder)))
+    # In explicit mode librdkafka fetches no more while records wait for acknowledgement,
+    # so the next fetch to wait is the heir's.
+    assert waiting_share_fetches(broker) == 0
+    heir = consumer(broker, "manual")
+    consumers.append(heir)
+    heir.subscribe([topic])
+    got: list[tuple[bytes, int | None]] = []
+
+    def heir_polls() -> None:
+        got.extend((m.value(), m.delivery_count()) for m in poll_messages(heir))
+
+    wait_for(lambda: waiting_share_fetches(broker) >= 1, "the heir's fetch", poll=heir_polls)
+    tickwheel_clock.advance(LOCK_MS - 1)
+    heir_polls()
+    assert got == []
+    tickwheel_clock.advance(1)  # the lock's task on the wheel fires: the record is free
+    wait_for(lambda: bool(got), "the redelivery", poll=heir_polls)
+    assert got == [(b"held", 2)]

@@ -1,8 +1,9 @@
 """``BrokerTime``: the broker's one clock, and everything of the broker that waits on it.
 
 Every wait of a broker is a task on a timing wheel: the purgatories' DelayedProduce,
-DelayedFetch and DelayedDeleteRecords, the group coordinator's heartbeats (session
-timeouts), joins (rebalance timeouts, the initial rebalance delay), and the periodic
+DelayedFetch, DelayedDeleteRecords and DelayedShareFetch, the group coordinator's
+heartbeats (session timeouts), joins (rebalance timeouts, the initial rebalance delay),
+share-group members' sessions, share records' acquisition locks, and the periodic
 maintenance on the ``Scheduler`` (retention and flushing, checkpoints, the offsets
 retention check, the idle-connection check). All those timers come from one
 ``LoopTimers`` on one clock, so the clock decides every timeout:

@@ -330,6 +330,8 @@ class SharePartitionManager:
             if fetch_offset is None:
                 break
             read = self._read(tp, fetch_offset, min(READ_CHUNK_BYTES, max_bytes - sent_bytes))
+            if read == ErrorCode.offset_out_of_range and self._skip_deleted(tp, partition):
+                continue
             if isinstance(read, ErrorCode):
                 if acquired:
                     break  # answer what is held; the error comes back on the next fetch
@@ -354,6 +356,15 @@ class SharePartitionManager:
         if not acquired:
             return ShareFetchPartitionResult()
         return ShareFetchPartitionResult(records=b"".join(chunks.values()), acquired=acquired)
+
+    def _skip_deleted(self, tp: TopicPartition, partition: SharePartition) -> bool:
+        """Move the share-partition past records the log deleted; True if it moved."""
+        replica = self._replica_manager.get_partition(tp)
+        if replica is None or replica.log.log_start_offset <= partition.start_offset:
+            return False
+        partition.skip_to(replica.log.log_start_offset)
+        self._track(self._write(partition))
+        return True
 
     def _read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> bytes | ErrorCode:
         """Whole batches from ``fetch_offset`` below the high watermark (at least one)."""
@@ -437,6 +448,8 @@ class SharePartitionManager:
         own with its final request. Its waiting ShareFetches are answered at once."""
         if expired:
             self.sessions.remove(group_id, member_id)
+        else:
+            self.sessions.mark_departed(group_id, member_id)
         for operation in list(self._waiting.pop((group_id, member_id), {})):
             operation.abandon()
         self._track(self.release_member(group_id, member_id))

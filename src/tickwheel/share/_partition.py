@@ -311,15 +311,26 @@ class SharePartition:
     ) -> bool:
         """Apply a member's acknowledgements, all or none; True if records became
         available again (a RELEASE). Raises ``ShareAcknowledgeError``: INVALID_REQUEST
-        for a malformed batch, INVALID_RECORD_STATE for an offset the member does not
-        hold."""
+        for a malformed batch or batches out of order or overlapping, INVALID_RECORD_STATE
+        for an offset the member does not hold."""
         plan: list[tuple[int, AcknowledgeType]] = []
+        previous_last = -1
         for batch in batches:
             span = batch.last_offset - batch.first_offset + 1
             types = batch.acknowledge_types
-            if span <= 0 or len(types) not in (1, span):
+            if span <= 0 or len(types) not in (1, span) or batch.first_offset <= previous_last:
                 raise ShareAcknowledgeError(
-                    ErrorCode.invalid_request, f"malformed batch {batch.first_offset}..."
+                    ErrorCode.invalid_request,
+                    f"batch {batch.first_offset}..{batch.last_offset} is malformed, or "
+                    "overlaps or precedes the one before it",
+                )
+            previous_last = batch.last_offset
+            if batch.first_offset < self.start_offset or batch.last_offset >= self.end_offset:
+                # Checked before the offsets are walked: a client cannot make us loop
+                # over a range it never acquired.
+                raise ShareAcknowledgeError(
+                    ErrorCode.invalid_record_state,
+                    f"offsets {batch.first_offset}..{batch.last_offset} are not in flight",
                 )
             try:
                 kinds = [AcknowledgeType(t) for t in types]
@@ -387,6 +398,19 @@ class SharePartition:
                 released |= self._make_available(record)
         self._advance_start()
         return released
+
+    def skip_to(self, offset: int) -> None:
+        """The log no longer has the records before ``offset`` (retention, DeleteRecords):
+        archive what is in flight below it and start there."""
+        for missing in range(self.start_offset, min(offset, self.end_offset)):
+            record = self._records[missing]
+            if record.state is RecordState.AVAILABLE:
+                self._available -= 1
+            self._unlock(record)
+            record.state = RecordState.ARCHIVED
+        if offset > self.end_offset:
+            self._archive_gap(offset)
+        self._advance_start()
 
     def release_all(self) -> None:
         """Cancel every lock (the share-partition is being dropped)."""

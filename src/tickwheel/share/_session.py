@@ -16,8 +16,11 @@ first names only what changed: partitions to add (``topics``) and partitions to 
   session: SHARE_SESSION_NOT_FOUND); the session then expects the next one (after
   2**31-1 comes 1).
 
-The cache holds at most ``max_sessions`` (``group.share.max.share.sessions``): a new
-session beyond that gets SHARE_SESSION_LIMIT_REACHED.
+The cache holds at most ``max_sessions`` (``group.share.max.share.sessions``). A
+member that left its group normally closes its session with a final request; until it
+does, its session is marked departed, and a new session that finds the cache full
+evicts the oldest departed one. With none to evict, it gets
+SHARE_SESSION_LIMIT_REACHED.
 
 Concurrency: the broker's event loop only.
 """
@@ -66,6 +69,8 @@ class ShareSessionCache:
     def __init__(self, max_sessions: int) -> None:
         self._max_sessions = max_sessions
         self._sessions: dict[tuple[str, str], ShareSession] = {}
+        # Sessions of members that left their group, oldest first.
+        self._departed: dict[tuple[str, str], None] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -94,9 +99,11 @@ class ShareSessionCache:
         if epoch == INITIAL_EPOCH:
             if acknowledging:
                 raise ShareSessionError(ErrorCode.invalid_request)
-            self._sessions.pop(key, None)
+            self.remove(group_id, member_id)
             if len(self._sessions) >= self._max_sessions:
-                raise ShareSessionError(ErrorCode.share_session_limit_reached)
+                if not self._departed:
+                    raise ShareSessionError(ErrorCode.share_session_limit_reached)
+                self.remove(*next(iter(self._departed)))
             opened = ShareSession(group_id, member_id, partitions=dict.fromkeys(added))
             self._sessions[key] = opened
             return opened
@@ -134,7 +141,13 @@ class ShareSessionCache:
 
     def remove(self, group_id: str, member_id: str) -> ShareSession | None:
         """Close the member's session; the closed session, or None."""
+        self._departed.pop((group_id, member_id), None)
         return self._sessions.pop((group_id, member_id), None)
+
+    def mark_departed(self, group_id: str, member_id: str) -> None:
+        """The member left its group: its session may be evicted when the cache is full."""
+        if (group_id, member_id) in self._sessions:
+            self._departed[(group_id, member_id)] = None
 
     def members_of(self, group_id: str) -> list[str]:
         """The members of ``group_id`` with an open session."""
