@@ -91,8 +91,9 @@ def test_a_tiny_run_measures_every_part(tmp_path: Path, capsys: pytest.CaptureFi
     medians = json.loads(out.read_text())["medians"]
     assert set(medians) == set(share.FIGURES)
     assert medians["share_records_per_s"] > 0 < medians["classic_records_per_s"]
-    # Producer batches of 100 acquired 100 records at a time: one lock each.
-    assert medians["records_per_lock"] == 100
+    # A ShareFetch takes whole producer batches (at most 100 records each) until it holds
+    # 100 records, under one lock; only the last may hold fewer.
+    assert 50 <= medians["records_per_lock"] < 200
     printed = capsys.readouterr().out
     assert "share / classic" in printed
     assert "wheel lock bookkeeping / broker ShareFetch+ShareAcknowledge CPU" in printed

@@ -66,6 +66,11 @@ loop), records per lock; and the share of that CPU that lock bookkeeping is:
 
 Medians over the rounds. Results go to stdout, to JSON (``--out``) and to a PNG chart
 (``--png``); docs/benchmarks.md records them.
+
+Concurrency: the main thread runs the parts one after another. Each consumer has its
+own thread and touches only its consumer, its own counter and a ``_Drain`` (behind its
+lock); the broker part reads and instruments the in-process broker only through
+``BackgroundBroker.call``, on the broker's loop.
 """
 
 from __future__ import annotations
@@ -145,7 +150,7 @@ _RECORD = b"r"
 _NS_PER_S = 1e9
 _TMPFS = "/dev/shm"
 
-# Every figure's name, its unit and its label in the tables.
+# Every figure's name and its label (with its unit) in the tables.
 FIGURES = {
     "classic_records_per_s": "classic consumer, records/s",
     "share_records_per_s": "share consumers, records/s",
