@@ -912,7 +912,8 @@ def _chart(args: argparse.Namespace, medians: dict[str, float]) -> None:
                 unit="ns per lock / bytes per lock (median)",
                 values={
                     peer: {
-                        "add + cancel, ns": medians[f"{peer}_lock_ns"],
+                        "add + cancel, oldest first, ns": medians[f"{peer}_lock_ns"],
+                        "add + cancel, random order, ns": medians[f"{peer}_random_lock_ns"],
                         "bytes per outstanding lock": medians[f"{peer}_lock_bytes"],
                     }
                     for peer in (WHEEL, HEAPQ)
