@@ -14,9 +14,10 @@ Kafka's ``SharePartitionManager``, restated for one event loop. It owns:
 
 ``fetch`` acquires records for a member from each share-partition in turn, within the
 request's ``max_records`` and ``max_bytes``: it reads the partition's log (read
-uncommitted, up to the high watermark) from ``next_fetch_offset()``, a chunk of
-``READ_CHUNK_BYTES`` at a time, hands the record batches' offset ranges to
-``SharePartition.acquire``, and answers the bytes of the batches that hold acquired
+uncommitted, up to the high watermark) from ``next_fetch_offset()`` -- first
+``FIRST_READ_BYTES``, each further read twice the last, up to ``READ_CHUNK_BYTES`` (a
+fetch of a few records copies a few kilobytes, a large one few chunks) -- hands the
+record batches' offset ranges to ``SharePartition.acquire``, and answers the bytes of the batches that hold acquired
 records, as stored (opaque batches; the client keeps only the acquired offsets). With
 nothing acquired and time to wait, a ``DelayedShareFetch`` waits in the purgatory,
 woken by a high-watermark move (``on_high_watermark``, the ``ReplicaManager``'s
@@ -95,6 +96,8 @@ _LAST_OFFSET_DELTA_AT = 23
 _LOG_OVERHEAD = 12  # base offset and length, not counted in the length
 _CONSUMER_REPLICA_ID = -1
 READ_CHUNK_BYTES = 1 << 20
+FIRST_READ_BYTES = 1 << 16
+"""The first read of a ShareFetch: enough for hundreds of small records."""
 """The most a ShareFetch reads from a log at once. Kafka reads up to the request's max
 bytes without copying them; here a read is copied into memory, and only the records a
 member can acquire (at most ``max_records``, within the in-flight window) are sent, so
@@ -110,8 +113,9 @@ class ShareFetchPartitionResult:
     acquired: list[AcquiredRecords] = field(default_factory=list)
 
 
-def record_batches(data: bytes) -> list[tuple[int, int, int, int]]:
-    """The whole batches in ``data``: (first offset, last offset, start, end) of each."""
+def record_batches(data: bytes, until_offset: int | None = None) -> list[tuple[int, int, int, int]]:
+    """The whole batches in ``data``: (first offset, last offset, start, end) of each; with
+    ``until_offset``, only as far as the first batch that reaches it."""
     batches = []
     position = 0
     while position + _LAST_OFFSET_DELTA_AT + _LAST_OFFSET_DELTA.size <= len(data):
@@ -122,7 +126,31 @@ def record_batches(data: bytes) -> list[tuple[int, int, int, int]]:
         (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, position + _LAST_OFFSET_DELTA_AT)
         batches.append((base_offset, base_offset + delta, position, end))
         position = end
+        if until_offset is not None and base_offset + delta >= until_offset:
+            break
     return batches
+
+
+def _keep_batches_holding(
+    batches: Sequence[tuple[int, int, int, int]],
+    acquired: Sequence[AcquiredRecords],
+    data: bytes,
+    chunks: dict[int, bytes],
+) -> int:
+    """Put into ``chunks`` the bytes of each batch (in offset order) that holds a record
+    of ``acquired`` (in offset order), once; the bytes added."""
+    added = 0
+    ranges = iter(sorted(acquired, key=lambda a: a.first_offset))
+    current = next(ranges, None)
+    for first, last, start, end in batches:
+        while current is not None and current.last_offset < first:
+            current = next(ranges, None)
+        if current is None:
+            break
+        if current.first_offset <= last and first not in chunks:
+            chunks[first] = data[start:end]
+            added += end - start
+    return added
 
 
 class SharePartitionManager:
@@ -388,18 +416,23 @@ class SharePartitionManager:
         acquired: list[AcquiredRecords] = []
         chunks: dict[int, bytes] = {}  # the batches holding acquired records, by offset
         sent_bytes = 0
+        read_bytes = min(FIRST_READ_BYTES, READ_CHUNK_BYTES)
         while max_records > 0 and sent_bytes < max_bytes:
             fetch_offset = partition.next_fetch_offset()
             if fetch_offset is None:
                 break
-            read = self._read(tp, fetch_offset, min(READ_CHUNK_BYTES, max_bytes - sent_bytes))
+            read = self._read(tp, fetch_offset, min(read_bytes, max_bytes - sent_bytes))
+            read_bytes = min(2 * read_bytes, READ_CHUNK_BYTES)
             if read == ErrorCode.offset_out_of_range and self._skip_deleted(tp, partition):
                 continue
             if isinstance(read, ErrorCode):
                 if acquired:
                     break  # answer what is held; the error comes back on the next fetch
                 return ShareFetchPartitionResult(read)
-            batches = record_batches(read)
+            # At most max_records can be acquired, and at most the in-flight records
+            # before them are not available: no batch past those is looked at (a small
+            # fetch from a large backlog must not parse a whole chunk's headers).
+            batches = record_batches(read, fetch_offset + max_records + partition.in_flight)
             got = partition.acquire(
                 member_id,
                 [(first, last) for first, last, _, _ in batches],
@@ -410,12 +443,7 @@ class SharePartitionManager:
                 break
             acquired.extend(got)
             max_records -= sum(a.last_offset - a.first_offset + 1 for a in got)
-            for first, last, start, end in batches:
-                if first not in chunks and any(
-                    a.first_offset <= last and a.last_offset >= first for a in got
-                ):
-                    chunks[first] = read[start:end]
-                    sent_bytes += end - start
+            sent_bytes += _keep_batches_holding(batches, got, read, chunks)
         if not acquired:
             return ShareFetchPartitionResult()
         return ShareFetchPartitionResult(records=b"".join(chunks.values()), acquired=acquired)
