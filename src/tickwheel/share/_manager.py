@@ -17,8 +17,9 @@ request's ``max_records`` and ``max_bytes``: it reads the partition's log (read
 uncommitted, up to the high watermark) from ``next_fetch_offset()`` -- first
 ``FIRST_READ_BYTES``, each further read twice the last, up to ``READ_CHUNK_BYTES`` (a
 fetch of a few records copies a few kilobytes, a large one few chunks) -- hands the
-record batches' offset ranges to ``SharePartition.acquire``, and answers the bytes of the batches that hold acquired
-records, as stored (opaque batches; the client keeps only the acquired offsets). With
+record batches' offset ranges to ``SharePartition.acquire``, and answers the bytes of
+the batches that hold acquired records, as stored (opaque batches; the client keeps only
+the acquired offsets). With
 nothing acquired and time to wait, a ``DelayedShareFetch`` waits in the purgatory,
 woken by a high-watermark move (``on_high_watermark``, the ``ReplicaManager``'s
 listener), a release, or a lock expiry; ``min_bytes`` is not waited for (Kafka's
