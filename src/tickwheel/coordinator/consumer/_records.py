@@ -48,6 +48,7 @@ from tickwheel.coordinator.consumer._member import (
     MemberState,
     normalized,
 )
+from tickwheel.protocol import uvarint
 
 GROUP_METADATA_KEY = 3
 PARTITION_METADATA_KEY = 4
@@ -153,24 +154,15 @@ def _string(value: str) -> bytes:
     return _INT16.pack(len(encoded)) + encoded
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _compact_string(value: str | None) -> bytes:
     if value is None:
         return b"\x00"
     encoded = value.encode()
-    return _uvarint(len(encoded) + 1) + encoded
+    return uvarint(len(encoded) + 1) + encoded
 
 
 def _compact_array(items: Sequence[bytes]) -> bytes:
-    return _uvarint(len(items) + 1) + b"".join(items)
+    return uvarint(len(items) + 1) + b"".join(items)
 
 
 _NO_TAGS = b"\x00"

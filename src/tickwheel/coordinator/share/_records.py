@@ -30,6 +30,7 @@ import uuid
 from dataclasses import dataclass
 
 from tickwheel.coordinator._records import build_batch
+from tickwheel.protocol import uvarint
 from tickwheel.share import PersisterStateBatch, RecordState, ShareGroupState, SharePartitionKey
 
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
@@ -89,15 +90,6 @@ def decode_key(data: bytes) -> SharePartitionKey | None:
     return SharePartitionKey(group_id, uuid.UUID(bytes=topic_id), partition)
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _read_uvarint(data: bytes, position: int) -> tuple[int, int]:
     value = shift = 0
     while True:
@@ -135,7 +127,7 @@ def encode_value(snapshot: ShareSnapshot) -> bytes:
             state.leader_epoch,
             state.start_offset,
         ),
-        _uvarint(len(state.state_batches) + 1),
+        uvarint(len(state.state_batches) + 1),
     ]
     for batch in state.state_batches:
         parts.append(
