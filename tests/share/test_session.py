@@ -90,3 +90,14 @@ def test_a_full_cache_evicts_the_oldest_session_of_a_departed_member() -> None:
     assert error_of(
         lambda: cache.for_fetch("g", "d", INITIAL_EPOCH, [], [], acknowledging=False)
     ) == (ErrorCode.share_session_limit_reached)
+
+
+def test_the_sessions_of_a_closed_connection_close_with_it() -> None:
+    cache = ShareSessionCache(3)
+    cache.for_fetch("g", "a", INITIAL_EPOCH, [], [], acknowledging=False, connection_id=1)
+    cache.for_fetch("g", "b", INITIAL_EPOCH, [], [], acknowledging=False, connection_id=1)
+    cache.for_fetch("g", "c", INITIAL_EPOCH, [], [], acknowledging=False, connection_id=2)
+    closed = cache.remove_connection(1)
+    assert sorted(s.member_id for s in closed) == ["a", "b"]
+    assert (cache.get("g", "a"), cache.get("g", "b"), len(cache)) == (None, None, 1)
+    assert cache.remove_connection(1) == []

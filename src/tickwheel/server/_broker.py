@@ -309,6 +309,7 @@ class Broker:
             self.config.socket_request_max_bytes,
             self.memory_pool,
             clock=self.time.clock,
+            on_closed=self._connection_closed,
         )
         if self._listener is None:
             # Handed over while ``stop`` runs: nothing will serve it.
@@ -317,6 +318,12 @@ class Broker:
         task = asyncio.get_running_loop().create_task(connection.run())
         self._connections[task] = connection
         task.add_done_callback(self._connections.pop)
+
+    def _connection_closed(self, connection_id: int) -> None:
+        """A client's connection closed: the share sessions it opened close with it."""
+        context = self._context
+        if not self._stopped and context is not None and context.share_partitions is not None:
+            context.share_partitions.connection_closed(connection_id)
 
     def _schedule_housekeeping(self, broker_time: BrokerTime) -> None:
         """The periodic tasks, under Kafka's task names (LogManager, ReplicaManager,

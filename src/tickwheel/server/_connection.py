@@ -28,6 +28,11 @@ address and the reason, rate-limited per client host (``RateLimitedLog``), never
 traceback: the broker and its other connections go on. An unexpected error in a
 handler is a bug: it is logged with its traceback and closes only this connection.
 
+Each connection has an id; while it serves a request, ``current_connection_id()``
+(``_connection_id``) tells the handler which connection it is on, and when it closes its
+``on_closed`` callback hears the id (share sessions belong to the
+connection that opened them).
+
 Concurrency: each connection runs as one task on the broker's event loop; the
 ``MemoryPool`` is shared by the broker's connections on that loop.
 """
@@ -50,6 +55,7 @@ from tickwheel.protocol import (
     TlsHandshakeError,
     read_frame_size,
 )
+from tickwheel.server._connection_id import enter_connection, new_connection_id
 from tickwheel.server._dispatch import Dispatcher
 from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server.apis import CloseConnectionError, Response
@@ -141,7 +147,10 @@ class Connection:
         max_request_bytes: int,
         memory_pool: MemoryPool,
         clock: Clock | None = None,
+        on_closed: Callable[[int], None] | None = None,
     ) -> None:
+        self.connection_id = new_connection_id()
+        self._on_closed = on_closed
         self._dispatcher = dispatcher
         self._reader = reader
         self._writer = writer
@@ -161,6 +170,7 @@ class Connection:
 
     async def run(self) -> None:
         """Serve until the client leaves, sends something unanswerable, or ``close``."""
+        enter_connection(self.connection_id)
         try:
             while True:
                 prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
@@ -186,6 +196,8 @@ class Connection:
             _log.exception("unexpected error serving %s; closing its connection", self.peer)
         finally:
             self.close()
+            if self._on_closed is not None:
+                self._on_closed(self.connection_id)
 
     async def _serve(self, frame: bytes) -> None:
         self.busy = True

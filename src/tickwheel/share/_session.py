@@ -20,7 +20,10 @@ The cache holds at most ``max_sessions`` (``group.share.max.share.sessions``). A
 member that left its group normally closes its session with a final request; until it
 does, its session is marked departed, and a new session that finds the cache full
 evicts the oldest departed one. With none to evict, it gets
-SHARE_SESSION_LIMIT_REACHED.
+SHARE_SESSION_LIMIT_REACHED. A session belongs to the connection that opened it, as in
+Kafka: when that connection closes, ``remove_connection`` closes its sessions, so a
+client that opens sessions under invented member ids cannot keep the cache full after
+it leaves.
 
 Concurrency: the broker's event loop only.
 """
@@ -61,6 +64,8 @@ class ShareSession:
     member_id: str
     epoch: int = 1
     partitions: dict[TopicIdPartition, None] = field(default_factory=dict)
+    # The connection that opened it (None: not known, as in tests without a broker).
+    connection_id: int | None = None
 
 
 class ShareSessionCache:
@@ -88,6 +93,7 @@ class ShareSessionCache:
         forgotten: Iterable[TopicIdPartition],
         *,
         acknowledging: bool,
+        connection_id: int | None = None,
     ) -> ShareSession:
         """The session a ShareFetch at ``epoch`` works in, updated with its partitions.
 
@@ -104,7 +110,9 @@ class ShareSessionCache:
                 if not self._departed:
                     raise ShareSessionError(ErrorCode.share_session_limit_reached)
                 self.remove(*next(iter(self._departed)))
-            opened = ShareSession(group_id, member_id, partitions=dict.fromkeys(added))
+            opened = ShareSession(
+                group_id, member_id, partitions=dict.fromkeys(added), connection_id=connection_id
+            )
             self._sessions[key] = opened
             return opened
         session = self._sessions.get(key)
@@ -143,6 +151,13 @@ class ShareSessionCache:
         """Close the member's session; the closed session, or None."""
         self._departed.pop((group_id, member_id), None)
         return self._sessions.pop((group_id, member_id), None)
+
+    def remove_connection(self, connection_id: int) -> list[ShareSession]:
+        """Close every session ``connection_id`` opened (it closed); the closed ones."""
+        closed = [s for s in self._sessions.values() if s.connection_id == connection_id]
+        for session in closed:
+            self.remove(session.group_id, session.member_id)
+        return closed
 
     def mark_departed(self, group_id: str, member_id: str) -> None:
         """The member left its group: its session may be evicted when the cache is full."""

@@ -7,6 +7,7 @@ ShareAcknowledge to requests a client should not send.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -175,3 +176,37 @@ def test_share_fetch_and_acknowledge_errors(client: WireClient) -> None:
     )
     assert final.error_code == ErrorCode.none
     assert share_fetch(client, 3, []).error_code == ErrorCode.share_session_not_found
+
+
+@pytest.fixture
+def tickwheel_broker_properties() -> dict[str, str]:
+    return {"group.share.max.share.sessions": "2"}
+
+
+def test_a_closed_connection_frees_the_share_sessions_it_opened(
+    tickwheel_broker: BackgroundBroker,
+) -> None:
+    """Sessions opened under invented member ids fill the cache only while their
+    connection lasts (Kafka ties a share session to its connection)."""
+    first = WireClient(tickwheel_broker.bootstrap_servers)
+    second = WireClient(tickwheel_broker.bootstrap_servers)
+    try:
+        create_topic(first, "sessions", 1)
+        partitions = [
+            {
+                "topic_id": topic_id(first, "sessions"),
+                "partitions": [{"partition_index": 0, "acknowledgement_batches": []}],
+            }
+        ]
+        for member in ("invented-1", "invented-2"):
+            opened = share_fetch(first, 0, partitions, member_id=member)
+            assert opened.error_code == ErrorCode.none
+        refused = share_fetch(second, 0, partitions, member_id="real")
+        assert refused.error_code == ErrorCode.share_session_limit_reached
+        first.close()
+        deadline = time.monotonic() + 10
+        while share_fetch(second, 0, partitions, member_id="real").error_code != ErrorCode.none:
+            assert time.monotonic() < deadline, "the closed connection's sessions stayed"
+    finally:
+        first.close()
+        second.close()

@@ -53,6 +53,7 @@ from tickwheel.coordinator.share_group import (
 )
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
+from tickwheel.server._connection_id import current_connection_id
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
@@ -278,6 +279,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
                 for p in t.partitions
             ],
             acknowledging=bool(acks),
+            connection_id=current_connection_id(),
         )
     except ShareSessionError as exc:
         return _session_error(request, exc.error_code, lock_ms)
