@@ -547,10 +547,11 @@ class SharePartitionManager:
         self._track(self.release_member(group_id, member_id))
 
     def connection_closed(self, connection_id: int) -> None:
-        """The broker's listener: a client connection closed. The share sessions it
-        opened close, and what their members hold is released (Kafka does the same)."""
-        for session in self.sessions.remove_connection(connection_id):
-            self._track(self.release_member(session.group_id, session.member_id))
+        """The broker's listener: a client connection closed, and the share sessions it
+        opened close with it. What their members hold stays locked until the locks
+        expire (or the member's group session does): a member whose connection broke may
+        reconnect and acknowledge."""
+        self.sessions.remove_connection(connection_id)
 
     def _is_current(self, partition: SharePartition) -> bool:
         return self._partitions.get(partition.key) is partition

@@ -183,8 +183,19 @@ def test_bad_requests_get_invalid_request(broker: BackgroundBroker) -> None:
     client = WireClient(broker.bootstrap_servers)
     try:
         _find_coordinators(client, range(1))
-        unknown_state = _write(client, 0, batches=[_batch(0, 0, 3, 1)])
+        unknown_state = _write(client, 0, batches=[_batch(10, 10, 3, 1)])
         assert unknown_state == ErrorCode.invalid_request
+        # States no share-partition can have: a forged one, rebuilt offset by offset on
+        # the next load, would hold its leader's event loop.
+        for impossible in (
+            [_batch(12, 11, 0, 1)],  # first after last
+            [_batch(5, 6, 0, 1)],  # before the start offset
+            [_batch(10, 1 << 62, 2, 1)],  # 2^62 offsets
+            [_batch(10, 10, 0, -1)],  # a negative delivery count
+        ):
+            assert _write(client, 0, batches=impossible) == ErrorCode.invalid_request
+        assert _write(client, 0, start_offset=-1, batches=[]) == ErrorCode.invalid_request
+        assert _read(client, 0).start_offset == -1  # nothing was stored
         no_group = _request(client, READ, {"partition": 0, "leader_epoch": 0}, group="")
         assert no_group.error_code == ErrorCode.invalid_request
     finally:
@@ -197,9 +208,12 @@ def test_states_survive_a_restart_and_the_topic_is_internal(tmp_path: Path) -> N
         try:
             _find_coordinators(client, range(6))
             for partition in range(6):
-                assert _write(client, partition, start_offset=100 + partition) == ErrorCode.none
+                start = 100 + partition
+                batches = [_batch(start + 2, start + 4, 2, 1), _batch(start + 5, start + 5, 0, 3)]
+                written = _write(client, partition, start_offset=start, batches=batches)
+                assert written == ErrorCode.none
             assert _request(client, DELETE, {"partition": 5}).error_code == ErrorCode.none
-            assert _write(client, 4, start_offset=444, state_epoch=2) == ErrorCode.none
+            assert _write(client, 4, start_offset=444, state_epoch=2, batches=[]) == ErrorCode.none
         finally:
             client.close()
         producer = Producer({"bootstrap.servers": first.bootstrap_servers})
