@@ -211,7 +211,7 @@ async def test_a_member_lives_through_every_group_api(apis: GroupApis, version: 
     assert (group_id, "consumer") in {(g.group_id, g.protocol_type) for g in listed.groups}
 
     deleted = round_trip(
-        await apis.delete_groups(request(42, min(version, 2), {"groups_names": [group_id]}))
+        apis.delete_groups(request(42, min(version, 2), {"groups_names": [group_id]}))
     )
     assert deleted.results[0].error_code is ErrorCode.none
 

@@ -13,7 +13,7 @@ API                key  versions  waits for
 =================  ===  ========  =================================================
 OffsetCommit        8   2-9       the append to ``__consumer_offsets``
 OffsetFetch         9   1-7       --
-FindCoordinator    10   0-4       --
+FindCoordinator    10   0-6       --
 JoinGroup          11   0-7       DelayedJoin (the rebalance)
 Heartbeat          12   0-4       --
 LeaveGroup         13   0-5       --
@@ -217,13 +217,6 @@ class GroupApis:
         self.coordinator = coordinator
         self._locate = locate
         self._partition_exists = partition_exists
-        # The groups of other protocols (share groups), as ListGroups shows them, given
-        # its states filter: set by the broker; each entry has a ``group_type``.
-        self.other_groups: Callable[[frozenset[str]], list[dict[str, Any]]] = lambda states: []
-        # DeleteGroups of a group of another protocol (a share group), set by the broker:
-        # whether a group is one, and its deletion.
-        self.is_other_group: Callable[[str], bool] = lambda name: False
-        self.delete_other_group: Callable[[str], Awaitable[ErrorCode]] | None = None
         # Requests whose answer may wait (a purgatory, an append), and the others.
         self._waiting_handlers: dict[int, Callable[[Any], Awaitable[ResponsePayload]]] = {
             SYNC_GROUP_KEY: self.sync_group,
@@ -231,13 +224,13 @@ class GroupApis:
             LEAVE_GROUP_KEY: self.leave_group,
             OFFSET_COMMIT_KEY: self.offset_commit,
             TXN_OFFSET_COMMIT_KEY: self.txn_offset_commit,
-            DELETE_GROUPS_KEY: self.delete_groups,
         }
         self._immediate_handlers: dict[int, Callable[[Any], ResponsePayload]] = {
             OFFSET_FETCH_KEY: self.offset_fetch,
             FIND_COORDINATOR_KEY: self.find_coordinator,
             DESCRIBE_GROUPS_KEY: self.describe_groups,
             LIST_GROUPS_KEY: self.list_groups,
+            DELETE_GROUPS_KEY: self.delete_groups,
             OFFSET_DELETE_KEY: self.offset_delete,
         }
 
@@ -539,17 +532,21 @@ class GroupApis:
         error, overviews = self.coordinator.handle_list_groups(states)
         if types and _CLASSIC_GROUP_TYPE not in types:
             overviews = []
-        groups = [
+        return _respond(
+            request,
             {
-                "group_id": o.group_id,
-                "protocol_type": o.protocol_type,
-                "group_state": o.state.value,
-                "group_type": _CLASSIC_GROUP_TYPE,
-            }
-            for o in overviews
-        ]
-        groups += [g for g in self.other_groups(states) if not types or g["group_type"] in types]
-        return _respond(request, {"error_code": error, "groups": groups})
+                "error_code": error,
+                "groups": [
+                    {
+                        "group_id": o.group_id,
+                        "protocol_type": o.protocol_type,
+                        "group_state": o.state.value,
+                        "group_type": _CLASSIC_GROUP_TYPE,
+                    }
+                    for o in overviews
+                ],
+            },
+        )
 
     def describe_groups(self, request: Any) -> ResponsePayload:
         """State, protocol and members of each named group."""
@@ -579,17 +576,9 @@ class GroupApis:
             )
         return _respond(request, {"groups": described})
 
-    async def delete_groups(self, request: Any) -> ResponsePayload:
-        """Delete empty groups and their committed offsets; a group of another protocol
-        (a share group: ``delete_other_group`` knows it) is deleted by its owner."""
-        names = list(request.groups_names)
-        delete_other = self.delete_other_group
-        others = [n for n in names if delete_other is not None and self.is_other_group(n)]
-        results = self.coordinator.handle_delete_groups([n for n in names if n not in others])
-        for name in others:
-            assert delete_other is not None
-            results[name] = await delete_other(name)
-        results = {name: results[name] for name in names if name in results}
+    def delete_groups(self, request: Any) -> ResponsePayload:
+        """Delete empty groups and their committed offsets."""
+        results = self.coordinator.handle_delete_groups(list(request.groups_names))
         return _respond(
             request,
             {

@@ -3,7 +3,7 @@
 ConsumerGroupHeartbeat and ConsumerGroupDescribe are answered here; every other group
 API goes to the classic ``GroupApis`` after a look at whether its group id names a
 consumer-protocol group (one namespace for every protocol; ListGroups also lists, and
-DeleteGroups hands on, the share groups the classic side is told of):
+DeleteGroups hands on, the share groups the broker tells it of):
 
 =====================  ===  ========  ===============================================
 API                    key  versions  for a consumer-protocol group
@@ -155,6 +155,12 @@ class ConsumerGroupApis:
         self.classic = classic
         self.coordinator = coordinator
         self._topics = topics
+        # The groups of the other protocol (share groups), set by the broker: as
+        # ListGroups shows them given its states filter (each entry has a
+        # ``group_type``), whether an id is one, and its deletion.
+        self.other_groups: Callable[[frozenset[str]], list[dict[str, Any]]] = lambda states: []
+        self.is_other_group: Callable[[str], bool] = lambda name: False
+        self.delete_other_group: Callable[[str], Awaitable[ErrorCode]] | None = None
         self._waiting_handlers: dict[int, Callable[[Any], Awaitable[ResponsePayload]]] = {
             OFFSET_COMMIT_KEY: self.offset_commit,
             TXN_OFFSET_COMMIT_KEY: self.txn_offset_commit,
@@ -451,11 +457,9 @@ class ConsumerGroupApis:
                 }
                 for group_id, state in consumer.items()
             ]
-        # The groups of the other protocols (share groups), which the classic side knows.
+        # The share groups.
         groups += [
-            g
-            for g in self.classic.other_groups(frozenset(states))
-            if not types or g["group_type"] in types
+            g for g in self.other_groups(frozenset(states)) if not types or g["group_type"] in types
         ]
         if states:
             groups = [g for g in groups if g["group_state"].lower() in states]
@@ -490,10 +494,10 @@ class ConsumerGroupApis:
     async def delete_groups(self, request: Any) -> ResponsePayload:
         """DeleteGroups: an empty consumer-protocol group goes with its offsets; a group of
         another protocol (a share group) is deleted by its owner."""
-        delete_other = self.classic.delete_other_group
+        delete_other = self.delete_other_group
         others: dict[str, ErrorCode] = {}
         for group_id in request.groups_names:
-            if delete_other is not None and self.classic.is_other_group(group_id):
+            if delete_other is not None and self.is_other_group(group_id):
                 others[group_id] = await delete_other(group_id)
         consumer: dict[str, ErrorCode] = {}
         for group_id in request.groups_names:

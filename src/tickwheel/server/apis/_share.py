@@ -28,9 +28,10 @@ the member holds and their delivery counts. Share sessions and share-partitions 
 kept by every broker for the partitions it leads; share-group membership by the group's
 coordinator (the leader of its ``__consumer_offsets`` partition; any other broker
 answers NOT_COORDINATOR).
-The classic coordinator is told of share groups through hooks: ListGroups lists them
-(type ``share``), a JoinGroup for a share group's id is refused, and DeleteGroups of one
-goes to the share-group admin (``_share_admin``), which deletes its state too.
+The group coordinator is told of share groups through hooks: ListGroups lists them
+(type ``share``), a JoinGroup or a consumer-protocol heartbeat for a share group's id is
+refused, and DeleteGroups of one goes to the share-group admin (``_share_admin``), which
+deletes its state too.
 
 Concurrency: event-loop thread only, like every handler.
 """
@@ -148,10 +149,9 @@ def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
     if groups is not None:
         groups.coordinator.share_group_exists = admin.is_share_group
         groups.consumer_groups.share_group_exists = admin.is_share_group
-        classic_apis = groups.apis.classic
-        classic_apis.other_groups = coordinator.list_groups
-        classic_apis.is_other_group = admin.is_share_group
-        classic_apis.delete_other_group = admin.delete_group
+        groups.apis.other_groups = coordinator.list_groups
+        groups.apis.is_other_group = admin.is_share_group
+        groups.apis.delete_other_group = admin.delete_group
     context.share_groups, context.share_partitions, context.share_admin = (
         coordinator,
         manager,
@@ -240,14 +240,20 @@ def _by_topic(
     return [{"topic_id": tid, partitions_field: parts} for tid, parts in topics.items()]
 
 
-def _session_error(request: DecodedRequest, error: ErrorCode, lock_ms: int) -> bytes:
+def _share_reply(
+    request: DecodedRequest,
+    error: ErrorCode,
+    lock_ms: int,
+    responses: list[dict[str, Any]] | None = None,
+) -> bytes:
+    """A ShareFetch or ShareAcknowledge response (no partitions: a request-level error)."""
     return reply(
         request,
         {
             "throttle_time": 0,
             "error_code": error,
             "acquisition_lock_timeout": lock_ms,
-            "responses": [],
+            "responses": responses or [],
             "node_endpoints": [],
         },
     )
@@ -260,7 +266,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
     group_id, member_id = body.group_id or "", body.member_id or ""
     lock_ms = manager.lock_duration_ms(group_id)
     if not group_id or not member_id:
-        return _session_error(request, ErrorCode.invalid_request, lock_ms)
+        return _share_reply(request, ErrorCode.invalid_request, lock_ms)
     epoch = body.share_session_epoch
     acks = _acknowledgements(group_id, body.topics)
     try:
@@ -282,7 +288,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
             connection_id=current_connection_id(),
         )
     except ShareSessionError as exc:
-        return _session_error(request, exc.error_code, lock_ms)
+        return _share_reply(request, exc.error_code, lock_ms)
     # Read before the first await: the session may be closed or replaced meanwhile.
     session_partitions = list(session.partitions)
     ack_errors = await manager.acknowledge(group_id, member_id, acks) if acks else {}
@@ -325,16 +331,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
                 for a in result.acquired
             ],
         }
-    return reply(
-        request,
-        {
-            "throttle_time": 0,
-            "error_code": ErrorCode.none,
-            "acquisition_lock_timeout": lock_ms,
-            "responses": _by_topic(entries),
-            "node_endpoints": [],
-        },
-    )
+    return _share_reply(request, ErrorCode.none, lock_ms, _by_topic(entries))
 
 
 async def handle_share_acknowledge(context: BrokerContext, request: DecodedRequest) -> Response:
@@ -344,12 +341,12 @@ async def handle_share_acknowledge(context: BrokerContext, request: DecodedReque
     group_id, member_id = body.group_id or "", body.member_id or ""
     lock_ms = manager.lock_duration_ms(group_id)
     if not group_id or not member_id:
-        return _session_error(request, ErrorCode.invalid_request, lock_ms)
+        return _share_reply(request, ErrorCode.invalid_request, lock_ms)
     epoch = body.share_session_epoch
     try:
         manager.sessions.for_acknowledge(group_id, member_id, epoch)
     except ShareSessionError as exc:
-        return _session_error(request, exc.error_code, lock_ms)
+        return _share_reply(request, exc.error_code, lock_ms)
     errors = await manager.acknowledge(
         group_id, member_id, _acknowledgements(group_id, body.topics)
     )
@@ -364,16 +361,7 @@ async def handle_share_acknowledge(context: BrokerContext, request: DecodedReque
         }
         for key, error in errors.items()
     }
-    return reply(
-        request,
-        {
-            "throttle_time": 0,
-            "error_code": ErrorCode.none,
-            "acquisition_lock_timeout": lock_ms,
-            "responses": _by_topic(entries),
-            "node_endpoints": [],
-        },
-    )
+    return _share_reply(request, ErrorCode.none, lock_ms, _by_topic(entries))
 
 
 SHARE_SPECS: tuple[ApiSpec, ...] = (
