@@ -77,6 +77,8 @@ def test_effective_values_are_override_else_default() -> None:
     assert configs.effective("g")["share.auto.offset.reset"] == "earliest"
     assert configs.effective("g")["consumer.session.timeout.ms"] == "50000"
     assert configs.effective("other")["share.auto.offset.reset"] == "latest"
+    assert configs.overrides_of("g") == {"share.auto.offset.reset": "earliest"}
+    assert configs.overrides_of("other") == {}
     configs.set("g", {})
     assert "g" not in configs.overrides
 

@@ -17,9 +17,11 @@ share.auto.offset.reset            latest (earliest, latest, by_duration:<ISO-86
 share.isolation.level              read_uncommitted (read_committed is refused here)
 =================================  ===============================================
 
-The coordinators read a group's effective values through ``GroupConfigs.effective``
-when they need them (a member's next session, a share-partition's next lock), so a
-change applies without a restart. Overrides are kept by the ``BrokerContext``: in the
+The coordinators read a group's overrides through ``GroupConfigs.overrides_of`` when
+they need them (a member's next session, a share-partition's next lock), each falling
+back to the broker setting it already holds, so a change applies without a restart and
+no default is computed per request; ``GroupConfigs.effective`` is what DescribeConfigs
+shows. Overrides are kept by the ``BrokerContext``: in the
 registry file on a single node, under ``/config/groups/<group>`` in ZooKeeper in a
 cluster (Kafka keeps them in its metadata log).
 
@@ -107,6 +109,7 @@ _CHOICES: Mapping[str, tuple[str, Callable[[str], bool]]] = {
     "share.isolation.level": ("read_uncommitted", lambda value: value in _ISOLATION_LEVELS),
 }
 GROUP_CONFIG_NAMES = frozenset(_BOUNDED) | frozenset(_CHOICES)
+_NO_OVERRIDES: Mapping[str, str] = {}
 
 
 def _broker_int(broker: Mapping[str, str], name: str, default: int) -> int:
@@ -166,6 +169,11 @@ class GroupConfigs:
             self.overrides[group_id] = dict(overrides)
         else:
             self.overrides.pop(group_id, None)
+
+    def overrides_of(self, group_id: str) -> Mapping[str, str]:
+        """The overrides of ``group_id`` alone (what the coordinators read: each falls
+        back to its own broker setting, so no default is computed per request)."""
+        return self.overrides.get(group_id, _NO_OVERRIDES)
 
     def effective(self, group_id: str) -> dict[str, str]:
         """The value of every group config for ``group_id``: override, else default."""

@@ -147,7 +147,7 @@ def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupServic
             clock_ms=broker_time.wall_clock_ms,
         )
         chain_leadership(cluster, OFFSETS_TOPIC, service.on_elected, service.on_resigned)
-    service.consumer_groups.group_configs = context.group_configs.effective
+    service.consumer_groups.group_configs = context.group_configs.overrides_of
     service.start()
     return service
 

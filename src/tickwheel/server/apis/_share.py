@@ -99,7 +99,7 @@ def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
         share_coordinator.persister,
         timers=broker_time.timers,
         topic_name=context.topic_name,
-        group_configs=context.group_configs.effective,
+        group_configs=context.group_configs.overrides_of,
         broker_id=context.broker_id,
         clock_ms=broker_time.wall_clock_ms,
     )
@@ -124,7 +124,7 @@ def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
         partition_count=partition_count,
         member_left=manager.member_left,
         classic_group_exists=other_group_exists,
-        group_configs=context.group_configs.effective,
+        group_configs=context.group_configs.overrides_of,
         coordinator_error=functools.partial(group_coordinator_error, context),
     )
 
