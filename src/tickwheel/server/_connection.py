@@ -31,7 +31,8 @@ handler is a bug: it is logged with its traceback and closes only this connectio
 Each connection has an id; while it serves a request, ``current_connection_id()``
 (``_connection_id``) tells the handler which connection it is on, and when it closes its
 ``on_closed`` callback hears the id (share sessions belong to the
-connection that opened them).
+connection that opened them). Its ``Session`` (``tickwheel.security``) is current in the
+same way: the principal, client host and listener that authorization reads.
 
 Concurrency: each connection runs as one task on the broker's event loop; the
 ``MemoryPool`` is shared by the broker's connections on that loop.
@@ -55,6 +56,7 @@ from tickwheel.protocol import (
     TlsHandshakeError,
     read_frame_size,
 )
+from tickwheel.security import ANONYMOUS, Session, enter_session
 from tickwheel.server._connection_id import enter_connection, new_connection_id
 from tickwheel.server._dispatch import Dispatcher
 from tickwheel.server._memory_pool import MemoryPool
@@ -167,10 +169,12 @@ class Connection:
             self.client_host = self.peer = str(peername)
         self.last_active_ms = self._clock.now_ms()
         self.busy = False
+        self.session = Session(ANONYMOUS, self.client_host)
 
     async def run(self) -> None:
         """Serve until the client leaves, sends something unanswerable, or ``close``."""
         enter_connection(self.connection_id)
+        enter_session(self.session)
         try:
             while True:
                 prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)

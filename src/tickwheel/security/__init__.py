@@ -1,0 +1,45 @@
+"""Authentication and authorization: who a connection is and what it may do.
+
+``server/`` calls this room before and around dispatch (DESIGN.md §10); it imports
+nothing above ``protocol/``. The modules:
+
+- ``_principal`` -- ``KafkaPrincipal`` (``User:alice``) and ``ANONYMOUS``;
+- ``_session`` -- ``Session``, the principal, client host and listener of the connection
+  a request came on, read by handlers through ``current_session``.
+
+Concurrency: see each module; everything runs on the broker's event loop.
+"""
+
+from tickwheel.security._principal import (
+    ANONYMOUS,
+    USER_TYPE,
+    WILDCARD_NAME,
+    KafkaPrincipal,
+    PrincipalError,
+)
+from tickwheel.security._session import (
+    PLAINTEXT,
+    SASL_PLAINTEXT,
+    SASL_SSL,
+    SECURITY_PROTOCOLS,
+    SSL,
+    Session,
+    current_session,
+    enter_session,
+)
+
+__all__ = [
+    "ANONYMOUS",
+    "PLAINTEXT",
+    "SASL_PLAINTEXT",
+    "SASL_SSL",
+    "SECURITY_PROTOCOLS",
+    "SSL",
+    "USER_TYPE",
+    "WILDCARD_NAME",
+    "KafkaPrincipal",
+    "PrincipalError",
+    "Session",
+    "current_session",
+    "enter_session",
+]
