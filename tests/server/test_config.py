@@ -8,11 +8,12 @@ import pytest
 
 from tickwheel.server import BrokerConfig, ConfigError, parse_properties
 from tickwheel.server._config import ConfigSource, environment_properties
+from tickwheel.server._listeners import ListenerSpec
 
 
 def test_defaults_are_kafkas() -> None:
     config = BrokerConfig()
-    assert config.listen_address() == ("127.0.0.1", 9092)
+    assert config.listener_specs() == (ListenerSpec("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092),)
     assert config.num_partitions == 1
     assert config.message_max_bytes == 1_048_588
     assert config.socket_request_max_bytes == 104_857_600
@@ -33,7 +34,7 @@ def test_properties_file_with_overrides(tmp_path: Path) -> None:
         "  100\n"
     )
     config = BrokerConfig.from_file(path, {"num.partitions": "6"})
-    assert config.listen_address() == ("127.0.0.1", 19092)
+    assert config.listener_specs()[0].port == 19092
     assert config.log_dirs == "/data/kafka"
     assert config.num_partitions == 6
     assert not config.auto_create_topics_enable
@@ -78,7 +79,7 @@ def test_cleaner_settings_give_the_compaction_topic_defaults() -> None:
         {"num.partitions": "many"},
         {"num.partitions": "0"},
         {"auto.create.topics.enable": "maybe"},
-        {"listeners": "SSL://127.0.0.1:9093"},
+        {"listeners": "CLIENT://127.0.0.1:9093"},
         {"listeners": "PLAINTEXT://127.0.0.1"},
         {"queued.max.request.bytes": "0"},
         {"queued.max.request.bytes": "-2"},

@@ -25,6 +25,7 @@ from tickwheel.security._session import (
     SSL,
     Session,
     current_session,
+    current_session_or_none,
     enter_session,
 )
 
@@ -41,5 +42,6 @@ __all__ = [
     "PrincipalError",
     "Session",
     "current_session",
+    "current_session_or_none",
     "enter_session",
 ]

@@ -46,6 +46,11 @@ def enter_session(session: Session) -> None:
     _CURRENT_SESSION.set(session)
 
 
+def current_session_or_none() -> Session | None:
+    """The session of the request being handled; None outside a connection."""
+    return _CURRENT_SESSION.get()
+
+
 def current_session() -> Session:
     """The session of the request being handled.
 

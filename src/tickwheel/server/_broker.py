@@ -48,12 +48,14 @@ from typing import Any, Self
 from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
+from tickwheel.security import PLAINTEXT
 from tickwheel.server._cluster import join_cluster, start_cluster
-from tickwheel.server._config import BrokerConfig
+from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._connection import Connection, ConnectionProtocol
 from tickwheel.server._context import BrokerContext, Endpoint
 from tickwheel.server._dispatch import Dispatcher
 from tickwheel.server._listener import Listener
+from tickwheel.server._listeners import ListenerSpec, parse_advertised
 from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server._meta_properties import (
     MetaProperties,
@@ -88,14 +90,16 @@ class Broker:
     ) -> None:
         self.config = config or BrokerConfig()
         self.time = BrokerTime(clock)
-        self._listener: Listener | None = None
+        # Each listener with the spec it serves; empty until started and after ``stop``.
+        self._listeners: list[tuple[ListenerSpec, Listener]] = []
+        self._accepting = False
         self._stopped = False
         self._metrics_server: asyncio.Server | None = None
         self._cleaner: LogCleaner | None = None
         self._replica_manager: ReplicaManager | None = None
         self._context: BrokerContext | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
-        self._endpoint = Endpoint(_LOOPBACK, 0)
+        self._endpoints: dict[str, Endpoint] = {}
         self._metrics_port = -1
         self._ready = False  # /readyz: listening, logs loaded, registered in a cluster
         # Request bytes being read or served, over all connections (queued.max.request.bytes).
@@ -118,13 +122,19 @@ class Broker:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port`` for clients, once started."""
-        return str(self._endpoint)
+        """``host:port`` of the first listener, for clients, once started."""
+        return str(self.endpoint())
 
     @property
     def port(self) -> int:
-        """The port this broker listens on, once started."""
-        return self._endpoint.port
+        """The port of the first listener, once started."""
+        return self.endpoint().port
+
+    def endpoint(self, listener_name: str | None = None) -> Endpoint:
+        """Where clients reach the listener named (the first listener by default)."""
+        if listener_name is None:
+            listener_name = self.config.listener_specs()[0].name
+        return self._endpoints.get(listener_name.upper(), Endpoint(_LOOPBACK, 0))
 
     @property
     def metrics_port(self) -> int:
@@ -250,14 +260,9 @@ class Broker:
             context.open_partitions(info)
         self._start_coordinators(context, broker_time)
         dispatcher = Dispatcher(context, API_SPECS)
-        host, port = config.listen_address()
-        listener = Listener(
-            host, port, lambda: ConnectionProtocol(functools.partial(self._accept, dispatcher))
-        )
-        self._listener = listener
-        bound_port = listener.port
-        self._endpoint = self._advertised(host, bound_port)
-        context.advertised = self._endpoint
+        self._open_listeners(dispatcher)
+        context.listener_endpoints = dict(self._endpoints)
+        host = config.listener_specs()[0].host
         if config.metrics_port >= 0:
             # Served before joining the cluster, so /readyz says 503 until registered.
             self._metrics_server = await serve_metrics(
@@ -273,15 +278,17 @@ class Broker:
         # a broker rejoining its cluster does not host its partitions yet and would
         # answer UNKNOWN_TOPIC_OR_PARTITION for them. Meanwhile connections wait in the
         # listen backlog.
-        listener.start()
+        for _, listener in self._listeners:
+            listener.start()
+        self._accepting = True
         self._ready = True
         self._schedule_housekeeping(broker_time)
         _log.info(
-            "tickwheel broker %d listening on %s:%d (advertised %s), log dirs %s, %d topics",
+            "tickwheel broker %d listening on %s (advertised %s), log dirs %s, %d topics",
             config.broker_id,
-            host,
-            bound_port,
-            self._endpoint,
+            # The first listener's host:port first: scripts read it from this line.
+            ", ".join(f"{spec.host}:{lsn.port} ({spec.name})" for spec, lsn in self._listeners),
+            ", ".join(f"{name}://{endpoint}" for name, endpoint in self._endpoints.items()),
             ",".join(map(str, self.log_dirs)),
             len(topics.topics),
         )
@@ -292,15 +299,38 @@ class Broker:
                 self._metrics_port,
             )
 
-    def _advertised(self, host: str, port: int) -> Endpoint:
-        advertised = self.config.advertised_listeners.split(",")[0].strip()
-        if advertised:
-            adv_host, adv_port = BrokerConfig(listeners=advertised).listen_address()
-            return Endpoint(adv_host, adv_port or port)
-        return Endpoint(_LOOPBACK if host == _ANY_INTERFACE else host, port)
+    def _open_listeners(self, dispatcher: Dispatcher) -> None:
+        """Bind every listener (not accepting yet) and note where each is advertised."""
+        advertised = parse_advertised(self.config.advertised_listeners)
+        for spec in self.config.listener_specs():
+            if spec.security_protocol != PLAINTEXT:
+                raise ConfigError(f"listener {spec.name}: {spec.security_protocol} is not served")
+            listener = Listener(
+                spec.host,
+                spec.port,
+                functools.partial(
+                    ConnectionProtocol, functools.partial(self._accept, dispatcher, spec)
+                ),
+            )
+            self._listeners.append((spec, listener))
+            self._endpoints[spec.name] = self._advertised(spec, listener.port, advertised)
+
+    @staticmethod
+    def _advertised(
+        spec: ListenerSpec, bound_port: int, advertised: dict[str, tuple[str, int]]
+    ) -> Endpoint:
+        """Where clients reach ``spec``: ``advertised.listeners``, else its bound address."""
+        if spec.name in advertised:
+            adv_host, adv_port = advertised[spec.name]
+            return Endpoint(adv_host or _LOOPBACK, adv_port or bound_port)
+        return Endpoint(_LOOPBACK if spec.host == _ANY_INTERFACE else spec.host, bound_port)
 
     def _accept(
-        self, dispatcher: Dispatcher, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        dispatcher: Dispatcher,
+        spec: ListenerSpec,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> None:
         connection = Connection(
             dispatcher,
@@ -310,8 +340,9 @@ class Broker:
             self.memory_pool,
             clock=self.time.clock,
             on_closed=self._connection_closed,
+            listener=spec,
         )
-        if self._listener is None:
+        if not self._accepting:
             # Handed over while ``stop`` runs: nothing will serve it.
             connection.close()
             return
@@ -396,8 +427,9 @@ class Broker:
         if self._context is not None and self._context.cluster is not None:
             # Kafka's controlled shutdown: leaderships move while clients are served.
             await self._context.cluster.controlled_shutdown()
-        listener, self._listener = self._listener, None
-        if listener is not None:
+        self._accepting = False
+        listeners, self._listeners = self._listeners, []
+        for _, listener in listeners:
             # Returns once every socket it accepted reached ``_accept``, which closed it.
             await listener.close()
         if self._metrics_server is not None:
@@ -454,6 +486,10 @@ class BackgroundBroker:
     def bootstrap_servers(self) -> str:
         """``host:port`` for clients."""
         return self.broker.bootstrap_servers
+
+    def endpoint(self, listener_name: str | None = None) -> Endpoint:
+        """Where clients reach the listener named (the first listener by default)."""
+        return self.broker.endpoint(listener_name)
 
     @property
     def port(self) -> int:

@@ -38,6 +38,14 @@ from tickwheel.coordinator.transaction import (
     CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR,
     TransactionConfig,
 )
+from tickwheel.server._listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    ListenerError,
+    ListenerSpec,
+    inter_broker_listener,
+    parse_advertised,
+    parse_listeners,
+)
 from tickwheel.server._meta_properties import cluster_id_error
 from tickwheel.server._properties import parse_properties
 from tickwheel.share import ShareConfig
@@ -56,7 +64,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
-_LISTENER_SCHEME = "PLAINTEXT://"
 _MS_PER_HOUR = 3_600_000
 _GROUPS = GroupConfig()
 _TXNS = TransactionConfig()
@@ -129,6 +136,16 @@ class BrokerConfig:
     broker_id: int = field(default=0, metadata=_kafka("broker.id"))
     listeners: str = field(default=DEFAULT_LISTENERS, metadata=_kafka("listeners"))
     advertised_listeners: str = field(default="", metadata=_kafka("advertised.listeners"))
+    listener_security_protocol_map: str = field(
+        default=DEFAULT_PROTOCOL_MAP, metadata=_kafka("listener.security.protocol.map")
+    )
+    inter_broker_listener_name: str = field(
+        default="", metadata=_kafka("inter.broker.listener.name")
+    )
+    # Empty: unset (Kafka's default PLAINTEXT, else the first listener; ``_listeners``).
+    security_inter_broker_protocol: str = field(
+        default="", metadata=_kafka("security.inter.broker.protocol")
+    )
     log_dirs: str = field(default="/tmp/kafka-logs", metadata=_kafka("log.dirs"))
     num_partitions: int = field(default=1, metadata=_kafka("num.partitions"))
     default_replication_factor: int = field(
@@ -475,7 +492,11 @@ class BrokerConfig:
     )
 
     def __post_init__(self) -> None:
-        self.listen_address()
+        try:
+            self.inter_broker_listener()
+            parse_advertised(self.advertised_listeners)
+        except ListenerError as exc:
+            raise ConfigError(str(exc)) from exc
         if self.num_partitions < 1:
             raise ConfigError("num.partitions must be at least 1")
         if self.socket_request_max_bytes < 1:
@@ -598,15 +619,17 @@ class BrokerConfig:
             values[target.name] = _parse(name, raw, target.default)
         return dataclasses.replace(self, **values)
 
-    def listen_address(self) -> tuple[str, int]:
-        """The host and port of the first PLAINTEXT listener (port 0: any free port)."""
-        first = self.listeners.split(",")[0].strip()
-        if not first.startswith(_LISTENER_SCHEME):
-            raise ConfigError(f"only PLAINTEXT listeners are supported, got {first!r}")
-        host, sep, port = first[len(_LISTENER_SCHEME) :].rpartition(":")
-        if not sep or not port.isdigit():
-            raise ConfigError(f"listener {first!r} has no port")
-        return host or "0.0.0.0", int(port)
+    def listener_specs(self) -> tuple[ListenerSpec, ...]:
+        """Every listener ``listeners`` declares, with its security protocol."""
+        return parse_listeners(self.listeners, self.listener_security_protocol_map)
+
+    def inter_broker_listener(self) -> ListenerSpec:
+        """The listener other brokers connect to (``_listeners.inter_broker_listener``)."""
+        return inter_broker_listener(
+            self.listener_specs(),
+            self.inter_broker_listener_name,
+            self.security_inter_broker_protocol,
+        )
 
     def topic_defaults(self) -> dict[str, str]:
         """The topic-level defaults this broker gives, under topic config names."""

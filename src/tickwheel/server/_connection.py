@@ -56,9 +56,10 @@ from tickwheel.protocol import (
     TlsHandshakeError,
     read_frame_size,
 )
-from tickwheel.security import ANONYMOUS, Session, enter_session
+from tickwheel.security import ANONYMOUS, PLAINTEXT, Session, enter_session
 from tickwheel.server._connection_id import enter_connection, new_connection_id
 from tickwheel.server._dispatch import Dispatcher
+from tickwheel.server._listeners import ListenerSpec
 from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server.apis import CloseConnectionError, Response
 from tickwheel.timer import Clock, SystemClock
@@ -150,6 +151,7 @@ class Connection:
         memory_pool: MemoryPool,
         clock: Clock | None = None,
         on_closed: Callable[[int], None] | None = None,
+        listener: ListenerSpec | None = None,
     ) -> None:
         self.connection_id = new_connection_id()
         self._on_closed = on_closed
@@ -169,7 +171,10 @@ class Connection:
             self.client_host = self.peer = str(peername)
         self.last_active_ms = self._clock.now_ms()
         self.busy = False
-        self.session = Session(ANONYMOUS, self.client_host)
+        self.listener = ListenerSpec(PLAINTEXT, PLAINTEXT, "", 0) if listener is None else listener
+        self.session = Session(
+            ANONYMOUS, self.client_host, self.listener.name, self.listener.security_protocol
+        )
 
     async def run(self) -> None:
         """Serve until the client leaves, sends something unanswerable, or ``close``."""

@@ -35,6 +35,7 @@ from tickwheel.coordinator.transaction import TransactionService
 from tickwheel.log import LogConfig, LogStorageError
 from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
+from tickwheel.security import current_session_or_none
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._dynamic_config import DynamicBrokerConfig
 from tickwheel.server._group_configs import GroupConfigs
@@ -88,7 +89,10 @@ class BrokerContext:
         self.topics = topics
         self.metrics = metrics
         self.supported_versions = supported_versions
-        self.advertised = Endpoint("127.0.0.1", 0)
+        # Where clients reach each listener, by listener name (set by the broker once it
+        # listens), and the listener other brokers use.
+        self.listener_endpoints: dict[str, Endpoint] = {}
+        self.inter_broker_listener = config.inter_broker_listener().name
         # The group coordinator, set by the broker once its partitions are open.
         self.groups: GroupService | None = None
         # The transaction coordinator, set by the broker after the group coordinator.
@@ -104,6 +108,20 @@ class BrokerContext:
         # This broker's cluster id (meta.properties); in a cluster, until it has joined,
         # the id it proposes.
         self._own_cluster_id = cluster_id
+
+    @property
+    def advertised(self) -> Endpoint:
+        """This broker's endpoint on the listener of the request being handled.
+
+        Kafka answers Metadata, FindCoordinator and DescribeCluster with the endpoints
+        of the listener the request came on; outside a request (registration, the
+        broker's own calls) it is the inter-broker listener's.
+        """
+        endpoints = self.listener_endpoints
+        session = current_session_or_none()
+        if session is not None and session.listener_name in endpoints:
+            return endpoints[session.listener_name]
+        return endpoints.get(self.inter_broker_listener, Endpoint("127.0.0.1", 0))
 
     @property
     def cluster_id(self) -> str:
