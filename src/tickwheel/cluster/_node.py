@@ -69,6 +69,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -96,6 +97,7 @@ from tickwheel.cluster._znodes import (
     TOPIC_ENTITY,
     TOPICS_PATH,
     BrokerEndpoint,
+    BrokerRegistration,
     TopicAssignment,
     ZnodeError,
     broker_path,
@@ -171,6 +173,10 @@ class ClusterSettings:
     controlled_shutdown_enable: bool = True
     controlled_shutdown_max_retries: int = 3
     controlled_shutdown_retry_backoff_ms: int = 5000
+    inter_broker_listener: str = "PLAINTEXT"
+    """The listener other brokers are reached on (``inter.broker.listener.name``)."""
+    inter_broker_ssl_context: ssl.SSLContext | None = None
+    """The TLS this broker connects to that listener with; None for a plain one."""
 
 
 # -- events from the watches -----------------------------------------------------------
@@ -178,7 +184,7 @@ class ClusterSettings:
 
 @dataclass(frozen=True, slots=True)
 class _BrokersChanged:
-    brokers: tuple[BrokerEndpoint, ...]
+    brokers: tuple[BrokerRegistration, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,9 +275,10 @@ class ClusterNode:
             )
         )
         self._transport = KafkaFetchTransport(
-            self.cache.broker,
+            self.inter_broker_endpoint,
             client_id=f"tickwheel-replica-{settings.broker_id}",
             timeout_ms=settings.replica_socket_timeout_ms,
+            ssl_context=settings.inter_broker_ssl_context,
         )
         self._fetchers = ReplicaFetcherManager(replica_manager, self._transport, settings.fetcher)
         self.isr_manager = IsrManager(
@@ -297,8 +304,13 @@ class ClusterNode:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    async def start(self, advertised: BrokerEndpoint) -> None:
-        """Join the cluster advertising ``advertised``.
+    def inter_broker_endpoint(self, broker_id: int) -> BrokerEndpoint | None:
+        """Where this broker reaches live broker ``broker_id``: its endpoint on the
+        inter-broker listener (connect with ``settings.inter_broker_ssl_context``)."""
+        return self.cache.broker(broker_id, self.settings.inter_broker_listener)
+
+    async def start(self, advertised: BrokerRegistration) -> None:
+        """Join the cluster advertising ``advertised``, this broker's every listener.
 
         The broker registers last, once its cache holds what ZooKeeper held and a
         controller is known, and returns once it sees itself and the controller among

@@ -10,6 +10,13 @@ where its leader epoch ends becomes an OffsetsForLeaderEpoch v4 (with its replic
 ``KafkaTxnMarkerTransport`` is the transaction coordinator's ``MarkerTransport``: the
 COMMIT/ABORT markers for partitions another broker leads, as WriteTxnMarkers v1.
 
+A channel to a broker's TLS listener (SSL, SASL_SSL) is given the broker's client
+``ssl_context``: the handshake runs as the connection opens, checking the peer's
+certificate (and its host name, per ``ssl.endpoint.identification.algorithm``) and
+presenting this broker's own key store where the peer asks for a client certificate.
+``_connect`` is where a connection is made ready for requests: SASL authentication
+belongs there, after the TLS handshake and before the first request.
+
 Fetch v12 is the newest version that names topics (v13 uses topic ids) and carries
 the current leader epoch and the follower's log start offset, as Kafka's followers
 send them.
@@ -24,6 +31,7 @@ import asyncio
 import contextlib
 import datetime
 import functools
+import ssl
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -62,22 +70,44 @@ class WireError(OSError):
 class BrokerChannel:
     """One connection to a broker, one request at a time."""
 
-    def __init__(self, endpoint: BrokerEndpoint, *, client_id: str, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        endpoint: BrokerEndpoint,
+        *,
+        client_id: str,
+        timeout_ms: int,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        """A channel to ``endpoint``, over TLS with ``ssl_context`` if given."""
         self.endpoint = endpoint
         self._client_id = client_id
         self._timeout_s = timeout_ms / _MS_PER_S
+        self._ssl_context = ssl_context
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._next_correlation_id = 0
+
+    async def _connect(self) -> None:
+        """Open the connection: TCP, then the TLS handshake when the channel has TLS.
+
+        SASL client authentication plugs in here, once connected and before the
+        channel's first request (the peer's SASL listener answers nothing else first).
+        """
+        endpoint = self.endpoint
+        if self._ssl_context is None:
+            self._reader, self._writer = await asyncio.open_connection(endpoint.host, endpoint.port)
+        else:
+            self._reader, self._writer = await asyncio.open_connection(
+                endpoint.host, endpoint.port, ssl=self._ssl_context, server_hostname=endpoint.host
+            )
 
     async def request(self, api_key: int, api_version: int, values: Mapping[str, Any]) -> Any:
         """Send a request built from ``values``; returns the decoded response body."""
         async with asyncio.timeout(self._timeout_s):
             if self._writer is None:
-                self._reader, self._writer = await asyncio.open_connection(
-                    self.endpoint.host, self.endpoint.port
-                )
+                await self._connect()
             assert self._reader is not None
+            assert self._writer is not None
             correlation_id = self._next_correlation_id
             self._next_correlation_id += 1
             request = build_entity(request_schema(api_key, api_version), values)
@@ -118,15 +148,24 @@ def _decode(api_key: int, api_version: int, frame: bytes, correlation_id: int) -
 
 
 EndpointLookup = Callable[[int], BrokerEndpoint | None]
+"""A broker's endpoint on the inter-broker listener, by broker id (None: not live)."""
 
 
 class KafkaFetchTransport:
     """Follower fetches as Fetch requests, one ``BrokerChannel`` per leader."""
 
-    def __init__(self, endpoints: EndpointLookup, *, client_id: str, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        endpoints: EndpointLookup,
+        *,
+        client_id: str,
+        timeout_ms: int,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self._endpoints = endpoints
         self._client_id = client_id
         self._timeout_ms = timeout_ms
+        self._ssl_context = ssl_context
         self._channels: dict[int, BrokerChannel] = {}
 
     def _channel(self, leader_id: int) -> BrokerChannel:
@@ -136,7 +175,10 @@ class KafkaFetchTransport:
         channel = self._channels.get(leader_id)
         if channel is None or channel.endpoint != endpoint:
             channel = BrokerChannel(
-                endpoint, client_id=self._client_id, timeout_ms=self._timeout_ms
+                endpoint,
+                client_id=self._client_id,
+                timeout_ms=self._timeout_ms,
+                ssl_context=self._ssl_context,
             )
             self._channels[leader_id] = channel
         return channel
@@ -235,10 +277,18 @@ class KafkaTxnMarkerTransport:
     """The transaction coordinator's ``MarkerTransport``: WriteTxnMarkers v1 requests,
     one ``BrokerChannel`` per destination broker (one request at a time on each)."""
 
-    def __init__(self, endpoints: EndpointLookup, *, client_id: str, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        endpoints: EndpointLookup,
+        *,
+        client_id: str,
+        timeout_ms: int,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self._endpoints = endpoints
         self._client_id = client_id
         self._timeout_ms = timeout_ms
+        self._ssl_context = ssl_context
         self._channels: dict[int, BrokerChannel] = {}
 
     def _channel(self, broker_id: int) -> BrokerChannel:
@@ -248,7 +298,10 @@ class KafkaTxnMarkerTransport:
         channel = self._channels.get(broker_id)
         if channel is None or channel.endpoint != endpoint:
             channel = BrokerChannel(
-                endpoint, client_id=self._client_id, timeout_ms=self._timeout_ms
+                endpoint,
+                client_id=self._client_id,
+                timeout_ms=self._timeout_ms,
+                ssl_context=self._ssl_context,
             )
             self._channels[broker_id] = channel
         return channel

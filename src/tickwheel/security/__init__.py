@@ -4,6 +4,8 @@
 nothing above ``protocol/``. The modules:
 
 - ``_principal`` -- ``KafkaPrincipal`` (``User:alice``) and ``ANONYMOUS``;
+- ``_ssl`` -- ``SslSettings`` (an ``SSLContext`` from Kafka's ``ssl.*`` settings) and
+  ``PrincipalMapper`` (a TLS client's principal from its certificate);
 - ``_session`` -- ``Session``, the principal, client host and listener of the connection
   a request came on, read by handlers through ``current_session``.
 
@@ -28,6 +30,13 @@ from tickwheel.security._session import (
     current_session_or_none,
     enter_session,
 )
+from tickwheel.security._ssl import (
+    NoMatchingRuleError,
+    PrincipalMapper,
+    SslConfigError,
+    SslSettings,
+    distinguished_name,
+)
 
 __all__ = [
     "ANONYMOUS",
@@ -39,9 +48,14 @@ __all__ = [
     "USER_TYPE",
     "WILDCARD_NAME",
     "KafkaPrincipal",
+    "NoMatchingRuleError",
     "PrincipalError",
+    "PrincipalMapper",
     "Session",
+    "SslConfigError",
+    "SslSettings",
     "current_session",
     "current_session_or_none",
+    "distinguished_name",
     "enter_session",
 ]

@@ -206,7 +206,9 @@ class SslSettings:
             path = os.path.join(directory, "keystore.pem")
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(descriptor, "w", encoding="ascii") as file:
-                file.write(_pem_block(self.keystore_key) + _pem_block(self.keystore_certificate_chain))
+                file.write(
+                    _pem_block(self.keystore_key) + _pem_block(self.keystore_certificate_chain)
+                )
             _load_cert_chain(context, path, password, "ssl.keystore.key")
 
     def _load_truststore(self, context: ssl.SSLContext, purpose: ssl.Purpose) -> None:
@@ -278,14 +280,12 @@ def _escape_rfc2253(value: str) -> str:
 def distinguished_name(subject: Any) -> str:
     """The RFC 2253 form of a subject as ``SSLSocket.getpeercert()`` gives it (a tuple
     of RDNs, each a tuple of ``(type, value)`` pairs, the least specific first)."""
-    rdns = []
-    for rdn in reversed(subject):
-        rdns.append(
-            "+".join(
-                f"{_RFC2253_KEYWORDS.get(name, name)}={_escape_rfc2253(value)}"
-                for name, value in rdn
-            )
+    rdns = [
+        "+".join(
+            f"{_RFC2253_KEYWORDS.get(name, name)}={_escape_rfc2253(value)}" for name, value in rdn
         )
+        for rdn in reversed(subject)
+    ]
     return ",".join(rdns)
 
 

@@ -48,7 +48,7 @@ from typing import Any, Self
 from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
-from tickwheel.security import PLAINTEXT
+from tickwheel.security import PLAINTEXT, NoMatchingRuleError
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._connection import Connection, ConnectionProtocol
@@ -65,6 +65,7 @@ from tickwheel.server._meta_properties import (
 )
 from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics, serve_metrics
 from tickwheel.server._time import BrokerTime
+from tickwheel.server._tls import TLS_PROTOCOLS, ListenerTls, listener_tls
 from tickwheel.server._topics import TopicRegistry
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 from tickwheel.server.apis._groups import start_groups
@@ -303,14 +304,17 @@ class Broker:
         """Bind every listener (not accepting yet) and note where each is advertised."""
         advertised = parse_advertised(self.config.advertised_listeners)
         for spec in self.config.listener_specs():
-            if spec.security_protocol != PLAINTEXT:
+            if spec.security_protocol not in (PLAINTEXT, *TLS_PROTOCOLS):
                 raise ConfigError(f"listener {spec.name}: {spec.security_protocol} is not served")
+            tls = listener_tls(self.config, spec)
             listener = Listener(
                 spec.host,
                 spec.port,
                 functools.partial(
-                    ConnectionProtocol, functools.partial(self._accept, dispatcher, spec)
+                    ConnectionProtocol, functools.partial(self._accept, dispatcher, spec, tls)
                 ),
+                tls=None if tls is None else tls.context,
+                name=spec.name,
             )
             self._listeners.append((spec, listener))
             self._endpoints[spec.name] = self._advertised(spec, listener.port, advertised)
@@ -329,6 +333,7 @@ class Broker:
         self,
         dispatcher: Dispatcher,
         spec: ListenerSpec,
+        tls: ListenerTls | None,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
@@ -346,9 +351,32 @@ class Broker:
             # Handed over while ``stop`` runs: nothing will serve it.
             connection.close()
             return
+        if tls is not None and not self._authenticate_tls(connection, tls, writer):
+            connection.close()
+            return
         task = asyncio.get_running_loop().create_task(connection.run())
         self._connections[task] = connection
         task.add_done_callback(self._connections.pop)
+
+    @staticmethod
+    def _authenticate_tls(
+        connection: Connection, tls: ListenerTls, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Set the principal of a TLS client from its certificate; False if no
+        ``ssl.principal.mapping.rules`` rule maps it (the connection is refused)."""
+        try:
+            principal = tls.principal(writer.get_extra_info("peercert"))
+        except NoMatchingRuleError as exc:
+            _log.warning("refusing the TLS connection from %s: %s", connection.peer, exc)
+            return False
+        connection.session.principal = principal
+        _log.debug(
+            "TLS connection from %s on listener %s as %s",
+            connection.peer,
+            connection.listener.name,
+            principal,
+        )
+        return True
 
     def _connection_closed(self, connection_id: int) -> None:
         """A client's connection closed: the share sessions it opened close with it."""

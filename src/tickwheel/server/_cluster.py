@@ -7,7 +7,8 @@ topics in ZooKeeper (so every handler that looks a topic up sees the cluster's
 topics); ZooKeeper, not the registry file, is the record.
 
 The handlers' cluster-mode parts live here too, so each handler keeps one branch:
-the brokers and partitions of a Metadata answer, auto-creation, and the creation of
+the brokers and partitions of a Metadata answer (other brokers named by their endpoint
+on the listener the request came on, as Kafka does), auto-creation, and the creation of
 topics and partitions (replicas assigned over the live brokers, Kafka's errors).
 
 Concurrency: event-loop thread only, like the ``BrokerContext``.
@@ -23,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from tickwheel.cluster import (
     AssignmentError,
     BrokerEndpoint,
+    BrokerRegistration,
     ClusterNode,
     ClusterSettings,
     ControllerSettings,
@@ -31,9 +33,10 @@ from tickwheel.cluster import (
     ZkSettings,
 )
 from tickwheel.protocol import decode_topic_id
-from tickwheel.replica import FetcherConfig
+from tickwheel.replica import NO_LEADER, FetcherConfig
 from tickwheel.server._config import BrokerConfig
 from tickwheel.server._context import BrokerContext
+from tickwheel.server._tls import inter_broker_ssl_context
 from tickwheel.server._topics import legacy_topic_id
 
 _log = logging.getLogger(__name__)
@@ -73,6 +76,8 @@ def cluster_settings(
         controlled_shutdown_enable=config.controlled_shutdown_enable,
         controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
         controlled_shutdown_retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
+        inter_broker_listener=config.inter_broker_listener().name,
+        inter_broker_ssl_context=inter_broker_ssl_context(config),
     )
 
 
@@ -106,32 +111,37 @@ def join_cluster(context: BrokerContext, stored_cluster_id: str | None) -> Clust
     return node
 
 
-def broker_entries(node: ClusterNode) -> list[dict[str, Any]]:
-    """The live brokers, as a Metadata response lists them."""
+def broker_entries(node: ClusterNode, listener_name: str) -> list[dict[str, Any]]:
+    """The live brokers, as a Metadata response lists them: their endpoints on the
+    listener named (the one the request came on; a broker without it is left out)."""
     return [
         {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
-        for b in sorted(node.cache.brokers.values(), key=lambda b: b.broker_id)
+        for b in node.cache.endpoints(listener_name)
     ]
 
 
-def partition_entries(node: ClusterNode, topic: str) -> list[dict[str, Any]]:
-    """A topic's partitions as a Metadata response describes them.
+def partition_entries(node: ClusterNode, topic: str, listener_name: str) -> list[dict[str, Any]]:
+    """A topic's partitions as a Metadata response through ``listener_name`` describes them.
 
-    A partition without a live leader is answered LEADER_NOT_AVAILABLE with leader -1:
-    clients must never see a leader that is missing from the broker list.
+    A partition without a live leader, or whose leader has no such listener, is answered
+    LEADER_NOT_AVAILABLE with leader -1: clients must never see a leader that is missing
+    from the broker list.
     """
-    return [
-        {
-            "error_code": ErrorCode.none if p.has_leader else ErrorCode.leader_not_available,
-            "partition_index": p.partition,
-            "leader_id": p.leader,
-            "leader_epoch": p.leader_epoch,
-            "replica_nodes": list(p.replicas),
-            "isr_nodes": list(p.isr),
-            "offline_replicas": list(p.offline_replicas),
-        }
-        for p in node.cache.partition_metadata(topic)
-    ]
+    entries = []
+    for p in node.cache.partition_metadata(topic):
+        reachable = p.has_leader and node.cache.broker(p.leader, listener_name) is not None
+        entries.append(
+            {
+                "error_code": ErrorCode.none if reachable else ErrorCode.leader_not_available,
+                "partition_index": p.partition,
+                "leader_id": p.leader if reachable else NO_LEADER,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": list(p.offline_replicas),
+            }
+        )
+    return entries
 
 
 async def auto_create_topic(context: BrokerContext, name: str) -> None:
@@ -216,9 +226,15 @@ async def add_cluster_partitions(
 
 
 async def start_cluster(context: BrokerContext, node: ClusterNode) -> None:
-    """Start ``node`` advertising this broker's endpoint; then drop from the registry
-    the topics that were deleted from the cluster while this broker was down."""
-    endpoint = context.advertised
-    await node.start(BrokerEndpoint(context.broker_id, endpoint.host, endpoint.port))
+    """Start ``node`` advertising this broker's endpoint on every listener; then drop
+    from the registry the topics that were deleted from the cluster while this broker
+    was down."""
+    broker_id = context.broker_id
+    endpoints = tuple(
+        BrokerEndpoint(broker_id, endpoint.host, endpoint.port, spec.name, spec.security_protocol)
+        for spec in context.config.listener_specs()
+        if (endpoint := context.listener_endpoints.get(spec.name)) is not None
+    )
+    await node.start(BrokerRegistration(broker_id, endpoints))
     for name in [name for name in context.topics.topics if name not in node.cache.topics]:
         context.topics.delete(name)

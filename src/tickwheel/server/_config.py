@@ -64,6 +64,8 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
+LISTENER_NAME_PREFIX = "listener.name."
+"""Kafka's per-listener overrides: ``listener.name.<listener, lower case>.<property>``."""
 _MS_PER_HOUR = 3_600_000
 _GROUPS = GroupConfig()
 _TXNS = TransactionConfig()
@@ -480,6 +482,37 @@ class BrokerConfig:
         default=_SHARE_STATE.share_coordinator_load_buffer_size,
         metadata=_kafka("share.coordinator.load.buffer.size"),
     )
+    # Security, TLS (tickwheel.security._ssl): the ssl.* settings every TLS listener and
+    # the inter-broker client use; ``listener.name.<listener>.ssl.*`` overrides them per
+    # listener (``listener_name_properties``).
+    ssl_keystore_type: str = field(default="JKS", metadata=_kafka("ssl.keystore.type"))
+    ssl_keystore_location: str = field(default="", metadata=_kafka("ssl.keystore.location"))
+    ssl_keystore_key: str = field(default="", metadata=_kafka("ssl.keystore.key"))
+    ssl_keystore_certificate_chain: str = field(
+        default="", metadata=_kafka("ssl.keystore.certificate.chain")
+    )
+    ssl_key_password: str = field(default="", metadata=_kafka("ssl.key.password"))
+    ssl_truststore_type: str = field(default="JKS", metadata=_kafka("ssl.truststore.type"))
+    ssl_truststore_location: str = field(default="", metadata=_kafka("ssl.truststore.location"))
+    ssl_truststore_certificates: str = field(
+        default="", metadata=_kafka("ssl.truststore.certificates")
+    )
+    ssl_client_auth: str = field(default="none", metadata=_kafka("ssl.client.auth"))
+    ssl_enabled_protocols: str = field(
+        default="TLSv1.2,TLSv1.3", metadata=_kafka("ssl.enabled.protocols")
+    )
+    ssl_cipher_suites: str = field(default="", metadata=_kafka("ssl.cipher.suites"))
+    ssl_endpoint_identification_algorithm: str = field(
+        default="https", metadata=_kafka("ssl.endpoint.identification.algorithm")
+    )
+    ssl_principal_mapping_rules: str = field(
+        default="DEFAULT", metadata=_kafka("ssl.principal.mapping.rules")
+    )
+    # Not one setting: every ``listener.name.<listener>.<property>`` given, as written
+    # (per-listener overrides; ``listener_properties`` applies them).
+    listener_name_properties: Mapping[str, str] = field(
+        default_factory=dict, compare=False, repr=False, metadata={}
+    )
     # Kafka makes the cluster id (``kafka-storage format``, or the first broker in
     # ZooKeeper mode); empty means the same here (``_meta_properties``).
     cluster_id: str = field(default="", metadata=_kafka("cluster.id"))
@@ -520,6 +553,7 @@ class BrokerConfig:
         by_name = {f.metadata["kafka"]: f for f in _settings()}
         values: dict[str, Any] = {}
         recorded: dict[str, ConfigSource] = {}
+        listener_named: dict[str, str] = {}
         for given, raw in properties.items():
             source = sources.get(given, ConfigSource.OVERRIDE)
             name = given
@@ -530,6 +564,10 @@ class BrokerConfig:
             if name == "log.retention.hours":
                 values["log_retention_ms"] = _parse_int(name, raw) * _MS_PER_HOUR
                 recorded["log.retention.ms"] = source
+                continue
+            if name.startswith(LISTENER_NAME_PREFIX):
+                listener_named[name] = raw.strip()
+                recorded[name] = source
                 continue
             target = by_name.get(name)
             if target is None:
@@ -557,7 +595,7 @@ class BrokerConfig:
                 if name not in values:
                     values[name] = cluster_default
                     recorded[name.replace("_", ".")] = ConfigSource.DEFAULT
-        return cls(**values, sources=recorded)
+        return cls(**values, listener_name_properties=listener_named, sources=recorded)
 
     @classmethod
     def from_file(cls, path: str | Path, overrides: Mapping[str, str] = {}) -> BrokerConfig:
@@ -622,6 +660,19 @@ class BrokerConfig:
     def listener_specs(self) -> tuple[ListenerSpec, ...]:
         """Every listener ``listeners`` declares, with its security protocol."""
         return parse_listeners(self.listeners, self.listener_security_protocol_map)
+
+    def listener_properties(self, listener_name: str, prefix: str) -> dict[str, str]:
+        """The properties starting with ``prefix`` (``ssl.``) as the listener named sees
+        them: the broker-wide values, each replaced by its
+        ``listener.name.<listener>.<property>`` override if one is given."""
+        effective = {
+            name: value for name, value in self.as_properties().items() if name.startswith(prefix)
+        }
+        own = f"{LISTENER_NAME_PREFIX}{listener_name.lower()}."
+        for name, value in self.listener_name_properties.items():
+            if name.startswith(own) and name[len(own) :].startswith(prefix):
+                effective[name[len(own) :]] = value
+        return effective
 
     def inter_broker_listener(self) -> ListenerSpec:
         """The listener other brokers connect to (``_listeners.inter_broker_listener``)."""

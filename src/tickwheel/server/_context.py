@@ -110,6 +110,15 @@ class BrokerContext:
         self._own_cluster_id = cluster_id
 
     @property
+    def request_listener(self) -> str:
+        """The listener of the request being handled; outside a request (registration,
+        the broker's own calls), the inter-broker listener."""
+        session = current_session_or_none()
+        if session is not None and session.listener_name in self.listener_endpoints:
+            return session.listener_name
+        return self.inter_broker_listener
+
+    @property
     def advertised(self) -> Endpoint:
         """This broker's endpoint on the listener of the request being handled.
 
@@ -117,11 +126,7 @@ class BrokerContext:
         of the listener the request came on; outside a request (registration, the
         broker's own calls) it is the inter-broker listener's.
         """
-        endpoints = self.listener_endpoints
-        session = current_session_or_none()
-        if session is not None and session.listener_name in endpoints:
-            return endpoints[session.listener_name]
-        return endpoints.get(self.inter_broker_listener, Endpoint("127.0.0.1", 0))
+        return self.listener_endpoints.get(self.request_listener, Endpoint("127.0.0.1", 0))
 
     @property
     def cluster_id(self) -> str:

@@ -35,7 +35,7 @@ def _brokers(context: BrokerContext) -> list[dict[str, Any]]:
     if context.cluster is not None:
         return [
             {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
-            for b in broker_entries(context.cluster)
+            for b in broker_entries(context.cluster, context.request_listener)
         ]
     endpoint = context.advertised
     return [{"broker_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}]

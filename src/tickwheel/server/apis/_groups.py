@@ -137,7 +137,7 @@ def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupServic
             context.replica_manager,
             broker_id=context.broker_id,
             advertised=advertised,
-            locate=_cluster_locator(cluster, config, topic_configs),
+            locate=_cluster_locator(context, cluster, config, topic_configs),
             partition_exists=lambda topic, partition: cluster.cache.contains_partition(
                 TopicPartition(topic, partition)
             ),
@@ -153,9 +153,13 @@ def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupServic
 
 
 def _cluster_locator(
-    cluster: ClusterNode, config: GroupConfig, topic_configs: Mapping[str, str]
+    context: BrokerContext,
+    cluster: ClusterNode,
+    config: GroupConfig,
+    topic_configs: Mapping[str, str],
 ) -> CoordinatorLocator:
-    """The leader of an offsets partition per ``cluster``'s metadata cache, if it is live."""
+    """The leader of an offsets partition per ``cluster``'s metadata cache, if it is live,
+    on the listener of the request being handled."""
 
     def locate(partition: int) -> CoordinatorNode | None:
         leader = internal_topic_leader(
@@ -165,6 +169,7 @@ def _cluster_locator(
             replication_factor=config.offsets_topic_replication_factor,
             configs=topic_configs,
             replication_setting="offsets.topic.replication.factor",
+            listener_name=context.request_listener,
         )
         return (
             None if leader is None else CoordinatorNode(leader.broker_id, leader.host, leader.port)

@@ -62,7 +62,7 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
             "name": name,
             "topic_id": info.topic_id,
             "is_internal": is_internal_topic(name),
-            "partitions": partition_entries(context.cluster, name),
+            "partitions": partition_entries(context.cluster, name, context.request_listener),
         }
     broker_id = context.broker_id
     partitions = []
@@ -139,7 +139,7 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
         request,
         {
             "throttle_time": 0,
-            "brokers": broker_entries(cluster)
+            "brokers": broker_entries(cluster, context.request_listener)
             if cluster is not None
             else [{"node_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}],
             "cluster_id": context.cluster_id,

@@ -76,11 +76,12 @@ def start_share_coordinator(
             broker_id=context.broker_id,
             clock_ms=broker_time.wall_clock_ms,
             locate=_cluster_locator(cluster, config),
-            endpoint_of=functools.partial(_endpoint_of, cluster),
+            endpoint_of=functools.partial(_endpoint_of, context, cluster),
             transport=KafkaShareStateTransport(
-                cluster.cache.broker,
+                cluster.inter_broker_endpoint,
                 client_id=_CLIENT_ID.format(context.broker_id),
                 timeout_ms=PERSISTER_TIMEOUT_MS,
+                ssl_context=cluster.settings.inter_broker_ssl_context,
             ),
         )
         chain_leadership(cluster, SHARE_GROUP_STATE_TOPIC, service.on_elected, service.on_resigned)
@@ -92,8 +93,11 @@ def start_share_coordinator(
     return service
 
 
-def _endpoint_of(cluster: ClusterNode, broker_id: int) -> CoordinatorNode | None:
-    broker = cluster.cache.broker(broker_id)
+def _endpoint_of(
+    context: BrokerContext, cluster: ClusterNode, broker_id: int
+) -> CoordinatorNode | None:
+    """Broker ``broker_id`` on the listener of the request being handled."""
+    broker = cluster.cache.broker(broker_id, context.request_listener)
     return None if broker is None else CoordinatorNode(broker.broker_id, broker.host, broker.port)
 
 
@@ -110,6 +114,7 @@ def _cluster_locator(
             replication_factor=config.share_coordinator_state_topic_replication_factor,
             configs=config.topic_configs(),
             replication_setting="share.coordinator.state.topic.replication.factor",
+            listener_name=cluster.settings.inter_broker_listener,
         )
         return None if leader is None else leader.broker_id
 

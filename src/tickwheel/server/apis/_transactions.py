@@ -111,12 +111,13 @@ def start_transactions(context: BrokerContext, broker_time: BrokerTime) -> Trans
                 TopicPartition(topic, partition)
             ),
             offsets_partition=offsets_partition,
-            locate=_cluster_locator(cluster, config),
+            locate=_cluster_locator(context, cluster, config),
             leader_of=_cluster_leader_lookup(cluster),
             transport=KafkaTxnMarkerTransport(
-                cluster.cache.broker,
+                cluster.inter_broker_endpoint,
                 client_id=_MARKER_CLIENT_ID.format(context.broker_id),
                 timeout_ms=config.request_timeout_ms,
+                ssl_context=cluster.settings.inter_broker_ssl_context,
             ),
         )
         chain_leadership(cluster, TRANSACTION_STATE_TOPIC, service.on_elected, service.on_resigned)
@@ -136,8 +137,11 @@ def _cluster_leader_lookup(cluster: ClusterNode) -> Callable[[TopicPartition], i
     return leader_of
 
 
-def _cluster_locator(cluster: ClusterNode, config: TransactionConfig) -> CoordinatorLocator:
-    """The leader of a ``__transaction_state`` partition per the metadata cache."""
+def _cluster_locator(
+    context: BrokerContext, cluster: ClusterNode, config: TransactionConfig
+) -> CoordinatorLocator:
+    """The leader of a ``__transaction_state`` partition per the metadata cache, on the
+    listener of the request being handled."""
 
     def locate(partition: int) -> CoordinatorNode | None:
         leader = internal_topic_leader(
@@ -147,6 +151,7 @@ def _cluster_locator(cluster: ClusterNode, config: TransactionConfig) -> Coordin
             replication_factor=config.transaction_state_log_replication_factor,
             configs=config.topic_configs(),
             replication_setting="transaction.state.log.replication.factor",
+            listener_name=context.request_listener,
         )
         return (
             None if leader is None else CoordinatorNode(leader.broker_id, leader.host, leader.port)
