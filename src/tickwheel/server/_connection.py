@@ -12,6 +12,11 @@ Fetch responses arrive as chunks: fixed fields as ``bytes``, records as the log'
 around it; a slice of at least ``SENDFILE_MIN_BYTES`` goes from the page cache to the
 socket with ``loop.sendfile`` (``os.sendfile``), never through Python memory. A
 response whose client has gone (the transport is closing) is dropped quietly.
+Through TLS (an SSL or SASL_SSL listener) the kernel cannot send the file: the bytes
+must be encrypted in user space, so every slice is read (``pread``) and written, one
+slice at a time (a slice is at most a partition's max bytes). Measured on loopback,
+this beats asyncio's own sendfile fallback, which reads 256 KiB pieces on a worker
+thread and waits for each to drain (issue 19's notes give the figures).
 
 Memory: before reading a frame's body, the connection reserves the size its prefix
 announced in the broker's ``MemoryPool`` (``queued.max.request.bytes``) and gives it
@@ -171,6 +176,8 @@ class Connection:
             self.client_host = self.peer = str(peername)
         self.last_active_ms = self._clock.now_ms()
         self.busy = False
+        # A TLS transport cannot sendfile: its bytes are encrypted in user space.
+        self._sendfile_ok = writer.get_extra_info("sslcontext") is None
         self.listener = ListenerSpec(PLAINTEXT, PLAINTEXT, "", 0) if listener is None else listener
         self.session = Session(
             ANONYMOUS, self.client_host, self.listener.name, self.listener.security_protocol
@@ -274,7 +281,11 @@ class Connection:
         for chunk in frame.chunks:
             if isinstance(chunk, bytes):
                 pending.append(chunk)
-            elif isinstance(chunk, FileRecordsSlice) and chunk.length >= SENDFILE_MIN_BYTES:
+            elif (
+                isinstance(chunk, FileRecordsSlice)
+                and chunk.length >= SENDFILE_MIN_BYTES
+                and self._sendfile_ok
+            ):
                 if pending:
                     self._writer.write(b"".join(pending))
                     pending.clear()
