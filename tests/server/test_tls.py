@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +22,11 @@ import kafka
 import pytest
 from aiokafka.helpers import create_ssl_context
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from security.certs import Certificates, write_certificates
 from tickwheel.server import BackgroundBroker, BrokerConfig, ConfigError
+from tickwheel.server._tls import listener_tls
 
 from .wire import WireClient
 
@@ -261,3 +263,42 @@ def test_bad_tls_settings_stop_the_broker_at_start(
     )
     with pytest.raises(ConfigError, match=problem):
         BackgroundBroker(config).start()
+
+
+def test_the_key_password_is_described_without_its_value(
+    broker: BackgroundBroker, certificates: Certificates
+) -> None:
+    admin = AdminClient({"bootstrap.servers": str(broker.endpoint("PLAINTEXT"))})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    configs = admin.describe_configs([resource])[resource].result(WAIT_S)
+    password = configs["ssl.key.password"]
+    assert password.is_sensitive
+    assert password.value is None
+    assert configs["ssl.keystore.location"].value == str(certificates.broker)
+
+
+def test_a_sasl_ssl_listener_asks_for_certificates_only_when_told_by_name(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    """KIP-684: SASL authenticates a SASL_SSL listener's clients; the broker-wide
+    ssl.client.auth does not apply there, the listener's own does."""
+    config = _config(
+        tmp_path,
+        certificates,
+        listeners="SSL://127.0.0.1:0,SECURE://127.0.0.1:0,OTHER://127.0.0.1:0",
+        listener_security_protocol_map="SSL:SSL,SECURE:SASL_SSL,OTHER:SASL_SSL",
+        ssl_client_auth="required",
+    )
+    config = BrokerConfig.from_properties(
+        {**config.as_properties(), "listener.name.other.ssl.client.auth": "requested"}
+    )
+    modes = {}
+    for spec in config.listener_specs():
+        tls = listener_tls(config, spec)
+        assert tls is not None
+        modes[spec.name] = tls.context.verify_mode
+    assert modes == {
+        "SSL": ssl.CERT_REQUIRED,
+        "SECURE": ssl.CERT_NONE,
+        "OTHER": ssl.CERT_OPTIONAL,
+    }

@@ -53,6 +53,7 @@ from tickwheel.share import ShareConfig
 __all__ = [
     "BROKER_TO_TOPIC_CONFIG",
     "DEFAULT_LISTENERS",
+    "SENSITIVE_CONFIGS",
     "BrokerConfig",
     "ConfigError",
     "ConfigSource",
@@ -66,6 +67,9 @@ _log = logging.getLogger(__name__)
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 LISTENER_NAME_PREFIX = "listener.name."
 """Kafka's per-listener overrides: ``listener.name.<listener, lower case>.<property>``."""
+SENSITIVE_CONFIGS = frozenset({"ssl.key.password", "ssl.keystore.key"})
+"""Settings whose values are secrets (Kafka's PASSWORD type): DescribeConfigs answers
+them without their value, as Kafka does, and the config's repr leaves them out."""
 _MS_PER_HOUR = 3_600_000
 _GROUPS = GroupConfig()
 _TXNS = TransactionConfig()
@@ -487,11 +491,11 @@ class BrokerConfig:
     # listener (``listener_name_properties``).
     ssl_keystore_type: str = field(default="JKS", metadata=_kafka("ssl.keystore.type"))
     ssl_keystore_location: str = field(default="", metadata=_kafka("ssl.keystore.location"))
-    ssl_keystore_key: str = field(default="", metadata=_kafka("ssl.keystore.key"))
+    ssl_keystore_key: str = field(default="", repr=False, metadata=_kafka("ssl.keystore.key"))
     ssl_keystore_certificate_chain: str = field(
         default="", metadata=_kafka("ssl.keystore.certificate.chain")
     )
-    ssl_key_password: str = field(default="", metadata=_kafka("ssl.key.password"))
+    ssl_key_password: str = field(default="", repr=False, metadata=_kafka("ssl.key.password"))
     ssl_truststore_type: str = field(default="JKS", metadata=_kafka("ssl.truststore.type"))
     ssl_truststore_location: str = field(default="", metadata=_kafka("ssl.truststore.location"))
     ssl_truststore_certificates: str = field(

@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.server._config import SENSITIVE_CONFIGS
 from tickwheel.server._config_admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._dynamic_config import (
@@ -43,14 +44,18 @@ _STRING_TYPE = 2
 def _entry(
     name: str, value: str, chain: list[Synonym], *, read_only: bool, synonyms: bool
 ) -> dict[str, Any]:
+    # A secret is described without its value, as Kafka does.
+    sensitive = name in SENSITIVE_CONFIGS
     return {
         "name": name,
-        "value": value,
+        "value": None if sensitive else value,
         "read_only": read_only,
         "config_source": chain[0].source,
-        "is_sensitive": False,
+        "is_sensitive": sensitive,
         "synonyms": [
-            {"name": s.name, "value": s.value, "source": s.source} for s in chain if synonyms
+            {"name": s.name, "value": None if sensitive else s.value, "source": s.source}
+            for s in chain
+            if synonyms
         ],
         "config_type": _STRING_TYPE,
         "documentation": None,
