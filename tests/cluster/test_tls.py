@@ -3,7 +3,8 @@ on an SSL inter-broker listener that requires their certificate.
 
 acks=all with min.insync.replicas=2 succeeds only if the followers fetch, so a
 delivered message shows that they fetched over TLS, presenting the broker key store as
-their client certificate.
+their client certificate. A consumer group then finds its coordinator on the PLAINTEXT
+listener and commits.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from security.certs import write_certificates
@@ -38,7 +39,7 @@ def tls_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL",
         "inter.broker.listener.name": "INTERNAL",
         "listener.name.internal.ssl.client.auth": "required",
-        "min.insync.replicas": "2",
+        "group.initial.rebalance.delay.ms": "0",
     }
     cluster = LocalCluster(
         tmp_path / "cluster",
@@ -77,7 +78,7 @@ def test_followers_replicate_over_the_ssl_inter_broker_listener(tls_cluster: Loc
         b.bootstrap_servers for b in tls_cluster.brokers
     )
 
-    create_topic(tls_cluster, TOPIC, [[0, 1, 2]])
+    create_topic(tls_cluster, TOPIC, [[0, 1, 2]], {"min.insync.replicas": "2"})
     wait_for(lambda: sorted(isr(tls_cluster, TOPIC)) == [0, 1, 2], "every replica in sync")
     producer = Producer(
         {"bootstrap.servers": tls_cluster.bootstrap_servers, "acks": "all", "linger.ms": 5}
@@ -100,3 +101,25 @@ def test_followers_replicate_over_the_ssl_inter_broker_listener(tls_cluster: Loc
             lambda d=directory: sum(p.stat().st_size for p in d.glob("*.log")) == size,
             f"broker {follower.broker_id} to hold the leader's log",
         )
+
+    # A group's coordinator is found on the client's listener too (FindCoordinator).
+    consumer = Consumer(
+        {
+            "bootstrap.servers": tls_cluster.bootstrap_servers,
+            "group.id": "tls-cluster-group",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    values: list[bytes] = []
+
+    def consumed_all() -> bool:
+        values.extend(m.value() or b"" for m in consumer.consume(MESSAGES, 0.2) if not m.error())
+        return len(values) >= MESSAGES
+
+    try:
+        consumer.subscribe([TOPIC])
+        wait_for(consumed_all, "the group to consume every message")
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert values == [b"m-%d" % i for i in range(MESSAGES)]
