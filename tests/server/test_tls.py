@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import ssl
 import time
 from collections.abc import Iterator
@@ -20,13 +21,16 @@ from typing import Any
 import aiokafka
 import kafka
 import pytest
+import trustme
 from aiokafka.helpers import create_ssl_context
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from security.certs import Certificates, write_certificates
+from tickwheel.cluster import BrokerChannel, BrokerEndpoint
 from tickwheel.server import BackgroundBroker, BrokerConfig, ConfigError
-from tickwheel.server._tls import listener_tls
+from tickwheel.server._listener import TLS_HANDSHAKE_TIMEOUT_S
+from tickwheel.server._tls import inter_broker_ssl_context, listener_tls
 
 from .wire import WireClient
 
@@ -302,3 +306,67 @@ def test_a_sasl_ssl_listener_asks_for_certificates_only_when_told_by_name(
         "SECURE": ssl.CERT_NONE,
         "OTHER": ssl.CERT_OPTIONAL,
     }
+
+
+def test_a_certificate_from_another_authority_is_refused(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    stranger = trustme.CA().issue_cert("mallory@example.com", common_name="mallory")
+    stranger.private_key_pem.write_to_path(str(tmp_path / "mallory.key"))
+    stranger.cert_chain_pems[0].write_to_path(str(tmp_path / "mallory.pem"))
+    config = _config(tmp_path / "logs", certificates, ssl_client_auth="required")
+    with BackgroundBroker(config) as broker:
+        mallory = AdminClient(
+            {
+                "bootstrap.servers": str(broker.endpoint("SSL")),
+                **_tls(certificates),
+                "ssl.certificate.location": str(tmp_path / "mallory.pem"),
+                "ssl.key.location": str(tmp_path / "mallory.key"),
+            }
+        )
+        with pytest.raises(KafkaException):
+            mallory.list_topics(timeout=3)
+
+
+@pytest.mark.asyncio
+async def test_the_inter_broker_channel_presents_the_broker_key_store(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    """What followers, transaction markers and share-state requests use: a
+    ``BrokerChannel`` over TLS with the inter-broker client context, accepted by a
+    listener that requires a client certificate."""
+    config = _config(
+        tmp_path,
+        certificates,
+        inter_broker_listener_name="SSL",
+        ssl_client_auth="required",
+    )
+    context = inter_broker_ssl_context(config)
+    assert context is not None
+    with BackgroundBroker(config) as strict:
+        endpoint = strict.endpoint("SSL")
+        channel = BrokerChannel(
+            BrokerEndpoint(0, endpoint.host, endpoint.port, "SSL", "SSL"),
+            client_id="tls-test",
+            timeout_ms=int(WAIT_S * 1000),
+            ssl_context=context,
+        )
+        try:
+            body = await channel.request(API_VERSIONS, 0, {})
+        finally:
+            await channel.close()
+    assert body.error_code == 0
+
+
+def test_stopping_does_not_wait_for_clients_that_never_finish_their_handshake(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    running = BackgroundBroker(_config(tmp_path, certificates)).start()
+    endpoint = running.endpoint("SSL")
+    with socket.create_connection((endpoint.host, endpoint.port), timeout=WAIT_S) as silent:
+        # Accepted (the listener waits for its ClientHello) but never says anything.
+        time.sleep(0.2)
+        started = time.monotonic()
+        running.stop()
+        assert time.monotonic() - started < TLS_HANDSHAKE_TIMEOUT_S / 2
+        assert silent.recv(1) == b""
