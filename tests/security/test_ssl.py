@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tickwheel.security import (
     ANONYMOUS,
@@ -249,3 +252,18 @@ def test_listener_overrides_replace_the_broker_wide_settings() -> None:
     external = config.listener_properties("EXTERNAL", "ssl.")
     assert (internal["ssl.client.auth"], external["ssl.client.auth"]) == ("required", "none")
     assert internal["ssl.keystore.location"] == "/etc/broker.pem"
+
+
+@given(
+    st.text(alphabet="RULE:DEFAULT/\\$1()[].*^,LU =cnCN", max_size=40),
+    st.text(alphabet="CN=OU,alice\\ +", max_size=30),
+)
+def test_any_rules_text_parses_or_is_a_config_error(rules: str, name: str) -> None:
+    """Whatever the setting says, the broker gets a mapper or a clear SslConfigError,
+    and a mapper gives a name or NoMatchingRuleError."""
+    try:
+        mapper = PrincipalMapper(rules)
+    except SslConfigError:
+        return
+    with contextlib.suppress(NoMatchingRuleError):
+        mapper.name(name)
