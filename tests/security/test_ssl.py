@@ -6,6 +6,7 @@ import contextlib
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -267,3 +268,23 @@ def test_any_rules_text_parses_or_is_a_config_error(rules: str, name: str) -> No
         return
     with contextlib.suppress(NoMatchingRuleError):
         mapper.name(name)
+
+
+def test_an_encrypted_key_needs_its_password_and_never_prompts(
+    certificates: Certificates, tmp_path: Path
+) -> None:
+    text = certificates.broker.read_bytes()
+    split = text.index(b"-----BEGIN CERTIFICATE-----")
+    key = serialization.load_pem_private_key(text[:split], password=None)
+    encrypted = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"s3cret"),
+    )
+    store = tmp_path / "encrypted.pem"
+    store.write_bytes(encrypted + text[split:])
+    base = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(store)}
+    SslSettings.from_properties({**base, "ssl.key.password": "s3cret"}).server_context()
+    for wrong in ({"ssl.key.password": "guess"}, {}):
+        with pytest.raises(SslConfigError, match=r"ssl\.key\.password"):
+            SslSettings.from_properties({**base, **wrong}).server_context()

@@ -188,14 +188,13 @@ class SslSettings:
                 f"ssl.keystore.type={self.keystore_type}: "
                 + _CONVERT_HINT.format(setting="ssl.keystore.type")
             )
-        password = self.key_password or None
         if self.keystore_location:
             if self.keystore_key or self.keystore_certificate_chain:
                 raise SslConfigError(
                     "set either ssl.keystore.location or ssl.keystore.key with "
                     "ssl.keystore.certificate.chain, not both"
                 )
-            _load_cert_chain(context, self.keystore_location, password, "ssl.keystore.location")
+            self._load_cert_chain(context, self.keystore_location, "ssl.keystore.location")
             return
         if not (self.keystore_key and self.keystore_certificate_chain):
             raise SslConfigError(
@@ -205,11 +204,26 @@ class SslSettings:
         with tempfile.TemporaryDirectory(prefix="tickwheel-keystore-") as directory:
             path = os.path.join(directory, "keystore.pem")
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "w", encoding="ascii") as file:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
                 file.write(
                     _pem_block(self.keystore_key) + _pem_block(self.keystore_certificate_chain)
                 )
-            _load_cert_chain(context, path, password, "ssl.keystore.key")
+            self._load_cert_chain(context, path, "ssl.keystore.key")
+
+    def _load_cert_chain(self, context: ssl.SSLContext, path: str, setting: str) -> None:
+        """Load the key store at ``path`` (``setting`` tells where it came from)."""
+        try:
+            # Always a password, if only an empty one: with None, OpenSSL would prompt
+            # on the terminal for an encrypted key.
+            context.load_cert_chain(path, password=self.key_password)
+        except FileNotFoundError:
+            raise SslConfigError(f"{setting}: no key store at {path}") from None
+        except (OSError, ssl.SSLError) as exc:
+            raise SslConfigError(
+                f"{setting}: cannot load a private key and its certificate chain ({exc}); "
+                "the key store must be PEM with the key and its certificates, and an "
+                "encrypted key needs the right ssl.key.password"
+            ) from None
 
     def _load_truststore(self, context: ssl.SSLContext, purpose: ssl.Purpose) -> None:
         if not (self.truststore_location or self.truststore_certificates):
@@ -232,22 +246,6 @@ class SslSettings:
 
 def _pem_block(text: str) -> str:
     return text.strip() + "\n"
-
-
-def _load_cert_chain(
-    context: ssl.SSLContext, path: str, password: str | None, setting: str
-) -> None:
-    try:
-        context.load_cert_chain(path, password=password)
-    except FileNotFoundError:
-        raise SslConfigError(f"{setting}: no key store at {path}") from None
-    except (OSError, ssl.SSLError) as exc:
-        raise SslConfigError(
-            f"{setting}: cannot load a private key and certificate chain from "
-            f"{path if setting == 'ssl.keystore.location' else 'the inline PEM'} ({exc}); "
-            "the key store must be PEM with the key and its certificates "
-            "(a wrong ssl.key.password fails the same way)"
-        ) from None
 
 
 # -- principals ------------------------------------------------------------------------
