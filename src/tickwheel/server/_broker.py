@@ -49,7 +49,7 @@ from typing import Any, Self
 from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
-from tickwheel.security import PLAINTEXT, NoMatchingRuleError
+from tickwheel.security import PLAINTEXT, SSL, NoMatchingRuleError
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._connection import Connection, ConnectionProtocol
@@ -352,7 +352,12 @@ class Broker:
             # Handed over while ``stop`` runs: nothing will serve it.
             connection.close()
             return
-        if tls is not None and not self._authenticate_tls(connection, tls, writer):
+        # On SSL the certificate names the client; on SASL_SSL, SASL does (Kafka's rule).
+        if (
+            tls is not None
+            and spec.security_protocol == SSL
+            and not self._authenticate_tls(connection, tls, writer)
+        ):
             connection.close()
             return
         task = asyncio.get_running_loop().create_task(connection.run())
