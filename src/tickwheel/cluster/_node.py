@@ -4,7 +4,7 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
 ``ReplicaManager`` do together, for one broker:
 
 1. ``start`` opens the ZooKeeper session, reads (or sets) the cluster id, registers
-   this broker's endpoint, runs for controller, and watches the live brokers, the
+   this broker's endpoint on every listener, runs for controller, and watches the live brokers, the
    topics, each topic's assignment and each partition's state.
 2. Every watch event goes to the event loop through one queue and is applied in
    order (so is every leadership this broker writes itself, without waiting for its
@@ -15,7 +15,8 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    - the state names this broker as leader at an epoch it does not lead yet →
      stop fetching it, ``become_leader``, and let the ``IsrManager`` track followers;
    - it names another broker → ``become_follower`` and fetch it from that leader
-     (``ReplicaFetcherManager``, over ``KafkaFetchTransport``);
+     (``ReplicaFetcherManager``, over ``KafkaFetchTransport``, on the leader's
+     ``inter.broker.listener.name`` endpoint, over TLS when that listener is SSL);
    - the same leader and epoch with a newer version → only the ISR changed.
 
    ``topic_listener`` hears of every topic change and ``leadership_listener`` of every

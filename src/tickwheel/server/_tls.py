@@ -3,7 +3,8 @@
 A listener whose protocol is SSL or SASL_SSL serves TLS with the ``ssl.*`` settings as
 that listener sees them (``listener.name.<listener>.ssl.*`` overriding the broker-wide
 ones, as Kafka does); ``ListenerTls`` holds its server context and the principal
-mapping of its clients' certificates. As in Kafka (KIP-684), a SASL_SSL listener asks
+mapping of its clients' certificates (an SSL listener's principals; on SASL_SSL, SASL
+names them). As in Kafka (KIP-684), a SASL_SSL listener asks
 for client certificates only when ``ssl.client.auth`` is set for that listener by name:
 SASL is what authenticates its clients. The inter-broker client uses the inter-broker
 listener's settings, its key store being its client certificate.
