@@ -480,6 +480,12 @@ class BrokerConfig:
         default=_SHARE_STATE.share_coordinator_load_buffer_size,
         metadata=_kafka("share.coordinator.load.buffer.size"),
     )
+    # acl (issue 19): the authorizer; an empty class name authorizes nothing (all allowed).
+    authorizer_class_name: str = field(default="", metadata=_kafka("authorizer.class.name"))
+    super_users: str = field(default="", metadata=_kafka("super.users"))
+    allow_everyone_if_no_acl_found: bool = field(
+        default=False, metadata=_kafka("allow.everyone.if.no.acl.found")
+    )
     # Kafka makes the cluster id (``kafka-storage format``, or the first broker in
     # ZooKeeper mode); empty means the same here (``_meta_properties``).
     cluster_id: str = field(default="", metadata=_kafka("cluster.id"))
