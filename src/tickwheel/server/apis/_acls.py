@@ -135,9 +135,9 @@ async def handle_create_acls(context: BrokerContext, request: DecodedRequest) ->
     error_code, message = _refusal(context, request)
     store = context.acl_store
     if error_code != ErrorCode.none or store is None:
-        results = [{"error_code": error_code, "error_message": message} for _ in body.creations]
-        return reply(request, {"throttle_time": 0, "results": results})
-    results = []
+        refused = [{"error_code": error_code, "error_message": message} for _ in body.creations]
+        return reply(request, {"throttle_time": 0, "results": refused})
+    results: list[dict[str, Any]] = []
     additions: dict[ResourcePattern, set[AccessControlEntry]] = {}
     for creation in body.creations:
         binding = _binding(creation)
@@ -158,14 +158,14 @@ async def handle_delete_acls(context: BrokerContext, request: DecodedRequest) ->
     error_code, message = _refusal(context, request)
     store = context.acl_store
     if error_code != ErrorCode.none or store is None:
-        results = [
+        refused: list[dict[str, Any]] = [
             {"error_code": error_code, "error_message": message, "matching_acls": []}
             for _ in body.filters
         ]
-        return reply(request, {"throttle_time": 0, "filter_results": results})
+        return reply(request, {"throttle_time": 0, "filter_results": refused})
     taken: set[AclBinding] = set()
     removals: dict[ResourcePattern, set[AccessControlEntry]] = {}
-    results = []
+    results: list[dict[str, Any]] = []
     for item in body.filters:
         binding_filter = _filter(item)
         try:
