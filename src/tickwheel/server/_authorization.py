@@ -78,10 +78,21 @@ def authorize(
 
 
 def authorize_cluster(
-    context: BrokerContext, request: DecodedRequest, operation: AclOperation
+    context: BrokerContext,
+    request: DecodedRequest,
+    operation: AclOperation,
+    *,
+    log_if_denied: bool = True,
 ) -> bool:
     """Whether the request's principal may perform ``operation`` on the cluster."""
-    return authorize(context, request, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+    return authorize(
+        context,
+        request,
+        operation,
+        ResourceType.CLUSTER,
+        CLUSTER_NAME,
+        log_if_denied=log_if_denied,
+    )
 
 
 def authorized_names(
