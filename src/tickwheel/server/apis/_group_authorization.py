@@ -11,6 +11,8 @@ refusals into the coordinator's answer:
   (else TOPIC_AUTHORIZATION_FAILED);
 - OffsetCommit: READ on the group (else every partition GROUP_AUTHORIZATION_FAILED),
   and READ on each topic (else its partitions TOPIC_AUTHORIZATION_FAILED);
+  TxnOffsetCommit first needs WRITE on the transactional id (else every partition
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then the same;
 - OffsetFetch: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED), DESCRIBE on each
   topic asked for (TOPIC_AUTHORIZATION_FAILED); a fetch of all of a group's offsets
   leaves out the topics the principal may not DESCRIBE;
@@ -53,6 +55,7 @@ _DESCRIBE_GROUPS = 15
 _LIST_GROUPS = 16
 _DELETE_GROUPS = 42
 _OFFSET_DELETE = 47
+_TXN_OFFSET_COMMIT = 28
 _CONSUMER_GROUP_HEARTBEAT = 68
 _CONSUMER_GROUP_DESCRIBE = 69
 _MEMBER_GROUP_APIS = frozenset({_JOIN_GROUP, _HEARTBEAT, _LEAVE_GROUP, _SYNC_GROUP})
@@ -127,22 +130,51 @@ async def _consumer_group_heartbeat(
     return await groups.handle(request)
 
 
-async def _offset_commit(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+async def _commit(
+    context: BrokerContext,
+    groups: GroupService,
+    request: DecodedRequest,
+    refusal: ErrorCode | None,
 ) -> Response:
+    """OffsetCommit or TxnOffsetCommit: every partition answered ``refusal`` if set, else
+    the topics the principal may not READ answered TOPIC_AUTHORIZATION_FAILED."""
     body: Any = request.body
     asked = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
-    if not _group_allowed(context, request, AclOperation.READ, body.group_id):
-        values = {"throttle_time": 0, "topics": _partition_errors(asked, _GROUP_DENIED)}
+    if refusal is not None:
+        values = {"throttle_time": 0, "topics": _partition_errors(asked, refusal)}
         return _encode(request, build_entity(_response_class(request), values))
     allowed = _topics_allowed(context, request, AclOperation.READ, (n for n, _ in asked))
     refused = _partition_errors([(n, i) for n, i in asked if n not in allowed], _TOPIC_DENIED)
+    if not refused:
+        return await groups.handle(request)
     kept = tuple(t for t in body.topics if t.name in allowed)
     if not kept:
         values = {"throttle_time": 0, "topics": refused}
         return _encode(request, build_entity(_response_class(request), values))
     answered = await _delegate(groups, request, dataclasses.replace(body, topics=kept))
     return _encode(request, _with(answered, topics=[*answered.topics, *refused]))
+
+
+async def _offset_commit(
+    context: BrokerContext, groups: GroupService, request: DecodedRequest
+) -> Response:
+    body: Any = request.body
+    allowed = _group_allowed(context, request, AclOperation.READ, body.group_id)
+    return await _commit(context, groups, request, None if allowed else _GROUP_DENIED)
+
+
+async def _txn_offset_commit(
+    context: BrokerContext, groups: GroupService, request: DecodedRequest
+) -> Response:
+    body: Any = request.body
+    refusal = None
+    if not authorize(
+        context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+    ):
+        refusal = ErrorCode.transactional_id_authorization_failed
+    elif not _group_allowed(context, request, AclOperation.READ, body.group_id):
+        refusal = _GROUP_DENIED
+    return await _commit(context, groups, request, refusal)
 
 
 _NO_OFFSET = {"committed_offset": -1, "committed_leader_epoch": -1, "metadata": ""}
@@ -351,6 +383,7 @@ _HANDLERS: dict[int, _Handler] = {
     **dict.fromkeys(_MEMBER_GROUP_APIS, _member_api),
     _CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     _OFFSET_COMMIT: _offset_commit,
+    _TXN_OFFSET_COMMIT: _txn_offset_commit,
     _OFFSET_FETCH: _offset_fetch,
     _DESCRIBE_GROUPS: _describe_groups,
     _CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
