@@ -52,6 +52,10 @@ AUTHORIZATION_FAILED: dict[ResourceType, ErrorCode] = {
 }
 """The error a request gets when it may not touch a resource of the type."""
 _REQUEST_SUFFIX = "Request"
+_TOPIC_CONFIG_RESOURCE = 2
+_BROKER_CONFIG_RESOURCE = 4
+_BROKER_LOGGER_CONFIG_RESOURCE = 8
+_GROUP_CONFIG_RESOURCE = 32
 
 
 def request_name(request: DecodedRequest) -> str:
@@ -139,6 +143,35 @@ def authorize_by_resource_type(
     return authorizer.authorize_by_resource_type(
         current_session(), request_name(request), operation, resource_type
     )
+
+
+_CONFIG_RESOURCES: dict[int, ResourceType] = {
+    _TOPIC_CONFIG_RESOURCE: ResourceType.TOPIC,
+    _BROKER_CONFIG_RESOURCE: ResourceType.CLUSTER,
+    _BROKER_LOGGER_CONFIG_RESOURCE: ResourceType.CLUSTER,
+    _GROUP_CONFIG_RESOURCE: ResourceType.GROUP,
+}
+
+
+def config_refusal(
+    context: BrokerContext,
+    request: DecodedRequest,
+    operation: AclOperation,
+    config_resource_type: int,
+    name: str,
+) -> ErrorCode | None:
+    """The error a DescribeConfigs/AlterConfigs resource (a config resource type code:
+    topic 2, broker 4, broker logger 8, group 32) gets for ``operation``, or None:
+    a topic's and a group's configs are authorized on them, a broker's on the cluster."""
+    if context.authorizer is None:
+        return None
+    resource_type = _CONFIG_RESOURCES.get(config_resource_type)
+    if resource_type is None:
+        return None
+    resource_name = CLUSTER_NAME if resource_type == ResourceType.CLUSTER else name
+    if authorize(context, request, operation, resource_type, resource_name):
+        return None
+    return AUTHORIZATION_FAILED[resource_type]
 
 
 def start_authorizer(context: BrokerContext, log_dir: Path) -> None:

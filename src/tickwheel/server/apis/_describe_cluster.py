@@ -5,9 +5,10 @@ the cluster id (Kafka's 22-character id, ``_meta_properties``), the controller (
 broker on a single node; in a cluster the live controller ZooKeeper names, or -1) and
 the live brokers. v1 asks for an endpoint type: brokers (1) are answered; controllers
 (2) are KRaft's quorum, which a ZooKeeper-mode broker does not have, so Kafka's broker
-answers UNSUPPORTED_ENDPOINT_TYPE and so does this one. With no authorizer every
-cluster operation is allowed, so ``include_cluster_authorized_operations`` gets
-Kafka's set of cluster operations; otherwise the field keeps its "not asked" value.
+answers UNSUPPORTED_ENDPOINT_TYPE and so does this one. The request needs DESCRIBE on
+the cluster (CLUSTER_AUTHORIZATION_FAILED); ``include_cluster_authorized_operations``
+gets the cluster operations the principal may perform (all of them with no authorizer),
+otherwise the field keeps its "not asked" value.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -18,17 +19,25 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import DecodedRequest, RequestKey, VersionRange, error_response
+from tickwheel.security import AclOperation
+from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._cluster import broker_entries
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
 _BROKERS_ENDPOINT: Final = 1
 _NOT_ASKED: Final = -(2**31)
-# Kafka's AclOperation codes a cluster resource supports: ALTER (4), CREATE (5),
-# DESCRIBE (8), CLUSTER_ACTION (9), DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11),
-# IDEMPOTENT_WRITE (12).
-_CLUSTER_OPERATIONS: Final = sum(1 << op for op in (4, 5, 8, 9, 10, 11, 12))
+_CLUSTER_OPERATIONS: Final = (
+    AclOperation.ALTER,
+    AclOperation.CREATE,
+    AclOperation.DESCRIBE,
+    AclOperation.CLUSTER_ACTION,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+    AclOperation.IDEMPOTENT_WRITE,
+)
+"""The operations a cluster resource supports (Kafka's ``supportedOperations``)."""
 
 
 def _brokers(context: BrokerContext) -> list[dict[str, Any]]:
@@ -41,9 +50,21 @@ def _brokers(context: BrokerContext) -> list[dict[str, Any]]:
     return [{"broker_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}]
 
 
+def _authorized_operations(context: BrokerContext, request: DecodedRequest) -> int:
+    """The bit set of cluster operations the principal may perform."""
+    return sum(
+        1 << operation.value
+        for operation in _CLUSTER_OPERATIONS
+        if authorize_cluster(context, request, operation, log_if_denied=False)
+    )
+
+
 async def handle_describe_cluster(context: BrokerContext, request: DecodedRequest) -> Response:
     """The cluster as this broker knows it."""
     body: Any = request.body
+    if not authorize_cluster(context, request, AclOperation.DESCRIBE):
+        key = RequestKey(request.api_key, request.api_version, request.correlation_id)
+        return error_response(key, ErrorCode.cluster_authorization_failed)
     cluster = context.cluster
     answer: dict[str, Any] = {
         "throttle_time": 0,
@@ -53,7 +74,9 @@ async def handle_describe_cluster(context: BrokerContext, request: DecodedReques
         "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
         "brokers": _brokers(context),
         "cluster_authorized_operations": (
-            _CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else _NOT_ASKED
+            _authorized_operations(context, request)
+            if body.include_cluster_authorized_operations
+            else _NOT_ASKED
         ),
     }
     endpoint_type = getattr(body, "endpoint_type", _BROKERS_ENDPOINT)
