@@ -98,7 +98,10 @@ async def handle_describe_acls(context: BrokerContext, request: DecodedRequest) 
         answer.update(error_code=ErrorCode.security_disabled, error_message=_NO_AUTHORIZER)
         return reply(request, answer)
     if not authorize_cluster(context, request, AclOperation.DESCRIBE):
-        answer.update(error_code=ErrorCode.cluster_authorization_failed)
+        answer.update(
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message="Cluster authorization failed.",
+        )
         return reply(request, answer)
     try:
         binding_filter.validate()
