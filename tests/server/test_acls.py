@@ -266,10 +266,15 @@ def test_kafka_python_admin_manages_acls(
 
 
 def produce(bootstrap_servers: str, topic: str, **config: Any) -> KafkaError | None:
-    """Produce one record and return its delivery error (None: delivered)."""
+    """Produce one record and return its error (None: delivered); librdkafka raises at
+    once when its metadata already says the topic is refused."""
     producer = Producer({"bootstrap.servers": bootstrap_servers, **FAST_CLIENT, **config})
     outcome: list[KafkaError | None] = []
-    producer.produce(topic, b"value", on_delivery=lambda err, _msg: outcome.append(err))
+    try:
+        producer.produce(topic, b"value", on_delivery=lambda err, _msg: outcome.append(err))
+    except KafkaException as exc:
+        error: KafkaError = exc.args[0]
+        return error
     producer.flush(TIMEOUT_S)
     assert outcome, "the record was never delivered nor failed"
     return outcome[0]
