@@ -478,3 +478,59 @@ def test_acls_survive_a_restart(tmp_path: Path) -> None:
         described = admin.describe_acls(ANY_FILTER).result(TIMEOUT_S)
     assert kept in described
     assert acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER) in described
+
+
+def commit_offset(bootstrap_servers: str, group_id: str, topic: str) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group_id})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_group_admin_sees_only_the_groups_the_principal_may_describe(
+    tickwheel_broker: BackgroundBroker, admin: AdminClient
+) -> None:
+    create_topics(admin, "orders")
+    hidden_read = acl(ResourceType.GROUP, "hidden", AclOperation.READ)
+    create_acls(
+        admin,
+        acl(ResourceType.TOPIC, "orders", AclOperation.ALL),
+        acl(ResourceType.GROUP, "visible", AclOperation.ALL),
+        hidden_read,
+    )
+    servers = tickwheel_broker.bootstrap_servers
+    commit_offset(servers, "visible", "orders")
+    commit_offset(servers, "hidden", "orders")
+    # Last: ALTER on the cluster implies DESCRIBE, which would list every group.
+    cluster_filter = AclBindingFilter(
+        ResourceType.BROKER,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    hidden_filter = AclBindingFilter(
+        ResourceType.GROUP,
+        "hidden",
+        ResourcePatternType.LITERAL,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    for future in admin.delete_acls([cluster_filter, hidden_filter]).values():
+        future.result(TIMEOUT_S)
+
+    listed = admin.list_consumer_groups().result(TIMEOUT_S)
+    assert [g.group_id for g in listed.valid] == ["visible"]
+    described = admin.describe_consumer_groups(["visible", "hidden"])
+    assert described["visible"].result(TIMEOUT_S).group_id == "visible"
+    with pytest.raises(KafkaException) as refused:
+        described["hidden"].result(TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as not_deleted:
+        admin.delete_consumer_groups(["hidden"])["hidden"].result(TIMEOUT_S)
+    assert not_deleted.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED

@@ -11,7 +11,9 @@ and the MATCH/ANY filters, v2 the flexible encoding):
   resource not named ``kafka-cluster``, a principal that is not ``Type:name``) gets
   INVALID_REQUEST with the reason, the others are stored; a filter holding an unknown
   code gets INVALID_REQUEST;
-- DeleteAcls reports every binding it removed under the first filter that matched it.
+- DeleteAcls reports every binding it removed under the first filter that matched it;
+- when the store fails (a full disk, ZooKeeper gone), the items not yet answered with
+  an error get UNKNOWN_SERVER_ERROR, as Kafka's.
 
 Changes go through ``AclStore.update``, one per resource pattern, so they are durable
 (the log directory's file, or ZooKeeper) before the answer and seen at once by every
@@ -22,6 +24,7 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -43,6 +46,7 @@ from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
+_log = logging.getLogger(__name__)
 _VERSIONS = VersionRange(1, 3)
 _NO_AUTHORIZER = "No Authorizer is configured."
 
@@ -151,7 +155,11 @@ async def handle_create_acls(context: BrokerContext, request: DecodedRequest) ->
             continue
         additions.setdefault(binding.pattern, set()).add(binding.entry)
         results.append({"error_code": ErrorCode.none, "error_message": None})
-    await _apply(store, additions, {})
+    failure = await _apply(store, additions, {})
+    if failure is not None:
+        for result in results:
+            if result["error_code"] == ErrorCode.none:
+                result.update(error_code=ErrorCode.unknown_server_error, error_message=failure)
     return reply(request, {"throttle_time": 0, "results": results})
 
 
@@ -193,7 +201,15 @@ async def handle_delete_acls(context: BrokerContext, request: DecodedRequest) ->
                 "matching_acls": [_matching(binding) for binding in matched],
             }
         )
-    await _apply(store, {}, removals)
+    failure = await _apply(store, {}, removals)
+    if failure is not None:
+        for result in results:
+            if result["error_code"] == ErrorCode.none:
+                result.update(
+                    error_code=ErrorCode.unknown_server_error,
+                    error_message=failure,
+                    matching_acls=[],
+                )
     return reply(request, {"throttle_time": 0, "filter_results": results})
 
 
@@ -213,9 +229,16 @@ async def _apply(
     store: AclStore,
     additions: dict[ResourcePattern, set[AccessControlEntry]],
     removals: dict[ResourcePattern, set[AccessControlEntry]],
-) -> None:
+) -> str | None:
+    """Store the changes, pattern by pattern; the failure that stopped them, if any
+    (the file or ZooKeeper refused: the patterns changed before it stay changed)."""
     for pattern in sorted({*additions, *removals}):
-        await store.update(pattern, additions.get(pattern, ()), removals.get(pattern, ()))
+        try:
+            await store.update(pattern, additions.get(pattern, ()), removals.get(pattern, ()))
+        except Exception as exc:
+            _log.exception("storing the ACLs of %s failed", pattern)
+            return f"storing the ACLs of {pattern} failed: {exc}"
+    return None
 
 
 DESCRIBE_ACLS = ApiSpec(29, "DescribeAcls", _VERSIONS, handle_describe_acls)

@@ -56,6 +56,7 @@ _LIST_GROUPS = 16
 _DELETE_GROUPS = 42
 _OFFSET_DELETE = 47
 _TXN_OFFSET_COMMIT = 28
+_OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION = 2
 _CONSUMER_GROUP_HEARTBEAT = 68
 _CONSUMER_GROUP_DESCRIBE = 69
 _MEMBER_GROUP_APIS = frozenset({_JOIN_GROUP, _HEARTBEAT, _LEAVE_GROUP, _SYNC_GROUP})
@@ -216,7 +217,15 @@ async def _offset_fetch(
     body: Any = request.body
     if not hasattr(body, "groups"):
         if not _group_allowed(context, request, AclOperation.DESCRIBE, body.group_id):
-            return _refuse(request, _GROUP_DENIED)
+            if request.api_version >= _OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION:
+                return _refuse(request, _GROUP_DENIED)
+            # v1 has no request-level error: every partition asked for carries it.
+            asked = [(t.name, t.partition_indexes) for t in body.topics or ()]
+            topics = _partition_errors(asked, _GROUP_DENIED, **_NO_OFFSET)
+            response = build_entity(
+                _response_class(request), {"throttle_time": 0, "topics": topics}
+            )
+            return _encode(request, response)
         kept, refused, keep = _fetch_topics(context, request, body.topics)
         answered = await _delegate(groups, request, dataclasses.replace(body, topics=kept))
         topics = [*(t for t in answered.topics if keep(t)), *refused]

@@ -86,9 +86,12 @@ async def handle_list_offsets(context: BrokerContext, request: DecodedRequest) -
     """Answer each partition's offset lookup."""
     body: Any = request.body
     isolation = FetchIsolation.of(body.replica_id, getattr(body, "isolation_level", 0))
-    allowed = authorized_names(
-        context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in body.topics)
-    )
+    denied_topics: set[str] = set()
+    if context.authorizer is not None:
+        names = {t.name for t in body.topics}
+        denied_topics = names - authorized_names(
+            context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+        )
     denied = {"error_code": ErrorCode.topic_authorization_failed}
     return reply(
         request,
@@ -108,7 +111,7 @@ async def handle_list_offsets(context: BrokerContext, request: DecodedRequest) -
                                     isolation,
                                     getattr(p, "current_leader_epoch", -1),
                                 )
-                                if topic.name in allowed
+                                if topic.name not in denied_topics
                                 else denied
                             ),
                         }
