@@ -72,7 +72,10 @@ _CONCRETE_TYPES = [t for t in ResourceType if t not in (ResourceType.UNKNOWN, Re
 
 
 def acl_path(pattern: ResourcePattern) -> str:
-    """The znode holding ``pattern``'s ACLs."""
+    """The znode holding ``pattern``'s ACLs; ``AclError`` for a name that cannot be one
+    znode (a ``/`` in it, or ``.``/``..``: a group or transactional id may be anything)."""
+    if "/" in pattern.name or pattern.name in (".", ".."):
+        raise AclError(f"the resource name {pattern.name!r} cannot be stored in ZooKeeper")
     root = LITERAL_ACL_PATH if pattern.pattern_type == PatternType.LITERAL else PREFIXED_ACL_PATH
     return f"{root}/{pattern.resource_type.pascal_name}/{pattern.name}"
 
@@ -213,10 +216,11 @@ class ZkAclStore:
                     continue
                 try:
                     pattern = decode_change(changes_path, found[0])
+                    entries = self.read(pattern)
                 except AclError as exc:
                     _log.warning("ignoring ACL change %s: %s", child, exc)
                     continue
-                listener(pattern, self.read(pattern), changes_path, seq)
+                listener(pattern, entries, changes_path, seq)
             self._purge(changes_path, children)
             return None
 
