@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -400,6 +407,18 @@ def test_metadata_hides_the_topics_the_principal_may_not_describe(
     assert sorted(listed.topics) == ["public-1", "public-2"]
     asked = admin.list_topics(topic="secret", timeout=TIMEOUT_S)
     assert asked.topics["secret"].error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    described = admin.describe_topics(
+        TopicCollection(["public-1"]), include_authorized_operations=True
+    )["public-1"].result(TIMEOUT_S)
+    assert described.authorized_operations == [AclOperation.DESCRIBE]
+    wire = WireClient(tickwheel_broker.bootstrap_servers)
+    try:
+        cluster = wire.call(60, 0, {"include_cluster_authorized_operations": True})
+    finally:
+        wire.close()
+    # ALTER and CREATE granted by the fixture; ALTER implies DESCRIBE.
+    operations = (AclOperation.ALTER, AclOperation.CREATE, AclOperation.DESCRIBE)
+    assert cluster.cluster_authorized_operations == sum(1 << op.value for op in operations)
 
 
 def test_topic_creation_needs_create_on_the_cluster_or_the_topic(

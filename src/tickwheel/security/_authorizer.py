@@ -197,7 +197,7 @@ class AclAuthorizer:
     ) -> bool:
         """Whether the principal may perform ``operation`` on some resource of
         ``resource_type`` (Kafka's ``authorizeByResourceType``)."""
-        probe = Action(operation, resource_type, _PROBE_NAME, log_if_denied=False)
+        probe = Action(operation, resource_type, _PROBE_NAME, ref_count=0, log_if_denied=False)
         if self.authorize(session, request_name, probe):
             return True
         principal, host = str(session.principal), session.client_host

@@ -153,6 +153,49 @@ _CONFIG_RESOURCES: dict[int, ResourceType] = {
 }
 
 
+_SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+}
+"""The operations each resource type supports (Kafka's ``AclEntry.supportedOperations``)."""
+
+
+def authorized_operations(
+    context: BrokerContext, request: DecodedRequest, resource_type: ResourceType, name: str
+) -> int:
+    """The bit set (1 << operation code) of the supported operations the principal may
+    perform on the resource, as Metadata and DescribeCluster answer when asked."""
+    return sum(
+        1 << operation.value
+        for operation in _SUPPORTED_OPERATIONS[resource_type]
+        if authorize(context, request, operation, resource_type, name, log_if_denied=False)
+    )
+
+
 def config_refusal(
     context: BrokerContext,
     request: DecodedRequest,

@@ -20,24 +20,14 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, RequestKey, VersionRange, error_response
-from tickwheel.security import AclOperation
-from tickwheel.server._authorization import authorize_cluster
+from tickwheel.security import CLUSTER_NAME, AclOperation, ResourceType
+from tickwheel.server._authorization import authorize_cluster, authorized_operations
 from tickwheel.server._cluster import broker_entries
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
 _BROKERS_ENDPOINT: Final = 1
 _NOT_ASKED: Final = -(2**31)
-_CLUSTER_OPERATIONS: Final = (
-    AclOperation.ALTER,
-    AclOperation.CREATE,
-    AclOperation.DESCRIBE,
-    AclOperation.CLUSTER_ACTION,
-    AclOperation.DESCRIBE_CONFIGS,
-    AclOperation.ALTER_CONFIGS,
-    AclOperation.IDEMPOTENT_WRITE,
-)
-"""The operations a cluster resource supports (Kafka's ``supportedOperations``)."""
 
 
 def _brokers(context: BrokerContext) -> list[dict[str, Any]]:
@@ -48,15 +38,6 @@ def _brokers(context: BrokerContext) -> list[dict[str, Any]]:
         ]
     endpoint = context.advertised
     return [{"broker_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}]
-
-
-def _authorized_operations(context: BrokerContext, request: DecodedRequest) -> int:
-    """The bit set of cluster operations the principal may perform."""
-    return sum(
-        1 << operation.value
-        for operation in _CLUSTER_OPERATIONS
-        if authorize_cluster(context, request, operation, log_if_denied=False)
-    )
 
 
 async def handle_describe_cluster(context: BrokerContext, request: DecodedRequest) -> Response:
@@ -74,7 +55,7 @@ async def handle_describe_cluster(context: BrokerContext, request: DecodedReques
         "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
         "brokers": _brokers(context),
         "cluster_authorized_operations": (
-            _authorized_operations(context, request)
+            authorized_operations(context, request, ResourceType.CLUSTER, CLUSTER_NAME)
             if body.include_cluster_authorized_operations
             else _NOT_ASKED
         ),

@@ -21,7 +21,8 @@ only those the principal may DESCRIBE (the others are left out without an audit
 line at INFO); a topic asked for by name or id that it may not DESCRIBE is answered
 TOPIC_AUTHORIZATION_FAILED (by id: with a null name, so the name does not leak), and an
 unknown topic it may not create (CREATE on the cluster or on the topic) is answered
-TOPIC_AUTHORIZATION_FAILED rather than created.
+TOPIC_AUTHORIZATION_FAILED rather than created. ``include_topic_authorized_operations``
+(v8+) gets each topic's operations the principal may perform.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -36,7 +37,12 @@ from kio.schema.errors import ErrorCode
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import NO_LEADER, TopicPartition, is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
-from tickwheel.server._authorization import authorize, authorize_cluster, authorized_names
+from tickwheel.server._authorization import (
+    authorize,
+    authorize_cluster,
+    authorized_names,
+    authorized_operations,
+)
 from tickwheel.server._cluster import auto_create_topic, broker_entries, partition_entries
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._topics import topic_name_error
@@ -136,7 +142,12 @@ def _entry(
     by_id: dict[str, uuid.UUID],
 ) -> dict[str, Any]:
     if not denied:
-        return _topic_entry(context, name)
+        entry = _topic_entry(context, name)
+        if getattr(request.body, "include_topic_authorized_operations", False):
+            entry["topic_authorized_operations"] = authorized_operations(
+                context, request, ResourceType.TOPIC, name
+            )
+        return entry
     error = ErrorCode.topic_authorization_failed
     if name in by_id:
         return _unknown_topic_id_entry(by_id[name], request.api_version, error)
