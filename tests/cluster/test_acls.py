@@ -139,6 +139,16 @@ def test_an_acl_change_on_one_broker_applies_on_every_broker(acl_cluster: LocalC
     }
     assert acl_cluster.read_znode("/kafka-acl-extended/prefixed/Group/pay") is not None
 
+    # A broker that restarts reads them back from ZooKeeper.
+    restarted = acl_cluster.brokers[1]
+    restarted.stop()
+    restarted.start()
+    acl_cluster.wait_registered(restarted.broker_id)
+    wait_for(
+        lambda: described_on(restarted.bootstrap_servers) == expected,
+        "the restarted broker to hold the ACLs",
+    )
+
     # The topic now has an ACL, so allow.everyone.if.no.acl.found no longer applies to
     # it: nothing allows even DESCRIBE, and the producer is refused.
     assert produce_error(first, "orders") == KafkaError.TOPIC_AUTHORIZATION_FAILED

@@ -318,14 +318,16 @@ def test_idempotent_producers_need_idempotent_write_or_write_on_a_topic(
     assert produce(servers, "orders", **{"enable.idempotence": True}) is None
 
 
-def consume_one(bootstrap_servers: str, group_id: str, topic: str) -> tuple[bytes | None, int]:
+def consume_one(
+    bootstrap_servers: str, group_id: str, topic: str, **config: Any
+) -> tuple[bytes | None, int]:
     """Subscribe and poll until a record or an error: (value, error code)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap_servers,
             "group.id": group_id,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
+            **config,
         }
     )
     consumer.subscribe([topic])
@@ -357,12 +359,21 @@ def test_consume_needs_read_on_the_topic_and_the_group(
     servers = tickwheel_broker.bootstrap_servers
     assert produce(servers, "orders") is None
     assert produce(servers, "secret") is None
-    assert consume_one(servers, "readers-1", "orders") == (b"value", 0)
+    assert consume_one(servers, "readers-1", "orders", **{"session.timeout.ms": 6000}) == (
+        b"value",
+        0,
+    )
     assert consume_one(servers, "strangers", "orders") == (
         None,
         KafkaError.GROUP_AUTHORIZATION_FAILED,
     )
     assert consume_one(servers, "readers-2", "secret")[1] == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # The consumer protocol (KIP-848): ConsumerGroupHeartbeat is authorized the same way.
+    kip848 = {"group.protocol": "consumer"}
+    assert consume_one(servers, "readers-3", "orders", **kip848) == (b"value", 0)
+    assert consume_one(servers, "strangers", "orders", **kip848)[1] == (
+        KafkaError.GROUP_AUTHORIZATION_FAILED
+    )
 
 
 def test_fetch_of_a_topic_without_read_is_refused(
