@@ -22,6 +22,7 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Producer,
+    ShareConsumer,
     TopicCollection,
     TopicPartition,
 )
@@ -564,3 +565,43 @@ def test_group_admin_sees_only_the_groups_the_principal_may_describe(
     with pytest.raises(KafkaException) as not_deleted:
         admin.delete_consumer_groups(["hidden"])["hidden"].result(TIMEOUT_S)
     assert not_deleted.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def share_poll(bootstrap_servers: str, group_id: str, topic: str) -> tuple[bytes | None, int]:
+    """Join share group ``group_id`` on ``topic`` and poll, producing a record every
+    second (a share group starts at the latest offset), until a record or an error."""
+    producer = Producer({"bootstrap.servers": bootstrap_servers, **FAST_CLIENT})
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap_servers, "group.id": group_id})
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + TIMEOUT_S
+    produced_s = 0.0
+    try:
+        while time.monotonic() < deadline:
+            if time.monotonic() - produced_s > 1.0:
+                producer.produce(topic, b"shared")
+                producer.flush(TIMEOUT_S)
+                produced_s = time.monotonic()
+            try:
+                messages = consumer.poll(0.2) or []
+            except KafkaException as exc:
+                return None, int(exc.args[0].code())
+            for message in messages:
+                error = message.error()
+                return (None, error.code()) if error is not None else (message.value(), 0)
+    finally:
+        consumer.close()
+    raise AssertionError(f"share group {group_id} got nothing from {topic}")
+
+
+def test_share_groups_need_read_on_the_group(
+    tickwheel_broker: BackgroundBroker, admin: AdminClient
+) -> None:
+    create_topics(admin, "queue")
+    create_acls(
+        admin,
+        acl(ResourceType.TOPIC, "queue", AclOperation.ALL),
+        acl(ResourceType.GROUP, "share-ok", AclOperation.READ),
+    )
+    servers = tickwheel_broker.bootstrap_servers
+    assert share_poll(servers, "share-ok", "queue") == (b"shared", 0)
+    assert share_poll(servers, "share-no", "queue") == (None, KafkaError.GROUP_AUTHORIZATION_FAILED)
