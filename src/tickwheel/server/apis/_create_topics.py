@@ -19,7 +19,9 @@ new partitions' leaders, as Kafka's does.
 
 Authorization (Kafka's ``handleCreateTopicsRequest``): CREATE on the cluster allows
 every topic, else CREATE on each topic; a refused topic is answered
-TOPIC_AUTHORIZATION_FAILED (after the duplicate check, before any other).
+TOPIC_AUTHORIZATION_FAILED (after the duplicate check, before any other); a created
+topic's configs are answered only with DESCRIBE_CONFIGS on it (else none, and
+``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED, v5+).
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -33,7 +35,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
-from tickwheel.server._authorization import authorize_cluster, authorized_names
+from tickwheel.server._authorization import authorize, authorize_cluster, authorized_names
 from tickwheel.server._cluster import create_cluster_topic
 from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
 from tickwheel.server._descriptors import partitions_that_fit
@@ -209,7 +211,17 @@ async def handle_create_topics(context: BrokerContext, request: DecodedRequest) 
             except STORAGE_ERRORS as exc:
                 results.append(storage_error(topic.name, exc))
                 continue
-        results.append(_created(context, topic.name, partitions, replication, configs))
+        created = _created(context, topic.name, partitions, replication, configs)
+        if not authorize(
+            context,
+            request,
+            AclOperation.DESCRIBE_CONFIGS,
+            ResourceType.TOPIC,
+            topic.name,
+            log_if_denied=False,
+        ):
+            created.update(configs=[], topic_config_error_code=ErrorCode.topic_authorization_failed)
+        results.append(created)
     return reply(request, {"throttle_time": 0, "topics": results})
 
 
