@@ -59,6 +59,11 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    directory that fails. Unlike a controller's decision, such a write is fenced by the
    state's version only.
 
+8. ACLs (``_acls``, Kafka's ``/kafka-acl`` layout): with an ``acl_listener`` set, the
+   node hands it every ACL at start-up and each pattern a change notification names,
+   in event order; ``update_acls`` writes a change and returns once this broker has
+   applied its own notification, so the writer's next request already sees it.
+
 Concurrency: the node lives on the broker's event loop; ZooKeeper calls run in worker
 threads (``asyncio.to_thread``); watch callbacks run on kazoo's thread and only post
 events to the loop (``call_soon_threadsafe``). The watched-path sets they share are
@@ -80,6 +85,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.cluster._acls import ZkAclStore
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
 from tickwheel.cluster._controller import Controller, ControllerSettings
 from tickwheel.cluster._delayed_elect_leader import DelayedElectLeader
@@ -129,6 +135,7 @@ from tickwheel.replica import (
     become_follower,
     become_leader,
 )
+from tickwheel.security import AccessControlEntry, ResourcePattern
 from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
 
 _log = logging.getLogger(__name__)
@@ -226,6 +233,14 @@ class _ConfigChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class _AclsChanged:
+    pattern: ResourcePattern
+    entries: frozenset[AccessControlEntry]
+    changes_path: str
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Barrier:
     """Set once every event queued before it has been applied."""
 
@@ -240,6 +255,7 @@ _Event = (
     | _ControllerChanged
     | _ControllerElected
     | _ConfigChanged
+    | _AclsChanged
     | _Barrier
 )
 
@@ -264,9 +280,17 @@ class ClusterNode:
         # Told the cluster id once it is known and checked, before this broker
         # registers (the broker keeps it in meta.properties, as Kafka does then).
         self.cluster_id_listener: Callable[[str], None] | None = None
+        # Told every ACL at start-up, then each pattern whose ACLs change (set before
+        # ``start`` to watch the ACLs at all: a broker without an authorizer does not).
+        self.acl_listener: (
+            Callable[[ResourcePattern, frozenset[AccessControlEntry]], None] | None
+        ) = None
         self._replica_manager = replica_manager
         self._log_config_for = log_config_for
         self._zk = ZkClient(settings.zookeeper)
+        self._acls = ZkAclStore(self._zk)
+        # The newest ACL change notification applied, by notification path.
+        self._applied_acl_changes: dict[str, int] = {}
         self.controller = Controller(self._zk, self.cache, settings.controller, self._post_state)
         elect_timer = SystemTimer("ElectLeader", executor=InlineExecutor())
         self._elect_timer_driver = AsyncioTimerDriver(elect_timer)
@@ -374,6 +398,8 @@ class ClusterNode:
         zk.watch_children(BROKER_IDS_PATH, self._on_broker_ids)
         zk.watch_children(TOPICS_PATH, self._on_topics)
         zk.watch_data(CONTROLLER_PATH, self._on_controller)
+        if self.acl_listener is not None:
+            self._acls.watch(self._on_acls)
 
     async def stop(self) -> None:
         """Leave the cluster: stop fetching and tracking, close the ZooKeeper session."""
@@ -471,6 +497,15 @@ class ClusterNode:
             self._post(_ConfigChanged(entity_type, name, configs, seq))
         self._zk.purge_config_changes(CONFIG_CHANGE_EXPIRATION_MS, int(time.time() * 1000))
         return None
+
+    def _on_acls(
+        self,
+        pattern: ResourcePattern,
+        entries: frozenset[AccessControlEntry],
+        changes_path: str,
+        sequence: int,
+    ) -> None:
+        self._post(_AclsChanged(pattern, entries, changes_path, sequence))
 
     def _read_entity_config(self, entity_type: str, name: str) -> dict[str, str] | None:
         try:
@@ -580,8 +615,16 @@ class ClusterNode:
             await self._delete_local(event.name)
         elif isinstance(event, _ConfigChanged):
             self._apply_config(event)
+        elif isinstance(event, _AclsChanged):
+            self._apply_acls(event)
         else:
             await self._record_state(event.tp, event.state)
+
+    def _apply_acls(self, event: _AclsChanged) -> None:
+        if self.acl_listener is not None:
+            self.acl_listener(event.pattern, event.entries)
+        applied = self._applied_acl_changes.get(event.changes_path, -1)
+        self._applied_acl_changes[event.changes_path] = max(applied, event.sequence)
 
     def _apply_config(self, event: _ConfigChanged) -> None:
         self._applied_config_change = max(self._applied_config_change, event.sequence)
@@ -865,6 +908,24 @@ class ClusterNode:
         sequence = await asyncio.to_thread(self._zk.set_entity_config, entity_type, name, configs)
         _log.info("set the config of %s/%s to %s", entity_type, name, dict(configs))
         await self.wait_until(lambda: self._applied_config_change >= sequence, timeout_ms)
+
+    async def update_acls(
+        self,
+        pattern: ResourcePattern,
+        add: Iterable[AccessControlEntry],
+        remove: Iterable[AccessControlEntry],
+        *,
+        timeout_ms: int,
+    ) -> None:
+        """Add and remove entries of ``pattern``'s ACLs in ZooKeeper, notify every
+        broker, and wait until this one has applied the change."""
+        written = await asyncio.to_thread(self._acls.update, pattern, tuple(add), tuple(remove))
+        if written is None:
+            return
+        changes_path, sequence = written
+        await self.wait_until(
+            lambda: self._applied_acl_changes.get(changes_path, -1) >= sequence, timeout_ms
+        )
 
     async def allocate_producer_id(self) -> int:
         """A producer id never handed out before by any broker of the cluster."""

@@ -440,6 +440,25 @@ class ZkClient:
         except NoNodeError:
             return []
 
+    def ensure_path(self, path: str) -> None:
+        """Create ``path`` and its parents where missing."""
+        self._client.ensure_path(path)
+
+    def create_node(
+        self, path: str, data: bytes, *, sequence: bool = False, makepath: bool = False
+    ) -> str:
+        """Create a persistent znode (``sequence``: ZooKeeper appends a sequence
+        number); its path. Raises kazoo's ``NodeExistsError`` if it exists."""
+        return str(self._client.create(path, data, sequence=sequence, makepath=makepath))
+
+    def set_node(self, path: str, data: bytes, version: int) -> None:
+        """Write a znode at ``version`` (-1: any); kazoo's ``BadVersionError`` if it moved."""
+        self._client.set(path, data, version=version)
+
+    def delete_node(self, path: str, version: int) -> None:
+        """Delete a znode at ``version`` (-1: any); kazoo's ``BadVersionError`` if it moved."""
+        self._client.delete(path, version=version)
+
     # -- watches --------------------------------------------------------------------------
 
     def watch_children(self, path: str, callback: ChildrenCallback) -> None:

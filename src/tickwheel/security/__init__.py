@@ -12,6 +12,30 @@ nothing above ``protocol/``. The modules:
 Concurrency: see each module; everything runs on the broker's event loop.
 """
 
+from tickwheel.security._acl import (
+    ANY_BINDING,
+    CLUSTER_NAME,
+    WILDCARD_HOST,
+    WILDCARD_PRINCIPAL,
+    WILDCARD_RESOURCE,
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclError,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from tickwheel.security._audit import AUTHORIZER_LOGGER
+from tickwheel.security._authorizer import (
+    ACL_AUTHORIZER_NAMES,
+    AclAuthorizer,
+    Action,
+    authorizer_for,
+    parse_super_users,
+)
 from tickwheel.security._principal import (
     ANONYMOUS,
     USER_TYPE,
@@ -39,23 +63,43 @@ from tickwheel.security._ssl import (
 )
 
 __all__ = [
+    "ACL_AUTHORIZER_NAMES",
     "ANONYMOUS",
+    "ANY_BINDING",
+    "AUTHORIZER_LOGGER",
+    "CLUSTER_NAME",
     "PLAINTEXT",
     "SASL_PLAINTEXT",
     "SASL_SSL",
     "SECURITY_PROTOCOLS",
     "SSL",
     "USER_TYPE",
+    "WILDCARD_HOST",
     "WILDCARD_NAME",
+    "WILDCARD_PRINCIPAL",
+    "WILDCARD_RESOURCE",
+    "AccessControlEntry",
+    "AclAuthorizer",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclError",
+    "AclOperation",
+    "AclPermissionType",
+    "Action",
     "KafkaPrincipal",
     "NoMatchingRuleError",
+    "PatternType",
     "PrincipalError",
     "PrincipalMapper",
+    "ResourcePattern",
+    "ResourceType",
     "Session",
     "SslConfigError",
     "SslSettings",
+    "authorizer_for",
     "current_session",
     "current_session_or_none",
     "distinguished_name",
     "enter_session",
+    "parse_super_users",
 ]

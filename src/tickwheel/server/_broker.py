@@ -50,6 +50,7 @@ from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.security import PLAINTEXT, SSL, NoMatchingRuleError
+from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._connection import Connection, ConnectionProtocol
@@ -258,6 +259,7 @@ class Broker:
             cluster.cluster_id_listener = lambda cluster_id: write_meta_properties(
                 self.log_dirs, MetaProperties(config.broker_id, cluster_id)
             )
+        start_authorizer(context, self.log_dir)
         for info in topics.topics.values():
             context.open_partitions(info)
         self._start_coordinators(context, broker_time)

@@ -517,6 +517,12 @@ class BrokerConfig:
     listener_name_properties: Mapping[str, str] = field(
         default_factory=dict, compare=False, repr=False, metadata={}
     )
+    # acl (issue 19): the authorizer; an empty class name authorizes nothing (all allowed).
+    authorizer_class_name: str = field(default="", metadata=_kafka("authorizer.class.name"))
+    super_users: str = field(default="", metadata=_kafka("super.users"))
+    allow_everyone_if_no_acl_found: bool = field(
+        default=False, metadata=_kafka("allow.everyone.if.no.acl.found")
+    )
     # Kafka makes the cluster id (``kafka-storage format``, or the first broker in
     # ZooKeeper mode); empty means the same here (``_meta_properties``).
     cluster_id: str = field(default="", metadata=_kafka("cluster.id"))

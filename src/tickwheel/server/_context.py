@@ -35,7 +35,8 @@ from tickwheel.coordinator.transaction import TransactionService
 from tickwheel.log import LogConfig, LogStorageError
 from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
-from tickwheel.security import current_session_or_none
+from tickwheel.security import AclAuthorizer, current_session_or_none
+from tickwheel.server._acl_store import AclStore
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._dynamic_config import DynamicBrokerConfig
 from tickwheel.server._group_configs import GroupConfigs
@@ -105,6 +106,10 @@ class BrokerContext:
         self.share_admin: ShareGroupAdmin | None = None
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         self.cluster: ClusterNode | None = None
+        # The authorizer (``authorizer.class.name``) and its ACLs' store (an
+        # ``AclStore``), set at start-up; None: every request is allowed.
+        self.authorizer: AclAuthorizer | None = None
+        self.acl_store: AclStore | None = None
         # This broker's cluster id (meta.properties); in a cluster, until it has joined,
         # the id it proposes.
         self._own_cluster_id = cluster_id

@@ -11,6 +11,7 @@ Concurrency: handlers run on the broker's event-loop thread.
 """
 
 from tickwheel.protocol import VersionRange
+from tickwheel.server.apis._acls import ACL_SPECS
 from tickwheel.server.apis._alter_configs import ALTER_CONFIGS
 from tickwheel.server.apis._api_versions import API_VERSIONS
 from tickwheel.server.apis._common import ApiSpec, CloseConnectionError, Handler, Response
@@ -62,6 +63,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
     *SHARE_SPECS,
     *SHARE_ADMIN_SPECS,
     *SHARE_STATE_SPECS,
+    *ACL_SPECS,
 )
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}
 

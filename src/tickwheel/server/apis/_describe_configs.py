@@ -16,6 +16,10 @@ the whole chain of layers to each entry, highest precedence first.
 (null). Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
 INVALID_REQUEST.
 
+Authorization (Kafka's ``handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
+topic, the group, or the cluster for a broker's configs; else the resource is answered
+TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -27,6 +31,8 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.security import AclOperation
+from tickwheel.server._authorization import config_refusal
 from tickwheel.server._config import SENSITIVE_CONFIGS
 from tickwheel.server._config_admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server._context import BrokerContext
@@ -149,6 +155,16 @@ def _describe(context: BrokerContext, resource: Any, synonyms: bool) -> dict[str
     return {**head, "error_code": ErrorCode.none, "error_message": None, "configs": entries}
 
 
+def _refusal(context: BrokerContext, request: DecodedRequest, resource: Any) -> ErrorCode | None:
+    return config_refusal(
+        context,
+        request,
+        AclOperation.DESCRIBE_CONFIGS,
+        resource.resource_type,
+        resource.resource_name,
+    )
+
+
 async def handle_describe_configs(context: BrokerContext, request: DecodedRequest) -> Response:
     """Describe each requested resource."""
     body: Any = request.body
@@ -157,7 +173,16 @@ async def handle_describe_configs(context: BrokerContext, request: DecodedReques
         request,
         {
             "throttle_time": 0,
-            "results": [_describe(context, r, synonyms) for r in body.resources],
+            "results": [
+                _describe(context, r, synonyms)
+                if (refused := _refusal(context, request, r)) is None
+                else _error(
+                    {"resource_type": r.resource_type, "resource_name": r.resource_name},
+                    refused,
+                    "Authorization failed.",
+                )
+                for r in body.resources
+            ],
         },
     )
 

@@ -31,6 +31,8 @@ widens OffsetFetch to v9; its coordinator sees the
 broker's topics through ``_BrokerTopics`` (the context's topic ids, and partition counts
 from the registry on one node or the metadata cache in a cluster).
 
+With an authorizer, each request is checked first (``_group_authorization``).
+
 Concurrency: event-loop thread only, like every handler.
 """
 
@@ -58,6 +60,7 @@ from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
+from tickwheel.server.apis._group_authorization import handle_authorized_group_request
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
 
 
@@ -182,6 +185,8 @@ async def handle_group_request(context: BrokerContext, request: DecodedRequest) 
     """Answer a group API request through the broker's group coordinator."""
     if context.groups is None:
         raise RuntimeError("the group coordinator is not started")
+    if context.authorizer is not None:
+        return await handle_authorized_group_request(context, context.groups, request)
     return await context.groups.handle(request)
 
 

@@ -20,7 +20,8 @@ partition as this broker's metadata cache knows it; the node's leadership listen
 which already tells the group coordinator of ``__consumer_offsets``, fans out to the
 transaction coordinator for ``__transaction_state`` (coordinator epoch = the
 partition's leader epoch). Markers to partitions another broker leads travel as
-WriteTxnMarkers v1 (``tickwheel.cluster.KafkaTxnMarkerTransport``).
+WriteTxnMarkers v1 (``tickwheel.cluster.KafkaTxnMarkerTransport``). With an authorizer,
+each request is checked first (``_transaction_authorization``).
 
 Concurrency: event-loop thread only, like every handler.
 """
@@ -44,6 +45,7 @@ from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
+from tickwheel.server.apis._transaction_authorization import authorized_transaction_request
 
 _MARKER_CLIENT_ID = "tickwheel-txn-markers-{}"
 
@@ -164,6 +166,8 @@ async def handle_transaction_request(context: BrokerContext, request: DecodedReq
     """Answer a transaction API request through the broker's transaction coordinator."""
     if context.transactions is None:
         raise RuntimeError("the transaction coordinator is not started")
+    if context.authorizer is not None:
+        return await authorized_transaction_request(context, context.transactions, request)
     return await context.transactions.handle(request)
 
 
