@@ -49,7 +49,6 @@ from tickwheel.security._sasl_config import (
     SaslConfigError,
     SaslListenerConfig,
     client_credentials,
-    listener_lookup,
     listener_prefix,
 )
 from tickwheel.security._sasl_server import SaslAuthenticationError, SaslServer
@@ -139,7 +138,6 @@ __all__ = [
     "describe_credentials",
     "enter_authenticator",
     "enter_session",
-    "listener_lookup",
     "listener_prefix",
     "parse_jaas_config",
     "plan_alterations",

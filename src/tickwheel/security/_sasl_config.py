@@ -136,14 +136,3 @@ class SaslListenerConfig:
         except ValueError:
             raise SaslConfigError(f"{MAX_REAUTH_MS}={raw_reauth!r} is not an integer") from None
         return cls(listener_name, mechanisms, plain_users, max(0, max_reauth_ms))
-
-
-def listener_lookup(listener_name: str, properties: Mapping[str, str]) -> PropertyLookup:
-    """A lookup of ``listener_name``'s properties in ``properties``: the prefixed one,
-    else the plain one; an empty value counts as unset."""
-    prefix = listener_prefix(listener_name)
-
-    def lookup(name: str) -> str | None:
-        return properties.get(prefix + name) or properties.get(name) or None
-
-    return lookup

@@ -53,6 +53,8 @@ from tickwheel.share import ShareConfig
 __all__ = [
     "BROKER_TO_TOPIC_CONFIG",
     "DEFAULT_LISTENERS",
+    "LISTENER_PREFIX",
+    "SENSITIVE_PROPERTIES",
     "BrokerConfig",
     "ConfigError",
     "ConfigSource",
@@ -64,6 +66,10 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
+LISTENER_PREFIX = "listener.name."
+"""Kafka's prefix of the properties that configure one listener."""
+SENSITIVE_PROPERTIES = frozenset({"sasl.jaas.config"})
+"""Kafka's PASSWORD-type settings: DescribeConfigs answers them with a null value."""
 _MS_PER_HOUR = 3_600_000
 _GROUPS = GroupConfig()
 _TXNS = TransactionConfig()
@@ -480,6 +486,20 @@ class BrokerConfig:
         default=_SHARE_STATE.share_coordinator_load_buffer_size,
         metadata=_kafka("share.coordinator.load.buffer.size"),
     )
+    # SASL (tickwheel.security.SaslListenerConfig reads these; each may also be set for
+    # one listener under ``listener.name.<listener>.``, kept in ``listener_properties``).
+    # Kafka's default mechanism GSSAPI is not served: a SASL listener needs this set.
+    sasl_enabled_mechanisms: str = field(
+        default="GSSAPI", metadata=_kafka("sasl.enabled.mechanisms")
+    )
+    sasl_mechanism_inter_broker_protocol: str = field(
+        default="GSSAPI", metadata=_kafka("sasl.mechanism.inter.broker.protocol")
+    )
+    sasl_jaas_config: str = field(default="", metadata=_kafka("sasl.jaas.config"))
+    connections_max_reauth_ms: int = field(default=0, metadata=_kafka("connections.max.reauth.ms"))
+    connection_failed_authentication_delay_ms: int = field(
+        default=100, metadata=_kafka("connection.failed.authentication.delay.ms")
+    )
     # Kafka makes the cluster id (``kafka-storage format``, or the first broker in
     # ZooKeeper mode); empty means the same here (``_meta_properties``).
     cluster_id: str = field(default="", metadata=_kafka("cluster.id"))
@@ -490,6 +510,9 @@ class BrokerConfig:
     sources: Mapping[str, ConfigSource] = field(
         default_factory=dict, compare=False, repr=False, metadata={}
     )
+    # The ``listener.name.<listener>.<property>`` settings, as given: a listener's own
+    # value of a property (``listener_property``), such as its JAAS line.
+    listener_properties: Mapping[str, str] = field(default_factory=dict, repr=False, metadata={})
 
     def __post_init__(self) -> None:
         try:
@@ -505,6 +528,8 @@ class BrokerConfig:
             raise ConfigError("queued.max.request.bytes must be positive, or -1 for no bound")
         if self.cluster_id and (problem := cluster_id_error(self.cluster_id)) is not None:
             raise ConfigError(f"cluster.id: {problem}")
+        if self.connection_failed_authentication_delay_ms < 0:
+            raise ConfigError("connection.failed.authentication.delay.ms must not be negative")
 
     @classmethod
     def from_properties(
@@ -520,9 +545,14 @@ class BrokerConfig:
         by_name = {f.metadata["kafka"]: f for f in _settings()}
         values: dict[str, Any] = {}
         recorded: dict[str, ConfigSource] = {}
+        listener_properties: dict[str, str] = {}
         for given, raw in properties.items():
             source = sources.get(given, ConfigSource.OVERRIDE)
             name = given
+            if name.startswith(LISTENER_PREFIX):
+                listener_properties[name] = raw.strip()
+                recorded[name] = source
+                continue
             if name == "log.dir" and "log.dirs" not in properties:
                 name = "log.dirs"  # Kafka's older single-directory spelling
             if name == "node.id":
@@ -557,7 +587,7 @@ class BrokerConfig:
                 if name not in values:
                     values[name] = cluster_default
                     recorded[name.replace("_", ".")] = ConfigSource.DEFAULT
-        return cls(**values, sources=recorded)
+        return cls(**values, sources=recorded, listener_properties=listener_properties)
 
     @classmethod
     def from_file(cls, path: str | Path, overrides: Mapping[str, str] = {}) -> BrokerConfig:
@@ -630,6 +660,21 @@ class BrokerConfig:
             self.inter_broker_listener_name,
             self.security_inter_broker_protocol,
         )
+
+    def listener_property(self, listener_name: str, name: str) -> str | None:
+        """``listener_name``'s own value of property ``name``
+        (``listener.name.<listener, lower case>.<name>``), or None."""
+        return self.listener_properties.get(f"{LISTENER_PREFIX}{listener_name.lower()}.{name}")
+
+    def listener_view(self, listener_name: str) -> dict[str, str]:
+        """Every property as ``listener_name`` sees it: the broker's, with the listener's
+        own values (``listener.name.<l>.`` dropped) on top; other listeners' left out."""
+        prefix = f"{LISTENER_PREFIX}{listener_name.lower()}."
+        view = self.as_properties()
+        for name, value in self.listener_properties.items():
+            if name.startswith(prefix):
+                view[name[len(prefix) :]] = value
+        return view
 
     def topic_defaults(self) -> dict[str, str]:
         """The topic-level defaults this broker gives, under topic config names."""

@@ -13,7 +13,8 @@ lists every group config: its override (GROUP_CONFIG) or the broker setting that
 its default (DEFAULT_CONFIG), whether or not the group exists. ``include_synonyms`` adds
 the whole chain of layers to each entry, highest precedence first.
 ``configuration_keys`` narrows the list; null means all. Documentation is not kept
-(null). Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
+(null). Passwords (``sasl.jaas.config``) are sensitive: their value is null, as
+in Kafka. Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
 INVALID_REQUEST.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
@@ -27,6 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.server._config import SENSITIVE_PROPERTIES
 from tickwheel.server._config_admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._dynamic_config import (
@@ -43,14 +45,17 @@ _STRING_TYPE = 2
 def _entry(
     name: str, value: str, chain: list[Synonym], *, read_only: bool, synonyms: bool
 ) -> dict[str, Any]:
+    sensitive = name in SENSITIVE_PROPERTIES
     return {
         "name": name,
-        "value": value,
+        "value": None if sensitive else value,
         "read_only": read_only,
         "config_source": chain[0].source,
-        "is_sensitive": False,
+        "is_sensitive": sensitive,
         "synonyms": [
-            {"name": s.name, "value": s.value, "source": s.source} for s in chain if synonyms
+            {"name": s.name, "value": None if sensitive else s.value, "source": s.source}
+            for s in chain
+            if synonyms
         ],
         "config_type": _STRING_TYPE,
         "documentation": None,
