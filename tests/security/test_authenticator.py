@@ -61,12 +61,13 @@ def test_only_api_versions_and_handshake_before_authentication() -> None:
     auth = _authenticator(ManualClock())
     assert auth.admit(METADATA) is not None
     assert auth.admit(API_VERSIONS) is None
-    assert auth.state == SaslState.HANDSHAKE
-    assert auth.admit(API_VERSIONS) is not None, "ApiVersions once, before the handshake"
+    assert auth.admit(API_VERSIONS) is None, "again, after a refused version"
     assert auth.admit(AUTHENTICATE) is not None, "SaslAuthenticate only after the handshake"
     assert auth.handshake(PLAIN) == ErrorCode.none
+    assert auth.state == SaslState.AUTHENTICATE
     assert auth.admit(METADATA) is not None
     assert auth.admit(HANDSHAKE) is not None
+    assert auth.admit(API_VERSIONS) is not None
 
 
 def test_plain_login_sets_the_principal() -> None:

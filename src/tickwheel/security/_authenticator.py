@@ -2,17 +2,19 @@
 
 Kafka's ``SaslServerAuthenticator``, as states a connection moves through::
 
-    HANDSHAKE_OR_VERSIONS --ApiVersions--> HANDSHAKE
-           |                                   |
-           +------------SaslHandshake----------+--> AUTHENTICATE --SaslAuthenticate*--> COMPLETE
-                (mechanism enabled; else FAILED)        (a failure: FAILED)
+    HANDSHAKE_OR_VERSIONS --SaslHandshake--> AUTHENTICATE --SaslAuthenticate*--> COMPLETE
+      (ApiVersions: stays)  (mechanism enabled;             (a failure: FAILED)
+                             else FAILED)
     COMPLETE --SaslHandshake (session with a lifetime, >= 1 s since the last)--> REAUTHENTICATE
     REAUTHENTICATE --SaslAuthenticate*--> COMPLETE (same principal) or FAILED
 
 ``admit(api_key)`` is asked before each request is dispatched: before authentication
-only ApiVersions (once, first), SaslHandshake and then SaslAuthenticate pass; anything
+only ApiVersions and SaslHandshake, and then SaslAuthenticate, pass; anything
 else is refused and the connection closes, as Kafka closes a client that speaks Kafka
-requests on a SASL listener without authenticating. After authentication everything
+requests on a SASL listener without authenticating. Kafka takes one successful
+ApiVersions before the handshake; here any number pass, since a client whose first
+version is refused (error 35, kafka-python) asks again and the fallback is not told
+apart from a success at this level. After authentication everything
 passes, until the session's lifetime (``connections.max.reauth.ms``, KIP-368) has run
 out: then only a SaslHandshake, which begins re-authentication, and any other request
 closes the connection. A SaslHandshake on a session without a lifetime, or within a
@@ -53,8 +55,7 @@ MIN_REAUTH_INTERVAL_MS = 1000
 class SaslState(enum.Enum):
     """Where a connection is in its SASL exchange."""
 
-    HANDSHAKE_OR_VERSIONS = "handshake or ApiVersions"
-    HANDSHAKE = "handshake"
+    HANDSHAKE_OR_VERSIONS = "handshake"
     AUTHENTICATE = "authenticate"
     COMPLETE = "complete"
     REAUTHENTICATE = "re-authenticate"
@@ -63,7 +64,6 @@ class SaslState(enum.Enum):
 
 _ADMITTED: Mapping[SaslState, frozenset[int]] = {
     SaslState.HANDSHAKE_OR_VERSIONS: frozenset((API_VERSIONS_KEY, SASL_HANDSHAKE_KEY)),
-    SaslState.HANDSHAKE: frozenset((SASL_HANDSHAKE_KEY,)),
     SaslState.AUTHENTICATE: frozenset((SASL_AUTHENTICATE_KEY,)),
     SaslState.REAUTHENTICATE: frozenset((SASL_AUTHENTICATE_KEY,)),
     SaslState.FAILED: frozenset(),
@@ -116,15 +116,13 @@ class SaslServerAuthenticator:
 
     def admit(self, api_key: int) -> str | None:
         """None if a request of ``api_key`` may be served now, else why the connection
-        closes. An admitted ApiVersions before the handshake moves to HANDSHAKE."""
+        closes."""
         if self.state == SaslState.COMPLETE:
             if not self.expired() or api_key == SASL_HANDSHAKE_KEY:
                 return None
             return f"its SASL session of {self.session.principal} expired (re-authenticate)"
         if api_key not in _ADMITTED[self.state]:
             return f"unexpected Kafka request of api key {api_key} during SASL {self.state.value}"
-        if api_key == API_VERSIONS_KEY:
-            self.state = SaslState.HANDSHAKE
         return None
 
     def handshake(self, mechanism: str) -> ErrorCode:
@@ -139,7 +137,7 @@ class SaslServerAuthenticator:
                 return ErrorCode.illegal_sasl_state
             self._last_reauth_ms = now_ms
             self.state = SaslState.REAUTHENTICATE
-        elif self.state not in (SaslState.HANDSHAKE_OR_VERSIONS, SaslState.HANDSHAKE):
+        elif self.state != SaslState.HANDSHAKE_OR_VERSIONS:
             return ErrorCode.illegal_sasl_state
         factory = self._mechanisms.get(mechanism)
         if factory is None:

@@ -79,6 +79,7 @@ async def handle_sasl_authenticate(context: BrokerContext, request: DecodedReque
                 "auth_bytes": b"",
             },
         )
+    reauthenticating = authenticator.state == SaslState.REAUTHENTICATE
     try:
         token, lifetime_ms = authenticator.authenticate(body.auth_bytes, request.api_version)
     except SaslAuthenticationError:
@@ -90,6 +91,13 @@ async def handle_sasl_authenticate(context: BrokerContext, request: DecodedReque
                 "error_message": authenticator.failure_message,
                 "auth_bytes": b"",
             },
+        )
+    if reauthenticating and authenticator.state == SaslState.COMPLETE:
+        _log.debug(
+            "%s re-authenticated from %s; session lifetime %d ms",
+            authenticator.session.principal,
+            authenticator.session.client_host,
+            lifetime_ms,
         )
     return reply(
         request,
