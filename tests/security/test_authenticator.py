@@ -40,9 +40,7 @@ def _authenticator(clock: ManualClock, max_reauth_ms: int = 0) -> SaslServerAuth
         Session(ANONYMOUS, "127.0.0.1", SASL_PLAINTEXT, SASL_PLAINTEXT),
         {
             PLAIN: functools.partial(PlainServer, USERS),
-            SCRAM_SHA_256.name: functools.partial(
-                ScramServer, SCRAM_SHA_256, credentials.lookup
-            ),
+            SCRAM_SHA_256.name: functools.partial(ScramServer, SCRAM_SHA_256, credentials.lookup),
         },
         max_reauth_ms=max_reauth_ms,
         now_ms=clock.now_ms,

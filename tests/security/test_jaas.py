@@ -26,7 +26,7 @@ def test_the_line_of_kafkas_documentation() -> None:
 def test_quotes_escapes_comments_and_unquoted_words() -> None:
     text = (
         "/* broker */ org.Module REQUIRED // the flag in any case\n"
-        "  a=plain-word_1 b='single' c=\"with \\\"quote\\\" and ;,=\" d=\"\";"
+        '  a=plain-word_1 b=\'single\' c="with \\"quote\\" and ;,=" d="";'
     )
     (entry,) = parse_jaas_config(text)
     assert entry.control_flag == "required"
@@ -39,7 +39,7 @@ def test_quotes_escapes_comments_and_unquoted_words() -> None:
 
 
 def test_two_modules() -> None:
-    entries = parse_jaas_config("a.B required; c.D optional x=\"1\";")
+    entries = parse_jaas_config('a.B required; c.D optional x="1";')
     assert [e.login_module for e in entries] == ["a.B", "c.D"]
     with pytest.raises(JaasError, match="2 login modules"):
         single_login_module("a.B required; c.D optional;")
@@ -51,10 +51,10 @@ def test_two_modules() -> None:
         ("", "Login module not specified"),
         ("a.B", "control flag not specified"),
         ("a.B maybe;", "Invalid login module control flag"),
-        ("a.B required x=\"1\"", "not terminated by semi-colon"),
+        ('a.B required x="1"', "not terminated by semi-colon"),
         ("a.B required x=;", "Value not specified"),
         ("a.B required x=1234;", "Value not specified"),
-        ("a.B required x=\"open;", "unterminated"),
+        ('a.B required x="open;', "unterminated"),
         ("a.B required /* open", "unterminated"),
     ],
 )

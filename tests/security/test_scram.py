@@ -87,7 +87,9 @@ def _exchange(server: ScramServer, client: ScramClient) -> None:
         token = client.evaluate(challenge)
 
 
-names = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1)
+names = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1
+)
 
 
 @settings(max_examples=25)

@@ -58,9 +58,7 @@ def test_kafkas_errors() -> None:
 
 def test_describe() -> None:
     stored = {
-        "alice": {
-            SCRAM_SHA_256.name: "salt=AA==,stored_key=AA==,server_key=AA==,iterations=8192"
-        },
+        "alice": {SCRAM_SHA_256.name: "salt=AA==,stored_key=AA==,server_key=AA==,iterations=8192"},
         "quota-only": {"producer_byte_rate": "1024"},
     }
     (alice,) = describe_credentials(None, stored)

@@ -137,9 +137,7 @@ def test_kafka_python_produces_and_consumes(
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mechanism", ["PLAIN", *SCRAMS])
-async def test_aiokafka_produces_and_consumes(
-    tmp_path: Path, mechanism: str
-) -> None:
+async def test_aiokafka_produces_and_consumes(tmp_path: Path, mechanism: str) -> None:
     config = BrokerConfig.from_properties(
         {
             **SASL_PROPERTIES,
@@ -188,8 +186,15 @@ def test_unauthenticated_client_is_disconnected_others_go_on(
     assert logged_in.flush(TIMEOUT_S) == 0
     stranger = WireClient(servers)
     try:
-        stranger.send(METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
-                                     "include_topic_authorized_operations": False})
+        stranger.send(
+            METADATA,
+            12,
+            {
+                "topics": None,
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
         assert stranger.read_frame() is None, "a Metadata request before login closes"
     finally:
         stranger.close()

@@ -36,7 +36,9 @@ def tickwheel_broker_properties() -> dict[str, str]:
 def _login(client: WireClient, password: str) -> tuple[int, object]:
     """ApiVersions, SaslHandshake PLAIN, then send SaslAuthenticate; its correlation id
     and the handshake's answer."""
-    versions = client.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    versions = client.call(
+        API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+    )
     assert versions.error_code == ErrorCode.none
     keys = {entry.api_key for entry in versions.api_keys}
     assert {HANDSHAKE, AUTHENTICATE, 50, 51} <= keys

@@ -105,6 +105,11 @@ class SaslServerAuthenticator:
         return self.state in (SaslState.COMPLETE, SaslState.REAUTHENTICATE)
 
     @property
+    def complete(self) -> bool:
+        """True when authenticated and not re-authenticating now."""
+        return self.state == SaslState.COMPLETE
+
+    @property
     def failed(self) -> bool:
         """True once authentication failed: the connection closes after the delay."""
         return self.state == SaslState.FAILED

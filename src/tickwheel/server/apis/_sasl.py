@@ -92,7 +92,7 @@ async def handle_sasl_authenticate(context: BrokerContext, request: DecodedReque
                 "auth_bytes": b"",
             },
         )
-    if reauthenticating and authenticator.state == SaslState.COMPLETE:
+    if reauthenticating and authenticator.complete:
         _log.debug(
             "%s re-authenticated from %s; session lifetime %d ms",
             authenticator.session.principal,
