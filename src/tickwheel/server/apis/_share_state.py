@@ -81,6 +81,7 @@ def start_share_coordinator(
                 cluster.cache.broker,
                 client_id=_CLIENT_ID.format(context.broker_id),
                 timeout_ms=PERSISTER_TIMEOUT_MS,
+                sasl=cluster.settings.inter_broker_sasl,
             ),
         )
         chain_leadership(cluster, SHARE_GROUP_STATE_TOPIC, service.on_elected, service.on_resigned)
