@@ -173,10 +173,11 @@ def test_brokers_replicate_over_a_sasl_scram_inter_broker_listener(
         producer = Producer({**client, "acks": "all"})
         delivered: list[object] = []
 
+        def on_delivery(error: object, _message: object) -> None:
+            delivered.append(error)
+
         def produced() -> bool:
-            producer.produce(
-                "replicated", b"over sasl", partition=0, on_delivery=lambda e, m: delivered.append(e)
-            )
+            producer.produce("replicated", b"over sasl", partition=0, on_delivery=on_delivery)
             producer.flush(WAIT_S)
             return delivered[-1] is None
 
