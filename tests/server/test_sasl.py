@@ -17,7 +17,12 @@ import aiokafka
 import kafka
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ScramMechanism, UserScramCredentialDeletion
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+)
 from kio.schema.errors import ErrorCode
 
 from tickwheel.server import BackgroundBroker, BrokerConfig
@@ -293,3 +298,17 @@ def test_librdkafka_reauthenticates_and_keeps_consuming(
         assert received == sent
     reauthentications = [r for r in caplog.records if "re-authenticated" in r.getMessage()]
     assert len(reauthentications) >= 2
+
+
+def test_the_jaas_line_is_sensitive_in_describe_configs(
+    tickwheel_broker: BackgroundBroker,
+) -> None:
+    servers = tickwheel_broker.bootstrap_servers
+    admin = AdminClient(client_config(servers, "PLAIN", ADMIN, ADMIN_PASSWORD))
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    (future,) = admin.describe_configs([resource]).values()
+    entries = future.result(TIMEOUT_S)
+    jaas = entries["sasl.jaas.config"]
+    assert jaas.is_sensitive
+    assert jaas.value is None
+    assert entries["sasl.enabled.mechanisms"].value == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"

@@ -22,6 +22,11 @@ API_VERSIONS, METADATA, HANDSHAKE, AUTHENTICATE = 18, 3, 17, 36
 DELAY_MS = 250
 REAUTH_MS = 5_000
 NOT_YET_S = 0.3
+METADATA_VALUES = {
+    "topics": None,
+    "allow_auto_topic_creation": False,
+    "include_topic_authorized_operations": False,
+}
 
 
 @pytest.fixture
@@ -105,11 +110,7 @@ def test_unknown_mechanism_lists_the_enabled_ones_then_closes(
 def test_expired_session_must_reauthenticate(
     tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
 ) -> None:
-    metadata = {
-        "topics": None,
-        "allow_auto_topic_creation": False,
-        "include_topic_authorized_operations": False,
-    }
+    metadata = METADATA_VALUES
     client = WireClient(tickwheel_manual_broker.bootstrap_servers)
     try:
         _login(client, ALICE_PASSWORD)
@@ -128,5 +129,24 @@ def test_expired_session_must_reauthenticate(
         tickwheel_clock.advance(REAUTH_MS)
         client.send(METADATA, 12, metadata)
         assert client.read_frame() is None, "expired: anything but a re-authentication closes"
+    finally:
+        client.close()
+
+
+def test_a_v0_login_expires_too(
+    tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
+) -> None:
+    """SaslAuthenticate v0 carries no session lifetime, but the session still has one:
+    such a client is disconnected when it runs out (Kafka's rule for old clients)."""
+    client = WireClient(tickwheel_manual_broker.bootstrap_servers)
+    try:
+        assert client.call(HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == ErrorCode.none
+        token = PlainClient(ALICE, ALICE_PASSWORD).initial_response()
+        assert client.call(AUTHENTICATE, 0, {"auth_bytes": token}).error_code == ErrorCode.none
+        again = client.call(AUTHENTICATE, 0, {"auth_bytes": token})
+        assert again.error_code == ErrorCode.illegal_sasl_state, "no second login"
+        tickwheel_clock.advance(REAUTH_MS)
+        client.send(METADATA, 12, METADATA_VALUES)
+        assert client.read_frame() is None
     finally:
         client.close()

@@ -3,8 +3,9 @@
 ``Broker`` is the asyncio server: ``async with Broker(config) as broker`` checks that
 every ``log.dirs`` entry is a usable directory (``LogDirError`` otherwise), opens the
 logs in them (recovering every partition; the topic registry lives in the first),
-starts the purgatories' timer drivers, listens on the configured ``PLAINTEXT``
-listener (port 0 takes a free port; ``bootstrap_servers`` tells which), optionally
+starts the purgatories' timer drivers, listens on each configured listener, PLAINTEXT
+or SASL_PLAINTEXT (port 0 takes a free port; ``bootstrap_servers`` tells the first's;
+a SASL listener's connections log in through a ``SaslListener``, ``_sasl``), optionally
 serves metrics, starts the log cleaner's threads (``log.cleaner.enable``; they compact
 logs with ``cleanup.policy=compact``, see ``tickwheel.log._cleaner``), and schedules the
 housekeeping on its ``Scheduler``: retention and flushing every
