@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from pathlib import Path
 
@@ -42,6 +43,8 @@ from .wire import WireClient
 pytestmark = pytest.mark.integration
 
 METADATA = 3
+FAILED_AUTHENTICATION_DELAY_MS = 100
+CLOCK_SLACK_MS = 2
 SCRAMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
@@ -101,6 +104,11 @@ def test_wrong_password_is_an_authentication_error(
     error = _auth_error(client_config(servers, mechanism, ALICE, "wrong"))
     assert error.code() == KafkaError._AUTHENTICATION
     assert "invalid credentials with SASL mechanism " + mechanism in error.str()
+    # librdkafka says how long its request waited: the broker held the answer for
+    # connection.failed.authentication.delay.ms (Kafka's 100 by default).
+    waited = re.search(r"after (\d+)ms in state AUTH_REQ", error.str())
+    assert waited is not None, error.str()
+    assert int(waited[1]) >= FAILED_AUTHENTICATION_DELAY_MS - CLOCK_SLACK_MS
     # An unknown user is told the same thing.
     unknown = _auth_error(client_config(servers, mechanism, "mallory", "wrong"))
     assert unknown.str().split("(after")[0] == error.str().split("(after")[0]
