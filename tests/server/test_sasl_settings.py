@@ -28,8 +28,8 @@ def test_listener_properties_are_kept_and_seen_per_listener() -> None:
         }
     )
     assert config.connection_failed_authentication_delay_ms == 250
-    assert config.listener_property("CLIENT", "plain.sasl.jaas.config") == JAAS
     client = config.listener_view("CLIENT")
+    assert client["plain.sasl.jaas.config"] == JAAS
     assert client["sasl.enabled.mechanisms"] == "PLAIN"
     assert config.listener_view("INTERNAL")["sasl.enabled.mechanisms"] == "SCRAM-SHA-256"
     assert "plain.sasl.jaas.config" not in config.listener_view("INTERNAL")
@@ -37,6 +37,7 @@ def test_listener_properties_are_kept_and_seen_per_listener() -> None:
         BrokerConfig(connection_failed_authentication_delay_ms=-1)
 
 
+@pytest.mark.integration
 def test_a_sasl_listener_without_a_mechanism_does_not_start(tmp_path: Path) -> None:
     config = BrokerConfig.from_properties(
         {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}

@@ -500,6 +500,9 @@ class BrokerConfig:
     connection_failed_authentication_delay_ms: int = field(
         default=100, metadata=_kafka("connection.failed.authentication.delay.ms")
     )
+    # Not one property: the ``listener.name.<listener>.<property>`` settings as given,
+    # each a listener's own value of a property (its JAAS line; ``listener_view``).
+    listener_properties: Mapping[str, str] = field(default_factory=dict, repr=False, metadata={})
     # Kafka makes the cluster id (``kafka-storage format``, or the first broker in
     # ZooKeeper mode); empty means the same here (``_meta_properties``).
     cluster_id: str = field(default="", metadata=_kafka("cluster.id"))
@@ -510,9 +513,6 @@ class BrokerConfig:
     sources: Mapping[str, ConfigSource] = field(
         default_factory=dict, compare=False, repr=False, metadata={}
     )
-    # The ``listener.name.<listener>.<property>`` settings, as given: a listener's own
-    # value of a property (``listener_property``), such as its JAAS line.
-    listener_properties: Mapping[str, str] = field(default_factory=dict, repr=False, metadata={})
 
     def __post_init__(self) -> None:
         try:
@@ -660,11 +660,6 @@ class BrokerConfig:
             self.inter_broker_listener_name,
             self.security_inter_broker_protocol,
         )
-
-    def listener_property(self, listener_name: str, name: str) -> str | None:
-        """``listener_name``'s own value of property ``name``
-        (``listener.name.<listener, lower case>.<name>``), or None."""
-        return self.listener_properties.get(f"{LISTENER_PREFIX}{listener_name.lower()}.{name}")
 
     def listener_view(self, listener_name: str) -> dict[str, str]:
         """Every property as ``listener_name`` sees it: the broker's, with the listener's
