@@ -150,3 +150,18 @@ def test_a_v0_login_expires_too(
         assert client.read_frame() is None
     finally:
         client.close()
+
+
+def test_a_request_before_login_closes_after_the_delay_unanswered(
+    tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
+) -> None:
+    """Kafka's IllegalSaslStateException: a Metadata request before logging in fails
+    the login; no answer, and the close waits on the wheel like any failed login."""
+    client = WireClient(tickwheel_manual_broker.bootstrap_servers)
+    try:
+        client.send(METADATA, 12, METADATA_VALUES)
+        assert _nothing_yet(client)
+        tickwheel_clock.advance(DELAY_MS)
+        assert client.read_frame() is None
+    finally:
+        client.close()

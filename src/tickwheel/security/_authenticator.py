@@ -10,8 +10,9 @@ Kafka's ``SaslServerAuthenticator``, as states a connection moves through::
 
 ``admit(api_key)`` is asked before each request is dispatched: before authentication
 only ApiVersions and SaslHandshake, and then SaslAuthenticate, pass; anything
-else is refused and the connection closes, as Kafka closes a client that speaks Kafka
-requests on a SASL listener without authenticating. Kafka takes one successful
+else is refused (``refuse``: the login fails, unanswered) and the connection closes, as
+Kafka closes a client that speaks Kafka requests on a SASL listener without
+authenticating. Kafka takes one successful
 ApiVersions before the handshake; here any number pass, since a client whose first
 version is refused (error 35, kafka-python) asks again and the fallback is not told
 apart from a success at this level. After authentication everything
@@ -129,6 +130,10 @@ class SaslServerAuthenticator:
         if api_key not in _ADMITTED[self.state]:
             return f"unexpected Kafka request of api key {api_key} during SASL {self.state.value}"
         return None
+
+    def refuse(self, reason: str) -> None:
+        """Fail the login: a request ``admit`` refused before authentication."""
+        self._fail(reason)
 
     def handshake(self, mechanism: str) -> ErrorCode:
         """Choose ``mechanism`` (SaslHandshake): NONE, UNSUPPORTED_SASL_MECHANISM (the

@@ -37,11 +37,11 @@ same way: the principal, client host and listener that authorization reads.
 On a SASL listener (``sasl``) the connection carries its ``SaslServerAuthenticator``
 (current to the SaslHandshake and SaslAuthenticate handlers) and asks it before each
 request: until the client has authenticated only ApiVersions, SaslHandshake and
-SaslAuthenticate are served, and any other request closes the connection (one
-rate-limited WARNING), as does any request but a re-authentication once the session's
-lifetime has run out. When authentication fails, the failure's response waits
-``connection.failed.authentication.delay.ms`` on the timing wheel (``_delayed_close``),
-then goes, then the connection closes.
+SaslAuthenticate are served, and any other request fails the login unanswered (one
+rate-limited WARNING); any request but a re-authentication once the session's lifetime
+has run out closes the connection at once. When authentication fails, the failure's
+response (if any) waits ``connection.failed.authentication.delay.ms`` on the timing
+wheel (``_delayed_close``), then goes, then the connection closes.
 
 Concurrency: each connection runs as one task on the broker's event loop; the
 ``MemoryPool`` is shared by the broker's connections on that loop.
@@ -239,15 +239,15 @@ class Connection:
         self.busy = True
         self.last_active_ms = self._clock.now_ms()
         authenticator = self.authenticator
-        if authenticator is not None:
-            self._admit(authenticator, frame)
-        try:
-            response = await self._dispatcher.dispatch(frame)
-        except InvalidRequestError as exc:
-            if exc.response is None:
-                raise
-            self._warn("answering INVALID_REQUEST to %s: %s", self.peer, exc)
-            response = exc.response
+        response: Response = None
+        if authenticator is None or self._admit(authenticator, frame):
+            try:
+                response = await self._dispatcher.dispatch(frame)
+            except InvalidRequestError as exc:
+                if exc.response is None:
+                    raise
+                self._warn("answering INVALID_REQUEST to %s: %s", self.peer, exc)
+                response = exc.response
         if authenticator is not None and authenticator.failed:
             await self._fail_authentication(authenticator, response)
         if response is not None:
@@ -255,17 +255,20 @@ class Connection:
         self.busy = False
         self.last_active_ms = self._clock.now_ms()
 
-    def _admit(self, authenticator: SaslServerAuthenticator, frame: bytes) -> None:
-        """Refuse (close) a request the connection's SASL state does not allow."""
+    def _admit(self, authenticator: SaslServerAuthenticator, frame: bytes) -> bool:
+        """Whether the connection's SASL state allows the request. An expired session
+        closes at once; a request before login fails the login (Kafka's
+        IllegalSaslStateException), so the connection closes after the delay."""
         try:
             api_key = peek_request_key(frame).api_key
         except struct.error:
             raise MalformedFrameError("a frame too short for a request header") from None
         refusal = authenticator.admit(api_key)
         if refusal is None:
-            return
+            return True
         if authenticator.authenticated:
             raise CloseConnectionError(refusal)
+        authenticator.refuse(refusal)
         self._warn(
             "closing connection from %s on SASL listener %s: %s; is the client configured "
             "with security.protocol=%s and a sasl.mechanism?",
@@ -274,7 +277,7 @@ class Connection:
             refusal,
             self.listener.security_protocol,
         )
-        raise CloseConnectionError(refusal)
+        return False
 
     async def _fail_authentication(
         self, authenticator: SaslServerAuthenticator, response: Response
