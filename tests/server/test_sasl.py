@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import aiokafka
+import aiokafka.errors
 import kafka
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -320,3 +321,24 @@ def test_the_jaas_line_is_sensitive_in_describe_configs(
     assert jaas.is_sensitive
     assert jaas.value is None
     assert entries["sasl.enabled.mechanisms"].value == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+
+
+@pytest.mark.asyncio
+async def test_aiokafka_is_told_the_password_is_wrong(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = BrokerConfig.from_properties({**SASL_PROPERTIES, "log.dirs": str(tmp_path)})
+    with BackgroundBroker(config) as broker:
+        producer = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap_servers,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username=ALICE,
+            sasl_plain_password="wrong",
+        )
+        try:
+            with pytest.raises(aiokafka.errors.KafkaConnectionError):
+                await producer.start()
+        finally:
+            await producer.stop()
+    assert any("SaslAuthenticationFailed" in r.getMessage() for r in caplog.records)
