@@ -45,10 +45,6 @@ class ScramCredentials:
         """A copy of ``username``'s config (empty if none)."""
         return dict(self._configs.get(username, {}))
 
-    def users(self) -> list[str]:
-        """Every user with a config, sorted."""
-        return sorted(self._configs)
-
     def all_configs(self) -> dict[str, dict[str, str]]:
         """A copy of every user's config."""
         return {user: dict(configs) for user, configs in self._configs.items()}
