@@ -88,7 +88,7 @@ class SaslListenerConfig:
 
     listener_name: str
     mechanisms: tuple[str, ...]
-    plain_users: Mapping[str, str] = field(default_factory=dict)
+    plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
     max_reauth_ms: int = 0
 
     @classmethod

@@ -495,7 +495,7 @@ class BrokerConfig:
     sasl_mechanism_inter_broker_protocol: str = field(
         default="GSSAPI", metadata=_kafka("sasl.mechanism.inter.broker.protocol")
     )
-    sasl_jaas_config: str = field(default="", metadata=_kafka("sasl.jaas.config"))
+    sasl_jaas_config: str = field(default="", repr=False, metadata=_kafka("sasl.jaas.config"))
     connections_max_reauth_ms: int = field(default=0, metadata=_kafka("connections.max.reauth.ms"))
     connection_failed_authentication_delay_ms: int = field(
         default=100, metadata=_kafka("connection.failed.authentication.delay.ms")
