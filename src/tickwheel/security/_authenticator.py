@@ -5,20 +5,20 @@ Kafka's ``SaslServerAuthenticator``, as states a connection moves through::
     HANDSHAKE_OR_VERSIONS --SaslHandshake--> AUTHENTICATE --SaslAuthenticate*--> COMPLETE
       (ApiVersions: stays)  (mechanism enabled;             (a failure: FAILED)
                              else FAILED)
-    COMPLETE --SaslHandshake (session with a lifetime, >= 1 s since the last)--> REAUTHENTICATE
-    REAUTHENTICATE --SaslAuthenticate*--> COMPLETE (same principal) or FAILED
+    COMPLETE --SaslHandshake--> REAUTHENTICATE --SaslAuthenticate*--> COMPLETE or FAILED
+      (a session with a lifetime,               (same mechanism and principal)
+       >= 1 s since the last)
 
 ``admit(api_key)`` is asked before each request is dispatched: before authentication
-only ApiVersions and SaslHandshake, and then SaslAuthenticate, pass; anything
-else is refused (``refuse``: the login fails, unanswered) and the connection closes, as
-Kafka closes a client that speaks Kafka requests on a SASL listener without
-authenticating. Kafka takes one successful
-ApiVersions before the handshake; here any number pass, since a client whose first
-version is refused (error 35, kafka-python) asks again and the fallback is not told
-apart from a success at this level. After authentication everything
-passes, until the session's lifetime (``connections.max.reauth.ms``, KIP-368) has run
-out: then only a SaslHandshake, which begins re-authentication, and any other request
-closes the connection. A SaslHandshake on a session without a lifetime, or within a
+only ApiVersions and SaslHandshake, and then SaslAuthenticate, pass; anything else is
+refused (``refuse``: the login fails, unanswered) and the connection closes, as Kafka
+closes a client that speaks Kafka requests on a SASL listener without authenticating.
+Kafka takes one successful ApiVersions before the handshake; here any number pass,
+since a client whose first version is refused (error 35, kafka-python) asks again and
+the fallback is not told apart from a success at this level. After authentication
+everything passes, until the session's lifetime (``connections.max.reauth.ms``,
+KIP-368) has run out: then only a SaslHandshake, which begins re-authentication, and
+any other request closes the connection. A SaslHandshake on a session without a lifetime, or within a
 second of the last re-authentication, is not a re-authentication (Kafka answers it
 ILLEGAL_SASL_STATE).
 
