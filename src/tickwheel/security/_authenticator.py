@@ -18,9 +18,9 @@ since a client whose first version is refused (error 35, kafka-python) asks agai
 the fallback is not told apart from a success at this level. After authentication
 everything passes, until the session's lifetime (``connections.max.reauth.ms``,
 KIP-368) has run out: then only a SaslHandshake, which begins re-authentication, and
-any other request closes the connection. A SaslHandshake on a session without a lifetime, or within a
-second of the last re-authentication, is not a re-authentication (Kafka answers it
-ILLEGAL_SASL_STATE).
+any other request closes the connection. A SaslHandshake on a session without a
+lifetime, or within a second of the last re-authentication, is not a re-authentication
+(Kafka answers it ILLEGAL_SASL_STATE).
 
 ``handshake`` and ``authenticate`` are what the SaslHandshake and SaslAuthenticate
 handlers call; a failure leaves the authenticator ``failed``, and the connection then
