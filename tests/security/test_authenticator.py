@@ -42,7 +42,7 @@ def _authenticator(clock: ManualClock, max_reauth_ms: int = 0) -> SaslServerAuth
             PLAIN: functools.partial(PlainServer, USERS),
             SCRAM_SHA_256.name: functools.partial(ScramServer, SCRAM_SHA_256, credentials.lookup),
         },
-        max_reauth_ms=max_reauth_ms,
+        max_reauth_ms={PLAIN: max_reauth_ms, SCRAM_SHA_256.name: max_reauth_ms},
         now_ms=clock.now_ms,
     )
 

@@ -27,7 +27,7 @@ def test_mechanisms_tickwheel_serves_in_the_listed_order() -> None:
     config = _config({"sasl.enabled.mechanisms": "GSSAPI, scram-sha-512,SCRAM-SHA-256", "x": "y"})
     assert config.mechanisms == ("SCRAM-SHA-512", "SCRAM-SHA-256")
     assert config.plain_users == {}
-    assert config.max_reauth_ms == 0
+    assert config.max_reauth_ms == {"SCRAM-SHA-512": 0, "SCRAM-SHA-256": 0}
 
 
 def test_plain_users_come_from_the_jaas_line() -> None:
@@ -39,9 +39,20 @@ def test_plain_users_come_from_the_jaas_line() -> None:
         }
     )
     assert config.plain_users == {"admin": "admin-secret", "alice": "a"}
-    assert config.max_reauth_ms == 60_000
+    assert config.max_reauth_ms == {"PLAIN": 60_000}
     unprefixed = _config({"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": PLAIN_JAAS})
     assert unprefixed.plain_users == config.plain_users
+
+
+def test_a_mechanism_may_have_its_own_session_lifetime() -> None:
+    config = _config(
+        {
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "connections.max.reauth.ms": "60000",
+            "scram-sha-512.connections.max.reauth.ms": "5000",
+        }
+    )
+    assert config.max_reauth_ms == {"SCRAM-SHA-256": 60_000, "SCRAM-SHA-512": 5_000}
 
 
 @pytest.mark.parametrize(

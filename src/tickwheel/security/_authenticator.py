@@ -79,7 +79,7 @@ class SaslServerAuthenticator:
         session: Session,
         mechanisms: Mapping[str, Callable[[], SaslServer]],
         *,
-        max_reauth_ms: int,
+        max_reauth_ms: Mapping[str, int],
         now_ms: Callable[[], int],
     ) -> None:
         self.session = session
@@ -192,7 +192,7 @@ class SaslServerAuthenticator:
         self.session.principal = principal
         self.state = SaslState.COMPLETE
         self._server = None
-        lifetime_ms = self._max_reauth_ms
+        lifetime_ms = self._max_reauth_ms.get(self._mechanism, 0)
         self.session_expires_ms = self._now_ms() + lifetime_ms if lifetime_ms > 0 else None
         return answer, lifetime_ms
 

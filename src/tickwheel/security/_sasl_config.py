@@ -14,8 +14,9 @@ Kafka configures each listener with properties that may carry the listener's pre
   mechanism, ``username``/``password`` are this broker's own identity when it connects
   to another broker (``client_credentials``).
 - ``connections.max.reauth.ms`` (KIP-368; 0, Kafka's default, means sessions do not
-  expire): a client that authenticated with SaslAuthenticate v1 or later is told the
-  session lifetime, and every session on the listener must re-authenticate within it.
+  expire), also per mechanism (``listener.name.<l>.scram-sha-256.connections.max.reauth.ms``):
+  a client that authenticated with SaslAuthenticate v1 or later is told the session
+  lifetime, and every session on the listener must re-authenticate within it.
 
 SCRAM users are not here: their credentials are managed through the admin API
 (``_scram_credentials``).
@@ -89,7 +90,8 @@ class SaslListenerConfig:
     listener_name: str
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
-    max_reauth_ms: int = 0
+    max_reauth_ms: Mapping[str, int] = field(default_factory=dict)
+    """Each mechanism's session lifetime (0 or absent: sessions do not expire)."""
 
     @classmethod
     def from_properties(cls, listener_name: str, lookup: PropertyLookup) -> SaslListenerConfig:
@@ -130,9 +132,16 @@ class SaslListenerConfig:
                     f"got {entry.login_module}"
                 )
             plain_users = entry.users()
-        raw_reauth = lookup(MAX_REAUTH_MS) or "0"
-        try:
-            max_reauth_ms = int(raw_reauth)
-        except ValueError:
-            raise SaslConfigError(f"{MAX_REAUTH_MS}={raw_reauth!r} is not an integer") from None
-        return cls(listener_name, mechanisms, plain_users, max(0, max_reauth_ms))
+        max_reauth_ms = {mechanism: _reauth_ms(lookup, mechanism) for mechanism in mechanisms}
+        return cls(listener_name, mechanisms, plain_users, max_reauth_ms)
+
+
+def _reauth_ms(lookup: PropertyLookup, mechanism: str) -> int:
+    """``connections.max.reauth.ms`` for ``mechanism``: its own
+    (``<mechanism>.connections.max.reauth.ms``, KIP-368), else the listener's."""
+    name = f"{mechanism.lower()}.{MAX_REAUTH_MS}"
+    raw = lookup(name) or lookup(MAX_REAUTH_MS) or "0"
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise SaslConfigError(f"{MAX_REAUTH_MS}={raw!r} is not an integer") from None
