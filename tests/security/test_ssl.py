@@ -249,8 +249,8 @@ def test_listener_overrides_replace_the_broker_wide_settings() -> None:
             "listener.name.internal.ssl.client.auth": "required",
         }
     )
-    internal = config.listener_properties("INTERNAL", "ssl.")
-    external = config.listener_properties("EXTERNAL", "ssl.")
+    internal = config.listener_view("INTERNAL")
+    external = config.listener_view("EXTERNAL")
     assert (internal["ssl.client.auth"], external["ssl.client.auth"]) == ("required", "none")
     assert internal["ssl.keystore.location"] == "/etc/broker.pem"
 

@@ -43,8 +43,11 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    replica's log; a broker entity's (``<default>`` or this broker's id) to
    ``broker_config_listener``, which also hears of both at start-up; a group's
    (``groups``/``<group>``, KIP-848/KIP-932 group configs) to ``group_config_listener``,
-   which hears of every group at start-up. ``alter_config`` returns once this broker
-   has applied its own change.
+   which hears of every group at start-up; a user's (``users``/``<user>``, where Kafka
+   keeps SCRAM credentials, the name sanitized as Kafka does) to
+   ``user_config_listener``, which hears of every user at start-up too
+   (``alter_user_config`` writes one). ``alter_config`` returns once this broker has
+   applied its own change.
 
 7. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
    which re-elects leaders when brokers die or return (``_controller``); its
@@ -91,7 +94,7 @@ from tickwheel.cluster._controller import Controller, ControllerSettings
 from tickwheel.cluster._delayed_elect_leader import DelayedElectLeader
 from tickwheel.cluster._election import elect_offline
 from tickwheel.cluster._metadata import NO_CONTROLLER, MetadataCache, TopicMetadata
-from tickwheel.cluster._wire import KafkaFetchTransport
+from tickwheel.cluster._wire import ChannelSasl, KafkaFetchTransport
 from tickwheel.cluster._zk import ControllerEpoch, TopicExistsError, ZkClient, ZkSettings
 from tickwheel.cluster._znodes import (
     BROKER_ENTITY,
@@ -103,6 +106,7 @@ from tickwheel.cluster._znodes import (
     GROUP_ENTITY,
     TOPIC_ENTITY,
     TOPICS_PATH,
+    USER_ENTITY,
     BrokerEndpoint,
     BrokerRegistration,
     TopicAssignment,
@@ -115,10 +119,12 @@ from tickwheel.cluster._znodes import (
     decode_partition_state,
     decode_topic,
     decode_topic_config,
+    desanitize_user,
     entity_type_path,
     new_topic_id,
     parse_int_children,
     partition_state_path,
+    sanitize_user,
     topic_config_path,
     topic_path,
 )
@@ -185,6 +191,8 @@ class ClusterSettings:
     """The listener other brokers are reached on (``inter.broker.listener.name``)."""
     inter_broker_ssl_context: ssl.SSLContext | None = None
     """The TLS this broker connects to that listener with; None for a plain one."""
+    inter_broker_sasl: ChannelSasl | None = None
+    """How this broker logs in to the others (a SASL inter-broker listener), or None."""
 
 
 # -- events from the watches -----------------------------------------------------------
@@ -277,6 +285,9 @@ class ClusterNode:
         self.broker_config_listener: BrokerConfigListener | None = None
         # Told each group's config overrides: at start-up, then on every change.
         self.group_config_listener: BrokerConfigListener | None = None
+        # Told each user's config (SCRAM credentials), by user name: at start-up, then on
+        # every change.
+        self.user_config_listener: BrokerConfigListener | None = None
         # Told the cluster id once it is known and checked, before this broker
         # registers (the broker keeps it in meta.properties, as Kafka does then).
         self.cluster_id_listener: Callable[[str], None] | None = None
@@ -304,6 +315,7 @@ class ClusterNode:
             client_id=f"tickwheel-replica-{settings.broker_id}",
             timeout_ms=settings.replica_socket_timeout_ms,
             ssl_context=settings.inter_broker_ssl_context,
+            sasl=settings.inter_broker_sasl,
         )
         self._fetchers = ReplicaFetcherManager(replica_manager, self._transport, settings.fetcher)
         self.isr_manager = IsrManager(
@@ -474,10 +486,8 @@ class ClusterNode:
                 configs = self._read_entity_config(BROKER_ENTITY, entity)
                 if configs is not None:
                     self._post(_ConfigChanged(BROKER_ENTITY, entity, configs, _INITIAL_CONFIGS))
-            for group in self._zk.children(entity_type_path(GROUP_ENTITY)):
-                configs = self._read_entity_config(GROUP_ENTITY, group)
-                if configs is not None:
-                    self._post(_ConfigChanged(GROUP_ENTITY, group, configs, _INITIAL_CONFIGS))
+            for entity_type in (GROUP_ENTITY, USER_ENTITY):
+                self._post_every_config(entity_type)
             return None
         for seq, child in sequences:
             if seq <= self._seen_config_change:
@@ -506,6 +516,13 @@ class ClusterNode:
         sequence: int,
     ) -> None:
         self._post(_AclsChanged(pattern, entries, changes_path, sequence))
+
+    def _post_every_config(self, entity_type: str) -> None:
+        """Start-up: hand every entity of ``entity_type`` (groups, users) to its listener."""
+        for name in self._zk.children(entity_type_path(entity_type)):
+            configs = self._read_entity_config(entity_type, name)
+            if configs is not None:
+                self._post(_ConfigChanged(entity_type, name, configs, _INITIAL_CONFIGS))
 
     def _read_entity_config(self, entity_type: str, name: str) -> dict[str, str] | None:
         try:
@@ -638,6 +655,10 @@ class ClusterNode:
         if event.entity_type == GROUP_ENTITY:
             if self.group_config_listener is not None:
                 self.group_config_listener(event.name, event.configs)
+            return
+        if event.entity_type == USER_ENTITY:
+            if self.user_config_listener is not None:
+                self.user_config_listener(desanitize_user(event.name), event.configs)
             return
         topic = self.cache.topics.get(event.name)
         if event.entity_type != TOPIC_ENTITY or topic is None:
@@ -926,6 +947,13 @@ class ClusterNode:
         await self.wait_until(
             lambda: self._applied_acl_changes.get(changes_path, -1) >= sequence, timeout_ms
         )
+
+    async def alter_user_config(
+        self, user: str, configs: Mapping[str, str], *, timeout_ms: int
+    ) -> None:
+        """Replace ``user``'s config (its SCRAM credentials) at ``/config/users/<user>``
+        and wait until this broker has applied it."""
+        await self.alter_config(USER_ENTITY, sanitize_user(user), configs, timeout_ms=timeout_ms)
 
     async def allocate_producer_id(self) -> int:
         """A producer id never handed out before by any broker of the cluster."""

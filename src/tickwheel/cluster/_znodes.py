@@ -9,6 +9,7 @@ Brokers and tools written for Kafka's ZooKeeper mode read the same documents:
 ``/config/topics/<topic>``                  the topic's config overrides
 ``/config/brokers/<id>``, ``<default>``     dynamic configs of a broker, of all brokers
 ``/config/groups/<group>``                  a group's config overrides (KIP-848/932)
+``/config/users/<user>``                    a user's config: its SCRAM credentials
 ``/config/changes/config_change_<seq>``     a config changed: ``{"entity_path": ..}``
 ``/controller`` (ephemeral)                 the broker acting as controller
 ``/controller_epoch``                       how many controllers there have been
@@ -28,6 +29,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ CLUSTER_ID_PATH = "/cluster/id"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 BROKER_CONFIGS_PATH = "/config/brokers"
 GROUP_CONFIGS_PATH = "/config/groups"
+USER_CONFIGS_PATH = "/config/users"
 _CONFIG_PATH = "/config"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
@@ -52,6 +55,7 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 TOPIC_ENTITY = "topics"
 BROKER_ENTITY = "brokers"
 GROUP_ENTITY = "groups"
+USER_ENTITY = "users"
 DEFAULT_BROKER_ENTITY = "<default>"
 """The broker entity whose configs are every broker's dynamic defaults."""
 PERSISTENT_PATHS = (
@@ -60,6 +64,7 @@ PERSISTENT_PATHS = (
     TOPIC_CONFIGS_PATH,
     BROKER_CONFIGS_PATH,
     GROUP_CONFIGS_PATH,
+    USER_CONFIGS_PATH,
     CONFIG_CHANGES_PATH,
     "/cluster",
 )
@@ -121,6 +126,17 @@ def entity_config_path(entity_type: str, name: str) -> str:
     """The config of an entity: ``topics``/``<topic>``, ``brokers``/``<id>`` or
     ``groups``/``<group>``."""
     return f"{entity_type_path(entity_type)}/{name}"
+
+
+def sanitize_user(user: str) -> str:
+    """A user name as its znode is named (Kafka's ``Sanitizer``: everything but letters,
+    digits and ``. - _ ~`` percent-encoded as UTF-8)."""
+    return urllib.parse.quote(user, safe="")
+
+
+def desanitize_user(znode_name: str) -> str:
+    """The user name a ``/config/users`` child stands for."""
+    return urllib.parse.unquote(znode_name)
 
 
 def config_change_path() -> str:

@@ -5,7 +5,8 @@ every ``log.dirs`` entry is a usable directory (``LogDirError`` otherwise), open
 logs in them (recovering every partition; the topic registry lives in the first),
 starts the purgatories' timer drivers, listens on each of its ``listeners`` (port 0
 takes a free port; ``endpoint`` tells which; SSL and SASL_SSL listeners serve TLS, and a
-TLS client's certificate names its principal, ``_tls``), optionally
+TLS client's certificate names its principal, ``_tls``; a SASL listener's connections
+log in through a ``SaslListener``, ``_sasl``), optionally
 serves metrics, starts the log cleaner's threads (``log.cleaner.enable``; they compact
 logs with ``cleanup.policy=compact``, see ``tickwheel.log._cleaner``), and schedules the
 housekeeping on its ``Scheduler``: retention and flushing every
@@ -49,7 +50,14 @@ from typing import Any, Self
 from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
-from tickwheel.security import PLAINTEXT, SSL, NoMatchingRuleError
+from tickwheel.security import (
+    SASL_PLAINTEXT,
+    SASL_SSL,
+    SSL,
+    NoMatchingRuleError,
+    SaslConfigError,
+    SaslListenerConfig,
+)
 from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig, ConfigError
@@ -66,15 +74,17 @@ from tickwheel.server._meta_properties import (
     write_meta_properties,
 )
 from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics, serve_metrics
+from tickwheel.server._sasl import DELAYED_CLOSE_TIMER, SaslListener
 from tickwheel.server._time import BrokerTime
-from tickwheel.server._tls import TLS_PROTOCOLS, ListenerTls, listener_tls
+from tickwheel.server._tls import ListenerTls, listener_tls
 from tickwheel.server._topics import TopicRegistry
+from tickwheel.server._users import UserConfigs
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 from tickwheel.server.apis._groups import start_groups
 from tickwheel.server.apis._share import start_share
 from tickwheel.server.apis._share_state import start_share_coordinator
 from tickwheel.server.apis._transactions import start_transactions
-from tickwheel.timer import Clock, ManualClock
+from tickwheel.timer import Clock, ManualClock, SystemTimer
 
 _log = logging.getLogger(__name__)
 
@@ -104,6 +114,9 @@ class Broker:
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._endpoints: dict[str, Endpoint] = {}
         self._metrics_port = -1
+        # The timer failed SASL logins wait on (``_delayed_close``), made with the first
+        # SASL listener.
+        self._close_timer: SystemTimer | None = None
         self._ready = False  # /readyz: listening, logs loaded, registered in a cluster
         # Request bytes being read or served, over all connections (queued.max.request.bytes).
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
@@ -240,8 +253,11 @@ class Broker:
             controller_active=lambda: cluster is None or cluster.controller.active,
             cleaner=lambda: None if cleaner is None else cleaner.metrics,
         )
+        users = UserConfigs(self.log_dir)
+        if not config.zookeeper_connect:
+            users.load()
         context = BrokerContext(
-            config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id
+            config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id, users
         )
 
         def share_purgatories() -> tuple[DelayedOperationPurgatory[Any], ...]:
@@ -264,8 +280,7 @@ class Broker:
             context.open_partitions(info)
         self._start_coordinators(context, broker_time)
         dispatcher = Dispatcher(context, API_SPECS)
-        self._open_listeners(dispatcher)
-        context.listener_endpoints = dict(self._endpoints)
+        self._open_listeners(dispatcher, context)
         host = config.listener_specs()[0].host
         if config.metrics_port >= 0:
             # Served before joining the cluster, so /readyz says 503 until registered.
@@ -303,24 +318,47 @@ class Broker:
                 self._metrics_port,
             )
 
-    def _open_listeners(self, dispatcher: Dispatcher) -> None:
-        """Bind every listener (not accepting yet) and note where each is advertised."""
+    def _open_listeners(self, dispatcher: Dispatcher, context: BrokerContext) -> None:
+        """Bind every listener (not accepting yet) and tell ``context`` where each is
+        advertised."""
         advertised = parse_advertised(self.config.advertised_listeners)
         for spec in self.config.listener_specs():
-            if spec.security_protocol not in (PLAINTEXT, *TLS_PROTOCOLS):
-                raise ConfigError(f"listener {spec.name}: {spec.security_protocol} is not served")
             tls = listener_tls(self.config, spec)
+            sasl = (
+                self._sasl_listener(spec, context.users)
+                if spec.security_protocol in (SASL_PLAINTEXT, SASL_SSL)
+                else None
+            )
             listener = Listener(
                 spec.host,
                 spec.port,
                 functools.partial(
-                    ConnectionProtocol, functools.partial(self._accept, dispatcher, spec, tls)
+                    ConnectionProtocol,
+                    functools.partial(self._accept, dispatcher, spec, tls, sasl),
                 ),
                 tls=None if tls is None else tls.context,
                 name=spec.name,
             )
             self._listeners.append((spec, listener))
             self._endpoints[spec.name] = self._advertised(spec, listener.port, advertised)
+        context.listener_endpoints = dict(self._endpoints)
+
+    def _sasl_listener(self, spec: ListenerSpec, users: UserConfigs) -> SaslListener:
+        """How the SASL listener ``spec`` authenticates (``ConfigError`` if it cannot)."""
+        config = self.config.listener_view(spec.name)
+        try:
+            sasl_config = SaslListenerConfig.from_properties(spec.name, config.get)
+        except SaslConfigError as exc:
+            raise ConfigError(str(exc)) from exc
+        if self._close_timer is None:
+            self._close_timer = self.time.timers.new_timer(DELAYED_CLOSE_TIMER)
+        return SaslListener(
+            sasl_config,
+            users.credentials,
+            self.time.clock,
+            self._close_timer,
+            self.config.connection_failed_authentication_delay_ms,
+        )
 
     @staticmethod
     def _advertised(
@@ -337,6 +375,7 @@ class Broker:
         dispatcher: Dispatcher,
         spec: ListenerSpec,
         tls: ListenerTls | None,
+        sasl: SaslListener | None,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
@@ -349,6 +388,7 @@ class Broker:
             clock=self.time.clock,
             on_closed=self._connection_closed,
             listener=spec,
+            sasl=sasl,
         )
         if not self._accepting:
             # Handed over while ``stop`` runs: nothing will serve it.

@@ -10,6 +10,8 @@ The handlers' cluster-mode parts live here too, so each handler keeps one branch
 the brokers and partitions of a Metadata answer (other brokers named by their endpoint
 on the listener the request came on, as Kafka does), auto-creation, and the creation of
 topics and partitions (replicas assigned over the live brokers, Kafka's errors).
+Users' SCRAM credentials (``UserConfigs``) are kept at ``/config/users`` and applied on
+every broker when notified.
 
 Concurrency: event-loop thread only, like the ``BrokerContext``.
 """
@@ -17,6 +19,7 @@ Concurrency: event-loop thread only, like the ``BrokerContext``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -25,6 +28,7 @@ from tickwheel.cluster import (
     AssignmentError,
     BrokerEndpoint,
     BrokerRegistration,
+    ChannelSasl,
     ClusterNode,
     ClusterSettings,
     ControllerSettings,
@@ -34,7 +38,14 @@ from tickwheel.cluster import (
 )
 from tickwheel.protocol import decode_topic_id
 from tickwheel.replica import NO_LEADER, FetcherConfig
-from tickwheel.server._config import BrokerConfig
+from tickwheel.security import (
+    SASL_PLAINTEXT,
+    SASL_SSL,
+    SUPPORTED_MECHANISMS,
+    SaslConfigError,
+    client_credentials,
+)
+from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._tls import inter_broker_ssl_context
 from tickwheel.server._topics import legacy_topic_id
@@ -42,6 +53,8 @@ from tickwheel.server._topics import legacy_topic_id
 _log = logging.getLogger(__name__)
 _AUTO_CREATE_TIMEOUT_MS = 5000
 """How long auto-creation waits for the new partitions' leaders (as Kafka's request)."""
+_ALTER_USER_TIMEOUT_MS = 30_000
+"""How long a SCRAM credential change waits for this broker to apply it."""
 
 
 def cluster_settings(
@@ -78,7 +91,29 @@ def cluster_settings(
         controlled_shutdown_retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
         inter_broker_listener=config.inter_broker_listener().name,
         inter_broker_ssl_context=inter_broker_ssl_context(config),
+        inter_broker_sasl=inter_broker_sasl(config),
     )
+
+
+def inter_broker_sasl(config: BrokerConfig) -> ChannelSasl | None:
+    """How this broker logs in to the others: on a SASL inter-broker listener, the
+    mechanism ``sasl.mechanism.inter.broker.protocol`` with the ``username`` and
+    ``password`` of that mechanism's JAAS line on the listener (Kafka's way)."""
+    listener = config.inter_broker_listener()
+    if listener.security_protocol not in (SASL_PLAINTEXT, SASL_SSL):
+        return None
+    mechanism = config.sasl_mechanism_inter_broker_protocol.strip().upper()
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ConfigError(
+            f"sasl.mechanism.inter.broker.protocol {mechanism} is not one tickwheel serves "
+            f"({', '.join(SUPPORTED_MECHANISMS)})"
+        )
+    view = config.listener_view(listener.name)
+    try:
+        username, password = client_credentials(view.get, listener.name, mechanism)
+    except SaslConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+    return ChannelSasl(mechanism, username, password)
 
 
 def join_cluster(context: BrokerContext, stored_cluster_id: str | None) -> ClusterNode:
@@ -107,6 +142,12 @@ def join_cluster(context: BrokerContext, stored_cluster_id: str | None) -> Clust
     node.topic_listener = mirror
     node.broker_config_listener = context.apply_broker_configs
     node.group_config_listener = context.apply_group_configs
+    node.user_config_listener = context.users.apply
+
+    async def write_user(user: str, configs: Mapping[str, str]) -> None:
+        await node.alter_user_config(user, configs, timeout_ms=_ALTER_USER_TIMEOUT_MS)
+
+    context.users.use_cluster(write_user)
     context.cluster = node
     return node
 

@@ -42,6 +42,7 @@ from tickwheel.server._dynamic_config import DynamicBrokerConfig
 from tickwheel.server._group_configs import GroupConfigs
 from tickwheel.server._metrics import BrokerMetrics
 from tickwheel.server._topics import TopicInfo, TopicRegistry
+from tickwheel.server._users import UserConfigs
 from tickwheel.share import SharePartitionManager
 
 _log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class BrokerContext:
         metrics: BrokerMetrics,
         supported_versions: Mapping[int, VersionRange],
         cluster_id: str,
+        users: UserConfigs,
     ) -> None:
         self.dynamic = DynamicBrokerConfig(config)
         for entity, configs in topics.broker_configs.items():
@@ -104,6 +106,8 @@ class BrokerContext:
         self.share_groups: ShareGroupCoordinator | None = None
         self.share_partitions: SharePartitionManager | None = None
         self.share_admin: ShareGroupAdmin | None = None
+        # Users' SCRAM credentials (``_users``), in the first log directory.
+        self.users = users
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         self.cluster: ClusterNode | None = None
         # The authorizer (``authorizer.class.name``) and its ACLs' store (an

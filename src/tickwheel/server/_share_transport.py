@@ -22,7 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.cluster import BrokerChannel, EndpointLookup, WireError
+from tickwheel.cluster import BrokerChannel, ChannelSasl, EndpointLookup, WireError
 from tickwheel.coordinator.share import NO_LEADER_EPOCH, batches_from_wire, batches_to_wire
 from tickwheel.share import ShareGroupState, SharePartitionKey
 
@@ -45,11 +45,13 @@ class KafkaShareStateTransport:
         client_id: str,
         timeout_ms: int,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: ChannelSasl | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._client_id = client_id
         self._timeout_ms = timeout_ms
         self._ssl_context = ssl_context
+        self._sasl = sasl
         self._channels: dict[int, BrokerChannel] = {}
         self._locks: dict[int, asyncio.Lock] = {}
 
@@ -72,6 +74,7 @@ class KafkaShareStateTransport:
                     client_id=self._client_id,
                     timeout_ms=self._timeout_ms,
                     ssl_context=self._ssl_context,
+                    sasl=self._sasl,
                 )
                 self._channels[broker_id] = channel
             values = {

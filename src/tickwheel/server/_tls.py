@@ -29,7 +29,7 @@ from tickwheel.security import (
     SslConfigError,
     SslSettings,
 )
-from tickwheel.server._config import LISTENER_NAME_PREFIX, BrokerConfig, ConfigError
+from tickwheel.server._config import LISTENER_PREFIX, BrokerConfig, ConfigError
 from tickwheel.server._listeners import ListenerSpec
 
 TLS_PROTOCOLS = frozenset({SSL, SASL_SSL})
@@ -51,12 +51,13 @@ class ListenerTls:
 
 
 def _settings(config: BrokerConfig, spec: ListenerSpec) -> SslSettings:
-    properties = config.listener_properties(spec.name, _SSL_PREFIX)
-    own_client_auth = f"{LISTENER_NAME_PREFIX}{spec.name.lower()}.{_CLIENT_AUTH}"
-    if (
-        spec.security_protocol == SASL_SSL
-        and own_client_auth not in config.listener_name_properties
-    ):
+    properties = {
+        name: value
+        for name, value in config.listener_view(spec.name).items()
+        if name.startswith(_SSL_PREFIX)
+    }
+    own_client_auth = f"{LISTENER_PREFIX}{spec.name.lower()}.{_CLIENT_AUTH}"
+    if spec.security_protocol == SASL_SSL and own_client_auth not in config.listener_properties:
         properties.pop(_CLIENT_AUTH, None)
     return SslSettings.from_properties(properties)
 

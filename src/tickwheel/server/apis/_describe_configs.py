@@ -13,7 +13,8 @@ lists every group config: its override (GROUP_CONFIG) or the broker setting that
 its default (DEFAULT_CONFIG), whether or not the group exists. ``include_synonyms`` adds
 the whole chain of layers to each entry, highest precedence first.
 ``configuration_keys`` narrows the list; null means all. Documentation is not kept
-(null). Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
+(null). Passwords (``sasl.jaas.config``) are sensitive: their value is null, as
+in Kafka. Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
 INVALID_REQUEST.
 
 Authorization (Kafka's ``handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
@@ -33,7 +34,7 @@ from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import config_refusal
-from tickwheel.server._config import SENSITIVE_CONFIGS
+from tickwheel.server._config import SENSITIVE_PROPERTIES
 from tickwheel.server._config_admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._dynamic_config import (
@@ -51,7 +52,7 @@ def _entry(
     name: str, value: str, chain: list[Synonym], *, read_only: bool, synonyms: bool
 ) -> dict[str, Any]:
     # A secret is described without its value, as Kafka does.
-    sensitive = name in SENSITIVE_CONFIGS
+    sensitive = name in SENSITIVE_PROPERTIES
     return {
         "name": name,
         "value": None if sensitive else value,

@@ -87,6 +87,7 @@ def start_share_coordinator(
                 client_id=_CLIENT_ID.format(context.broker_id),
                 timeout_ms=PERSISTER_TIMEOUT_MS,
                 ssl_context=cluster.settings.inter_broker_ssl_context,
+                sasl=cluster.settings.inter_broker_sasl,
             ),
         )
         chain_leadership(cluster, SHARE_GROUP_STATE_TOPIC, service.on_elected, service.on_resigned)

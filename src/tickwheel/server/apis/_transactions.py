@@ -120,6 +120,7 @@ def start_transactions(context: BrokerContext, broker_time: BrokerTime) -> Trans
                 client_id=_MARKER_CLIENT_ID.format(context.broker_id),
                 timeout_ms=config.request_timeout_ms,
                 ssl_context=cluster.settings.inter_broker_ssl_context,
+                sasl=cluster.settings.inter_broker_sasl,
             ),
         )
         chain_leadership(cluster, TRANSACTION_STATE_TOPIC, service.on_elected, service.on_resigned)
