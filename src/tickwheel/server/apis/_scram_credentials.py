@@ -6,7 +6,9 @@ client's ``alter_user_scram_credentials`` send: the client salts the password it
 (``security._scram_admin`` applies Kafka's checks and builds them; ``UserConfigs``
 writes them to the users file or ZooKeeper). Each user gets one result; a user whose
 change could not be written to the users file gets UNKNOWN_SERVER_ERROR. Describe
-lists each credential's mechanism and iterations, never its keys.
+lists each credential's mechanism and iterations, never its keys. Under an authorizer,
+describing needs DESCRIBE on the cluster (else the whole answer is
+CLUSTER_AUTHORIZATION_FAILED) and altering needs ALTER (else each user's result is).
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -20,12 +22,14 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.security import (
+    AclOperation,
     Deletion,
     Upsertion,
     UserResult,
     describe_credentials,
     plan_alterations,
 )
+from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
@@ -37,7 +41,16 @@ async def handle_describe_user_scram_credentials(
 ) -> Response:
     """Each named user's credentials (every user's when none is named)."""
     body: Any = request.body
-    # Authorization: Kafka requires DESCRIBE on the cluster; the authorizer checks it here.
+    if not authorize_cluster(context, request, AclOperation.DESCRIBE):
+        return reply(
+            request,
+            {
+                "throttle_time": 0,
+                "error_code": ErrorCode.cluster_authorization_failed,
+                "error_message": None,
+                "results": [],
+            },
+        )
     users = None if body.users is None else [user.name for user in body.users]
     described = describe_credentials(users, context.users.credentials.all_configs())
     return reply(
@@ -67,7 +80,18 @@ async def handle_alter_user_scram_credentials(
 ) -> Response:
     """Delete and set credentials, per user all or nothing."""
     body: Any = request.body
-    # Authorization: Kafka requires ALTER on the cluster; the authorizer checks it here.
+    if not authorize_cluster(context, request, AclOperation.ALTER):
+        names = dict.fromkeys([u.name for u in body.upsertions] + [d.name for d in body.deletions])
+        refused = ErrorCode.cluster_authorization_failed
+        return reply(
+            request,
+            {
+                "throttle_time": 0,
+                "results": [
+                    {"user": name, "error_code": refused, "error_message": None} for name in names
+                ],
+            },
+        )
     results, to_write = plan_alterations(
         [
             Upsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
