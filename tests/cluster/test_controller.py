@@ -11,6 +11,7 @@ import pytest
 
 from tickwheel.cluster import (
     BrokerEndpoint,
+    BrokerRegistration,
     Controller,
     ControllerSettings,
     MetadataCache,
@@ -41,7 +42,9 @@ def zk(tmp_path: Path) -> Iterator[ZkClient]:
 
 
 def _live(cache: MetadataCache, *broker_ids: int) -> None:
-    cache.set_brokers(BrokerEndpoint(b, "127.0.0.1", 9092 + b) for b in broker_ids)
+    cache.set_brokers(
+        BrokerRegistration(b, (BrokerEndpoint(b, "127.0.0.1", 9092 + b),)) for b in broker_ids
+    )
 
 
 def test_a_leader_back_before_its_offline_state_was_applied_is_elected_again(

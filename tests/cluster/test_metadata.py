@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-from tickwheel.cluster import NO_CONTROLLER, BrokerEndpoint, MetadataCache
+from tickwheel.cluster import NO_CONTROLLER, BrokerEndpoint, BrokerRegistration, MetadataCache
 from tickwheel.replica import NO_LEADER, LeaderAndIsr, TopicPartition
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
 
 
+def _registration(broker_id: int) -> BrokerRegistration:
+    """A broker with a PLAINTEXT listener on 9090 + id and an SSL one on 9190 + id."""
+    return BrokerRegistration(
+        broker_id,
+        (
+            BrokerEndpoint(broker_id, "127.0.0.1", 9090 + broker_id),
+            BrokerEndpoint(broker_id, "10.0.0.1", 9190 + broker_id, "INTERNAL", "SSL"),
+        ),
+    )
+
+
 def _cache() -> MetadataCache:
     cache = MetadataCache()
-    cache.set_brokers([BrokerEndpoint(b, "127.0.0.1", 9090 + b) for b in (0, 1, 2)])
+    cache.set_brokers([_registration(b) for b in (0, 1, 2)])
     cache.set_topic("t", {0: (0, 1, 2), 1: (1, 2, 0)}, {"min.insync.replicas": "2"})
     cache.set_partition_state(T0, LeaderAndIsr(0, 0, (0, 1, 2), 1, version=0))
     return cache
@@ -38,7 +49,7 @@ def test_partition_without_known_state_has_no_leader() -> None:
 
 def test_leader_that_is_not_live_is_never_described() -> None:
     cache = _cache()
-    cache.set_brokers([BrokerEndpoint(b, "127.0.0.1", 9090 + b) for b in (1, 2)])
+    cache.set_brokers([_registration(b) for b in (1, 2)])
     described = cache.partition_metadata("t")[0]
     assert described.leader == NO_LEADER
     assert described.offline_replicas == (0,)
@@ -74,5 +85,16 @@ def test_controller_is_described_only_while_it_is_live() -> None:
     cache = _cache()
     cache.controller_id = 2
     assert cache.live_controller_id() == 2
-    cache.set_brokers([BrokerEndpoint(0, "127.0.0.1", 9090)])
+    cache.set_brokers([_registration(0)])
     assert cache.live_controller_id() == NO_CONTROLLER
+
+
+def test_brokers_are_found_by_listener() -> None:
+    cache = _cache()
+    assert cache.broker(1, "PLAINTEXT") == BrokerEndpoint(1, "127.0.0.1", 9091)
+    assert cache.broker(1, "INTERNAL") == BrokerEndpoint(1, "10.0.0.1", 9191, "INTERNAL", "SSL")
+    assert cache.broker(1, "CLIENT") is None
+    assert cache.broker(7, "PLAINTEXT") is None
+    assert [e.port for e in cache.endpoints("INTERNAL")] == [9190, 9191, 9192]
+    cache.set_brokers([_registration(2), BrokerRegistration(0, ())])
+    assert [e.broker_id for e in cache.endpoints("PLAINTEXT")] == [2]

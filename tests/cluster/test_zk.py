@@ -12,6 +12,7 @@ from kazoo.client import KazooClient
 
 from tickwheel.cluster import (
     BrokerEndpoint,
+    BrokerRegistration,
     ControllerMovedError,
     TopicAssignment,
     TopicExistsError,
@@ -54,7 +55,7 @@ def _raw(zookeeper: ZooKeeperServer) -> KazooClient:
 def test_chroot_is_created_and_holds_kafkas_paths(
     zookeeper: ZooKeeperServer, client: ZkClient, request: pytest.FixtureRequest
 ) -> None:
-    client.register_broker(BrokerEndpoint(1, "10.0.0.1", 9092))
+    client.register_broker(BrokerRegistration(1, (BrokerEndpoint(1, "10.0.0.1", 9092),)))
     raw = _raw(zookeeper)
     try:
         base = f"{CHROOT}/{request.node.name}"

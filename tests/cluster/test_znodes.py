@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tickwheel.cluster import (
     BrokerEndpoint,
+    BrokerRegistration,
     TopicAssignment,
     ZnodeError,
     broker_path,
@@ -87,11 +88,54 @@ def test_topic_assignment_is_kafkas_json_and_reads_kafkas() -> None:
 
 
 def test_broker_registration_advertises_its_plaintext_endpoint() -> None:
-    endpoint = BrokerEndpoint(4, "10.0.0.4", 9092)
-    document = json.loads(encode_broker(endpoint))
+    registration = BrokerRegistration(4, (BrokerEndpoint(4, "10.0.0.4", 9092),))
+    document = json.loads(encode_broker(registration))
     assert document["endpoints"] == ["PLAINTEXT://10.0.0.4:9092"]
+    assert document["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
     assert (document["host"], document["port"]) == ("10.0.0.4", 9092)
-    assert decode_broker(4, encode_broker(endpoint)) == endpoint
+    assert decode_broker(4, encode_broker(registration)) == registration
+
+
+def test_broker_registration_names_every_listener_as_kafka_does() -> None:
+    registration = BrokerRegistration(
+        2,
+        (
+            BrokerEndpoint(2, "kafka.example", 9093, "CLIENT", "SASL_SSL"),
+            BrokerEndpoint(2, "::1", 9094, "REPLICATION", "SSL"),
+        ),
+    )
+    document = json.loads(encode_broker(registration))
+    assert document["endpoints"] == ["CLIENT://kafka.example:9093", "REPLICATION://[::1]:9094"]
+    assert document["listener_security_protocol_map"] == {
+        "CLIENT": "SASL_SSL",
+        "REPLICATION": "SSL",
+    }
+    # No PLAINTEXT listener: older readers get no endpoint (Kafka writes null and -1).
+    assert (document["host"], document["port"]) == (None, -1)
+    assert decode_broker(2, encode_broker(registration)) == registration
+    assert registration.endpoint("REPLICATION") == BrokerEndpoint(
+        2, "::1", 9094, "REPLICATION", "SSL"
+    )
+    assert registration.endpoint("PLAINTEXT") is None
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        # Kafka 0.10.0 (version 2): endpoints named by protocol, no map.
+        (
+            b'{"version":2,"host":"h","port":9092,"jmx_port":-1,'
+            b'"endpoints":["PLAINTEXT://h:9092","SSL://h:9093"]}',
+            (BrokerEndpoint(1, "h", 9092), BrokerEndpoint(1, "h", 9093, "SSL", "SSL")),
+        ),
+        # Version 1: the top-level host and port alone.
+        (b'{"version":1,"host":"h","port":9092,"jmx_port":-1}', (BrokerEndpoint(1, "h", 9092),)),
+    ],
+)
+def test_older_broker_registrations_are_read(
+    data: bytes, expected: tuple[BrokerEndpoint, ...]
+) -> None:
+    assert decode_broker(1, data) == BrokerRegistration(1, expected)
 
 
 def test_topic_config_and_controller_round_trip() -> None:
@@ -115,9 +159,18 @@ def test_malformed_partition_state_is_refused(data: bytes) -> None:
         decode_partition_state("s", data, 0)
 
 
-def test_broker_without_plaintext_endpoint_is_refused() -> None:
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"version":5}',
+        b'{"endpoints": ["SSL//h:9093"]}',
+        b'{"endpoints": ["SSL://h"]}',
+        b'{"endpoints": [], "listener_security_protocol_map": "SSL"}',
+    ],
+)
+def test_broker_without_a_readable_endpoint_is_refused(data: bytes) -> None:
     with pytest.raises(ZnodeError):
-        decode_broker(1, b'{"endpoints": ["SSL://h:9093"]}')
+        decode_broker(1, data)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tickwheel.cluster import BrokerEndpoint, MetadataCache
+from tickwheel.cluster import BrokerEndpoint, BrokerRegistration, MetadataCache
 from tickwheel.coordinator import OFFSETS_TOPIC, CoordinatorNode, GroupConfig
 from tickwheel.replica import LeaderAndIsr, TopicPartition
 from tickwheel.server.apis._groups import _cluster_locator
@@ -28,8 +28,17 @@ class FakeCluster:
         self.created.append((name, num_partitions, replication_factor))
 
 
-def brokers(count: int) -> list[BrokerEndpoint]:
-    return [BrokerEndpoint(broker_id, "127.0.0.1", 9092 + broker_id) for broker_id in range(count)]
+@dataclass
+class FakeContext:
+    """What the locator reads of the ``BrokerContext``: the request's listener."""
+
+    request_listener: str = "PLAINTEXT"
+
+
+def brokers(count: int) -> list[BrokerRegistration]:
+    return [
+        BrokerRegistration(b, (BrokerEndpoint(b, "127.0.0.1", 9092 + b),)) for b in range(count)
+    ]
 
 
 def test_the_offsets_topic_waits_for_as_many_brokers_as_its_replication_factor() -> None:
@@ -37,7 +46,7 @@ def test_the_offsets_topic_waits_for_as_many_brokers_as_its_replication_factor()
     config = GroupConfig(
         offsets_topic_num_partitions=PARTITIONS, offsets_topic_replication_factor=3
     )
-    locate = _cluster_locator(cluster, config, {})  # type: ignore[arg-type]
+    locate = _cluster_locator(FakeContext(), cluster, config, {})  # type: ignore[arg-type]
 
     cluster.cache.set_brokers(brokers(2))
     assert locate(0) is None

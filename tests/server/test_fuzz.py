@@ -6,6 +6,9 @@ inserted or cut -- then a fresh connection must still be answered. 200 examples 
 10,000 frames; afterwards a real client produces and consumes as usual. The seeds (one
 request per API and version the broker serves), the mutations and the random frames
 are those of ``tickwheel bench fuzz``, whose own run is tested here too, bounded.
+SASL conversations with random and damaged tokens (``fuzz.sasl_conversation``) go to a
+SASL_PLAINTEXT listener the same way: after each, a fresh connection still logs in, and
+afterwards a real client logs in and produces and consumes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -21,7 +25,9 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from tickwheel.bench import fuzz
-from tickwheel.server import BackgroundBroker
+from tickwheel.pytest_plugin import TEST_BROKER_PROPERTIES
+from tickwheel.security import PlainClient
+from tickwheel.server import BackgroundBroker, BrokerConfig
 from tickwheel.server.apis import API_SPECS
 
 from .wire import WireClient, host_port
@@ -34,7 +40,10 @@ TIMEOUT_S = 15.0
 BENCH_FRAMES = 10_000
 SEEDS = fuzz.seed_frames()
 
+SASL_EXAMPLES = 150
+SASL_CONVERSATIONS_PER_EXAMPLE = 5
 random_frames = st.builds(fuzz.random_frame, st.randoms(use_true_random=False))
+sasl_conversations = st.builds(fuzz.sasl_conversation, st.randoms(use_true_random=False))
 mutated_frames = st.builds(fuzz.mutate, st.sampled_from(SEEDS), st.randoms(use_true_random=False))
 
 
@@ -118,6 +127,68 @@ def test_bad_frames_never_stop_the_broker(tickwheel_broker: BackgroundBroker) ->
     assert message.value() == b"still here"
 
 
+def _logs_in(bootstrap_servers: str) -> bool:
+    client = WireClient(bootstrap_servers)
+    try:
+        handshake = client.call(17, 1, {"mechanism": "PLAIN"})
+        token = PlainClient(fuzz.SASL_USER, fuzz.SASL_PASSWORD).initial_response()
+        answer = client.call(36, 2, {"auth_bytes": token})
+        return bool(handshake.error_code == ErrorCode.none and answer.error_code == ErrorCode.none)
+    finally:
+        client.close()
+
+
+def test_sasl_frames_never_stop_the_broker(tmp_path: Path) -> None:
+    properties = {
+        **TEST_BROKER_PROPERTIES,
+        **fuzz.SASL_BROKER_PROPERTIES,
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(tmp_path),
+        # Failed logins still wait on the wheel, only briefly, so the test stays short.
+        "connection.failed.authentication.delay.ms": "5",
+    }
+    sent: list[int] = []
+    with BackgroundBroker(BrokerConfig.from_properties(properties)) as broker:
+        servers = broker.bootstrap_servers
+
+        @settings(
+            max_examples=SASL_EXAMPLES,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
+        @given(
+            st.lists(
+                sasl_conversations,
+                min_size=SASL_CONVERSATIONS_PER_EXAMPLE,
+                max_size=SASL_CONVERSATIONS_PER_EXAMPLE,
+            )
+        )
+        def run(conversations: list[list[bytes]]) -> None:
+            for frames in conversations:
+                _send_all(broker, frames)
+                sent.append(len(frames))
+            assert _logs_in(servers)
+
+        run()
+        assert len(sent) >= SASL_EXAMPLES * SASL_CONVERSATIONS_PER_EXAMPLE
+        config = fuzz.sasl_client_config(servers)
+        producer = Producer(config)
+        producer.produce("after-sasl-fuzz", value=b"still here", partition=0)
+        assert producer.flush(TIMEOUT_S) == 0
+        consumer = Consumer({**config, "group.id": "after-sasl-fuzz"})
+        consumer.assign([TopicPartition("after-sasl-fuzz", 0, 0)])
+        deadline = time.monotonic() + TIMEOUT_S
+        message = None
+        try:
+            while message is None and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+        finally:
+            consumer.close()
+        assert message is not None
+        assert message.value() == b"still here"
+
+
 def test_the_fuzz_command_finds_no_traceback_and_no_death(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -134,3 +205,5 @@ def test_the_fuzz_command_finds_no_traceback_and_no_death(
     assert figures["broker deaths"] == "0"
     assert figures["another client answered meanwhile"] == "yes"
     assert figures["confluent-kafka produce + consume afterwards"] == "ok"
+    assert int(figures["SASL conversations (SASL_PLAINTEXT listener)"].replace(",", "")) > 0
+    assert figures["confluent-kafka SASL PLAIN login, produce + consume afterwards"] == "ok"

@@ -18,6 +18,14 @@ receives at least ``--frames`` (100,000) request frames over many short connecti
 3. **Random frames.** Random bytes behind a served or an unknown API key and version;
    and now and then a TLS ClientHello, as a client configured for SSL sends.
 
+4. **SASL conversations**, on the broker's second listener (SASL_PLAINTEXT, PLAIN and
+   both SCRAMs; ``sasl_conversation``): an ApiVersions now and then, a SaslHandshake
+   naming a real or made-up mechanism (at v0 too), then SaslAuthenticate frames whose
+   tokens are random bytes or PLAIN and SCRAM messages with bytes changed, now and then
+   a request no one may send before logging in; any frame sometimes mutated. Failed
+   logins wait ``connection.failed.authentication.delay.ms`` on the broker's timing
+   wheel before their connection closes, so the broker keeps many of them at once.
+
 Each connection sends 1-10 frames of kinds 2 and 3 (the first bad one usually closes
 it), half-closes, and reads the answers until the broker closes or
 ``_READ_TIMEOUT_S`` passes; one in ``_ABORT_ONE_IN`` resets the connection instead,
@@ -31,7 +39,8 @@ send half of it; the broker's RSS growth is measured (``/proc/<pid>/status``) wh
 a normal request on another connection must still be answered.
 ``queued.max.request.bytes`` bounds it; ``--broker-override
 queued.max.request.bytes=-1`` shows it unbounded.
-Last, a real client (confluent-kafka) produces a message and consumes it back.
+Last, a real client (confluent-kafka) produces a message and consumes it back, on the
+PLAINTEXT listener and, logged in with PLAIN, on the SASL one.
 
 Reported: frames sent (and how many schema-breaking), answers read (a frame after
 one that closed its connection is never read), connections, tracebacks and ERROR
@@ -41,8 +50,8 @@ growth under the held frames. The exit status is 1 when the broker printed a
 traceback, died, missed a liveness check or failed the real client. Record the
 figures in ``docs/benchmarks.md`` ("Fuzzing").
 
-``seed_entity``, ``encode_request``, ``schema_breaking_frames``, ``mutate`` and
-``random_frame`` are also what ``tests/server`` fuzzes with.
+``seed_entity``, ``encode_request``, ``schema_breaking_frames``, ``mutate``,
+``random_frame`` and ``sasl_conversation`` are also what ``tests/server`` fuzzes with.
 
 Concurrency: a command on the main thread; one asyncio loop for the connections, one
 thread draining the broker's stderr; librdkafka runs its own.
@@ -55,6 +64,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import functools
 import io
 import random
 import re
@@ -114,6 +124,22 @@ _PRODUCE_KEY = 0
 # Frames of kind 3 use these keys too: served ones, and ones no broker serves.
 _UNKNOWN_API_KEYS = (-1, 99, 32767)
 _LISTENING = re.compile(r"listening on \S+:(\d+)")
+_SASL_LISTENING = re.compile(r":(\d+) \(SASL_PLAINTEXT\)")
+SASL_USER, SASL_PASSWORD = "fuzz-user", "fuzz-secret"
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_BROKER_PROPERTIES: Mapping[str, str] = {
+    "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'user_{SASL_USER}="{SASL_PASSWORD}";'
+    ),
+}
+"""What the SASL listener of the broker under test accepts (listener ``SASL_PLAINTEXT``)."""
+_SASL_HANDSHAKE_KEY = 17
+_SASL_AUTHENTICATE_KEY = 36
+_SASL_CONNECTION_ONE_IN_FRAMES = 20
+_MAX_SASL_TOKENS = 4
+_NOT_BEFORE_LOGIN_KEYS = (0, 1, 3, 19, 51)
 _LOG_LEVEL = re.compile(r"^\S+ \S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
 _TRACEBACK = "Traceback (most recent call last)"
 # A TLS 1.2 ClientHello's record header and the start of its handshake message.
@@ -467,6 +493,62 @@ def random_frame(rng: random.Random) -> bytes:
     return _framed(head + rng.randbytes(rng.randint(0, 80)))
 
 
+def _sasl_token(rng: random.Random) -> bytes:
+    """A PLAIN or SCRAM message, right or with bytes changed, or random bytes."""
+    nonce = rng.randbytes(rng.randint(0, 24)).hex()
+    candidates = (
+        f"\x00{SASL_USER}\x00{SASL_PASSWORD}".encode(),
+        f"{SASL_USER}\x00{SASL_USER}\x00wrong".encode(),
+        f"n,,n={SASL_USER},r={nonce}".encode(),
+        f"n,a=x,n={SASL_USER},r={nonce},e=1".encode(),
+        f"c=biws,r={nonce},p={rng.randbytes(32).hex()}".encode(),
+        rng.randbytes(rng.randint(0, 64)),
+    )
+    token = bytearray(rng.choice(candidates))
+    for _ in range(rng.randint(0, 3)):
+        if token:
+            token[rng.randrange(len(token))] = rng.randint(0, 255)
+    return bytes(token)
+
+
+def sasl_conversation(rng: random.Random) -> list[bytes]:
+    """The frames of one connection to a SASL listener: maybe ApiVersions, a handshake
+    (a real or made-up mechanism, v1 or the refused v0), then SaslAuthenticate frames
+    with random or damaged tokens, now and then a request not allowed before login;
+    any frame sometimes mutated."""
+    frames: list[bytes] = []
+    if rng.randint(0, 1):
+        version = rng.randint(0, 3)
+        frames.append(
+            encode_request(_API_VERSIONS_KEY, version, seed_entity(_API_VERSIONS_KEY, version), 0)
+        )
+    mechanism = rng.choice((*SASL_MECHANISMS, "GSSAPI", rng.randbytes(6).hex()))
+    frames.append(
+        encode_request(_SASL_HANDSHAKE_KEY, rng.choice((1, 1, 1, 0)), {"mechanism": mechanism}, 1)
+    )
+    for index in range(rng.randint(0, _MAX_SASL_TOKENS)):
+        values = {"auth_bytes": _sasl_token(rng)}
+        frames.append(encode_request(_SASL_AUTHENTICATE_KEY, rng.randint(0, 2), values, 2 + index))
+    if rng.randint(0, 3) == 0:
+        key = rng.choice(_NOT_BEFORE_LOGIN_KEYS)
+        frames.append(seed_frames_by_key()[key])
+    return [mutate(frame, rng) if rng.randint(0, 5) == 0 else frame for frame in frames]
+
+
+@functools.cache
+def seed_frames_by_key() -> dict[int, bytes]:
+    """A seed frame (the API's highest version) per API key the broker serves."""
+    return {
+        spec.api_key: encode_request(
+            spec.api_key,
+            spec.versions.max_version,
+            seed_entity(spec.api_key, spec.versions.max_version),
+            0,
+        )
+        for spec in API_SPECS
+    }
+
+
 # -- the broker under test ----------------------------------------------------------------
 
 
@@ -505,13 +587,15 @@ class BrokerUnderTest:
         self.process: subprocess.Popen[bytes] | None = None
         self._drainer: threading.Thread | None = None
         self.port = 0
+        self.sasl_port = 0
         self.peak_rss_bytes = 0
 
     def start(self) -> None:
         """Start the broker and wait until it answers."""
         command = [sys.executable, "-m", "tickwheel.cli", "serve"]
         for override in (
-            f"listeners=PLAINTEXT://{_LOOPBACK}:0",
+            f"listeners=PLAINTEXT://{_LOOPBACK}:0,SASL_PLAINTEXT://{_LOOPBACK}:0",
+            *(f"{name}={value}" for name, value in SASL_BROKER_PROPERTIES.items()),
             f"log.dirs={self._log_dir}",
             "offsets.topic.num.partitions=1",
             "group.initial.rebalance.delay.ms=0",
@@ -537,12 +621,19 @@ class BrokerUnderTest:
                 found = _LISTENING.search(line)
                 if found and not listening.is_set():
                     self.port = int(found[1])
+                    sasl = _SASL_LISTENING.search(line)
+                    self.sasl_port = int(sasl[1]) if sasl else 0
                     listening.set()
 
     @property
     def bootstrap_servers(self) -> str:
         """``host:port`` of the broker."""
         return f"{_LOOPBACK}:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """``host:port`` of the broker's SASL_PLAINTEXT listener."""
+        return f"{_LOOPBACK}:{self.sasl_port}"
 
     def alive(self) -> bool:
         """Whether the process runs; a dead one is counted and started again."""
@@ -611,12 +702,14 @@ class FuzzFigures:
     frames: int = 0
     answers: int = 0
     schema_breaking_frames: int = 0
+    sasl_connections: int = 0
     connections: int = 0
     liveness_misses: int = 0
     seconds: float = 0.0
     hold_rss_growth_bytes: int = 0
     hold_answered: bool = False
     client_round_trip: bool = False
+    sasl_round_trip: bool = False
 
 
 async def _send_connection(port: int, frames: list[bytes], *, abort: bool) -> int | None:
@@ -666,22 +759,31 @@ async def _fuzz(broker: BrokerUnderTest, figures: FuzzFigures, args: argparse.Na
     rng = random.Random(args.seed)
     seeds = seed_frames()
     breaking = all_schema_breaking_frames()
-    plan = [[frame] for frame in breaking]
-    plan += _connections(max(args.frames - len(breaking), 0), rng, seeds)
+    plan: list[tuple[bool, list[bytes]]] = [(False, [frame]) for frame in breaking]
+    plan += ((False, c) for c in _connections(max(args.frames - len(breaking), 0), rng, seeds))
+    sasl_plan = [
+        (True, sasl_conversation(rng))
+        for _ in range(max(args.frames // _SASL_CONNECTION_ONE_IN_FRAMES, 1))
+    ]
+    # Spread over the run, so that SASL connections wait on the wheel while others fuzz.
+    for index, connection in enumerate(sasl_plan):
+        plan.insert(rng.randint(0, len(plan)) if index else 0, connection)
     figures.schema_breaking_frames = len(breaking)
-    queue: asyncio.Queue[list[bytes]] = asyncio.Queue()
+    figures.sasl_connections = len(sasl_plan)
+    queue: asyncio.Queue[tuple[bool, list[bytes]]] = asyncio.Queue()
     for connection in plan:
         queue.put_nowait(connection)
     lock = asyncio.Lock()
 
     async def worker() -> None:
         while not queue.empty():
-            frames = queue.get_nowait()
+            sasl, frames = queue.get_nowait()
             abort = rng.randint(1, _ABORT_ONE_IN) == 1
-            answers = await _send_connection(broker.port, frames, abort=abort)
+            port = broker.sasl_port if sasl else broker.port
+            answers = await _send_connection(port, frames, abort=abort)
             if answers is None:
                 # Refused: the broker died (it is restarted) or is out of descriptors.
-                queue.put_nowait(frames)
+                queue.put_nowait((sasl, frames))
                 async with lock:
                     await _check_liveness(broker, figures)
                 continue
@@ -751,14 +853,27 @@ def _hold_large_frames(broker: BrokerUnderTest, figures: FuzzFigures) -> None:
             sock.close()
 
 
-def _client_round_trip(bootstrap_servers: str) -> bool:
+def sasl_client_config(bootstrap_servers: str) -> dict[str, str]:
+    """confluent-kafka's settings for the SASL listener's PLAIN user."""
+    return {
+        "bootstrap.servers": bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": SASL_USER,
+        "sasl.password": SASL_PASSWORD,
+    }
+
+
+def _client_round_trip(
+    bootstrap_servers: str, topic: str = "after-fuzz", settings: Mapping[str, str] = {}
+) -> bool:
     """A confluent-kafka producer writes one message and a consumer reads it back."""
-    producer = Producer({"bootstrap.servers": bootstrap_servers})
-    producer.produce("after-fuzz", value=b"still here", partition=0)
+    producer = Producer({"bootstrap.servers": bootstrap_servers, **settings})
+    producer.produce(topic, value=b"still here", partition=0)
     if producer.flush(_CLIENT_TIMEOUT_S) != 0:
         return False
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "after-fuzz"})
-    consumer.assign([TopicPartition("after-fuzz", 0, 0)])
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": topic, **settings})
+    consumer.assign([TopicPartition(topic, 0, 0)])
     deadline = time.monotonic() + _CLIENT_TIMEOUT_S
     try:
         while time.monotonic() < deadline:
@@ -802,6 +917,7 @@ def report(figures: FuzzFigures, broker: BrokerUnderTest) -> str:
             "of which schema-breaking (null, negative, huge, out of range)",
             f"{figures.schema_breaking_frames:,}",
         ),
+        ("SASL conversations (SASL_PLAINTEXT listener)", f"{figures.sasl_connections:,}"),
         ("answers read", f"{figures.answers:,}"),
         ("connections", f"{figures.connections:,}"),
         ("frames/s", f"{figures.frames / figures.seconds:,.0f}" if figures.seconds else "n/a"),
@@ -820,6 +936,10 @@ def report(figures: FuzzFigures, broker: BrokerUnderTest) -> str:
         (
             "confluent-kafka produce + consume afterwards",
             "ok" if figures.client_round_trip else "FAILED",
+        ),
+        (
+            "confluent-kafka SASL PLAIN login, produce + consume afterwards",
+            "ok" if figures.sasl_round_trip else "FAILED",
         ),
     ]
     lines = [
@@ -868,6 +988,11 @@ def main(argv: list[str]) -> int:
             _hold_large_frames(broker, figures)
             broker.alive()
             figures.client_round_trip = _client_round_trip(broker.bootstrap_servers)
+            figures.sasl_round_trip = _client_round_trip(
+                broker.sasl_bootstrap_servers,
+                "after-sasl-fuzz",
+                sasl_client_config(broker.sasl_bootstrap_servers),
+            )
         finally:
             broker.stop()
     print(report(figures, broker))
@@ -894,5 +1019,6 @@ def main(argv: list[str]) -> int:
         or broker.deaths
         or figures.liveness_misses
         or not figures.client_round_trip
+        or not figures.sasl_round_trip
     )
     return 1 if failed else 0

@@ -4,8 +4,11 @@ What ``tickwheel cluster`` runs and what the cluster tests use. Under one base
 directory it keeps ZooKeeper's data (``zookeeper/``) and one log directory per broker
 (``broker-<id>/``, beside its output in ``broker-<id>.log``). Each broker is
 ``python -m tickwheel.cli serve`` with Kafka's properties as overrides: its
-``broker.id``, a loopback listener on its own port, its ``log.dirs`` and
+``broker.id``, loopback listeners on ports of its own, its ``log.dirs`` and
 ``zookeeper.connect`` (with the chroot given, if any), plus any extra properties.
+The listeners are named by ``listeners`` (default one ``PLAINTEXT``); the first is the
+one clients use (``bootstrap_servers``); their protocols, certificates and the
+inter-broker listener come with the extra properties.
 
 ``start`` returns once every broker has registered in ZooKeeper; ``stop`` sends each
 broker SIGTERM (a clean stop: logs flushed, checkpoints written, registration
@@ -22,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -49,10 +52,20 @@ class BrokerProcess:
     """One broker of a ``LocalCluster``: a ``tickwheel serve`` process."""
 
     def __init__(
-        self, broker_id: int, port: int, log_dir: Path, properties: Mapping[str, str]
+        self,
+        broker_id: int,
+        port: int,
+        log_dir: Path,
+        properties: Mapping[str, str],
+        *,
+        client_listener: str = "PLAINTEXT",
+        other_listeners: Mapping[str, int] | None = None,
     ) -> None:
+        """A broker whose ``client_listener`` is on ``port``, and each of
+        ``other_listeners`` (name -> port) on its own port."""
         self.broker_id = broker_id
         self.port = port
+        self.listener_ports = {client_listener: port, **(other_listeners or {})}
         self.log_dir = log_dir
         self.properties = dict(properties)
         self.output = log_dir.with_suffix(".log")
@@ -60,8 +73,12 @@ class BrokerProcess:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port`` of this broker."""
+        """``host:port`` of this broker's client listener."""
         return f"{LOOPBACK}:{self.port}"
+
+    def address(self, listener_name: str) -> str:
+        """``host:port`` of this broker's listener named."""
+        return f"{LOOPBACK}:{self.listener_ports[listener_name]}"
 
     @property
     def pid(self) -> int | None:
@@ -78,7 +95,9 @@ class BrokerProcess:
         overrides = {
             **self.properties,
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            "listeners": ",".join(
+                f"{name}://{LOOPBACK}:{port}" for name, port in self.listener_ports.items()
+            ),
             "log.dirs": str(self.log_dir),
         }
         command = [sys.executable, "-m", "tickwheel.cli", "serve"]
@@ -146,7 +165,9 @@ class LocalCluster:
         base_port: int = 0,
         chroot: str = "",
         zookeeper_tick_ms: int = DEFAULT_TICK_MS,
+        listeners: Sequence[str] = ("PLAINTEXT",),
     ) -> None:
+        """``listeners``: the names of each broker's listeners, the client one first."""
         if num_brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.base_dir = Path(base_dir)
@@ -161,6 +182,8 @@ class LocalCluster:
                 base_port + broker_id if base_port else free_port(LOOPBACK),
                 self.base_dir / f"broker-{broker_id}",
                 common,
+                client_listener=listeners[0],
+                other_listeners={name: free_port(LOOPBACK) for name in listeners[1:]},
             )
             for broker_id in range(num_brokers)
         ]

@@ -1,8 +1,9 @@
 """``MetadataCache``: what this broker knows of the cluster, as ZooKeeper last told it.
 
-Kafka's ``MetadataCache``: the live brokers and their endpoints, each topic's replica
-assignment and config overrides, each partition's ``LeaderAndIsr`` (with the znode
-version it was read at), the controller and the cluster id. The ZooKeeper watches
+Kafka's ``MetadataCache``: the live brokers and their endpoints on every listener,
+each topic's replica assignment and config overrides, each partition's
+``LeaderAndIsr`` (with the znode version it was read at), the controller and the
+cluster id. The ZooKeeper watches
 feed it; Metadata responses, CreateTopics and the leader/follower transitions read it.
 
 Updates never go backwards: a partition state older (by znode version) than the one
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from tickwheel.cluster._znodes import BrokerEndpoint
+from tickwheel.cluster._znodes import BrokerEndpoint, BrokerRegistration
 from tickwheel.replica import NO_LEADER, LeaderAndIsr, TopicPartition
 
 NO_CONTROLLER = -1
@@ -52,7 +53,7 @@ class MetadataCache:
     """Brokers, topics, partition states, controller and cluster id."""
 
     def __init__(self) -> None:
-        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self.partition_states: dict[TopicPartition, LeaderAndIsr] = {}
         self.controller_id = NO_CONTROLLER
@@ -60,7 +61,7 @@ class MetadataCache:
 
     # -- updates ---------------------------------------------------------------------
 
-    def set_brokers(self, brokers: Iterable[BrokerEndpoint]) -> None:
+    def set_brokers(self, brokers: Iterable[BrokerRegistration]) -> None:
         """Replace the live brokers."""
         self.brokers = {b.broker_id: b for b in brokers}
 
@@ -94,9 +95,16 @@ class MetadataCache:
 
     # -- queries ---------------------------------------------------------------------
 
-    def broker(self, broker_id: int) -> BrokerEndpoint | None:
-        """The endpoint of a live broker, or None."""
-        return self.brokers.get(broker_id)
+    def broker(self, broker_id: int, listener_name: str) -> BrokerEndpoint | None:
+        """A live broker's endpoint on the listener named, or None (not live, or no such
+        listener: Kafka's ``getAliveBrokerNode``)."""
+        registration = self.brokers.get(broker_id)
+        return None if registration is None else registration.endpoint(listener_name)
+
+    def endpoints(self, listener_name: str) -> list[BrokerEndpoint]:
+        """Every live broker that has the listener named, by broker id."""
+        found = (self.broker(broker_id, listener_name) for broker_id in sorted(self.brokers))
+        return [endpoint for endpoint in found if endpoint is not None]
 
     def live_controller_id(self) -> int:
         """The controller if it is a live broker, else ``NO_CONTROLLER`` (a controller

@@ -4,7 +4,7 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
 ``ReplicaManager`` do together, for one broker:
 
 1. ``start`` opens the ZooKeeper session, reads (or sets) the cluster id, registers
-   this broker's endpoint, runs for controller, and watches the live brokers, the
+   this broker's endpoint on every listener, runs for controller, and watches the live brokers, the
    topics, each topic's assignment and each partition's state.
 2. Every watch event goes to the event loop through one queue and is applied in
    order (so is every leadership this broker writes itself, without waiting for its
@@ -15,7 +15,8 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    - the state names this broker as leader at an epoch it does not lead yet →
      stop fetching it, ``become_leader``, and let the ``IsrManager`` track followers;
    - it names another broker → ``become_follower`` and fetch it from that leader
-     (``ReplicaFetcherManager``, over ``KafkaFetchTransport``);
+     (``ReplicaFetcherManager``, over ``KafkaFetchTransport``, on the leader's
+     ``inter.broker.listener.name`` endpoint, over TLS when that listener is SSL);
    - the same leader and epoch with a newer version → only the ISR changed.
 
    ``topic_listener`` hears of every topic change and ``leadership_listener`` of every
@@ -42,8 +43,11 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    replica's log; a broker entity's (``<default>`` or this broker's id) to
    ``broker_config_listener``, which also hears of both at start-up; a group's
    (``groups``/``<group>``, KIP-848/KIP-932 group configs) to ``group_config_listener``,
-   which hears of every group at start-up. ``alter_config`` returns once this broker
-   has applied its own change.
+   which hears of every group at start-up; a user's (``users``/``<user>``, where Kafka
+   keeps SCRAM credentials, the name sanitized as Kafka does) to
+   ``user_config_listener``, which hears of every user at start-up too
+   (``alter_user_config`` writes one). ``alter_config`` returns once this broker has
+   applied its own change.
 
 7. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
    which re-elects leaders when brokers die or return (``_controller``); its
@@ -58,6 +62,11 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    directory that fails. Unlike a controller's decision, such a write is fenced by the
    state's version only.
 
+8. ACLs (``_acls``, Kafka's ``/kafka-acl`` layout): with an ``acl_listener`` set, the
+   node hands it every ACL at start-up and each pattern a change notification names,
+   in event order; ``update_acls`` writes a change and returns once this broker has
+   applied its own notification, so the writer's next request already sees it.
+
 Concurrency: the node lives on the broker's event loop; ZooKeeper calls run in worker
 threads (``asyncio.to_thread``); watch callbacks run on kazoo's thread and only post
 events to the loop (``call_soon_threadsafe``). The watched-path sets they share are
@@ -69,6 +78,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -78,12 +88,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.cluster._acls import ZkAclStore
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
 from tickwheel.cluster._controller import Controller, ControllerSettings
 from tickwheel.cluster._delayed_elect_leader import DelayedElectLeader
 from tickwheel.cluster._election import elect_offline
 from tickwheel.cluster._metadata import NO_CONTROLLER, MetadataCache, TopicMetadata
-from tickwheel.cluster._wire import KafkaFetchTransport
+from tickwheel.cluster._wire import ChannelSasl, KafkaFetchTransport
 from tickwheel.cluster._zk import ControllerEpoch, TopicExistsError, ZkClient, ZkSettings
 from tickwheel.cluster._znodes import (
     BROKER_ENTITY,
@@ -95,7 +106,9 @@ from tickwheel.cluster._znodes import (
     GROUP_ENTITY,
     TOPIC_ENTITY,
     TOPICS_PATH,
+    USER_ENTITY,
     BrokerEndpoint,
+    BrokerRegistration,
     TopicAssignment,
     ZnodeError,
     broker_path,
@@ -106,10 +119,12 @@ from tickwheel.cluster._znodes import (
     decode_partition_state,
     decode_topic,
     decode_topic_config,
+    desanitize_user,
     entity_type_path,
     new_topic_id,
     parse_int_children,
     partition_state_path,
+    sanitize_user,
     topic_config_path,
     topic_path,
 )
@@ -126,6 +141,7 @@ from tickwheel.replica import (
     become_follower,
     become_leader,
 )
+from tickwheel.security import AccessControlEntry, ResourcePattern
 from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
 
 _log = logging.getLogger(__name__)
@@ -171,6 +187,12 @@ class ClusterSettings:
     controlled_shutdown_enable: bool = True
     controlled_shutdown_max_retries: int = 3
     controlled_shutdown_retry_backoff_ms: int = 5000
+    inter_broker_listener: str = "PLAINTEXT"
+    """The listener other brokers are reached on (``inter.broker.listener.name``)."""
+    inter_broker_ssl_context: ssl.SSLContext | None = None
+    """The TLS this broker connects to that listener with; None for a plain one."""
+    inter_broker_sasl: ChannelSasl | None = None
+    """How this broker logs in to the others (a SASL inter-broker listener), or None."""
 
 
 # -- events from the watches -----------------------------------------------------------
@@ -178,7 +200,7 @@ class ClusterSettings:
 
 @dataclass(frozen=True, slots=True)
 class _BrokersChanged:
-    brokers: tuple[BrokerEndpoint, ...]
+    brokers: tuple[BrokerRegistration, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +241,14 @@ class _ConfigChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class _AclsChanged:
+    pattern: ResourcePattern
+    entries: frozenset[AccessControlEntry]
+    changes_path: str
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Barrier:
     """Set once every event queued before it has been applied."""
 
@@ -233,6 +263,7 @@ _Event = (
     | _ControllerChanged
     | _ControllerElected
     | _ConfigChanged
+    | _AclsChanged
     | _Barrier
 )
 
@@ -254,12 +285,23 @@ class ClusterNode:
         self.broker_config_listener: BrokerConfigListener | None = None
         # Told each group's config overrides: at start-up, then on every change.
         self.group_config_listener: BrokerConfigListener | None = None
+        # Told each user's config (SCRAM credentials), by user name: at start-up, then on
+        # every change.
+        self.user_config_listener: BrokerConfigListener | None = None
         # Told the cluster id once it is known and checked, before this broker
         # registers (the broker keeps it in meta.properties, as Kafka does then).
         self.cluster_id_listener: Callable[[str], None] | None = None
+        # Told every ACL at start-up, then each pattern whose ACLs change (set before
+        # ``start`` to watch the ACLs at all: a broker without an authorizer does not).
+        self.acl_listener: (
+            Callable[[ResourcePattern, frozenset[AccessControlEntry]], None] | None
+        ) = None
         self._replica_manager = replica_manager
         self._log_config_for = log_config_for
         self._zk = ZkClient(settings.zookeeper)
+        self._acls = ZkAclStore(self._zk)
+        # The newest ACL change notification applied, by notification path.
+        self._applied_acl_changes: dict[str, int] = {}
         self.controller = Controller(self._zk, self.cache, settings.controller, self._post_state)
         elect_timer = SystemTimer("ElectLeader", executor=InlineExecutor())
         self._elect_timer_driver = AsyncioTimerDriver(elect_timer)
@@ -269,9 +311,11 @@ class ClusterNode:
             )
         )
         self._transport = KafkaFetchTransport(
-            self.cache.broker,
+            self.inter_broker_endpoint,
             client_id=f"tickwheel-replica-{settings.broker_id}",
             timeout_ms=settings.replica_socket_timeout_ms,
+            ssl_context=settings.inter_broker_ssl_context,
+            sasl=settings.inter_broker_sasl,
         )
         self._fetchers = ReplicaFetcherManager(replica_manager, self._transport, settings.fetcher)
         self.isr_manager = IsrManager(
@@ -297,8 +341,13 @@ class ClusterNode:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    async def start(self, advertised: BrokerEndpoint) -> None:
-        """Join the cluster advertising ``advertised``.
+    def inter_broker_endpoint(self, broker_id: int) -> BrokerEndpoint | None:
+        """Where this broker reaches live broker ``broker_id``: its endpoint on the
+        inter-broker listener (connect with ``settings.inter_broker_ssl_context``)."""
+        return self.cache.broker(broker_id, self.settings.inter_broker_listener)
+
+    async def start(self, advertised: BrokerRegistration) -> None:
+        """Join the cluster advertising ``advertised``, this broker's every listener.
 
         The broker registers last, once its cache holds what ZooKeeper held and a
         controller is known, and returns once it sees itself and the controller among
@@ -361,6 +410,8 @@ class ClusterNode:
         zk.watch_children(BROKER_IDS_PATH, self._on_broker_ids)
         zk.watch_children(TOPICS_PATH, self._on_topics)
         zk.watch_data(CONTROLLER_PATH, self._on_controller)
+        if self.acl_listener is not None:
+            self._acls.watch(self._on_acls)
 
     async def stop(self) -> None:
         """Leave the cluster: stop fetching and tracking, close the ZooKeeper session."""
@@ -435,10 +486,8 @@ class ClusterNode:
                 configs = self._read_entity_config(BROKER_ENTITY, entity)
                 if configs is not None:
                     self._post(_ConfigChanged(BROKER_ENTITY, entity, configs, _INITIAL_CONFIGS))
-            for group in self._zk.children(entity_type_path(GROUP_ENTITY)):
-                configs = self._read_entity_config(GROUP_ENTITY, group)
-                if configs is not None:
-                    self._post(_ConfigChanged(GROUP_ENTITY, group, configs, _INITIAL_CONFIGS))
+            for entity_type in (GROUP_ENTITY, USER_ENTITY):
+                self._post_every_config(entity_type)
             return None
         for seq, child in sequences:
             if seq <= self._seen_config_change:
@@ -458,6 +507,22 @@ class ClusterNode:
             self._post(_ConfigChanged(entity_type, name, configs, seq))
         self._zk.purge_config_changes(CONFIG_CHANGE_EXPIRATION_MS, int(time.time() * 1000))
         return None
+
+    def _on_acls(
+        self,
+        pattern: ResourcePattern,
+        entries: frozenset[AccessControlEntry],
+        changes_path: str,
+        sequence: int,
+    ) -> None:
+        self._post(_AclsChanged(pattern, entries, changes_path, sequence))
+
+    def _post_every_config(self, entity_type: str) -> None:
+        """Start-up: hand every entity of ``entity_type`` (groups, users) to its listener."""
+        for name in self._zk.children(entity_type_path(entity_type)):
+            configs = self._read_entity_config(entity_type, name)
+            if configs is not None:
+                self._post(_ConfigChanged(entity_type, name, configs, _INITIAL_CONFIGS))
 
     def _read_entity_config(self, entity_type: str, name: str) -> dict[str, str] | None:
         try:
@@ -567,8 +632,16 @@ class ClusterNode:
             await self._delete_local(event.name)
         elif isinstance(event, _ConfigChanged):
             self._apply_config(event)
+        elif isinstance(event, _AclsChanged):
+            self._apply_acls(event)
         else:
             await self._record_state(event.tp, event.state)
+
+    def _apply_acls(self, event: _AclsChanged) -> None:
+        if self.acl_listener is not None:
+            self.acl_listener(event.pattern, event.entries)
+        applied = self._applied_acl_changes.get(event.changes_path, -1)
+        self._applied_acl_changes[event.changes_path] = max(applied, event.sequence)
 
     def _apply_config(self, event: _ConfigChanged) -> None:
         self._applied_config_change = max(self._applied_config_change, event.sequence)
@@ -582,6 +655,10 @@ class ClusterNode:
         if event.entity_type == GROUP_ENTITY:
             if self.group_config_listener is not None:
                 self.group_config_listener(event.name, event.configs)
+            return
+        if event.entity_type == USER_ENTITY:
+            if self.user_config_listener is not None:
+                self.user_config_listener(desanitize_user(event.name), event.configs)
             return
         topic = self.cache.topics.get(event.name)
         if event.entity_type != TOPIC_ENTITY or topic is None:
@@ -852,6 +929,31 @@ class ClusterNode:
         sequence = await asyncio.to_thread(self._zk.set_entity_config, entity_type, name, configs)
         _log.info("set the config of %s/%s to %s", entity_type, name, dict(configs))
         await self.wait_until(lambda: self._applied_config_change >= sequence, timeout_ms)
+
+    async def update_acls(
+        self,
+        pattern: ResourcePattern,
+        add: Iterable[AccessControlEntry],
+        remove: Iterable[AccessControlEntry],
+        *,
+        timeout_ms: int,
+    ) -> None:
+        """Add and remove entries of ``pattern``'s ACLs in ZooKeeper, notify every
+        broker, and wait until this one has applied the change."""
+        written = await asyncio.to_thread(self._acls.update, pattern, tuple(add), tuple(remove))
+        if written is None:
+            return
+        changes_path, sequence = written
+        await self.wait_until(
+            lambda: self._applied_acl_changes.get(changes_path, -1) >= sequence, timeout_ms
+        )
+
+    async def alter_user_config(
+        self, user: str, configs: Mapping[str, str], *, timeout_ms: int
+    ) -> None:
+        """Replace ``user``'s config (its SCRAM credentials) at ``/config/users/<user>``
+        and wait until this broker has applied it."""
+        await self.alter_config(USER_ENTITY, sanitize_user(user), configs, timeout_ms=timeout_ms)
 
     async def allocate_producer_id(self) -> int:
         """A producer id never handed out before by any broker of the cluster."""

@@ -10,9 +10,25 @@ where its leader epoch ends becomes an OffsetsForLeaderEpoch v4 (with its replic
 ``KafkaTxnMarkerTransport`` is the transaction coordinator's ``MarkerTransport``: the
 COMMIT/ABORT markers for partitions another broker leads, as WriteTxnMarkers v1.
 
+A channel to a broker's TLS listener (SSL, SASL_SSL) is given the broker's client
+``ssl_context``: the handshake runs as the connection opens, checking the peer's
+certificate (and its host name, per ``ssl.endpoint.identification.algorithm``) and
+presenting this broker's own key store where the peer asks for a client certificate.
+``_connect`` makes a connection ready for requests: TCP, TLS, then the SASL login below.
+
 Fetch v12 is the newest version that names topics (v13 uses topic ids) and carries
 the current leader epoch and the follower's log start offset, as Kafka's followers
 send them.
+
+When the inter-broker listener is SASL_PLAINTEXT or SASL_SSL, a channel authenticates
+right after it connects, as Kafka's clients do (``ChannelSasl``: the mechanism of
+``sasl.mechanism.inter.broker.protocol`` and the ``username``/``password`` of the
+listener's JAAS line): SaslHandshake v1, then SaslAuthenticate v2 until the mechanism's
+client (``tickwheel.security``) has nothing more to send -- for SCRAM, after it checked
+the server's signature. A session with a lifetime (``connections.max.reauth.ms`` on the
+other broker) is renewed by reconnecting once 85% of it has passed, before the other
+broker would close the connection. A failed login raises ``WireError``, like any broken
+connection: the caller reconnects later.
 
 Concurrency: event-loop thread only; a channel must not be used by two tasks at once
 (each leader's fetcher owns its channel).
@@ -24,10 +40,13 @@ import asyncio
 import contextlib
 import datetime
 import functools
+import ssl
 import struct
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from tickwheel.cluster._znodes import BrokerEndpoint
@@ -39,6 +58,7 @@ from tickwheel.replica import (
     TopicPartition,
     TxnMarker,
 )
+from tickwheel.security import SaslClientError, sasl_client
 
 FETCH_KEY = 1
 FETCH_VERSION = 12
@@ -50,6 +70,12 @@ _READ_UNCOMMITTED = 0
 _NO_SESSION = 0
 _FULL_FETCH_EPOCH = -1
 _NO_EPOCH = -1
+SASL_HANDSHAKE_KEY = 17
+SASL_HANDSHAKE_VERSION = 1
+SASL_AUTHENTICATE_KEY = 36
+SASL_AUTHENTICATE_VERSION = 2
+_REAUTHENTICATE_AT = 0.85
+"""The share of a SASL session's lifetime after which a channel reconnects."""
 _SIZE = struct.Struct(">i")
 _CORRELATION_ID = struct.Struct(">i")
 _MS_PER_S = 1000.0
@@ -59,37 +85,116 @@ class WireError(OSError):
     """A response that does not match its request: the connection is unusable."""
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelSasl:
+    """How a channel logs in: a SASL mechanism (PLAIN, SCRAM-SHA-256/512) and a user."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+
 class BrokerChannel:
     """One connection to a broker, one request at a time."""
 
-    def __init__(self, endpoint: BrokerEndpoint, *, client_id: str, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        endpoint: BrokerEndpoint,
+        *,
+        client_id: str,
+        timeout_ms: int,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: ChannelSasl | None = None,
+    ) -> None:
+        """A channel to ``endpoint``, over TLS with ``ssl_context`` if given, logging in
+        with ``sasl`` if given."""
         self.endpoint = endpoint
         self._client_id = client_id
         self._timeout_s = timeout_ms / _MS_PER_S
+        self._ssl_context = ssl_context
+        self._sasl = sasl
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._next_correlation_id = 0
+        # Loop time at which the SASL session is renewed (None: it does not expire).
+        self._renew_at: float | None = None
+
+    async def _connect(self) -> None:
+        """Open the connection: TCP, the TLS handshake when the channel has TLS, then the
+        SASL login when it has SASL (the peer's SASL listener answers nothing else first)."""
+        endpoint = self.endpoint
+        if self._ssl_context is None:
+            self._reader, self._writer = await asyncio.open_connection(endpoint.host, endpoint.port)
+        else:
+            self._reader, self._writer = await asyncio.open_connection(
+                endpoint.host, endpoint.port, ssl=self._ssl_context, server_hostname=endpoint.host
+            )
+        if self._sasl is not None:
+            try:
+                await self._authenticate(self._sasl)
+            except BaseException:
+                await self.close()
+                raise
 
     async def request(self, api_key: int, api_version: int, values: Mapping[str, Any]) -> Any:
         """Send a request built from ``values``; returns the decoded response body."""
         async with asyncio.timeout(self._timeout_s):
+            renew_at = self._renew_at
+            if renew_at is not None and asyncio.get_running_loop().time() >= renew_at:
+                await self.close()
             if self._writer is None:
-                self._reader, self._writer = await asyncio.open_connection(
-                    self.endpoint.host, self.endpoint.port
-                )
-            assert self._reader is not None
-            correlation_id = self._next_correlation_id
-            self._next_correlation_id += 1
-            request = build_entity(request_schema(api_key, api_version), values)
-            self._writer.write(encode_request(correlation_id, request, client_id=self._client_id))
-            await self._writer.drain()
-            size = _SIZE.unpack(await self._reader.readexactly(_SIZE.size))[0]
-            frame = await self._reader.readexactly(size)
+                await self._connect()
+            return await self._exchange(api_key, api_version, values)
+
+    async def _exchange(self, api_key: int, api_version: int, values: Mapping[str, Any]) -> Any:
+        assert self._reader is not None
+        assert self._writer is not None
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id += 1
+        request = build_entity(request_schema(api_key, api_version), values)
+        self._writer.write(encode_request(correlation_id, request, client_id=self._client_id))
+        await self._writer.drain()
+        size = _SIZE.unpack(await self._reader.readexactly(_SIZE.size))[0]
+        frame = await self._reader.readexactly(size)
         return _decode(api_key, api_version, frame, correlation_id)
+
+    async def _authenticate(self, sasl: ChannelSasl) -> None:
+        """SaslHandshake, then SaslAuthenticate until the mechanism is done."""
+        handshake = await self._exchange(
+            SASL_HANDSHAKE_KEY, SASL_HANDSHAKE_VERSION, {"mechanism": sasl.mechanism}
+        )
+        if handshake.error_code != ErrorCode.none:
+            raise WireError(
+                f"broker {self.endpoint.broker_id} refused SASL mechanism {sasl.mechanism} "
+                f"({handshake.error_code.name}; it offers {list(handshake.mechanisms)})"
+            )
+        client = sasl_client(sasl.mechanism, sasl.username, sasl.password)
+        token: bytes | None = client.initial_response()
+        lifetime_ms = 0
+        while token is not None:
+            answer = await self._exchange(
+                SASL_AUTHENTICATE_KEY, SASL_AUTHENTICATE_VERSION, {"auth_bytes": token}
+            )
+            if answer.error_code != ErrorCode.none:
+                raise WireError(
+                    f"SASL login to broker {self.endpoint.broker_id} as {sasl.username} "
+                    f"failed: {answer.error_message}"
+                )
+            lifetime_ms = round(answer.session_lifetime.total_seconds() * _MS_PER_S)
+            try:
+                token = client.evaluate(answer.auth_bytes)
+            except SaslClientError as exc:
+                raise WireError(f"broker {self.endpoint.broker_id}: {exc}") from exc
+        self._renew_at = (
+            asyncio.get_running_loop().time() + lifetime_ms * _REAUTHENTICATE_AT / _MS_PER_S
+            if lifetime_ms > 0
+            else None
+        )
 
     async def close(self) -> None:
         """Close the connection (the next request opens a new one)."""
         writer, self._writer, self._reader = self._writer, None, None
+        self._renew_at = None
         if writer is not None:
             writer.close()
             with contextlib.suppress(OSError):
@@ -118,15 +223,26 @@ def _decode(api_key: int, api_version: int, frame: bytes, correlation_id: int) -
 
 
 EndpointLookup = Callable[[int], BrokerEndpoint | None]
+"""A broker's endpoint on the inter-broker listener, by broker id (None: not live)."""
 
 
 class KafkaFetchTransport:
     """Follower fetches as Fetch requests, one ``BrokerChannel`` per leader."""
 
-    def __init__(self, endpoints: EndpointLookup, *, client_id: str, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        endpoints: EndpointLookup,
+        *,
+        client_id: str,
+        timeout_ms: int,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: ChannelSasl | None = None,
+    ) -> None:
         self._endpoints = endpoints
         self._client_id = client_id
         self._timeout_ms = timeout_ms
+        self._ssl_context = ssl_context
+        self._sasl = sasl
         self._channels: dict[int, BrokerChannel] = {}
 
     def _channel(self, leader_id: int) -> BrokerChannel:
@@ -136,7 +252,11 @@ class KafkaFetchTransport:
         channel = self._channels.get(leader_id)
         if channel is None or channel.endpoint != endpoint:
             channel = BrokerChannel(
-                endpoint, client_id=self._client_id, timeout_ms=self._timeout_ms
+                endpoint,
+                client_id=self._client_id,
+                timeout_ms=self._timeout_ms,
+                ssl_context=self._ssl_context,
+                sasl=self._sasl,
             )
             self._channels[leader_id] = channel
         return channel
@@ -235,10 +355,20 @@ class KafkaTxnMarkerTransport:
     """The transaction coordinator's ``MarkerTransport``: WriteTxnMarkers v1 requests,
     one ``BrokerChannel`` per destination broker (one request at a time on each)."""
 
-    def __init__(self, endpoints: EndpointLookup, *, client_id: str, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        endpoints: EndpointLookup,
+        *,
+        client_id: str,
+        timeout_ms: int,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: ChannelSasl | None = None,
+    ) -> None:
         self._endpoints = endpoints
         self._client_id = client_id
         self._timeout_ms = timeout_ms
+        self._ssl_context = ssl_context
+        self._sasl = sasl
         self._channels: dict[int, BrokerChannel] = {}
 
     def _channel(self, broker_id: int) -> BrokerChannel:
@@ -248,7 +378,11 @@ class KafkaTxnMarkerTransport:
         channel = self._channels.get(broker_id)
         if channel is None or channel.endpoint != endpoint:
             channel = BrokerChannel(
-                endpoint, client_id=self._client_id, timeout_ms=self._timeout_ms
+                endpoint,
+                client_id=self._client_id,
+                timeout_ms=self._timeout_ms,
+                ssl_context=self._ssl_context,
+                sasl=self._sasl,
             )
             self._channels[broker_id] = channel
         return channel

@@ -58,7 +58,7 @@ from tickwheel.cluster._znodes import (
     CONTROLLER_PATH,
     PERSISTENT_PATHS,
     PRODUCER_ID_BLOCK_PATH,
-    BrokerEndpoint,
+    BrokerRegistration,
     ProducerIdBlock,
     TopicAssignment,
     broker_path,
@@ -141,7 +141,7 @@ class ZkClient:
         self._client = KazooClient(
             hosts=self._hosts + self.chroot, timeout=settings.session_timeout_ms / _MS_PER_S
         )
-        self._registration: BrokerEndpoint | None = None
+        self._registration: BrokerRegistration | None = None
         self._lost = threading.Event()
 
     def start(self) -> None:
@@ -203,31 +203,31 @@ class ZkClient:
         data, _ = self._client.get(CLUSTER_ID_PATH)
         return decode_cluster_id(data)
 
-    def register_broker(self, endpoint: BrokerEndpoint) -> None:
+    def register_broker(self, registration: BrokerRegistration) -> None:
         """Create ``/brokers/ids/<id>`` for this session, waiting out a stale one."""
-        path = broker_path(endpoint.broker_id)
+        path = broker_path(registration.broker_id)
         waited = threading.Event()
         limit_s = (self.settings.session_timeout_ms + _STALE_REGISTRATION_GRACE_MS) / _MS_PER_S
         while True:
             try:
-                self._client.create(path, encode_broker(endpoint), ephemeral=True)
+                self._client.create(path, encode_broker(registration), ephemeral=True)
                 break
             except NodeExistsError:
                 stat = self._client.exists(path, watch=lambda _event: waited.set())
                 if stat is None:
                     continue
                 if stat.ephemeralOwner == self._client.client_id[0]:
-                    self._client.set(path, encode_broker(endpoint))
+                    self._client.set(path, encode_broker(registration))
                     break
                 _log.info(
-                    "broker id %d is registered by another session; waiting", endpoint.broker_id
+                    "broker id %d is registered by another session; waiting", registration.broker_id
                 )
                 if not waited.wait(limit_s):
                     raise BrokerIdTakenError(
-                        f"broker id {endpoint.broker_id} is registered by a live session"
+                        f"broker id {registration.broker_id} is registered by a live session"
                     ) from None
                 waited.clear()
-        self._registration = endpoint
+        self._registration = registration
 
     def elect_controller(self, broker_id: int) -> ControllerEpoch | None:
         """Become the controller if there is none; returns the new epoch, or None."""
@@ -439,6 +439,25 @@ class ZkClient:
             return list(self._client.get_children(path))
         except NoNodeError:
             return []
+
+    def ensure_path(self, path: str) -> None:
+        """Create ``path`` and its parents where missing."""
+        self._client.ensure_path(path)
+
+    def create_node(
+        self, path: str, data: bytes, *, sequence: bool = False, makepath: bool = False
+    ) -> str:
+        """Create a persistent znode (``sequence``: ZooKeeper appends a sequence
+        number); its path. Raises kazoo's ``NodeExistsError`` if it exists."""
+        return str(self._client.create(path, data, sequence=sequence, makepath=makepath))
+
+    def set_node(self, path: str, data: bytes, version: int) -> None:
+        """Write a znode at ``version`` (-1: any); kazoo's ``BadVersionError`` if it moved."""
+        self._client.set(path, data, version=version)
+
+    def delete_node(self, path: str, version: int) -> None:
+        """Delete a znode at ``version`` (-1: any); kazoo's ``BadVersionError`` if it moved."""
+        self._client.delete(path, version=version)
 
     # -- watches --------------------------------------------------------------------------
 

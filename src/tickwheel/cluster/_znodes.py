@@ -3,12 +3,13 @@
 Brokers and tools written for Kafka's ZooKeeper mode read the same documents:
 
 ==========================================  ===========================================
-``/brokers/ids/<id>`` (ephemeral)           a live broker: host, port, ``endpoints``
+``/brokers/ids/<id>`` (ephemeral)           a live broker: every listener's endpoint
 ``/brokers/topics/<topic>``                 replica assignment ``{"partitions": {..}}``
 ``/brokers/topics/<t>/partitions/<p>/state``  leader, leader_epoch, isr, controller_epoch
 ``/config/topics/<topic>``                  the topic's config overrides
 ``/config/brokers/<id>``, ``<default>``     dynamic configs of a broker, of all brokers
 ``/config/groups/<group>``                  a group's config overrides (KIP-848/932)
+``/config/users/<user>``                    a user's config: its SCRAM credentials
 ``/config/changes/config_change_<seq>``     a config changed: ``{"entity_path": ..}``
 ``/controller`` (ephemeral)                 the broker acting as controller
 ``/controller_epoch``                       how many controllers there have been
@@ -28,6 +29,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ CLUSTER_ID_PATH = "/cluster/id"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 BROKER_CONFIGS_PATH = "/config/brokers"
 GROUP_CONFIGS_PATH = "/config/groups"
+USER_CONFIGS_PATH = "/config/users"
 _CONFIG_PATH = "/config"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
@@ -52,6 +55,7 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 TOPIC_ENTITY = "topics"
 BROKER_ENTITY = "brokers"
 GROUP_ENTITY = "groups"
+USER_ENTITY = "users"
 DEFAULT_BROKER_ENTITY = "<default>"
 """The broker entity whose configs are every broker's dynamic defaults."""
 PERSISTENT_PATHS = (
@@ -60,6 +64,7 @@ PERSISTENT_PATHS = (
     TOPIC_CONFIGS_PATH,
     BROKER_CONFIGS_PATH,
     GROUP_CONFIGS_PATH,
+    USER_CONFIGS_PATH,
     CONFIG_CHANGES_PATH,
     "/cluster",
 )
@@ -123,6 +128,17 @@ def entity_config_path(entity_type: str, name: str) -> str:
     return f"{entity_type_path(entity_type)}/{name}"
 
 
+def sanitize_user(user: str) -> str:
+    """A user name as its znode is named (Kafka's ``Sanitizer``: everything but letters,
+    digits and ``. - _ ~`` percent-encoded as UTF-8)."""
+    return urllib.parse.quote(user, safe="")
+
+
+def desanitize_user(znode_name: str) -> str:
+    """The user name a ``/config/users`` child stands for."""
+    return urllib.parse.unquote(znode_name)
+
+
 def config_change_path() -> str:
     """The prefix of a new change notification (ZooKeeper appends the sequence)."""
     return f"{CONFIG_CHANGES_PATH}/{CONFIG_CHANGE_PREFIX}"
@@ -179,44 +195,89 @@ def _int_list(value: Any, what: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
-    """A live broker as clients reach it."""
+    """A live broker as reached on one of its listeners (Kafka's ``Node``)."""
 
     broker_id: int
     host: str
     port: int
+    listener_name: str = _PLAINTEXT
+    security_protocol: str = _PLAINTEXT
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
 
 
-def encode_broker(endpoint: BrokerEndpoint) -> bytes:
-    """The registration a broker writes to ``/brokers/ids/<id>``."""
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """What ``/brokers/ids/<id>`` says of a live broker: its endpoint on each listener,
+    in the order of its ``listeners``."""
+
+    broker_id: int
+    endpoints: tuple[BrokerEndpoint, ...]
+
+    def endpoint(self, listener_name: str) -> BrokerEndpoint | None:
+        """The broker's endpoint on the listener named, or None if it has no such listener."""
+        return next((e for e in self.endpoints if e.listener_name == listener_name), None)
+
+
+def encode_broker(registration: BrokerRegistration) -> bytes:
+    """The registration a broker writes to ``/brokers/ids/<id>`` (version 5).
+
+    Every listener is in ``endpoints`` (``NAME://host:port``) with its protocol in
+    ``listener_security_protocol_map``; the top-level host and port, for older readers,
+    are the first PLAINTEXT endpoint's, else null and -1 (as Kafka writes them).
+    """
+    endpoints = registration.endpoints
+    plaintext = next((e for e in endpoints if e.security_protocol == _PLAINTEXT), None)
     return _encode_json(
         {
             "features": {},
-            "listener_security_protocol_map": {_PLAINTEXT: _PLAINTEXT},
-            "endpoints": [f"{_PLAINTEXT}://{endpoint.host}:{endpoint.port}"],
+            "listener_security_protocol_map": {
+                e.listener_name: e.security_protocol for e in endpoints
+            },
+            "endpoints": [
+                f"{e.listener_name}://{_host_in_uri(e.host)}:{e.port}" for e in endpoints
+            ],
             "jmx_port": _NO_JMX_PORT,
-            "port": endpoint.port,
-            "host": endpoint.host,
+            "port": -1 if plaintext is None else plaintext.port,
+            "host": None if plaintext is None else plaintext.host,
             "version": _BROKER_VERSION,
             "timestamp": str(_now_ms()),
         }
     )
 
 
-def decode_broker(broker_id: int, data: bytes) -> BrokerEndpoint:
-    """The endpoint a registration advertises: its first PLAINTEXT endpoint."""
+def _host_in_uri(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def decode_broker(broker_id: int, data: bytes) -> BrokerRegistration:
+    """Every endpoint a registration advertises.
+
+    A listener missing from ``listener_security_protocol_map`` (registrations before
+    version 4 have none) is named after its protocol; a registration with no
+    ``endpoints`` (version 1) is its top-level host and port, on PLAINTEXT.
+    """
     document = _decode_json(data, f"broker {broker_id}")
+    protocols = document.get("listener_security_protocol_map") or {}
+    if not isinstance(protocols, dict):
+        raise ZnodeError(f"broker {broker_id} has a malformed listener_security_protocol_map")
+    endpoints = []
     for endpoint in document.get("endpoints") or ():
-        scheme, sep, address = str(endpoint).partition("://")
+        name, sep, address = str(endpoint).partition("://")
         host, colon, port = address.rpartition(":")
-        if sep and colon and scheme == _PLAINTEXT and port.isdigit():
-            return BrokerEndpoint(broker_id, host, int(port))
+        if not (sep and name and colon and port.isdigit()):
+            raise ZnodeError(f"broker {broker_id} has a malformed endpoint {endpoint!r}")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        protocol = str(protocols.get(name, name))
+        endpoints.append(BrokerEndpoint(broker_id, host, int(port), name, protocol))
+    if endpoints:
+        return BrokerRegistration(broker_id, tuple(endpoints))
     legacy_host, legacy_port = document.get("host"), document.get("port")
     if isinstance(legacy_host, str) and isinstance(legacy_port, int):
-        return BrokerEndpoint(broker_id, legacy_host, legacy_port)
-    raise ZnodeError(f"broker {broker_id} registers no PLAINTEXT endpoint")
+        return BrokerRegistration(broker_id, (BrokerEndpoint(broker_id, legacy_host, legacy_port),))
+    raise ZnodeError(f"broker {broker_id} registers no endpoint")
 
 
 # -- topics ----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from tickwheel.protocol._codec import (
     encode_api_versions_fallback,
     encode_request,
     encode_response,
+    error_response,
     invalid_request_response,
     request_header_bytes,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "encode_request",
     "encode_response",
     "encode_topic_id",
+    "error_response",
     "invalid_request_response",
     "peek_request_key",
     "read_frame_size",

@@ -138,10 +138,17 @@ def _invalid_request(key: RequestKey, reason: str) -> InvalidRequestError:
 def invalid_request_response(key: RequestKey) -> bytes | None:
     """The INVALID_REQUEST answer to the request ``key`` names, if its response can carry
     one (a top-level ``error_code``, every other field empty); else None."""
+    return error_response(key, ErrorCode.invalid_request)
+
+
+def error_response(key: RequestKey, error_code: ErrorCode) -> bytes | None:
+    """The answer refusing the whole request ``key`` names with ``error_code``, if its
+    response can carry one (a top-level ``error_code``, every other field empty); else
+    None (Kafka's ``AbstractRequest.getErrorResponse`` for such responses)."""
     cls = response_schema(key.api_key, key.api_version)
     if "error_code" not in {field.name for field in dataclasses.fields(cls)}:
         return None
-    values = {**_empty_values(cls), "error_code": ErrorCode.invalid_request}
+    values = {**_empty_values(cls), "error_code": error_code}
     return encode_response(key.correlation_id, build_entity(cls, values))
 
 

@@ -3,8 +3,10 @@
 ``Broker`` is the asyncio server: ``async with Broker(config) as broker`` checks that
 every ``log.dirs`` entry is a usable directory (``LogDirError`` otherwise), opens the
 logs in them (recovering every partition; the topic registry lives in the first),
-starts the purgatories' timer drivers, listens on the configured ``PLAINTEXT``
-listener (port 0 takes a free port; ``bootstrap_servers`` tells which), optionally
+starts the purgatories' timer drivers, listens on each of its ``listeners`` (port 0
+takes a free port; ``endpoint`` tells which; SSL and SASL_SSL listeners serve TLS, and a
+TLS client's certificate names its principal, ``_tls``; a SASL listener's connections
+log in through a ``SaslListener``, ``_sasl``), optionally
 serves metrics, starts the log cleaner's threads (``log.cleaner.enable``; they compact
 logs with ``cleanup.policy=compact``, see ``tickwheel.log._cleaner``), and schedules the
 housekeeping on its ``Scheduler``: retention and flushing every
@@ -48,7 +50,15 @@ from typing import Any, Self
 from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
-from tickwheel.security import PLAINTEXT
+from tickwheel.security import (
+    SASL_PLAINTEXT,
+    SASL_SSL,
+    SSL,
+    NoMatchingRuleError,
+    SaslConfigError,
+    SaslListenerConfig,
+)
+from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._connection import Connection, ConnectionProtocol
@@ -64,14 +74,17 @@ from tickwheel.server._meta_properties import (
     write_meta_properties,
 )
 from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics, serve_metrics
+from tickwheel.server._sasl import DELAYED_CLOSE_TIMER, SaslListener
 from tickwheel.server._time import BrokerTime
+from tickwheel.server._tls import ListenerTls, listener_tls
 from tickwheel.server._topics import TopicRegistry
+from tickwheel.server._users import UserConfigs
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 from tickwheel.server.apis._groups import start_groups
 from tickwheel.server.apis._share import start_share
 from tickwheel.server.apis._share_state import start_share_coordinator
 from tickwheel.server.apis._transactions import start_transactions
-from tickwheel.timer import Clock, ManualClock
+from tickwheel.timer import Clock, ManualClock, SystemTimer
 
 _log = logging.getLogger(__name__)
 
@@ -101,6 +114,9 @@ class Broker:
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._endpoints: dict[str, Endpoint] = {}
         self._metrics_port = -1
+        # The timer failed SASL logins wait on (``_delayed_close``), made with the first
+        # SASL listener.
+        self._close_timer: SystemTimer | None = None
         self._ready = False  # /readyz: listening, logs loaded, registered in a cluster
         # Request bytes being read or served, over all connections (queued.max.request.bytes).
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
@@ -237,8 +253,11 @@ class Broker:
             controller_active=lambda: cluster is None or cluster.controller.active,
             cleaner=lambda: None if cleaner is None else cleaner.metrics,
         )
+        users = UserConfigs(self.log_dir)
+        if not config.zookeeper_connect:
+            users.load()
         context = BrokerContext(
-            config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id
+            config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id, users
         )
 
         def share_purgatories() -> tuple[DelayedOperationPurgatory[Any], ...]:
@@ -256,12 +275,12 @@ class Broker:
             cluster.cluster_id_listener = lambda cluster_id: write_meta_properties(
                 self.log_dirs, MetaProperties(config.broker_id, cluster_id)
             )
+        start_authorizer(context, self.log_dir)
         for info in topics.topics.values():
             context.open_partitions(info)
         self._start_coordinators(context, broker_time)
         dispatcher = Dispatcher(context, API_SPECS)
-        self._open_listeners(dispatcher)
-        context.listener_endpoints = dict(self._endpoints)
+        self._open_listeners(dispatcher, context)
         host = config.listener_specs()[0].host
         if config.metrics_port >= 0:
             # Served before joining the cluster, so /readyz says 503 until registered.
@@ -299,21 +318,47 @@ class Broker:
                 self._metrics_port,
             )
 
-    def _open_listeners(self, dispatcher: Dispatcher) -> None:
-        """Bind every listener (not accepting yet) and note where each is advertised."""
+    def _open_listeners(self, dispatcher: Dispatcher, context: BrokerContext) -> None:
+        """Bind every listener (not accepting yet) and tell ``context`` where each is
+        advertised."""
         advertised = parse_advertised(self.config.advertised_listeners)
         for spec in self.config.listener_specs():
-            if spec.security_protocol != PLAINTEXT:
-                raise ConfigError(f"listener {spec.name}: {spec.security_protocol} is not served")
+            tls = listener_tls(self.config, spec)
+            sasl = (
+                self._sasl_listener(spec, context.users)
+                if spec.security_protocol in (SASL_PLAINTEXT, SASL_SSL)
+                else None
+            )
             listener = Listener(
                 spec.host,
                 spec.port,
                 functools.partial(
-                    ConnectionProtocol, functools.partial(self._accept, dispatcher, spec)
+                    ConnectionProtocol,
+                    functools.partial(self._accept, dispatcher, spec, tls, sasl),
                 ),
+                tls=None if tls is None else tls.context,
+                name=spec.name,
             )
             self._listeners.append((spec, listener))
             self._endpoints[spec.name] = self._advertised(spec, listener.port, advertised)
+        context.listener_endpoints = dict(self._endpoints)
+
+    def _sasl_listener(self, spec: ListenerSpec, users: UserConfigs) -> SaslListener:
+        """How the SASL listener ``spec`` authenticates (``ConfigError`` if it cannot)."""
+        config = self.config.listener_view(spec.name)
+        try:
+            sasl_config = SaslListenerConfig.from_properties(spec.name, config.get)
+        except SaslConfigError as exc:
+            raise ConfigError(str(exc)) from exc
+        if self._close_timer is None:
+            self._close_timer = self.time.timers.new_timer(DELAYED_CLOSE_TIMER)
+        return SaslListener(
+            sasl_config,
+            users.credentials,
+            self.time.clock,
+            self._close_timer,
+            self.config.connection_failed_authentication_delay_ms,
+        )
 
     @staticmethod
     def _advertised(
@@ -329,6 +374,8 @@ class Broker:
         self,
         dispatcher: Dispatcher,
         spec: ListenerSpec,
+        tls: ListenerTls | None,
+        sasl: SaslListener | None,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
@@ -341,14 +388,43 @@ class Broker:
             clock=self.time.clock,
             on_closed=self._connection_closed,
             listener=spec,
+            sasl=sasl,
         )
         if not self._accepting:
             # Handed over while ``stop`` runs: nothing will serve it.
             connection.close()
             return
+        # On SSL the certificate names the client; on SASL_SSL, SASL does (Kafka's rule).
+        if (
+            tls is not None
+            and spec.security_protocol == SSL
+            and not self._authenticate_tls(connection, tls, writer)
+        ):
+            connection.close()
+            return
         task = asyncio.get_running_loop().create_task(connection.run())
         self._connections[task] = connection
         task.add_done_callback(self._connections.pop)
+
+    @staticmethod
+    def _authenticate_tls(
+        connection: Connection, tls: ListenerTls, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Set the principal of a TLS client from its certificate; False if no
+        ``ssl.principal.mapping.rules`` rule maps it (the connection is refused)."""
+        try:
+            principal = tls.principal(writer.get_extra_info("peercert"))
+        except NoMatchingRuleError as exc:
+            _log.warning("refusing the TLS connection from %s: %s", connection.peer, exc)
+            return False
+        connection.session.principal = principal
+        _log.debug(
+            "TLS connection from %s on listener %s as %s",
+            connection.peer,
+            connection.listener.name,
+            principal,
+        )
+        return True
 
     def _connection_closed(self, connection_id: int) -> None:
         """A client's connection closed: the share sessions it opened close with it."""

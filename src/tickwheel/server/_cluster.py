@@ -7,8 +7,11 @@ topics in ZooKeeper (so every handler that looks a topic up sees the cluster's
 topics); ZooKeeper, not the registry file, is the record.
 
 The handlers' cluster-mode parts live here too, so each handler keeps one branch:
-the brokers and partitions of a Metadata answer, auto-creation, and the creation of
+the brokers and partitions of a Metadata answer (other brokers named by their endpoint
+on the listener the request came on, as Kafka does), auto-creation, and the creation of
 topics and partitions (replicas assigned over the live brokers, Kafka's errors).
+Users' SCRAM credentials (``UserConfigs``) are kept at ``/config/users`` and applied on
+every broker when notified.
 
 Concurrency: event-loop thread only, like the ``BrokerContext``.
 """
@@ -16,6 +19,7 @@ Concurrency: event-loop thread only, like the ``BrokerContext``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -23,6 +27,8 @@ from kio.schema.errors import ErrorCode
 from tickwheel.cluster import (
     AssignmentError,
     BrokerEndpoint,
+    BrokerRegistration,
+    ChannelSasl,
     ClusterNode,
     ClusterSettings,
     ControllerSettings,
@@ -31,14 +37,24 @@ from tickwheel.cluster import (
     ZkSettings,
 )
 from tickwheel.protocol import decode_topic_id
-from tickwheel.replica import FetcherConfig
-from tickwheel.server._config import BrokerConfig
+from tickwheel.replica import NO_LEADER, FetcherConfig
+from tickwheel.security import (
+    SASL_PLAINTEXT,
+    SASL_SSL,
+    SUPPORTED_MECHANISMS,
+    SaslConfigError,
+    client_credentials,
+)
+from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext
+from tickwheel.server._tls import inter_broker_ssl_context
 from tickwheel.server._topics import legacy_topic_id
 
 _log = logging.getLogger(__name__)
 _AUTO_CREATE_TIMEOUT_MS = 5000
 """How long auto-creation waits for the new partitions' leaders (as Kafka's request)."""
+_ALTER_USER_TIMEOUT_MS = 30_000
+"""How long a SCRAM credential change waits for this broker to apply it."""
 
 
 def cluster_settings(
@@ -73,7 +89,31 @@ def cluster_settings(
         controlled_shutdown_enable=config.controlled_shutdown_enable,
         controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
         controlled_shutdown_retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
+        inter_broker_listener=config.inter_broker_listener().name,
+        inter_broker_ssl_context=inter_broker_ssl_context(config),
+        inter_broker_sasl=inter_broker_sasl(config),
     )
+
+
+def inter_broker_sasl(config: BrokerConfig) -> ChannelSasl | None:
+    """How this broker logs in to the others: on a SASL inter-broker listener, the
+    mechanism ``sasl.mechanism.inter.broker.protocol`` with the ``username`` and
+    ``password`` of that mechanism's JAAS line on the listener (Kafka's way)."""
+    listener = config.inter_broker_listener()
+    if listener.security_protocol not in (SASL_PLAINTEXT, SASL_SSL):
+        return None
+    mechanism = config.sasl_mechanism_inter_broker_protocol.strip().upper()
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ConfigError(
+            f"sasl.mechanism.inter.broker.protocol {mechanism} is not one tickwheel serves "
+            f"({', '.join(SUPPORTED_MECHANISMS)})"
+        )
+    view = config.listener_view(listener.name)
+    try:
+        username, password = client_credentials(view.get, listener.name, mechanism)
+    except SaslConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+    return ChannelSasl(mechanism, username, password)
 
 
 def join_cluster(context: BrokerContext, stored_cluster_id: str | None) -> ClusterNode:
@@ -102,36 +142,47 @@ def join_cluster(context: BrokerContext, stored_cluster_id: str | None) -> Clust
     node.topic_listener = mirror
     node.broker_config_listener = context.apply_broker_configs
     node.group_config_listener = context.apply_group_configs
+    node.user_config_listener = context.users.apply
+
+    async def write_user(user: str, configs: Mapping[str, str]) -> None:
+        await node.alter_user_config(user, configs, timeout_ms=_ALTER_USER_TIMEOUT_MS)
+
+    context.users.use_cluster(write_user)
     context.cluster = node
     return node
 
 
-def broker_entries(node: ClusterNode) -> list[dict[str, Any]]:
-    """The live brokers, as a Metadata response lists them."""
+def broker_entries(node: ClusterNode, listener_name: str) -> list[dict[str, Any]]:
+    """The live brokers, as a Metadata response lists them: their endpoints on the
+    listener named (the one the request came on; a broker without it is left out)."""
     return [
         {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
-        for b in sorted(node.cache.brokers.values(), key=lambda b: b.broker_id)
+        for b in node.cache.endpoints(listener_name)
     ]
 
 
-def partition_entries(node: ClusterNode, topic: str) -> list[dict[str, Any]]:
-    """A topic's partitions as a Metadata response describes them.
+def partition_entries(node: ClusterNode, topic: str, listener_name: str) -> list[dict[str, Any]]:
+    """A topic's partitions as a Metadata response through ``listener_name`` describes them.
 
-    A partition without a live leader is answered LEADER_NOT_AVAILABLE with leader -1:
-    clients must never see a leader that is missing from the broker list.
+    A partition without a live leader, or whose leader has no such listener, is answered
+    LEADER_NOT_AVAILABLE with leader -1: clients must never see a leader that is missing
+    from the broker list.
     """
-    return [
-        {
-            "error_code": ErrorCode.none if p.has_leader else ErrorCode.leader_not_available,
-            "partition_index": p.partition,
-            "leader_id": p.leader,
-            "leader_epoch": p.leader_epoch,
-            "replica_nodes": list(p.replicas),
-            "isr_nodes": list(p.isr),
-            "offline_replicas": list(p.offline_replicas),
-        }
-        for p in node.cache.partition_metadata(topic)
-    ]
+    entries = []
+    for p in node.cache.partition_metadata(topic):
+        reachable = p.has_leader and node.cache.broker(p.leader, listener_name) is not None
+        entries.append(
+            {
+                "error_code": ErrorCode.none if reachable else ErrorCode.leader_not_available,
+                "partition_index": p.partition,
+                "leader_id": p.leader if reachable else NO_LEADER,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": list(p.offline_replicas),
+            }
+        )
+    return entries
 
 
 async def auto_create_topic(context: BrokerContext, name: str) -> None:
@@ -216,9 +267,15 @@ async def add_cluster_partitions(
 
 
 async def start_cluster(context: BrokerContext, node: ClusterNode) -> None:
-    """Start ``node`` advertising this broker's endpoint; then drop from the registry
-    the topics that were deleted from the cluster while this broker was down."""
-    endpoint = context.advertised
-    await node.start(BrokerEndpoint(context.broker_id, endpoint.host, endpoint.port))
+    """Start ``node`` advertising this broker's endpoint on every listener; then drop
+    from the registry the topics that were deleted from the cluster while this broker
+    was down."""
+    broker_id = context.broker_id
+    endpoints = tuple(
+        BrokerEndpoint(broker_id, endpoint.host, endpoint.port, spec.name, spec.security_protocol)
+        for spec in context.config.listener_specs()
+        if (endpoint := context.listener_endpoints.get(spec.name)) is not None
+    )
+    await node.start(BrokerRegistration(broker_id, endpoints))
     for name in [name for name in context.topics.topics if name not in node.cache.topics]:
         context.topics.delete(name)

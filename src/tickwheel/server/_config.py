@@ -53,6 +53,8 @@ from tickwheel.share import ShareConfig
 __all__ = [
     "BROKER_TO_TOPIC_CONFIG",
     "DEFAULT_LISTENERS",
+    "LISTENER_PREFIX",
+    "SENSITIVE_PROPERTIES",
     "BrokerConfig",
     "ConfigError",
     "ConfigSource",
@@ -64,6 +66,11 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
+LISTENER_PREFIX = "listener.name."
+"""Kafka's per-listener overrides: ``listener.name.<listener, lower case>.<property>``."""
+SENSITIVE_PROPERTIES = frozenset({"ssl.key.password", "ssl.keystore.key", "sasl.jaas.config"})
+"""Settings whose values are secrets (Kafka's PASSWORD type): DescribeConfigs answers
+them without their value, as Kafka does, and the config's repr leaves them out."""
 _MS_PER_HOUR = 3_600_000
 _GROUPS = GroupConfig()
 _TXNS = TransactionConfig()
@@ -480,6 +487,55 @@ class BrokerConfig:
         default=_SHARE_STATE.share_coordinator_load_buffer_size,
         metadata=_kafka("share.coordinator.load.buffer.size"),
     )
+    # Security, TLS (tickwheel.security._ssl): the ssl.* settings every TLS listener and
+    # the inter-broker client use; ``listener.name.<listener>.ssl.*`` overrides them per
+    # listener (``listener_properties``, ``listener_view``).
+    ssl_keystore_type: str = field(default="JKS", metadata=_kafka("ssl.keystore.type"))
+    ssl_keystore_location: str = field(default="", metadata=_kafka("ssl.keystore.location"))
+    ssl_keystore_key: str = field(default="", repr=False, metadata=_kafka("ssl.keystore.key"))
+    ssl_keystore_certificate_chain: str = field(
+        default="", metadata=_kafka("ssl.keystore.certificate.chain")
+    )
+    ssl_key_password: str = field(default="", repr=False, metadata=_kafka("ssl.key.password"))
+    ssl_truststore_type: str = field(default="JKS", metadata=_kafka("ssl.truststore.type"))
+    ssl_truststore_location: str = field(default="", metadata=_kafka("ssl.truststore.location"))
+    ssl_truststore_certificates: str = field(
+        default="", metadata=_kafka("ssl.truststore.certificates")
+    )
+    ssl_client_auth: str = field(default="none", metadata=_kafka("ssl.client.auth"))
+    ssl_enabled_protocols: str = field(
+        default="TLSv1.2,TLSv1.3", metadata=_kafka("ssl.enabled.protocols")
+    )
+    ssl_cipher_suites: str = field(default="", metadata=_kafka("ssl.cipher.suites"))
+    ssl_endpoint_identification_algorithm: str = field(
+        default="https", metadata=_kafka("ssl.endpoint.identification.algorithm")
+    )
+    ssl_principal_mapping_rules: str = field(
+        default="DEFAULT", metadata=_kafka("ssl.principal.mapping.rules")
+    )
+    # acl (issue 19): the authorizer; an empty class name authorizes nothing (all allowed).
+    authorizer_class_name: str = field(default="", metadata=_kafka("authorizer.class.name"))
+    super_users: str = field(default="", metadata=_kafka("super.users"))
+    allow_everyone_if_no_acl_found: bool = field(
+        default=False, metadata=_kafka("allow.everyone.if.no.acl.found")
+    )
+    # SASL (tickwheel.security.SaslListenerConfig reads these; each may also be set for
+    # one listener under ``listener.name.<listener>.``, kept in ``listener_properties``).
+    # Kafka's default mechanism GSSAPI is not served: a SASL listener needs this set.
+    sasl_enabled_mechanisms: str = field(
+        default="GSSAPI", metadata=_kafka("sasl.enabled.mechanisms")
+    )
+    sasl_mechanism_inter_broker_protocol: str = field(
+        default="GSSAPI", metadata=_kafka("sasl.mechanism.inter.broker.protocol")
+    )
+    sasl_jaas_config: str = field(default="", repr=False, metadata=_kafka("sasl.jaas.config"))
+    connections_max_reauth_ms: int = field(default=0, metadata=_kafka("connections.max.reauth.ms"))
+    connection_failed_authentication_delay_ms: int = field(
+        default=100, metadata=_kafka("connection.failed.authentication.delay.ms")
+    )
+    # Not one property: the ``listener.name.<listener>.<property>`` settings as given,
+    # each a listener's own value of a property (its JAAS line; ``listener_view``).
+    listener_properties: Mapping[str, str] = field(default_factory=dict, repr=False, metadata={})
     # Kafka makes the cluster id (``kafka-storage format``, or the first broker in
     # ZooKeeper mode); empty means the same here (``_meta_properties``).
     cluster_id: str = field(default="", metadata=_kafka("cluster.id"))
@@ -505,6 +561,8 @@ class BrokerConfig:
             raise ConfigError("queued.max.request.bytes must be positive, or -1 for no bound")
         if self.cluster_id and (problem := cluster_id_error(self.cluster_id)) is not None:
             raise ConfigError(f"cluster.id: {problem}")
+        if self.connection_failed_authentication_delay_ms < 0:
+            raise ConfigError("connection.failed.authentication.delay.ms must not be negative")
 
     @classmethod
     def from_properties(
@@ -520,9 +578,14 @@ class BrokerConfig:
         by_name = {f.metadata["kafka"]: f for f in _settings()}
         values: dict[str, Any] = {}
         recorded: dict[str, ConfigSource] = {}
+        listener_properties: dict[str, str] = {}
         for given, raw in properties.items():
             source = sources.get(given, ConfigSource.OVERRIDE)
             name = given
+            if name.startswith(LISTENER_PREFIX):
+                listener_properties[name] = raw.strip()
+                recorded[name] = source
+                continue
             if name == "log.dir" and "log.dirs" not in properties:
                 name = "log.dirs"  # Kafka's older single-directory spelling
             if name == "node.id":
@@ -557,7 +620,7 @@ class BrokerConfig:
                 if name not in values:
                     values[name] = cluster_default
                     recorded[name.replace("_", ".")] = ConfigSource.DEFAULT
-        return cls(**values, sources=recorded)
+        return cls(**values, sources=recorded, listener_properties=listener_properties)
 
     @classmethod
     def from_file(cls, path: str | Path, overrides: Mapping[str, str] = {}) -> BrokerConfig:
@@ -630,6 +693,16 @@ class BrokerConfig:
             self.inter_broker_listener_name,
             self.security_inter_broker_protocol,
         )
+
+    def listener_view(self, listener_name: str) -> dict[str, str]:
+        """Every property as ``listener_name`` sees it: the broker's, with the listener's
+        own values (``listener.name.<l>.`` dropped) on top; other listeners' left out."""
+        prefix = f"{LISTENER_PREFIX}{listener_name.lower()}."
+        view = self.as_properties()
+        for name, value in self.listener_properties.items():
+            if name.startswith(prefix):
+                view[name[len(prefix) :]] = value
+        return view
 
     def topic_defaults(self) -> dict[str, str]:
         """The topic-level defaults this broker gives, under topic config names."""

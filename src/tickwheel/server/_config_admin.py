@@ -290,8 +290,10 @@ async def alter_each(
     requested: Iterable[tuple[Resource, Callable[[], NewOverrides]]],
     *,
     validate_only: bool,
+    refusal: Callable[[Resource], ErrorCode | None] = lambda _resource: None,
 ) -> list[dict[str, Any]]:
-    """Alter each resource; the response entry of each, in request order."""
+    """Alter each resource; the response entry of each, in request order. ``refusal``
+    tells the authorization error of a resource the principal may not alter."""
     pairs = list(requested)
     repeated = duplicates(resource for resource, _ in pairs)
     answers = []
@@ -302,6 +304,9 @@ async def alter_each(
                 raise ConfigAlterError(
                     ErrorCode.invalid_request, "Each resource must appear at most once"
                 )
+            refused = refusal(resource)
+            if refused is not None:
+                raise ConfigAlterError(refused, "Authorization failed.")
             await alter_resource(context, resource, plan(), validate_only=validate_only)
         except ConfigAlterError as exc:
             error_code, message = exc.error_code, str(exc)

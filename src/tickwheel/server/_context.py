@@ -35,12 +35,14 @@ from tickwheel.coordinator.transaction import TransactionService
 from tickwheel.log import LogConfig, LogStorageError
 from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
-from tickwheel.security import current_session_or_none
+from tickwheel.security import AclAuthorizer, current_session_or_none
+from tickwheel.server._acl_store import AclStore
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._dynamic_config import DynamicBrokerConfig
 from tickwheel.server._group_configs import GroupConfigs
 from tickwheel.server._metrics import BrokerMetrics
 from tickwheel.server._topics import TopicInfo, TopicRegistry
+from tickwheel.server._users import UserConfigs
 from tickwheel.share import SharePartitionManager
 
 _log = logging.getLogger(__name__)
@@ -73,6 +75,7 @@ class BrokerContext:
         metrics: BrokerMetrics,
         supported_versions: Mapping[int, VersionRange],
         cluster_id: str,
+        users: UserConfigs,
     ) -> None:
         self.dynamic = DynamicBrokerConfig(config)
         for entity, configs in topics.broker_configs.items():
@@ -103,11 +106,26 @@ class BrokerContext:
         self.share_groups: ShareGroupCoordinator | None = None
         self.share_partitions: SharePartitionManager | None = None
         self.share_admin: ShareGroupAdmin | None = None
+        # Users' SCRAM credentials (``_users``), in the first log directory.
+        self.users = users
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         self.cluster: ClusterNode | None = None
+        # The authorizer (``authorizer.class.name``) and its ACLs' store (an
+        # ``AclStore``), set at start-up; None: every request is allowed.
+        self.authorizer: AclAuthorizer | None = None
+        self.acl_store: AclStore | None = None
         # This broker's cluster id (meta.properties); in a cluster, until it has joined,
         # the id it proposes.
         self._own_cluster_id = cluster_id
+
+    @property
+    def request_listener(self) -> str:
+        """The listener of the request being handled; outside a request (registration,
+        the broker's own calls), the inter-broker listener."""
+        session = current_session_or_none()
+        if session is not None and session.listener_name in self.listener_endpoints:
+            return session.listener_name
+        return self.inter_broker_listener
 
     @property
     def advertised(self) -> Endpoint:
@@ -117,11 +135,7 @@ class BrokerContext:
         of the listener the request came on; outside a request (registration, the
         broker's own calls) it is the inter-broker listener's.
         """
-        endpoints = self.listener_endpoints
-        session = current_session_or_none()
-        if session is not None and session.listener_name in endpoints:
-            return endpoints[session.listener_name]
-        return endpoints.get(self.inter_broker_listener, Endpoint("127.0.0.1", 0))
+        return self.listener_endpoints.get(self.request_listener, Endpoint("127.0.0.1", 0))
 
     @property
     def cluster_id(self) -> str:

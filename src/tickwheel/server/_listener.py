@@ -17,6 +17,14 @@ it only on sockets whose ``proto`` is ``IPPROTO_TCP``, and an accepted socket he
 unacknowledged (an acks=all produce answered a few ms after its request) waited for
 the client's delayed ACK or next request, a whole send interval at a steady pace.
 
+A TLS listener (``tls`` given: SSL and SASL_SSL) wraps each accepted socket in TLS
+inside that same task (``connect_accepted_socket(..., ssl=...)``): the protocol hears
+of the socket only once the handshake is done. A handshake that fails (a PLAINTEXT
+client, a client certificate the trust store does not vouch for, none where one is
+required, or no handshake within ``TLS_HANDSHAKE_TIMEOUT_S``) closes that socket alone,
+with one WARNING line per client host, rate-limited. ``close`` cancels handshakes still
+under way (the cancelled task closes its socket) instead of waiting out slow clients.
+
 When ``accept`` fails for want of resources (no file descriptors or buffers left),
 the listener stops watching for ``ACCEPT_RETRY_DELAY_S`` instead of spinning on a
 socket that stays readable, as asyncio's own server does, and keeps listening.
@@ -31,14 +39,22 @@ import contextlib
 import errno
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 
+from tickwheel._ratelimit import RateLimitedLog
+
 _log = logging.getLogger(__name__)
+# Failed TLS handshakes, one key per client host (a client that keeps reconnecting with
+# the wrong settings gets one line with a count).
+_handshake_failures = RateLimitedLog(_log)
 
 LISTEN_BACKLOG = 100
 """Pending connections the kernel queues (asyncio's ``create_server`` default)."""
 ACCEPT_RETRY_DELAY_S = 1.0
 """Pause after ``accept`` ran out of resources (asyncio's ``ACCEPT_RETRY_DELAY``)."""
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+"""How long a client may take to complete its TLS handshake before it is disconnected."""
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _GONE_BEFORE_ACCEPT = frozenset({errno.ECONNABORTED, errno.EAGAIN, errno.EWOULDBLOCK})
 
@@ -55,9 +71,18 @@ class Listener:
     """A listening TCP socket that hands each accepted socket's transport to a protocol."""
 
     def __init__(
-        self, host: str, port: int, protocol_factory: Callable[[], asyncio.Protocol]
+        self,
+        host: str,
+        port: int,
+        protocol_factory: Callable[[], asyncio.Protocol],
+        *,
+        tls: ssl.SSLContext | None = None,
+        name: str = "",
     ) -> None:
-        """Bind and listen on ``host:port`` (port 0: a free port); not yet accepting."""
+        """Bind and listen on ``host:port`` (port 0: a free port); not yet accepting.
+
+        ``tls``: serve TLS with this context; ``name``: the listener's name, for log lines.
+        """
         family, _, _, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
@@ -66,7 +91,10 @@ class Listener:
         self._port: int = self._sock.getsockname()[1]
         self._protocol_factory = protocol_factory
         self._loop = asyncio.get_running_loop()
-        self._handshakes: set[asyncio.Task[object]] = set()
+        self._tls = tls
+        self._name = name
+        # Each accepted socket's hand-over (and TLS handshake), with the client's address.
+        self._handshakes: dict[asyncio.Task[object], tuple[str, str]] = {}
         self._retry: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -94,16 +122,38 @@ class Listener:
                 raise
             conn.setblocking(False)
             _disable_nagle(conn)
-            task = self._loop.create_task(
-                self._loop.connect_accepted_socket(self._protocol_factory, conn)
-            )
-            self._handshakes.add(task)
+            if self._tls is None:
+                handover = self._loop.connect_accepted_socket(self._protocol_factory, conn)
+            else:
+                handover = self._loop.connect_accepted_socket(
+                    self._protocol_factory,
+                    conn,
+                    ssl=self._tls,
+                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+                )
+            task = self._loop.create_task(handover)
+            self._handshakes[task] = _peer(conn)
             task.add_done_callback(self._handshake_done)
 
     def _handshake_done(self, task: asyncio.Task[object]) -> None:
-        self._handshakes.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            _log.warning("could not set up an accepted connection: %r", task.exception())
+        host, peer = self._handshakes.pop(task)
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        if self._tls is not None and isinstance(error, (OSError, TimeoutError)):
+            # ssl.SSLError is an OSError; so is a client that left mid-handshake.
+            _handshake_failures.log(
+                logging.WARNING,
+                host,
+                "TLS handshake with %s on listener %s failed (%s); closed its connection "
+                "(is the client configured with security.protocol=SSL and the right "
+                "certificates?)",
+                peer,
+                self._name,
+                _describe(error),
+            )
+            return
+        _log.warning("could not set up an accepted connection: %r", error)
 
     def _resume(self) -> None:
         self._retry = None
@@ -120,5 +170,29 @@ class Listener:
             self._retry = None
         self._loop.remove_reader(self._sock.fileno())
         self._sock.close()
-        # Not cancelled: a cancelled handshake could drop a socket it already holds.
-        await asyncio.gather(*self._handshakes, return_exceptions=True)
+        handshakes = list(self._handshakes)
+        if self._tls is not None:
+            # A TLS handshake may wait for a slow client; cancelled, it closes its socket.
+            for task in handshakes:
+                task.cancel()
+        # A plain hand-over is not cancelled: it could drop a socket it already holds.
+        await asyncio.gather(*handshakes, return_exceptions=True)
+
+
+def _peer(conn: socket.socket) -> tuple[str, str]:
+    """The client's host and ``host:port``, for log lines."""
+    try:
+        address = conn.getpeername()
+    except OSError:
+        return "unknown", "unknown"
+    if isinstance(address, tuple):
+        return str(address[0]), f"{address[0]}:{address[1]}"
+    return str(address), str(address)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, ssl.SSLError) and error.reason:
+        return error.reason
+    if isinstance(error, TimeoutError):
+        return f"no handshake within {TLS_HANDSHAKE_TIMEOUT_S:g} s"
+    return str(error) or type(error).__name__

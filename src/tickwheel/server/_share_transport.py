@@ -16,12 +16,13 @@ Concurrency contract: event-loop thread only.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.cluster import BrokerChannel, EndpointLookup, WireError
+from tickwheel.cluster import BrokerChannel, ChannelSasl, EndpointLookup, WireError
 from tickwheel.coordinator.share import NO_LEADER_EPOCH, batches_from_wire, batches_to_wire
 from tickwheel.share import ShareGroupState, SharePartitionKey
 
@@ -37,10 +38,20 @@ class KafkaShareStateTransport:
     """Share-state requests to other brokers' share coordinators: one ``BrokerChannel``
     per broker, its requests one at a time (a lock per broker)."""
 
-    def __init__(self, endpoints: EndpointLookup, *, client_id: str, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        endpoints: EndpointLookup,
+        *,
+        client_id: str,
+        timeout_ms: int,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: ChannelSasl | None = None,
+    ) -> None:
         self._endpoints = endpoints
         self._client_id = client_id
         self._timeout_ms = timeout_ms
+        self._ssl_context = ssl_context
+        self._sasl = sasl
         self._channels: dict[int, BrokerChannel] = {}
         self._locks: dict[int, asyncio.Lock] = {}
 
@@ -59,7 +70,11 @@ class KafkaShareStateTransport:
             channel = self._channels.get(broker_id)
             if channel is None or channel.endpoint != endpoint:
                 channel = BrokerChannel(
-                    endpoint, client_id=self._client_id, timeout_ms=self._timeout_ms
+                    endpoint,
+                    client_id=self._client_id,
+                    timeout_ms=self._timeout_ms,
+                    ssl_context=self._ssl_context,
+                    sasl=self._sasl,
                 )
                 self._channels[broker_id] = channel
             values = {

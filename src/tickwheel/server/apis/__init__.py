@@ -5,12 +5,15 @@ ApiVersions response is built from it); ``SUPPORTED_VERSIONS`` is the same as a 
 for the decoder. The consumer-group APIs (``_groups``) go to the group coordinator,
 the transaction APIs (``_transactions``) to the transaction coordinator, and
 FindCoordinator (``_find_coordinator``) to either by key type; the share-group APIs
-(``_share``) to the share-group coordinator and the share-partition manager.
+(``_share``) to the share-group coordinator and the share-partition manager; SASL
+logins (``_sasl``) to the connection's authenticator, and SCRAM credentials
+(``_scram_credentials``) to the broker's ``UserConfigs``.
 
 Concurrency: handlers run on the broker's event-loop thread.
 """
 
 from tickwheel.protocol import VersionRange
+from tickwheel.server.apis._acls import ACL_SPECS
 from tickwheel.server.apis._alter_configs import ALTER_CONFIGS
 from tickwheel.server.apis._api_versions import API_VERSIONS
 from tickwheel.server.apis._common import ApiSpec, CloseConnectionError, Handler, Response
@@ -31,6 +34,8 @@ from tickwheel.server.apis._list_offsets import LIST_OFFSETS
 from tickwheel.server.apis._metadata import METADATA
 from tickwheel.server.apis._offsets_for_leader_epoch import OFFSETS_FOR_LEADER_EPOCH
 from tickwheel.server.apis._produce import PRODUCE
+from tickwheel.server.apis._sasl import SASL_SPECS
+from tickwheel.server.apis._scram_credentials import SCRAM_CREDENTIAL_SPECS
 from tickwheel.server.apis._share import SHARE_SPECS
 from tickwheel.server.apis._share_admin import SHARE_ADMIN_SPECS
 from tickwheel.server.apis._share_state import SHARE_STATE_SPECS
@@ -62,6 +67,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
     *SHARE_SPECS,
     *SHARE_ADMIN_SPECS,
     *SHARE_STATE_SPECS,
+    *ACL_SPECS,
+    *SASL_SPECS,
+    *SCRAM_CREDENTIAL_SPECS,
 )
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}
 

@@ -7,6 +7,9 @@ more new partitions than the file-descriptor budget holds → POLICY_VIOLATION; 
 ``OSError`` while creating them → KAFKA_STORAGE_ERROR with the new partitions removed
 again (see CreateTopics for why these codes). ``validate_only`` changes nothing.
 
+Authorization (Kafka's ``handleCreatePartitionsRequest``): ALTER on each topic, else it
+is answered TOPIC_AUTHORIZATION_FAILED.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -19,6 +22,8 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import is_internal_topic
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorized_names
 from tickwheel.server._cluster import add_cluster_partitions
 from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
@@ -67,9 +72,14 @@ async def handle_create_partitions(context: BrokerContext, request: DecodedReque
     """Grow each topic unless ``validate_only``."""
     body: Any = request.body
     counts = Counter(topic.name for topic in body.topics)
+    allowed = authorized_names(context, request, AclOperation.ALTER, ResourceType.TOPIC, counts)
     results = []
     for topic in body.topics:
         try:
+            if topic.name not in allowed and counts[topic.name] == 1:
+                raise TopicValidationError(
+                    ErrorCode.topic_authorization_failed, "Authorization failed."
+                )
             _validate(context, topic, counts)
         except TopicValidationError as exc:
             results.append(

@@ -17,6 +17,12 @@ assigned over the live brokers (or checked against them, for a manual assignment
 and the topic is written to ZooKeeper; the answer waits until this broker knows the
 new partitions' leaders, as Kafka's does.
 
+Authorization (Kafka's ``handleCreateTopicsRequest``): CREATE on the cluster allows
+every topic, else CREATE on each topic; a refused topic is answered
+TOPIC_AUTHORIZATION_FAILED (after the duplicate check, before any other); a created
+topic's configs are answered only with DESCRIBE_CONFIGS on it (else none, and
+``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED, v5+).
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -28,6 +34,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorize, authorize_cluster, authorized_names
 from tickwheel.server._cluster import create_cluster_topic
 from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
 from tickwheel.server._descriptors import partitions_that_fit
@@ -161,12 +169,23 @@ async def handle_create_topics(context: BrokerContext, request: DecodedRequest) 
     """Validate each topic and create the valid ones unless ``validate_only``."""
     body: Any = request.body
     counts = Counter(topic.name for topic in body.topics)
+    allowed = set(counts)
+    if context.authorizer is not None and not authorize_cluster(
+        context, request, AclOperation.CREATE, log_if_denied=False
+    ):
+        allowed = authorized_names(
+            context, request, AclOperation.CREATE, ResourceType.TOPIC, counts
+        )
     results = []
     for topic in body.topics:
         try:
             if counts[topic.name] > 1:
                 raise TopicValidationError(
                     ErrorCode.invalid_request, f"topic {topic.name!r} appears more than once"
+                )
+            if topic.name not in allowed:
+                raise TopicValidationError(
+                    ErrorCode.topic_authorization_failed, "Authorization failed."
                 )
             partitions, replication, configs = _validate(context, topic)
         except TopicValidationError as exc:
@@ -192,7 +211,17 @@ async def handle_create_topics(context: BrokerContext, request: DecodedRequest) 
             except STORAGE_ERRORS as exc:
                 results.append(storage_error(topic.name, exc))
                 continue
-        results.append(_created(context, topic.name, partitions, replication, configs))
+        created = _created(context, topic.name, partitions, replication, configs)
+        if not authorize(
+            context,
+            request,
+            AclOperation.DESCRIBE_CONFIGS,
+            ResourceType.TOPIC,
+            topic.name,
+            log_if_denied=False,
+        ):
+            created.update(configs=[], topic_config_error_code=ErrorCode.topic_authorization_failed)
+        results.append(created)
     return reply(request, {"throttle_time": 0, "topics": results})
 
 

@@ -5,6 +5,9 @@ the DeleteRecords purgatory until the low watermark (the smallest log start over
 replicas) has reached the offset, which on one broker is immediately. A request that
 names no partition is answered at once.
 
+Authorization (Kafka's ``handleDeleteRecordsRequest``): DELETE on each topic, else its
+partitions are answered TOPIC_AUTHORIZATION_FAILED and keep their records.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -12,8 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import DeleteRecordsPartitionResult, TopicPartition
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorized_names
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Pending, Response, reply, to_ms
 
@@ -26,11 +33,16 @@ async def handle_delete_records(context: BrokerContext, request: DecodedRequest)
         for topic in body.topics
         for p in topic.partitions
     }
-    results: dict[TopicPartition, DeleteRecordsPartitionResult] = {}
+    allowed = authorized_names(
+        context, request, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in body.topics)
+    )
+    denied = DeleteRecordsPartitionResult(ErrorCode.topic_authorization_failed)
+    results = {tp: denied for tp in offsets if tp.topic not in allowed}
+    offsets = {tp: offset for tp, offset in offsets.items() if tp.topic in allowed}
     if offsets:  # Nothing to delete, nothing to wait for: the purgatory needs a key.
         pending: Pending[dict[TopicPartition, DeleteRecordsPartitionResult]] = Pending()
         context.replica_manager.delete_records(to_ms(body.timeout), offsets, pending.resolve)
-        results = await pending
+        results.update(await pending)
     return reply(
         request,
         {

@@ -6,6 +6,10 @@ INVALID_TOPIC_EXCEPTION; v6's by-id form deletes the topic of that id, or answer
 UNKNOWN_TOPIC_ID. Operations waiting on a deleted partition complete at once (their
 partition is unknown now: DelayedFetch case B, DelayedProduce case A).
 
+Authorization (Kafka's ``handleDeleteTopicsRequest``): DELETE on each topic, else it is
+answered TOPIC_AUTHORIZATION_FAILED (before its existence is checked, so a refused
+principal cannot probe for names).
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -17,6 +21,8 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import is_internal_topic
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorize
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
 
@@ -24,12 +30,14 @@ _FIRST_TOPIC_STRUCT_VERSION = 6
 
 
 async def _delete(
-    context: BrokerContext, name: str | None, timeout_ms: int
+    context: BrokerContext, request: DecodedRequest, name: str | None, timeout_ms: int
 ) -> tuple[ErrorCode, str | None]:
     if name is None:
         return ErrorCode.unknown_topic_id, "no topic has this id"
     if not context.config.delete_topic_enable:
         return ErrorCode.topic_deletion_disabled, "delete.topic.enable is false"
+    if not authorize(context, request, AclOperation.DELETE, ResourceType.TOPIC, name):
+        return ErrorCode.topic_authorization_failed, "Authorization failed."
     if is_internal_topic(name):
         # Kafka's broker leaves this to ACLs (and kafka-topics refuses it client-side);
         # with no authorizer here, deleting it would drop every committed offset under
@@ -57,7 +65,7 @@ async def handle_delete_topics(context: BrokerContext, request: DecodedRequest) 
     responses = []
     for name, asked_id in names:
         topic_id = (context.topic_id(name) if name is not None else None) or asked_id
-        error, message = await _delete(context, name, to_ms(body.timeout))
+        error, message = await _delete(context, request, name, to_ms(body.timeout))
         responses.append(
             {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
         )

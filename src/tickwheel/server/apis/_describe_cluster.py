@@ -5,9 +5,10 @@ the cluster id (Kafka's 22-character id, ``_meta_properties``), the controller (
 broker on a single node; in a cluster the live controller ZooKeeper names, or -1) and
 the live brokers. v1 asks for an endpoint type: brokers (1) are answered; controllers
 (2) are KRaft's quorum, which a ZooKeeper-mode broker does not have, so Kafka's broker
-answers UNSUPPORTED_ENDPOINT_TYPE and so does this one. With no authorizer every
-cluster operation is allowed, so ``include_cluster_authorized_operations`` gets
-Kafka's set of cluster operations; otherwise the field keeps its "not asked" value.
+answers UNSUPPORTED_ENDPOINT_TYPE and so does this one. The request needs DESCRIBE on
+the cluster (CLUSTER_AUTHORIZATION_FAILED); ``include_cluster_authorized_operations``
+gets the cluster operations the principal may perform (all of them with no authorizer),
+otherwise the field keeps its "not asked" value.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -18,24 +19,22 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import DecodedRequest, RequestKey, VersionRange, error_response
+from tickwheel.security import CLUSTER_NAME, AclOperation, ResourceType
+from tickwheel.server._authorization import authorize_cluster, authorized_operations
 from tickwheel.server._cluster import broker_entries
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
 _BROKERS_ENDPOINT: Final = 1
 _NOT_ASKED: Final = -(2**31)
-# Kafka's AclOperation codes a cluster resource supports: ALTER (4), CREATE (5),
-# DESCRIBE (8), CLUSTER_ACTION (9), DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11),
-# IDEMPOTENT_WRITE (12).
-_CLUSTER_OPERATIONS: Final = sum(1 << op for op in (4, 5, 8, 9, 10, 11, 12))
 
 
 def _brokers(context: BrokerContext) -> list[dict[str, Any]]:
     if context.cluster is not None:
         return [
             {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
-            for b in broker_entries(context.cluster)
+            for b in broker_entries(context.cluster, context.request_listener)
         ]
     endpoint = context.advertised
     return [{"broker_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}]
@@ -44,6 +43,9 @@ def _brokers(context: BrokerContext) -> list[dict[str, Any]]:
 async def handle_describe_cluster(context: BrokerContext, request: DecodedRequest) -> Response:
     """The cluster as this broker knows it."""
     body: Any = request.body
+    if not authorize_cluster(context, request, AclOperation.DESCRIBE):
+        key = RequestKey(request.api_key, request.api_version, request.correlation_id)
+        return error_response(key, ErrorCode.cluster_authorization_failed)
     cluster = context.cluster
     answer: dict[str, Any] = {
         "throttle_time": 0,
@@ -53,7 +55,9 @@ async def handle_describe_cluster(context: BrokerContext, request: DecodedReques
         "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
         "brokers": _brokers(context),
         "cluster_authorized_operations": (
-            _CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else _NOT_ASKED
+            authorized_operations(context, request, ResourceType.CLUSTER, CLUSTER_NAME)
+            if body.include_cluster_authorized_operations
+            else _NOT_ASKED
         ),
     }
     endpoint_type = getattr(body, "endpoint_type", _BROKERS_ENDPOINT)

@@ -13,8 +13,13 @@ lists every group config: its override (GROUP_CONFIG) or the broker setting that
 its default (DEFAULT_CONFIG), whether or not the group exists. ``include_synonyms`` adds
 the whole chain of layers to each entry, highest precedence first.
 ``configuration_keys`` narrows the list; null means all. Documentation is not kept
-(null). Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
+(null). Passwords (``sasl.jaas.config``) are sensitive: their value is null, as
+in Kafka. Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
 INVALID_REQUEST.
+
+Authorization (Kafka's ``handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
+topic, the group, or the cluster for a broker's configs; else the resource is answered
+TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -27,6 +32,9 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.security import AclOperation
+from tickwheel.server._authorization import config_refusal
+from tickwheel.server._config import SENSITIVE_PROPERTIES
 from tickwheel.server._config_admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._dynamic_config import (
@@ -43,14 +51,18 @@ _STRING_TYPE = 2
 def _entry(
     name: str, value: str, chain: list[Synonym], *, read_only: bool, synonyms: bool
 ) -> dict[str, Any]:
+    # A secret is described without its value, as Kafka does.
+    sensitive = name in SENSITIVE_PROPERTIES
     return {
         "name": name,
-        "value": value,
+        "value": None if sensitive else value,
         "read_only": read_only,
         "config_source": chain[0].source,
-        "is_sensitive": False,
+        "is_sensitive": sensitive,
         "synonyms": [
-            {"name": s.name, "value": s.value, "source": s.source} for s in chain if synonyms
+            {"name": s.name, "value": None if sensitive else s.value, "source": s.source}
+            for s in chain
+            if synonyms
         ],
         "config_type": _STRING_TYPE,
         "documentation": None,
@@ -144,6 +156,16 @@ def _describe(context: BrokerContext, resource: Any, synonyms: bool) -> dict[str
     return {**head, "error_code": ErrorCode.none, "error_message": None, "configs": entries}
 
 
+def _refusal(context: BrokerContext, request: DecodedRequest, resource: Any) -> ErrorCode | None:
+    return config_refusal(
+        context,
+        request,
+        AclOperation.DESCRIBE_CONFIGS,
+        resource.resource_type,
+        resource.resource_name,
+    )
+
+
 async def handle_describe_configs(context: BrokerContext, request: DecodedRequest) -> Response:
     """Describe each requested resource."""
     body: Any = request.body
@@ -152,7 +174,16 @@ async def handle_describe_configs(context: BrokerContext, request: DecodedReques
         request,
         {
             "throttle_time": 0,
-            "results": [_describe(context, r, synonyms) for r in body.resources],
+            "results": [
+                _describe(context, r, synonyms)
+                if (refused := _refusal(context, request, r)) is None
+                else _error(
+                    {"resource_type": r.resource_type, "resource_name": r.resource_name},
+                    refused,
+                    "Authorization failed.",
+                )
+                for r in body.resources
+            ],
         },
     )
 

@@ -13,6 +13,9 @@ means every partition, and then only the partitions that needed an election are
 answered. A single broker is the controller of a cluster of one, where every
 partition already has its only replica as leader: ELECTION_NOT_NEEDED.
 
+Authorization (Kafka's ``handleElectLeaders``): ALTER on the cluster, else every
+partition and the whole answer CLUSTER_AUTHORIZATION_FAILED.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -24,6 +27,8 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
+from tickwheel.security import AclOperation
+from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
 
@@ -60,7 +65,10 @@ async def handle_elect_leaders(context: BrokerContext, request: DecodedRequest) 
     requested = _requested(body)
     top_error = ErrorCode.none
     results: dict[TopicPartition, ErrorCode] = {}
-    if election_type not in (_PREFERRED, _UNCLEAN):
+    if not authorize_cluster(context, request, AclOperation.ALTER):
+        top_error = ErrorCode.cluster_authorization_failed
+        results = dict.fromkeys(requested or [], top_error)
+    elif election_type not in (_PREFERRED, _UNCLEAN):
         top_error = ErrorCode.invalid_request
     elif context.cluster is None:
         # A null list asks for every partition: none needs an election here.

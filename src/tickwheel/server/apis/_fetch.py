@@ -10,6 +10,10 @@ read_committed fetches (isolation_level 1) read up to the last stable offset and
 the aborted transactions among what they read, which consumers skip along with the
 control batches.
 
+Authorization (Kafka's ``handleFetchRequest``): a follower's fetch (``replica_id`` >= 0)
+needs CLUSTER_ACTION on the cluster, a consumer's READ on each topic; the partitions
+refused are answered TOPIC_AUTHORIZATION_FAILED and not read.
+
 Fetch sessions (KIP-227) are not kept: every response carries session id 0, which
 tells the client to send full fetch requests.
 
@@ -19,6 +23,8 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 from __future__ import annotations
 
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import (
     FETCH_MAX_VERSION,
@@ -36,6 +42,8 @@ from tickwheel.replica import (
     PartitionFetchInfo,
     TopicPartition,
 )
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorize_cluster, authorized_names
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Pending, Response, to_ms
 
@@ -64,9 +72,20 @@ async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Respo
         for topic in body.topics
         for p in topic.partitions
     ]
-    pending: Pending[dict[TopicPartition, FetchPartitionResult]] = Pending()
-    context.replica_manager.fetch_messages(params, fetch_infos, pending.resolve)
-    results = await pending
+    denied = _refused(context, request, params, {tp.topic for tp, _ in fetch_infos})
+    if denied:
+        fetch_infos = [(tp, info) for tp, info in fetch_infos if tp.topic not in denied]
+    results: dict[TopicPartition, FetchPartitionResult] = {}
+    if fetch_infos or not denied:
+        pending: Pending[dict[TopicPartition, FetchPartitionResult]] = Pending()
+        context.replica_manager.fetch_messages(params, fetch_infos, pending.resolve)
+        results = await pending
+    refused = FetchPartitionResult(ErrorCode.topic_authorization_failed)
+    for topic in body.topics:
+        if topic.topic in denied:
+            results.update(
+                (TopicPartition(topic.topic, p.partition), refused) for p in topic.partitions
+            )
     for tp, result in results.items():
         context.metrics.record_fetch(
             tp.topic, result.size_bytes, from_follower=params.is_from_follower
@@ -87,6 +106,20 @@ async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Respo
     ]
     return encode_fetch_response(
         request.correlation_id, request.api_version, topics, session_id=_NO_SESSION
+    )
+
+
+def _refused(
+    context: BrokerContext, request: DecodedRequest, params: FetchParams, topics: set[str]
+) -> set[str]:
+    """The topics this fetch may not read."""
+    if context.authorizer is None:
+        return set()
+    if params.is_from_follower:
+        allowed = authorize_cluster(context, request, AclOperation.CLUSTER_ACTION)
+        return set() if allowed else topics
+    return topics - authorized_names(
+        context, request, AclOperation.READ, ResourceType.TOPIC, topics
     )
 
 

@@ -31,6 +31,8 @@ widens OffsetFetch to v9; its coordinator sees the
 broker's topics through ``_BrokerTopics`` (the context's topic ids, and partition counts
 from the registry on one node or the metadata cache in a cluster).
 
+With an authorizer, each request is checked first (``_group_authorization``).
+
 Concurrency: event-loop thread only, like every handler.
 """
 
@@ -58,6 +60,7 @@ from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
+from tickwheel.server.apis._group_authorization import handle_authorized_group_request
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
 
 
@@ -137,7 +140,7 @@ def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupServic
             context.replica_manager,
             broker_id=context.broker_id,
             advertised=advertised,
-            locate=_cluster_locator(cluster, config, topic_configs),
+            locate=_cluster_locator(context, cluster, config, topic_configs),
             partition_exists=lambda topic, partition: cluster.cache.contains_partition(
                 TopicPartition(topic, partition)
             ),
@@ -153,9 +156,13 @@ def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupServic
 
 
 def _cluster_locator(
-    cluster: ClusterNode, config: GroupConfig, topic_configs: Mapping[str, str]
+    context: BrokerContext,
+    cluster: ClusterNode,
+    config: GroupConfig,
+    topic_configs: Mapping[str, str],
 ) -> CoordinatorLocator:
-    """The leader of an offsets partition per ``cluster``'s metadata cache, if it is live."""
+    """The leader of an offsets partition per ``cluster``'s metadata cache, if it is live,
+    on the listener of the request being handled."""
 
     def locate(partition: int) -> CoordinatorNode | None:
         leader = internal_topic_leader(
@@ -165,6 +172,7 @@ def _cluster_locator(
             replication_factor=config.offsets_topic_replication_factor,
             configs=topic_configs,
             replication_setting="offsets.topic.replication.factor",
+            listener_name=context.request_listener,
         )
         return (
             None if leader is None else CoordinatorNode(leader.broker_id, leader.host, leader.port)
@@ -177,6 +185,8 @@ async def handle_group_request(context: BrokerContext, request: DecodedRequest) 
     """Answer a group API request through the broker's group coordinator."""
     if context.groups is None:
         raise RuntimeError("the group coordinator is not started")
+    if context.authorizer is not None:
+        return await handle_authorized_group_request(context, context.groups, request)
     return await context.groups.handle(request)
 
 

@@ -4,6 +4,9 @@ Each config of a resource carries an operation: SET, DELETE, APPEND or SUBTRACT
 (the last two for list configs such as ``cleanup.policy``). Checks, errors and
 ``validate_only`` as ``_config_admin`` describes them, per resource.
 
+Authorization (Kafka's): ALTER_CONFIGS on the topic, the group, or the cluster for a
+broker's configs; else the resource is answered TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -13,6 +16,8 @@ import functools
 from typing import Any
 
 from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.security import AclOperation
+from tickwheel.server._authorization import config_refusal
 from tickwheel.server._config_admin import Resource, alter_each, incremental
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
@@ -32,7 +37,14 @@ async def handle_incremental_alter_configs(
         )
         for r in body.resources
     ]
-    responses = await alter_each(context, requested, validate_only=body.validate_only)
+    responses = await alter_each(
+        context,
+        requested,
+        validate_only=body.validate_only,
+        refusal=lambda resource: config_refusal(
+            context, request, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.name
+        ),
+    )
     return reply(request, {"throttle_time": 0, "responses": responses})
 
 

@@ -7,6 +7,10 @@ epoch 0; the log then deduplicates that producer's batches by sequence number. W
 one, the transaction coordinator answers (``tickwheel.coordinator.transaction``): the
 id's producer id at its next epoch, fencing an earlier instance.
 
+Authorization (Kafka's ``handleInitProducerIdRequest``): a transactional id needs WRITE
+on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED).
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -16,16 +20,42 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import DecodedRequest, RequestKey, VersionRange, error_response
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import (
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+)
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
 _FIRST_EPOCH = 0
 
 
+def _refusal(
+    context: BrokerContext, request: DecodedRequest, transactional_id: str | None
+) -> ErrorCode | None:
+    if transactional_id is not None:
+        allowed = authorize(
+            context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        )
+        return None if allowed else ErrorCode.transactional_id_authorization_failed
+    if authorize_cluster(context, request, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False):
+        return None
+    if authorize_by_resource_type(context, request, AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    return ErrorCode.cluster_authorization_failed
+
+
 async def handle_init_producer_id(context: BrokerContext, request: DecodedRequest) -> Response:
     """Allocate a fresh producer id, or ask the transaction coordinator."""
     body: Any = request.body
+    if context.authorizer is not None:
+        refusal = _refusal(context, request, body.transactional_id)
+        if refusal is not None:
+            key = RequestKey(request.api_key, request.api_version, request.correlation_id)
+            return error_response(key, refusal)
     if body.transactional_id is not None:
         if context.transactions is None:
             raise RuntimeError("the transaction coordinator is not started")

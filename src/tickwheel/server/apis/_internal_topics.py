@@ -7,7 +7,8 @@ partition count, replication factor and configs; as in Kafka, never with fewer
 replicas than configured: while fewer brokers are alive, the topic is not created, a
 warning names the setting, and the coordinator is "not available" until it is.
 ``internal_topic_leader`` answers the leader of a partition per this broker's metadata
-cache (None while there is none or the topic is being created).
+cache, on a listener (None while there is none or the topic is being created):
+FindCoordinator answers name it on the listener the request came on.
 
 Each coordinator loads a partition of its topic when this broker starts leading it and
 unloads it when it stops; the node has one leadership listener, so each coordinator's
@@ -37,9 +38,11 @@ def internal_topic_leader(
     replication_factor: int,
     configs: Mapping[str, str],
     replication_setting: str,
+    listener_name: str,
 ) -> BrokerEndpoint | None:
-    """The live leader of ``tp`` of an internal topic, creating the topic if it is absent
-    and enough brokers are alive for ``replication_factor`` (``replication_setting``)."""
+    """The live leader of ``tp`` of an internal topic, on the listener named, creating
+    the topic if it is absent and enough brokers are alive for ``replication_factor``
+    (``replication_setting``)."""
     cache = cluster.cache
     if tp.topic not in cache.topics:
         if len(cache.brokers) < replication_factor:
@@ -54,7 +57,7 @@ def internal_topic_leader(
             return None
         cluster.create_topic_later(tp.topic, num_partitions, replication_factor, configs)
         return None
-    return cache.broker(cache.leader(tp))
+    return cache.broker(cache.leader(tp), listener_name)
 
 
 def chain_leadership(

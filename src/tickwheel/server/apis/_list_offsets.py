@@ -17,6 +17,9 @@ start; for a record found by timestamp, the epoch its batch was written in; -1 w
 unknown. A consumer keeps it with its position, and checks it with
 OffsetsForLeaderEpoch after a leader change (KIP-320).
 
+Authorization (Kafka's ``handleListOffsetRequest``): DESCRIBE on each topic, else its
+partitions are answered TOPIC_AUTHORIZATION_FAILED.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -29,6 +32,8 @@ from kio.schema.errors import ErrorCode
 from tickwheel.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import FetchIsolation, Partition, PartitionError, TopicPartition
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorized_names
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, answer_as_leader, reply
 
@@ -81,6 +86,13 @@ async def handle_list_offsets(context: BrokerContext, request: DecodedRequest) -
     """Answer each partition's offset lookup."""
     body: Any = request.body
     isolation = FetchIsolation.of(body.replica_id, getattr(body, "isolation_level", 0))
+    denied_topics: set[str] = set()
+    if context.authorizer is not None:
+        names = {t.name for t in body.topics}
+        denied_topics = names - authorized_names(
+            context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+        )
+    denied = {"error_code": ErrorCode.topic_authorization_failed}
     return reply(
         request,
         {
@@ -91,12 +103,16 @@ async def handle_list_offsets(context: BrokerContext, request: DecodedRequest) -
                     "partitions": [
                         {
                             "partition_index": p.partition_index,
-                            **_lookup(
-                                context,
-                                TopicPartition(topic.name, p.partition_index),
-                                p.timestamp,
-                                isolation,
-                                getattr(p, "current_leader_epoch", -1),
+                            **(
+                                _lookup(
+                                    context,
+                                    TopicPartition(topic.name, p.partition_index),
+                                    p.timestamp,
+                                    isolation,
+                                    getattr(p, "current_leader_epoch", -1),
+                                )
+                                if topic.name not in denied_topics
+                                else denied
                             ),
                         }
                         for p in topic.partitions

@@ -16,6 +16,14 @@ asked for by id alone: an unknown id is answered UNKNOWN_TOPIC_ID. Unknown topic
 created with the broker defaults when both the request and
 ``auto.create.topics.enable`` allow it; internal topics never are.
 
+Authorization (Kafka's ``handleTopicMetadataRequest``): a request for all topics lists
+only those the principal may DESCRIBE (the others are left out without an audit
+line at INFO); a topic asked for by name or id that it may not DESCRIBE is answered
+TOPIC_AUTHORIZATION_FAILED (by id: with a null name, so the name does not leak), and an
+unknown topic it may not create (CREATE on the cluster or on the topic) is answered
+TOPIC_AUTHORIZATION_FAILED rather than created. ``include_topic_authorized_operations``
+(v8+) gets each topic's operations the principal may perform.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -28,6 +36,13 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import NO_LEADER, TopicPartition, is_internal_topic
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import (
+    authorize,
+    authorize_cluster,
+    authorized_names,
+    authorized_operations,
+)
 from tickwheel.server._cluster import auto_create_topic, broker_entries, partition_entries
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._topics import topic_name_error
@@ -37,9 +52,11 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 _NULLABLE_RESPONSE_NAME_VERSION = 12
 
 
-def _unknown_topic_id_entry(topic_id: uuid.UUID, version: int) -> dict[str, Any]:
+def _unknown_topic_id_entry(
+    topic_id: uuid.UUID, version: int, error: ErrorCode = ErrorCode.unknown_topic_id
+) -> dict[str, Any]:
     return {
-        "error_code": ErrorCode.unknown_topic_id,
+        "error_code": error,
         # A response names an unknown topic null from v12; v10 and v11 have no null name.
         "name": None if version >= _NULLABLE_RESPONSE_NAME_VERSION else "",
         "topic_id": topic_id,
@@ -62,7 +79,7 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
             "name": name,
             "topic_id": info.topic_id,
             "is_internal": is_internal_topic(name),
-            "partitions": partition_entries(context.cluster, name),
+            "partitions": partition_entries(context.cluster, name, context.request_listener),
         }
     broker_id = context.broker_id
     partitions = []
@@ -105,13 +122,76 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
     }
 
 
+def _may_create(context: BrokerContext, request: DecodedRequest, name: str) -> bool:
+    """Whether auto-creating ``name`` (if missing and enabled) is allowed: CREATE on
+    the cluster, or on the topic."""
+    if context.authorizer is None or name in context.topics.topics:
+        return True
+    if not context.config.auto_create_topics_enable:
+        return True
+    if authorize_cluster(context, request, AclOperation.CREATE, log_if_denied=False):
+        return True
+    return authorize(context, request, AclOperation.CREATE, ResourceType.TOPIC, name)
+
+
+def _entry(
+    context: BrokerContext,
+    request: DecodedRequest,
+    name: str,
+    denied: bool,
+    by_id: dict[str, uuid.UUID],
+) -> dict[str, Any]:
+    if not denied:
+        entry = _topic_entry(context, name)
+        if getattr(request.body, "include_topic_authorized_operations", False):
+            entry["topic_authorized_operations"] = authorized_operations(
+                context, request, ResourceType.TOPIC, name
+            )
+        return entry
+    error = ErrorCode.topic_authorization_failed
+    if name in by_id:
+        return _unknown_topic_id_entry(by_id[name], request.api_version, error)
+    return {"error_code": error, "name": name, "topic_id": None, "partitions": []}
+
+
+async def _auto_create(
+    context: BrokerContext, request: DecodedRequest, names: list[str], denied: set[str]
+) -> None:
+    """Create the missing topics of ``names`` the principal may create; the others it
+    may not create join ``denied``."""
+    # Internal topics are made by their owner with their own settings
+    # (``__consumer_offsets`` by the group coordinator), never by a client.
+    for name in names:
+        if is_internal_topic(name) or name in denied or topic_name_error(name) is not None:
+            continue
+        if not _may_create(context, request, name):
+            denied.add(name)
+        elif context.cluster is not None:
+            await auto_create_topic(context, name)
+        else:
+            context.auto_create_topic(name)
+
+
 async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Response:
     """Describe the cluster and the requested (or all) topics."""
     body: Any = request.body
     cluster = context.cluster
     unknown_ids: list[uuid.UUID] = []
+    by_id: dict[str, uuid.UUID] = {}
+    denied: set[str] = set()
     if body.topics is None:
         names = sorted(context.topics.topics)
+        if context.authorizer is not None:
+            names = sorted(
+                authorized_names(
+                    context,
+                    request,
+                    AclOperation.DESCRIBE,
+                    ResourceType.TOPIC,
+                    names,
+                    log_if_denied=False,
+                )
+            )
     else:
         names = [t.name for t in body.topics if t.name is not None]
         # From v10 a topic may be asked for by id alone (name null).
@@ -124,27 +204,24 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
                 unknown_ids.append(topic_id)
             else:
                 names.append(known)
+                by_id[known] = topic_id
+        if context.authorizer is not None:
+            denied = set(names) - authorized_names(
+                context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+            )
         if getattr(body, "allow_auto_topic_creation", True):
-            # Internal topics are made by their owner with their own settings
-            # (``__consumer_offsets`` by the group coordinator), never by a client.
-            for name in names:
-                if is_internal_topic(name):
-                    continue
-                if topic_name_error(name) is None and cluster is not None:
-                    await auto_create_topic(context, name)
-                elif topic_name_error(name) is None:
-                    context.auto_create_topic(name)
+            await _auto_create(context, request, names, denied)
     endpoint = context.advertised
     return reply(
         request,
         {
             "throttle_time": 0,
-            "brokers": broker_entries(cluster)
+            "brokers": broker_entries(cluster, context.request_listener)
             if cluster is not None
             else [{"node_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}],
             "cluster_id": context.cluster_id,
             "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
-            "topics": [_topic_entry(context, name) for name in names]
+            "topics": [_entry(context, request, name, name in denied, by_id) for name in names]
             + [_unknown_topic_id_entry(topic_id, request.api_version) for topic_id in unknown_ids],
         },
     )

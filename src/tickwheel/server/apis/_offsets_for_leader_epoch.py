@@ -18,8 +18,9 @@ Per partition, as Kafka's ``ReplicaManager.lastOffsetForLeaderEpoch``:
 - the answer is ``Log.end_offset_for_epoch``: (epoch, end offset), (-1, -1) when the
   log knows no epoch that answers.
 
-``replica_id`` (v3+: a follower's broker id, -1 for a consumer) only chooses Kafka's
-authorization (CLUSTER_ACTION or topic DESCRIBE), which this broker does not have.
+Authorization (Kafka's ``handleOffsetForLeaderEpochRequest``): CLUSTER_ACTION on the
+cluster (a follower) allows every topic; otherwise DESCRIBE on each topic (a consumer
+checking for truncation), else its partitions are answered TOPIC_AUTHORIZATION_FAILED.
 Versions 2-4: librdkafka sends v2 and kafka-python v2-v4; v0-v1 are deprecated and
 gone from Kafka 4 (and from kio).
 
@@ -30,8 +31,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import Partition, TopicPartition
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorize_cluster, authorized_names
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, answer_as_leader, reply
 
@@ -53,6 +58,12 @@ async def handle_offsets_for_leader_epoch(
 ) -> Response:
     """Answer where each requested leader epoch ends in this leader's log."""
     body: Any = request.body
+    names = {topic.topic for topic in body.topics}
+    if context.authorizer is not None and not authorize_cluster(
+        context, request, AclOperation.CLUSTER_ACTION, log_if_denied=False
+    ):
+        names = authorized_names(context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    denied = {"error_code": ErrorCode.topic_authorization_failed}
     return reply(
         request,
         {
@@ -63,11 +74,15 @@ async def handle_offsets_for_leader_epoch(
                     "partitions": [
                         {
                             "partition": p.partition,
-                            **_last_offset_for_leader_epoch(
-                                context,
-                                TopicPartition(topic.topic, p.partition),
-                                p.current_leader_epoch,
-                                p.leader_epoch,
+                            **(
+                                _last_offset_for_leader_epoch(
+                                    context,
+                                    TopicPartition(topic.topic, p.partition),
+                                    p.current_leader_epoch,
+                                    p.leader_epoch,
+                                )
+                                if topic.topic in names
+                                else denied
                             ),
                         }
                         for p in topic.partitions

@@ -15,6 +15,11 @@ one whose transactional batches carry more than one (producer id, epoch) with
 INVALID_PRODUCER_ID_MAPPING. The handler peeks at the batch headers for that; the log
 validates everything else.
 
+Authorization (Kafka's ``handleProduceRequest``): transactional batches need WRITE on
+the transactional id, else the whole request is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its partitions are
+answered TOPIC_AUTHORIZATION_FAILED and not appended.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -27,6 +32,8 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import ACKS_NONE, ProducePartitionResult, TopicPartition
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import (
     ApiSpec,
@@ -69,15 +76,24 @@ def _transactional_batches(records: bytes) -> tuple[bool, set[tuple[int, int]]]:
     return first, producers
 
 
-def _request_error(body: Any, entries: dict[TopicPartition, bytes]) -> ErrorCode | None:
+def _request_error(
+    context: BrokerContext, request: DecodedRequest, entries: dict[TopicPartition, bytes]
+) -> ErrorCode | None:
     """The error refusing the whole request for its transactional batches, if any."""
+    body: Any = request.body
     any_first = False
     producers: set[tuple[int, int]] = set()
     for records in entries.values():
         first, found = _transactional_batches(records)
         any_first = any_first or first
         producers |= found
-    if any_first and getattr(body, "transactional_id", None) is None:
+    transactional_id = getattr(body, "transactional_id", None)
+    if any_first and (
+        transactional_id is None
+        or not authorize(
+            context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        )
+    ):
         return ErrorCode.transactional_id_authorization_failed
     if len(producers) > 1:
         return ErrorCode.invalid_producer_id_mapping
@@ -96,7 +112,18 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
                 invalid[tp] = ProducePartitionResult(ErrorCode.invalid_record)
             else:
                 entries[tp] = partition.records
-    refused = _request_error(body, entries)
+    refused = _request_error(context, request, entries)
+    if refused is None and context.authorizer is not None:
+        allowed = authorized_names(
+            context,
+            request,
+            AclOperation.WRITE,
+            ResourceType.TOPIC,
+            (t.name for t in body.topic_data),
+        )
+        for tp in [tp for tp in (*entries, *invalid) if tp.topic not in allowed]:
+            entries.pop(tp, None)
+            invalid[tp] = ProducePartitionResult(ErrorCode.topic_authorization_failed)
     if refused is not None:
         results = {tp: ProducePartitionResult(refused) for tp in (*entries, *invalid)}
         entries = {}

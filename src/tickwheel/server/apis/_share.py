@@ -33,6 +33,12 @@ The group coordinator is told of share groups through hooks: ListGroups lists th
 refused, and DeleteGroups of one goes to the share-group admin (``_share_admin``), which
 deletes its state too.
 
+Authorization (Kafka's): ShareGroupHeartbeat needs READ on the group and DESCRIBE on
+the subscribed topics, ShareGroupDescribe DESCRIBE on each group, ShareFetch and
+ShareAcknowledge READ on the group (else the whole request GROUP_AUTHORIZATION_FAILED)
+and READ on each topic (else its partitions TOPIC_AUTHORIZATION_FAILED, left out of the
+session and of the acknowledgements).
+
 Concurrency: event-loop thread only, like every handler.
 """
 
@@ -52,8 +58,10 @@ from tickwheel.coordinator.share_group import (
     ShareGroupCoordinator,
     ShareGroupTopology,
 )
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import DecodedRequest, RequestKey, VersionRange, error_response
 from tickwheel.replica import TopicPartition
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._connection_id import current_connection_id
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
@@ -178,6 +186,11 @@ async def handle_share_group_heartbeat(context: BrokerContext, request: DecodedR
     """Join, stay in or leave a share group; the member's assignment when it changed."""
     body: Any = request.body
     names = body.subscribed_topic_names
+    if context.authorizer is not None:
+        refusal = _heartbeat_refusal(context, request, body.group_id or "", names or ())
+        if refusal is not None:
+            key = RequestKey(request.api_key, request.api_version, request.correlation_id)
+            return error_response(key, refusal)
     answer = _share_groups(context).heartbeat(
         HeartbeatRequest(
             group_id=body.group_id or "",
@@ -191,11 +204,65 @@ async def handle_share_group_heartbeat(context: BrokerContext, request: DecodedR
     return reply(request, {"throttle_time": 0, **answer})
 
 
+def _heartbeat_refusal(
+    context: BrokerContext, request: DecodedRequest, group_id: str, names: Sequence[str]
+) -> ErrorCode | None:
+    """READ on the group, DESCRIBE on every subscribed topic (Kafka's rule)."""
+    if not authorize(context, request, AclOperation.READ, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed
+    allowed = authorized_names(context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    if set(names) - allowed:
+        return ErrorCode.topic_authorization_failed
+    return None
+
+
 async def handle_share_group_describe(context: BrokerContext, request: DecodedRequest) -> Response:
-    """Each named share group: state, epochs, assignor and members."""
+    """Each named share group: state, epochs, assignor and members (DESCRIBE on each
+    group, else GROUP_AUTHORIZATION_FAILED)."""
     body: Any = request.body
-    groups = _share_groups(context).describe(body.group_ids)
+    ids = list(body.group_ids)
+    allowed = authorized_names(context, request, AclOperation.DESCRIBE, ResourceType.GROUP, ids)
+    groups = list(_share_groups(context).describe([g for g in ids if g in allowed]))
+    groups += [
+        {
+            "error_code": ErrorCode.group_authorization_failed,
+            "error_message": "Authorization failed.",
+            "group_id": group_id,
+            "group_state": "",
+            "group_epoch": 0,
+            "assignment_epoch": 0,
+            "assignor_name": "",
+            "members": [],
+        }
+        for group_id in ids
+        if group_id not in allowed
+    ]
     return reply(request, {"throttle_time": 0, "groups": groups})
+
+
+def _readable_topics(
+    context: BrokerContext, request: DecodedRequest, group_id: str, topics: Sequence[Any]
+) -> tuple[list[Any], list[SharePartitionKey]]:
+    """The topics of a ShareFetch/ShareAcknowledge the principal may READ, and the
+    share-partitions of those it may not (answered TOPIC_AUTHORIZATION_FAILED)."""
+    if context.authorizer is None:
+        return list(topics), []
+    names = {t.topic_id: context.topic_name(t.topic_id or uuid.UUID(int=0)) for t in topics}
+    allowed = authorized_names(
+        context,
+        request,
+        AclOperation.READ,
+        ResourceType.TOPIC,
+        (name for name in names.values() if name is not None),
+    )
+    kept = [t for t in topics if names[t.topic_id] is None or names[t.topic_id] in allowed]
+    refused = [
+        _key(group_id, t.topic_id, p.partition_index)
+        for t in topics
+        if t not in kept
+        for p in t.partitions
+    ]
+    return kept, refused
 
 
 # -- ShareFetch, ShareAcknowledge ------------------------------------------------------
@@ -267,8 +334,11 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
     lock_ms = manager.lock_duration_ms(group_id)
     if not group_id or not member_id:
         return _share_reply(request, ErrorCode.invalid_request, lock_ms)
+    if not authorize(context, request, AclOperation.READ, ResourceType.GROUP, group_id):
+        return _share_reply(request, ErrorCode.group_authorization_failed, lock_ms)
+    topics, refused = _readable_topics(context, request, group_id, body.topics)
     epoch = body.share_session_epoch
-    acks = _acknowledgements(group_id, body.topics)
+    acks = _acknowledgements(group_id, topics)
     try:
         session = manager.sessions.for_fetch(
             group_id,
@@ -276,7 +346,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
             epoch,
             [
                 (t.topic_id or uuid.UUID(int=0), p.partition_index)
-                for t in body.topics
+                for t in topics
                 for p in t.partitions
             ],
             [
@@ -331,6 +401,15 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
                 for a in result.acquired
             ],
         }
+    for key in refused:
+        entries[key] = {
+            "partition_index": key.partition,
+            "error_code": ErrorCode.topic_authorization_failed,
+            "acknowledge_error_code": ErrorCode.none,
+            "current_leader": {"leader_id": _NO_LEADER, "leader_epoch": -1},
+            "records": b"",
+            "acquired_records": [],
+        }
     return _share_reply(request, ErrorCode.none, lock_ms, _by_topic(entries))
 
 
@@ -342,14 +421,16 @@ async def handle_share_acknowledge(context: BrokerContext, request: DecodedReque
     lock_ms = manager.lock_duration_ms(group_id)
     if not group_id or not member_id:
         return _share_reply(request, ErrorCode.invalid_request, lock_ms)
+    if not authorize(context, request, AclOperation.READ, ResourceType.GROUP, group_id):
+        return _share_reply(request, ErrorCode.group_authorization_failed, lock_ms)
+    topics, refused = _readable_topics(context, request, group_id, body.topics)
     epoch = body.share_session_epoch
     try:
         manager.sessions.for_acknowledge(group_id, member_id, epoch)
     except ShareSessionError as exc:
         return _share_reply(request, exc.error_code, lock_ms)
-    errors = await manager.acknowledge(
-        group_id, member_id, _acknowledgements(group_id, body.topics)
-    )
+    errors = await manager.acknowledge(group_id, member_id, _acknowledgements(group_id, topics))
+    errors.update(dict.fromkeys(refused, ErrorCode.topic_authorization_failed))
     if epoch == FINAL_EPOCH:
         manager.sessions.remove(group_id, member_id)
         await manager.release_member(group_id, member_id)

@@ -14,6 +14,9 @@ other group APIs: anywhere else the group is NOT_COORDINATOR (COORDINATOR_LOAD_I
 while that partition loads). No Python client has these calls; ``kafka-share-groups.sh``
 makes them.
 
+Authorization (Kafka's): DESCRIBE on the group to describe its offsets, READ to alter
+them, DELETE to delete them; else GROUP_AUTHORIZATION_FAILED.
+
 Concurrency: event-loop thread only, like every handler.
 """
 
@@ -25,6 +28,8 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.share_group import ShareGroupAdmin, TopicOffsets
 from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorize
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 from tickwheel.server.apis._share import group_coordinator_error
@@ -69,6 +74,15 @@ def _described_topic(topic: TopicOffsets) -> dict[str, Any]:
     }
 
 
+def _group_error(
+    context: BrokerContext, request: DecodedRequest, operation: AclOperation, group_id: str
+) -> ErrorCode | None:
+    """GROUP_AUTHORIZATION_FAILED, else the coordinator's error for the group, or None."""
+    if not authorize(context, request, operation, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed
+    return coordinator_error(context, group_id)
+
+
 async def handle_describe_share_group_offsets(
     context: BrokerContext, request: DecodedRequest
 ) -> Response:
@@ -76,7 +90,7 @@ async def handle_describe_share_group_offsets(
     body: Any = request.body
     groups = []
     for group in body.groups:
-        error = coordinator_error(context, group.group_id)
+        error = _group_error(context, request, AclOperation.DESCRIBE, group.group_id)
         topics: list[TopicOffsets] = []
         if error is None:
             asked = (
@@ -101,7 +115,7 @@ async def handle_alter_share_group_offsets(
 ) -> Response:
     """Start the named share-partitions at new offsets (an empty group only)."""
     body: Any = request.body
-    error = coordinator_error(context, body.group_id)
+    error = _group_error(context, request, AclOperation.READ, body.group_id)
     results: dict[str, dict[int, ErrorCode]] = {}
     if error is None:
         offsets = {
@@ -142,7 +156,7 @@ async def handle_delete_share_group_offsets(
 ) -> Response:
     """Forget the state of every partition of the named topics (an empty group only)."""
     body: Any = request.body
-    error = coordinator_error(context, body.group_id)
+    error = _group_error(context, request, AclOperation.DELETE, body.group_id)
     results: dict[str, ErrorCode] = {}
     if error is None:
         names = [topic.topic_name for topic in body.topics]

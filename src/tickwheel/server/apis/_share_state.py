@@ -19,6 +19,9 @@ Concurrency: event-loop thread only, like every handler.
 from __future__ import annotations
 
 import functools
+from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import ClusterNode
 from tickwheel.coordinator import CoordinatorNode
@@ -33,10 +36,12 @@ from tickwheel.coordinator.share import (
 )
 from tickwheel.protocol import DecodedRequest
 from tickwheel.replica import TopicPartition
+from tickwheel.security import AclOperation
+from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._share_transport import KafkaShareStateTransport
 from tickwheel.server._time import BrokerTime
-from tickwheel.server.apis._common import ApiSpec, Response
+from tickwheel.server.apis._common import ApiSpec, Response, reply
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
 
 _CLIENT_ID = "tickwheel-share-state-{}"
@@ -76,11 +81,13 @@ def start_share_coordinator(
             broker_id=context.broker_id,
             clock_ms=broker_time.wall_clock_ms,
             locate=_cluster_locator(cluster, config),
-            endpoint_of=functools.partial(_endpoint_of, cluster),
+            endpoint_of=functools.partial(_endpoint_of, context, cluster),
             transport=KafkaShareStateTransport(
-                cluster.cache.broker,
+                cluster.inter_broker_endpoint,
                 client_id=_CLIENT_ID.format(context.broker_id),
                 timeout_ms=PERSISTER_TIMEOUT_MS,
+                ssl_context=cluster.settings.inter_broker_ssl_context,
+                sasl=cluster.settings.inter_broker_sasl,
             ),
         )
         chain_leadership(cluster, SHARE_GROUP_STATE_TOPIC, service.on_elected, service.on_resigned)
@@ -92,8 +99,11 @@ def start_share_coordinator(
     return service
 
 
-def _endpoint_of(cluster: ClusterNode, broker_id: int) -> CoordinatorNode | None:
-    broker = cluster.cache.broker(broker_id)
+def _endpoint_of(
+    context: BrokerContext, cluster: ClusterNode, broker_id: int
+) -> CoordinatorNode | None:
+    """Broker ``broker_id`` on the listener of the request being handled."""
+    broker = cluster.cache.broker(broker_id, context.request_listener)
     return None if broker is None else CoordinatorNode(broker.broker_id, broker.host, broker.port)
 
 
@@ -110,16 +120,43 @@ def _cluster_locator(
             replication_factor=config.share_coordinator_state_topic_replication_factor,
             configs=config.topic_configs(),
             replication_setting="share.coordinator.state.topic.replication.factor",
+            listener_name=cluster.settings.inter_broker_listener,
         )
         return None if leader is None else leader.broker_id
 
     return locate
 
 
+_REFUSED_PARTITION: dict[str, Any] = {
+    "error_code": ErrorCode.cluster_authorization_failed,
+    "error_message": "Authorization failed.",
+    "state_epoch": 0,
+    "leader_epoch": -1,
+    "start_offset": -1,
+    "state_batches": [],
+}
+"""A share-partition's answer when the principal lacks CLUSTER_ACTION (every field any
+of the five responses has; each takes its own)."""
+
+
 async def handle_share_state_request(context: BrokerContext, request: DecodedRequest) -> Response:
-    """Answer a share-state request through the broker's share coordinator."""
+    """Answer a share-state request through the broker's share coordinator; brokers
+    only (CLUSTER_ACTION on the cluster, else every partition
+    CLUSTER_AUTHORIZATION_FAILED, as Kafka's)."""
     if context.share_coordinator is None:
         raise RuntimeError("the share coordinator is not started")
+    if not authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
+        body: Any = request.body
+        results = [
+            {
+                "topic_id": topic.topic_id,
+                "partitions": [
+                    {"partition": p.partition, **_REFUSED_PARTITION} for p in topic.partitions
+                ],
+            }
+            for topic in body.topics
+        ]
+        return reply(request, {"results": results})
     return await context.share_coordinator.handle(request)
 
 

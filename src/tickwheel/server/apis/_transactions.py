@@ -20,7 +20,8 @@ partition as this broker's metadata cache knows it; the node's leadership listen
 which already tells the group coordinator of ``__consumer_offsets``, fans out to the
 transaction coordinator for ``__transaction_state`` (coordinator epoch = the
 partition's leader epoch). Markers to partitions another broker leads travel as
-WriteTxnMarkers v1 (``tickwheel.cluster.KafkaTxnMarkerTransport``).
+WriteTxnMarkers v1 (``tickwheel.cluster.KafkaTxnMarkerTransport``). With an authorizer,
+each request is checked first (``_transaction_authorization``).
 
 Concurrency: event-loop thread only, like every handler.
 """
@@ -44,6 +45,7 @@ from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
+from tickwheel.server.apis._transaction_authorization import authorized_transaction_request
 
 _MARKER_CLIENT_ID = "tickwheel-txn-markers-{}"
 
@@ -111,12 +113,14 @@ def start_transactions(context: BrokerContext, broker_time: BrokerTime) -> Trans
                 TopicPartition(topic, partition)
             ),
             offsets_partition=offsets_partition,
-            locate=_cluster_locator(cluster, config),
+            locate=_cluster_locator(context, cluster, config),
             leader_of=_cluster_leader_lookup(cluster),
             transport=KafkaTxnMarkerTransport(
-                cluster.cache.broker,
+                cluster.inter_broker_endpoint,
                 client_id=_MARKER_CLIENT_ID.format(context.broker_id),
                 timeout_ms=config.request_timeout_ms,
+                ssl_context=cluster.settings.inter_broker_ssl_context,
+                sasl=cluster.settings.inter_broker_sasl,
             ),
         )
         chain_leadership(cluster, TRANSACTION_STATE_TOPIC, service.on_elected, service.on_resigned)
@@ -136,8 +140,11 @@ def _cluster_leader_lookup(cluster: ClusterNode) -> Callable[[TopicPartition], i
     return leader_of
 
 
-def _cluster_locator(cluster: ClusterNode, config: TransactionConfig) -> CoordinatorLocator:
-    """The leader of a ``__transaction_state`` partition per the metadata cache."""
+def _cluster_locator(
+    context: BrokerContext, cluster: ClusterNode, config: TransactionConfig
+) -> CoordinatorLocator:
+    """The leader of a ``__transaction_state`` partition per the metadata cache, on the
+    listener of the request being handled."""
 
     def locate(partition: int) -> CoordinatorNode | None:
         leader = internal_topic_leader(
@@ -147,6 +154,7 @@ def _cluster_locator(cluster: ClusterNode, config: TransactionConfig) -> Coordin
             replication_factor=config.transaction_state_log_replication_factor,
             configs=config.topic_configs(),
             replication_setting="transaction.state.log.replication.factor",
+            listener_name=context.request_listener,
         )
         return (
             None if leader is None else CoordinatorNode(leader.broker_id, leader.host, leader.port)
@@ -159,6 +167,8 @@ async def handle_transaction_request(context: BrokerContext, request: DecodedReq
     """Answer a transaction API request through the broker's transaction coordinator."""
     if context.transactions is None:
         raise RuntimeError("the transaction coordinator is not started")
+    if context.authorizer is not None:
+        return await authorized_transaction_request(context, context.transactions, request)
     return await context.transactions.handle(request)
 
 

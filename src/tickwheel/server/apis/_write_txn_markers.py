@@ -4,7 +4,8 @@ Sent by a transaction coordinator to each partition leader (a local coordinator 
 ``ReplicaManager.append_txn_markers`` directly). Each marker is one append with
 acks=all and COORDINATOR origin, with Kafka's ``request.timeout.ms`` default as its
 timeout (``handleWriteTxnMarkersRequest``); the answer lists every partition's error
-per producer id. Only v1 exists: kio has no v0, which Kafka 4 removed.
+per producer id. Only v1 exists: kio has no v0, which Kafka 4 removed. Only brokers
+may write markers: CLUSTER_ACTION on the cluster.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -13,8 +14,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from kio.schema.errors import ErrorCode
+
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition, TxnMarker
+from tickwheel.security import AclOperation
+from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Pending, Response, reply
 
@@ -26,6 +31,9 @@ DEFAULT_MARKER_APPEND_TIMEOUT_MS: Final = 30_000
 async def handle_write_txn_markers(context: BrokerContext, request: DecodedRequest) -> Response:
     """Append every marker, then answer per producer and partition."""
     body: Any = request.body
+    if not authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
+        # Only brokers write markers (Kafka: every partition CLUSTER_AUTHORIZATION_FAILED).
+        return _refused(request, body)
     markers = [
         TxnMarker(
             producer_id=marker.producer_id,
@@ -64,6 +72,31 @@ async def handle_write_txn_markers(context: BrokerContext, request: DecodedReque
                                         TopicPartition(topic.name, index)
                                     ],
                                 }
+                                for index in topic.partition_indexes
+                            ],
+                        }
+                        for topic in marker.topics
+                    ],
+                }
+                for marker in body.markers
+            ],
+        },
+    )
+
+
+def _refused(request: DecodedRequest, body: Any) -> Response:
+    error = ErrorCode.cluster_authorization_failed
+    return reply(
+        request,
+        {
+            "markers": [
+                {
+                    "producer_id": marker.producer_id,
+                    "topics": [
+                        {
+                            "name": topic.name,
+                            "partitions": [
+                                {"partition_index": index, "error_code": error}
                                 for index in topic.partition_indexes
                             ],
                         }

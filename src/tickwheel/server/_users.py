@@ -1,0 +1,97 @@
+"""``UserConfigs``: users' configs -- their SCRAM credentials -- where they are kept.
+
+Every SCRAM login looks its credential up in ``credentials`` (a ``ScramCredentials``);
+AlterUserScramCredentials changes it through ``alter``. Where a change is kept:
+
+- on a single node, in ``tickwheel-users.json`` in the first log directory, rewritten
+  atomically (temporary file, fsync, rename) at each change and read at start-up, so
+  users survive a restart. The file holds each user's config as Kafka keeps it in
+  ZooKeeper (mechanism name -> ``salt=..,stored_key=..,server_key=..,iterations=..``):
+  salted keys, never a password.
+- in a cluster, in ZooKeeper at ``/config/users/<user>`` with a change notification
+  (``use_cluster`` hands over the writer, ``ClusterNode.alter_config``): every broker,
+  this one included, takes the change through ``apply`` when notified, and ``alter``
+  returns once this broker has.
+
+Concurrency: the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+
+from tickwheel.security import ScramCredentials
+
+_log = logging.getLogger(__name__)
+
+USERS_FILE = "tickwheel-users.json"
+_FORMAT_VERSION = 1
+
+ClusterWriter = Callable[[str, Mapping[str, str]], Awaitable[None]]
+"""(user, new config) -> written to ZooKeeper and applied here."""
+
+
+class UserConfigError(Exception):
+    """The users file cannot be read."""
+
+
+class UserConfigs:
+    """Users' configs and their SCRAM credentials, kept in a file or in ZooKeeper."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.credentials = ScramCredentials()
+        self._path = log_dir / USERS_FILE
+        self._cluster_writer: ClusterWriter | None = None
+
+    def load(self) -> None:
+        """Read the single node's users file, if there is one."""
+        if not self._path.exists():
+            return
+        try:
+            data = json.loads(self._path.read_text(encoding="utf-8"))
+            users = data["users"]
+            if not isinstance(users, dict):
+                raise TypeError("users is not an object")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UserConfigError(f"cannot read {self._path}: {exc}") from exc
+        self.credentials.replace_all(
+            {
+                str(user): {str(name): str(value) for name, value in configs.items()}
+                for user, configs in users.items()
+            }
+        )
+
+    def use_cluster(self, writer: ClusterWriter) -> None:
+        """Keep changes in ZooKeeper through ``writer`` from now on (cluster mode)."""
+        self._cluster_writer = writer
+
+    async def alter(self, user: str, configs: Mapping[str, str]) -> None:
+        """Replace ``user``'s config (empty: remove the user) where it is kept."""
+        if self._cluster_writer is not None:
+            await self._cluster_writer(user, configs)
+            return
+        self.apply(user, configs)
+        self._save()
+
+    def apply(self, user: str, configs: Mapping[str, str]) -> None:
+        """Take ``user``'s new config (from ZooKeeper, or a local change)."""
+        self.credentials.set_configs(user, configs)
+        _log.info(
+            "user %s: SCRAM credentials now %s",
+            user,
+            sorted(k for k in configs if k.startswith("SCRAM-")) or "none",
+        )
+
+    def _save(self) -> None:
+        data = {"version": _FORMAT_VERSION, "users": self.credentials.all_configs()}
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._path.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1, sort_keys=True)
+            out.flush()
+            os.fsync(out.fileno())
+        tmp.replace(self._path)

@@ -1,0 +1,132 @@
+"""DescribeUserScramCredentials (key 50) and AlterUserScramCredentials (key 51).
+
+What ``kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=..]'`` and an admin
+client's ``alter_user_scram_credentials`` send: the client salts the password itself
+(``salted_password`` is PBKDF2's output), and the broker keeps the salted keys
+(``security._scram_admin`` applies Kafka's checks and builds them; ``UserConfigs``
+writes them to the users file or ZooKeeper). Each user gets one result; a user whose
+change could not be written to the users file gets UNKNOWN_SERVER_ERROR. Describe
+lists each credential's mechanism and iterations, never its keys. Under an authorizer,
+describing needs DESCRIBE on the cluster (else the whole answer is
+CLUSTER_AUTHORIZATION_FAILED) and altering needs ALTER (else each user's result is).
+
+Concurrency: runs on the broker's event-loop thread, like every handler.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.security import (
+    AclOperation,
+    Deletion,
+    Upsertion,
+    UserResult,
+    describe_credentials,
+    plan_alterations,
+)
+from tickwheel.server._authorization import authorize_cluster
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import ApiSpec, Response, reply
+
+_log = logging.getLogger(__name__)
+
+
+async def handle_describe_user_scram_credentials(
+    context: BrokerContext, request: DecodedRequest
+) -> Response:
+    """Each named user's credentials (every user's when none is named)."""
+    body: Any = request.body
+    if not authorize_cluster(context, request, AclOperation.DESCRIBE):
+        return reply(
+            request,
+            {
+                "throttle_time": 0,
+                "error_code": ErrorCode.cluster_authorization_failed,
+                "error_message": None,
+                "results": [],
+            },
+        )
+    users = None if body.users is None else [user.name for user in body.users]
+    described = describe_credentials(users, context.users.credentials.all_configs())
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "results": [
+                {
+                    "user": answer.user,
+                    "error_code": answer.error_code,
+                    "error_message": answer.error_message,
+                    "credential_infos": [
+                        {"mechanism": info.mechanism, "iterations": info.iterations}
+                        for info in answer.credentials
+                    ],
+                }
+                for answer in described
+            ],
+        },
+    )
+
+
+async def handle_alter_user_scram_credentials(
+    context: BrokerContext, request: DecodedRequest
+) -> Response:
+    """Delete and set credentials, per user all or nothing."""
+    body: Any = request.body
+    if not authorize_cluster(context, request, AclOperation.ALTER):
+        names = dict.fromkeys([u.name for u in body.upsertions] + [d.name for d in body.deletions])
+        refused = ErrorCode.cluster_authorization_failed
+        return reply(
+            request,
+            {
+                "throttle_time": 0,
+                "results": [
+                    {"user": name, "error_code": refused, "error_message": None} for name in names
+                ],
+            },
+        )
+    results, to_write = plan_alterations(
+        [
+            Upsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+            for u in body.upsertions
+        ],
+        [Deletion(d.name, d.mechanism) for d in body.deletions],
+        context.users.credentials.configs,
+    )
+    written: dict[str, UserResult] = {}
+    for user, configs in to_write.items():
+        try:
+            await context.users.alter(user, configs)
+        except OSError as exc:
+            _log.error("could not write the SCRAM credentials of user %s: %s", user, exc)
+            written[user] = UserResult(user, ErrorCode.unknown_server_error, str(exc))
+    return reply(
+        request,
+        {
+            "throttle_time": 0,
+            "results": [
+                {
+                    "user": result.user,
+                    "error_code": written.get(result.user, result).error_code,
+                    "error_message": written.get(result.user, result).error_message,
+                }
+                for result in results
+            ],
+        },
+    )
+
+
+DESCRIBE_USER_SCRAM_CREDENTIALS = ApiSpec(
+    50, "DescribeUserScramCredentials", VersionRange(0, 0), handle_describe_user_scram_credentials
+)
+ALTER_USER_SCRAM_CREDENTIALS = ApiSpec(
+    51, "AlterUserScramCredentials", VersionRange(0, 0), handle_alter_user_scram_credentials
+)
+SCRAM_CREDENTIAL_SPECS = (DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)

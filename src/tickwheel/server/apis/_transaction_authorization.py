@@ -1,0 +1,169 @@
+"""Authorization of the transaction coordinator's APIs, as Kafka's ``KafkaApis`` does it.
+
+With an authorizer configured, ``authorized_transaction_request`` checks a request
+before the coordinator sees it:
+
+- EndTxn: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+- AddOffsetsToTxn: the same, then READ on the group (GROUP_AUTHORIZATION_FAILED);
+- AddPartitionsToTxn: WRITE on the transactional id (else every partition
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic: when a topic is refused
+  nothing is added, its partitions are answered TOPIC_AUTHORIZATION_FAILED and the
+  others OPERATION_NOT_ATTEMPTED;
+- DescribeTransactions: DESCRIBE on each transactional id (the others
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED); ListTransactions lists those it may DESCRIBE.
+
+InitProducerId's rule lives with its handler (``_init_producer_id``).
+
+Concurrency: event-loop thread only, like every handler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tickwheel.coordinator.transaction import TransactionService
+from tickwheel.protocol import (
+    DecodedRequest,
+    RequestKey,
+    build_entity,
+    encode_response,
+    error_response,
+    response_schema,
+)
+from tickwheel.security import AclOperation, ResourceType
+from tickwheel.server._authorization import authorize, authorized_names
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._common import Response
+
+_ADD_PARTITIONS_TO_TXN = 24
+_ADD_OFFSETS_TO_TXN = 25
+_END_TXN = 26
+_DESCRIBE_TRANSACTIONS = 65
+_LIST_TRANSACTIONS = 66
+_TXN_DENIED = ErrorCode.transactional_id_authorization_failed
+
+
+def _txn_allowed(context: BrokerContext, request: DecodedRequest, transactional_id: str) -> bool:
+    return authorize(
+        context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    )
+
+
+def _refuse(request: DecodedRequest, error_code: ErrorCode) -> Response:
+    key = RequestKey(request.api_key, request.api_version, request.correlation_id)
+    return error_response(key, error_code)
+
+
+def _add_partitions(context: BrokerContext, request: DecodedRequest) -> Response | None:
+    body: Any = request.body
+    topics = body.v3_and_below_topics
+    error_by_topic: dict[str, ErrorCode] = {}
+    if not _txn_allowed(context, request, body.v3_and_below_transactional_id):
+        error_by_topic = dict.fromkeys((t.name for t in topics), _TXN_DENIED)
+    else:
+        names = [t.name for t in topics]
+        allowed = authorized_names(context, request, AclOperation.WRITE, ResourceType.TOPIC, names)
+        if len(allowed) == len(set(names)):
+            return None
+        error_by_topic = {
+            name: ErrorCode.operation_not_attempted
+            if name in allowed
+            else ErrorCode.topic_authorization_failed
+            for name in names
+        }
+    results = [
+        {
+            "name": t.name,
+            "results_by_partition": [
+                {"partition_index": index, "partition_error_code": error_by_topic[t.name]}
+                for index in t.partitions
+            ],
+        }
+        for t in topics
+    ]
+    cls = response_schema(request.api_key, request.api_version)
+    values = {"throttle_time": 0, "results_by_topic_v3_and_below": results}
+    return encode_response(request.correlation_id, build_entity(cls, values))
+
+
+async def _describe_transactions(
+    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
+) -> Response:
+    body: Any = request.body
+    ids = list(body.transactional_ids)
+    allowed = authorized_names(
+        context, request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, ids
+    )
+    if len(allowed) == len(set(ids)):
+        return await transactions.handle(request)
+    refused = [
+        {
+            "error_code": _TXN_DENIED,
+            "transactional_id": txn_id,
+            "transaction_state": "",
+            "transaction_timeout": 0,
+            "transaction_start_time": -1,
+            "producer_id": -1,
+            "producer_epoch": -1,
+            "topics": [],
+        }
+        for txn_id in ids
+        if txn_id not in allowed
+    ]
+    kept = tuple(txn_id for txn_id in ids if txn_id in allowed)
+    cls = response_schema(request.api_key, request.api_version)
+    states: list[Any] = []
+    if kept:
+        answered: Any = await transactions.apis.handle(
+            dataclasses.replace(body, transactional_ids=kept)
+        )
+        states = list(answered.transaction_states)
+    values = {"throttle_time": 0, "transaction_states": [*states, *refused]}
+    return encode_response(request.correlation_id, build_entity(cls, values))
+
+
+async def _list_transactions(
+    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
+) -> Response:
+    answered: Any = await transactions.apis.handle(request.body)
+    allowed = authorized_names(
+        context,
+        request,
+        AclOperation.DESCRIBE,
+        ResourceType.TRANSACTIONAL_ID,
+        (s.transactional_id for s in answered.transaction_states),
+        log_if_denied=False,
+    )
+    listed = tuple(s for s in answered.transaction_states if s.transactional_id in allowed)
+    return encode_response(
+        request.correlation_id, dataclasses.replace(answered, transaction_states=listed)
+    )
+
+
+async def authorized_transaction_request(
+    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
+) -> Response:
+    """Answer a transaction API request as the authorizer allows (see the module
+    docstring)."""
+    body: Any = request.body
+    key = request.api_key
+    if key in (_END_TXN, _ADD_OFFSETS_TO_TXN) and not _txn_allowed(
+        context, request, body.transactional_id
+    ):
+        return _refuse(request, _TXN_DENIED)
+    if key == _ADD_OFFSETS_TO_TXN and not authorize(
+        context, request, AclOperation.READ, ResourceType.GROUP, body.group_id
+    ):
+        return _refuse(request, ErrorCode.group_authorization_failed)
+    if key == _ADD_PARTITIONS_TO_TXN:
+        refused = _add_partitions(context, request)
+        if refused is not None:
+            return refused
+    if key == _DESCRIBE_TRANSACTIONS:
+        return await _describe_transactions(context, transactions, request)
+    if key == _LIST_TRANSACTIONS:
+        return await _list_transactions(context, transactions, request)
+    return await transactions.handle(request)
