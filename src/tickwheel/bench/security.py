@@ -1,28 +1,33 @@
-"""``tickwheel bench security``: what SASL_SSL costs against PLAINTEXT, side by side.
+"""``tickwheel bench security``: what TLS and SASL cost against PLAINTEXT, side by side.
 
-One ``tickwheel serve`` subprocess (logs on ``/dev/shm`` when it exists) with two
-listeners on loopback: ``PLAINTEXT`` and ``SASL_SSL`` (TLS from a throw-away CA that
-``trustme`` makes, SCRAM-SHA-256 and SCRAM-SHA-512 enabled). A SCRAM user is created
-through the admin API on the PLAINTEXT listener (no authorizer: the bench measures
-the data path, not ACLs). Per round (``--rounds``), the two listeners take turns so a
-change of load on the shared machine hits both:
+One ``tickwheel serve`` subprocess (logs on ``/dev/shm`` when it exists) with three
+listeners on loopback: ``PLAINTEXT``, ``SASL_PLAINTEXT`` and ``SASL_SSL`` (TLS from a
+throw-away CA that ``trustme`` makes; PLAIN with a JAAS user, SCRAM-SHA-256 and
+SCRAM-SHA-512). The SCRAM user is created through the admin API on the PLAINTEXT
+listener (no authorizer: the bench measures the data path, not ACLs). Two parts:
 
-- ``produce``: confluent-kafka sends ``--messages`` values of ``--value-bytes`` over 6
-  partitions of a fresh topic (acks=1, ``linger.ms`` 5, ``compression.type`` none), and
-  waits for every delivery; messages/s and MB/s.
-- ``consume``: one consumer reads them back from offset 0 (``assign``, no group); MB/s.
-  On PLAINTEXT a fetched slice of 64 KiB or more goes from the page cache to the
-  socket with ``sendfile``; TLS cannot, so SASL_SSL reads the records into memory and
-  writes them through the TLS transport.
-- ``connect``: ``--connections`` new clients, one after another, each a fresh
-  confluent-kafka ``Producer`` whose first ``list_topics`` is answered; ms from the
-  client's creation to that answer, on PLAINTEXT and over SASL_SSL with
-  SCRAM-SHA-256 and SCRAM-SHA-512 (TCP, TLS handshake, ApiVersions, SaslHandshake,
-  the two SCRAM round trips, Metadata). The difference from PLAINTEXT is the cost of
-  authenticating a new connection.
+``throughput`` -- per round (``--rounds``), PLAINTEXT and SASL_SSL take turns so a change
+of load on the shared machine hits both:
 
-It prints each figure's median over the rounds and the ratios SASL_SSL / PLAINTEXT
-(target: consume >= 0.5); ``--png`` draws them.
+- produce: confluent-kafka sends ``--messages`` values of ``--value-bytes`` over 6
+  partitions of a fresh topic (acks=1, ``linger.ms`` 5, no compression) and waits for
+  every delivery; MB/s.
+- consume: one consumer reads them back from offset 0 (``assign``, no group); MB/s. On
+  PLAINTEXT a fetched slice of 64 KiB or more goes from the page cache to the socket
+  with ``sendfile``; TLS cannot, so SASL_SSL reads the records into memory and writes
+  them through the TLS transport.
+
+``logins`` -- ``--connections`` new connections of each kind, one after the other, after
+``_WARMUP`` of each, from this process with tickwheel's own client (blocking sockets,
+``ssl`` for TLS, ``tickwheel.security``'s PLAIN and SCRAM clients, which compute PBKDF2
+over the password at every login as librdkafka does): connect and ApiVersions on
+PLAINTEXT, the floor; the same plus SaslHandshake v1 and SaslAuthenticate v2 (one for
+PLAIN, two for SCRAM at 4096 iterations) on SASL_PLAINTEXT; and over SASL_SSL the TLS
+handshake first. The client's PBKDF2 alone is measured apart, so the broker's share can
+be read off (the broker never runs PBKDF2: it keeps StoredKey and ServerKey).
+
+It prints the medians, the ratios SASL_SSL / PLAINTEXT (target: consume >= 0.5) and the
+logins' median and p99; ``--png`` draws them.
 
 Concurrency: one thread drives the clients; librdkafka's own threads do the I/O.
 """
@@ -30,17 +35,21 @@ Concurrency: one thread drives the clients; librdkafka's own threads do the I/O.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
+import socket
+import ssl
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +63,19 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     UserScramCredentialAlteration,
     UserScramCredentialUpsertion,
 )
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
 
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
+from tickwheel.bench.fuzz import encode_request
+from tickwheel.protocol import response_schema
+from tickwheel.security import (
+    MIN_ITERATIONS,
+    SCRAM_MECHANISMS,
+    PlainClient,
+    SaslClient,
+    ScramClient,
+)
 
 _LOOPBACK = "127.0.0.1"
 _TMPFS = Path("/dev/shm")
@@ -68,34 +88,51 @@ _MB = 1_000_000
 _MS_PER_S = 1000.0
 _USER = "bench"
 _PASSWORD = "bench-secret"
-_SCRAM_ITERATIONS = 4096
 _PLAINTEXT = "PLAINTEXT"
+_SASL_PLAINTEXT = "SASL_PLAINTEXT"
 _SASL_SSL = "SASL_SSL"
 _CONSUME_TARGET = 0.5
+_WARMUP = 20
+_PBKDF2_SAMPLES = 100
+_P99 = 0.99
+_API_VERSIONS = (18, 3)
+_HANDSHAKE = (17, 1)
+_AUTHENTICATE = (36, 2)
+_API_VERSIONS_VALUES = {"client_software_name": "bench", "client_software_version": "1"}
 # The broker's start-up line names each listener as ``host:port (NAME)``.
 _LISTENER = re.compile(r"(\S+):(\d+) \((\w+)\)")
-_SCRAM_MECHANISMS = {
+_CONFLUENT_SCRAM = {
     "SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
     "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512,
 }
+_PLAIN_JAAS = (
+    f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{_USER}="{_PASSWORD}";'
+)
 
 
 @dataclass
 class SecuredBroker:
-    """A ``tickwheel serve`` subprocess with a PLAINTEXT and a SASL_SSL listener."""
+    """A ``tickwheel serve`` subprocess with PLAINTEXT, SASL_PLAINTEXT and SASL_SSL."""
 
     process: subprocess.Popen[bytes]
-    addresses: dict[str, str]
     ca_file: Path
+    addresses: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # Reads the broker's stderr after start-up, so it never blocks on a full pipe.
+    drain: threading.Thread | None = None
 
-    def client_config(self, listener: str, mechanism: str = "SCRAM-SHA-256") -> dict[str, Any]:
-        """A confluent-kafka configuration for ``listener`` (as the user ``bench``)."""
-        config: dict[str, Any] = {"bootstrap.servers": self.addresses[listener]}
+    def bootstrap(self, listener: str) -> str:
+        """``host:port`` of ``listener``."""
+        host, port = self.addresses[listener]
+        return f"{host}:{port}"
+
+    def client_config(self, listener: str) -> dict[str, Any]:
+        """A confluent-kafka configuration for ``listener`` (SCRAM-SHA-256 on SASL_SSL)."""
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap(listener)}
         if listener == _SASL_SSL:
             config |= {
                 "security.protocol": _SASL_SSL,
                 "ssl.ca.location": str(self.ca_file),
-                "sasl.mechanism": mechanism,
+                "sasl.mechanism": "SCRAM-SHA-256",
                 "sasl.username": _USER,
                 "sasl.password": _PASSWORD,
             }
@@ -109,6 +146,10 @@ class SecuredBroker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.drain is not None:
+            self.drain.join()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
 
 
 def _write_certificates(directory: Path) -> tuple[Path, Path]:
@@ -122,37 +163,43 @@ def _write_certificates(directory: Path) -> tuple[Path, Path]:
     return ca_file, keystore
 
 
-def _read_listeners(process: subprocess.Popen[bytes]) -> dict[str, str]:
+def _read_listeners(broker: SecuredBroker) -> dict[str, tuple[str, int]]:
+    process = broker.process
     assert process.stderr is not None
+    said: list[str] = []
     for raw in process.stderr:
         line = raw.decode(errors="replace")
+        said.append(line)
         if "listening on" in line:
-            # Keep draining stderr so the broker never blocks on a full pipe.
-            threading.Thread(target=process.stderr.read, daemon=True).start()
+            broker.drain = threading.Thread(target=process.stderr.read, daemon=True)
+            broker.drain.start()
             head = line.split("(advertised", 1)[0]
-            return {name: f"{host}:{port}" for host, port, name in _LISTENER.findall(head)}
-    raise RuntimeError("tickwheel serve exited before it listened")
+            return {name: (host, int(port)) for host, port, name in _LISTENER.findall(head)}
+    raise RuntimeError("tickwheel serve exited before it listened:\n" + "".join(said[-5:]))
 
 
 @contextmanager
 def secured_broker(directory: Path) -> Iterator[SecuredBroker]:
-    """Start the broker with both listeners and the SCRAM user; stop it afterwards."""
+    """Start the broker with its three listeners and the SCRAM user; stop it afterwards."""
     ca_file, keystore = _write_certificates(directory)
     overrides = {
-        "listeners": f"PLAINTEXT://{_LOOPBACK}:0,SASL_SSL://{_LOOPBACK}:0",
+        "listeners": ",".join(
+            f"{name}://{_LOOPBACK}:0" for name in (_PLAINTEXT, _SASL_PLAINTEXT, _SASL_SSL)
+        ),
         "log.dirs": str(directory / "logs"),
         "offsets.topic.num.partitions": "1",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(keystore),
-        "sasl.enabled.mechanisms": ",".join(_SCRAM_MECHANISMS),
+        "sasl.enabled.mechanisms": ",".join(("PLAIN", *SCRAM_MECHANISMS)),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": _PLAIN_JAAS,
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": ",".join(SCRAM_MECHANISMS),
     }
     command = [sys.executable, "-m", "tickwheel.cli", "serve"]
     for name, value in overrides.items():
         command += ["--override", f"{name}={value}"]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE)
-    broker = SecuredBroker(process, {}, ca_file)
+    broker = SecuredBroker(subprocess.Popen(command, stderr=subprocess.PIPE), ca_file)
     try:
-        broker.addresses = _read_listeners(process)
+        broker.addresses = _read_listeners(broker)
         _create_user(broker)
         yield broker
     finally:
@@ -171,25 +218,21 @@ def _create_user(broker: SecuredBroker) -> None:
                 raise
     upserts: list[UserScramCredentialAlteration] = [
         UserScramCredentialUpsertion(
-            _USER, ScramCredentialInfo(mechanism, _SCRAM_ITERATIONS), _PASSWORD.encode()
+            _USER, ScramCredentialInfo(mechanism, MIN_ITERATIONS), _PASSWORD.encode()
         )
-        for mechanism in _SCRAM_MECHANISMS.values()
+        for mechanism in _CONFLUENT_SCRAM.values()
     ]
     for future in admin.alter_user_scram_credentials(upserts).values():
         future.result(_CLIENT_TIMEOUT_S)
 
 
+# -- throughput -------------------------------------------------------------------------
+
+
 def _create_topic(broker: SecuredBroker, topic: str) -> None:
     admin = AdminClient(broker.client_config(_PLAINTEXT))
-    futures = admin.create_topics([NewTopic(topic, _PARTITIONS, 1)])
-    for future in futures.values():
+    for future in admin.create_topics([NewTopic(topic, _PARTITIONS, 1)]).values():
         future.result(_CLIENT_TIMEOUT_S)
-
-
-def _timed(run: Callable[[], int]) -> tuple[int, float]:
-    started = time.perf_counter()
-    count = run()
-    return count, time.perf_counter() - started
 
 
 def produce(config: dict[str, Any], topic: str, messages: int, value_bytes: int) -> float:
@@ -199,45 +242,37 @@ def produce(config: dict[str, Any], topic: str, messages: int, value_bytes: int)
     )
     producer.list_topics(topic, timeout=_CLIENT_TIMEOUT_S)
     payload = b"x" * value_bytes
-
-    def run() -> int:
-        for i in range(messages):
-            while True:
-                try:
-                    producer.produce(topic, payload, partition=i % _PARTITIONS)
-                    break
-                except BufferError:
-                    producer.poll(_BUFFER_FULL_WAIT_S)
-        if producer.flush(_CLIENT_TIMEOUT_S) != 0:
-            raise RuntimeError("messages were left undelivered")
-        return messages
-
-    return _timed(run)[1]
+    started = time.perf_counter()
+    for i in range(messages):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=i % _PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(_BUFFER_FULL_WAIT_S)
+    if producer.flush(_CLIENT_TIMEOUT_S) != 0:
+        raise RuntimeError("messages were left undelivered")
+    return time.perf_counter() - started
 
 
 def consume(config: dict[str, Any], topic: str, messages: int) -> float:
     """Read ``messages`` values back from offset 0; seconds taken."""
     consumer = Consumer(
         config
-        | {
-            "group.id": f"bench-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-            "fetch.queue.backoff.ms": 0,
-        }
+        | {"group.id": f"bench-{uuid.uuid4()}", "enable.auto.commit": False}
+        | {"fetch.queue.backoff.ms": 0}
     )
-    consumer.list_topics(topic, timeout=_CLIENT_TIMEOUT_S)
-
-    def run() -> int:
+    try:
+        consumer.list_topics(topic, timeout=_CLIENT_TIMEOUT_S)
+        started = time.perf_counter()
         consumer.assign([TopicPartition(topic, p, 0) for p in range(_PARTITIONS)])
         count = 0
         deadline = time.monotonic() + _CLIENT_TIMEOUT_S
         while count < messages and time.monotonic() < deadline:
-            batch = consumer.consume(_CONSUME_BATCH, 1.0)
+            # No more than what is left: consume() waits its timeout for a full batch.
+            batch = consumer.consume(min(_CONSUME_BATCH, messages - count), 1.0)
             count += sum(1 for message in batch if message.error() is None)
-        return count
-
-    try:
-        count, seconds = _timed(run)
+        seconds = time.perf_counter() - started
     finally:
         consumer.close()
     if count < messages:
@@ -245,138 +280,242 @@ def consume(config: dict[str, Any], topic: str, messages: int) -> float:
     return seconds
 
 
-def connect_ms(config: dict[str, Any], topic: str, connections: int) -> float:
-    """Median ms from a new client's creation to its first Metadata answer."""
-    samples: list[float] = []
-    for _ in range(connections):
-        started = time.perf_counter()
-        producer = Producer(config)
-        producer.list_topics(topic, timeout=_CLIENT_TIMEOUT_S)
-        samples.append((time.perf_counter() - started) * _MS_PER_S)
-        del producer
-    return statistics.median(samples)
-
-
-@dataclass
-class Samples:
-    """Every round's figure under each label (``produce PLAINTEXT``, ...)."""
-
-    values: dict[str, list[float]]
-
-    def add(self, label: str, value: float) -> None:
-        """Record one round's value."""
-        self.values.setdefault(label, []).append(value)
-
-    def median(self, label: str) -> float:
-        """The median over the rounds."""
-        return statistics.median(self.values[label])
-
-
-def run_round(broker: SecuredBroker, args: argparse.Namespace, samples: Samples) -> None:
-    """One round: produce, consume and connect on each listener, taking turns."""
-    mb = args.messages * args.value_bytes / _MB
+def throughput_round(
+    broker: SecuredBroker, messages: int, value_bytes: int, samples: dict[str, list[float]]
+) -> None:
+    """One round: produce then consume on PLAINTEXT and SASL_SSL, taking turns (MB/s)."""
+    mb = messages * value_bytes / _MB
     topics = {
         listener: f"bench-{listener.lower()}-{uuid.uuid4().hex[:8]}"
         for listener in (_PLAINTEXT, _SASL_SSL)
     }
     for listener, topic in topics.items():
         _create_topic(broker, topic)
-        seconds = produce(broker.client_config(listener), topic, args.messages, args.value_bytes)
-        samples.add(f"produce {listener}", mb / seconds)
+        seconds = produce(broker.client_config(listener), topic, messages, value_bytes)
+        samples.setdefault(f"produce {listener}", []).append(mb / seconds)
     for listener, topic in topics.items():
-        seconds = consume(broker.client_config(listener), topic, args.messages)
-        samples.add(f"consume {listener}", mb / seconds)
-    topic = topics[_PLAINTEXT]
-    samples.add(
-        f"connect {_PLAINTEXT}",
-        connect_ms(broker.client_config(_PLAINTEXT), topic, args.connections),
+        seconds = consume(broker.client_config(listener), topic, messages)
+        samples.setdefault(f"consume {listener}", []).append(mb / seconds)
+
+
+# -- logins -----------------------------------------------------------------------------
+
+
+class _Connection:
+    """One blocking connection (over TLS with ``tls``): a request, then its decoded answer."""
+
+    def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | None) -> None:
+        sock = socket.create_connection(address, timeout=_CLIENT_TIMEOUT_S)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock if tls is None else tls.wrap_socket(sock, server_hostname=address[0])
+        self._next_id = 0
+
+    def call(self, key_version: tuple[int, int], values: Mapping[str, Any]) -> Any:
+        api_key, version = key_version
+        self._next_id += 1
+        self._sock.sendall(encode_request(api_key, version, values, self._next_id))
+        (size,) = struct.unpack(">i", self._read(4))
+        frame = self._read(size)
+        cls = response_schema(api_key, version)
+        header_cls: Any = cls.__header_schema__
+        _, header_size = entity_reader(header_cls)(frame, 0)
+        body, _ = entity_reader(cls)(frame, header_size)
+        return body
+
+    def _read(self, size: int) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            chunk = self._sock.recv(size - len(data))
+            if not chunk:
+                raise ConnectionResetError("the broker closed the connection")
+            data += chunk
+        return bytes(data)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def _login(address: tuple[str, int], tls: ssl.SSLContext | None, client: SaslClient | None) -> None:
+    """Connect, ApiVersions, and log in with ``client`` (none: PLAINTEXT's floor)."""
+    connection = _Connection(address, tls)
+    try:
+        connection.call(_API_VERSIONS, _API_VERSIONS_VALUES)
+        if client is None:
+            return
+        handshake = connection.call(_HANDSHAKE, {"mechanism": client.mechanism})
+        if handshake.error_code != ErrorCode.none:
+            raise RuntimeError(f"SaslHandshake {client.mechanism}: {handshake.error_code}")
+        token: bytes | None = client.initial_response()
+        while token is not None:
+            answer = connection.call(_AUTHENTICATE, {"auth_bytes": token})
+            if answer.error_code != ErrorCode.none:
+                raise RuntimeError(f"SaslAuthenticate: {answer.error_message}")
+            token = client.evaluate(answer.auth_bytes)
+    finally:
+        connection.close()
+
+
+def _scram_login(address: tuple[str, int], tls: ssl.SSLContext | None, mechanism: str) -> None:
+    """A login with a fresh SCRAM client (each has its own nonce)."""
+    _login(address, tls, ScramClient(mechanism, _USER, _PASSWORD))
+
+
+def _times_ms(connect: Callable[[], None], count: int) -> list[float]:
+    for _ in range(_WARMUP):
+        connect()
+    times: list[float] = []
+    for _ in range(count):
+        started = time.perf_counter()
+        connect()
+        times.append((time.perf_counter() - started) * _MS_PER_S)
+    return sorted(times)
+
+
+def pbkdf2_ms(mechanism: str) -> float:
+    """The client's PBKDF2 over the password alone, in ms (4096 iterations)."""
+    scram = SCRAM_MECHANISMS[mechanism]
+    started = time.perf_counter()
+    for _ in range(_PBKDF2_SAMPLES):
+        scram.salted_password(_PASSWORD, b"tickwheel-bench-salt", MIN_ITERATIONS)
+    return (time.perf_counter() - started) * _MS_PER_S / _PBKDF2_SAMPLES
+
+
+def logins(broker: SecuredBroker, count: int) -> dict[str, list[float]]:
+    """Each kind of new connection's times in ms, sorted."""
+    tls = ssl.create_default_context(cafile=str(broker.ca_file))
+    plain, sasl, secured = (
+        broker.addresses[name] for name in (_PLAINTEXT, _SASL_PLAINTEXT, _SASL_SSL)
     )
-    for mechanism in _SCRAM_MECHANISMS:
-        config = broker.client_config(_SASL_SSL, mechanism)
-        samples.add(f"connect {mechanism}", connect_ms(config, topic, args.connections))
+    kinds: dict[str, Callable[[], None]] = {
+        "PLAINTEXT (ApiVersions)": lambda: _login(plain, None, None),
+        "SASL_PLAINTEXT PLAIN": lambda: _login(sasl, None, PlainClient(_USER, _PASSWORD)),
+    }
+    for mechanism in SCRAM_MECHANISMS:
+        kinds[f"SASL_PLAINTEXT {mechanism}"] = functools.partial(
+            _scram_login, sasl, None, mechanism
+        )
+    for mechanism in SCRAM_MECHANISMS:
+        kinds[f"SASL_SSL {mechanism}"] = functools.partial(_scram_login, secured, tls, mechanism)
+    return {kind: _times_ms(connect, count) for kind, connect in kinds.items()}
 
 
-def report(samples: Samples, args: argparse.Namespace) -> str:
-    """The medians and the SASL_SSL / PLAINTEXT ratios, as printed."""
-    lines = [
-        f"tickwheel bench security: {args.messages:,} values of {args.value_bytes:,} B, "
-        f"{_PARTITIONS} partitions, {args.rounds} rounds (medians)",
-        "",
-        f"{'':<10}{'PLAINTEXT':>14}{'SASL_SSL':>14}{'ratio':>8}",
-    ]
-    for kind in ("produce", "consume"):
-        plain, secured = (
-            samples.median(f"{kind} {_PLAINTEXT}"),
-            samples.median(f"{kind} {_SASL_SSL}"),
-        )
-        target = f"  (target >= {_CONSUME_TARGET})" if kind == "consume" else ""
-        lines.append(
-            f"{kind:<10}{plain:>9.1f} MB/s{secured:>9.1f} MB/s{secured / plain:>8.2f}{target}"
-        )
-    plain_ms = samples.median(f"connect {_PLAINTEXT}")
-    lines += [
-        "",
-        f"new connection to first Metadata answer (median of {args.connections} per round):",
-    ]
-    lines.append(f"  {_PLAINTEXT:<16}{plain_ms:>8.1f} ms")
-    for mechanism in _SCRAM_MECHANISMS:
-        ms = samples.median(f"connect {mechanism}")
-        lines.append(f"  {mechanism:<16}{ms:>8.1f} ms  (+{ms - plain_ms:.1f} ms: TLS and SCRAM)")
+# -- report -----------------------------------------------------------------------------
+
+
+def _p99(values: list[float]) -> float:
+    return values[min(len(values) - 1, int(len(values) * _P99))]
+
+
+def report(
+    throughput: Mapping[str, list[float]],
+    times: Mapping[str, list[float]],
+    args: argparse.Namespace,
+) -> str:
+    """The figures as printed."""
+    lines: list[str] = []
+    if throughput:
+        lines += [
+            f"throughput: {args.messages:,} values of {args.value_bytes:,} B, {_PARTITIONS} "
+            f"partitions, median of {args.rounds} rounds",
+            "",
+            f"| pass | {_PLAINTEXT} (MB/s) | {_SASL_SSL} (MB/s) | ratio |",
+            "|---|---:|---:|---:|",
+        ]
+        for kind in ("produce", "consume"):
+            plain = statistics.median(throughput[f"{kind} {_PLAINTEXT}"])
+            secured = statistics.median(throughput[f"{kind} {_SASL_SSL}"])
+            target = f" (target >= {_CONSUME_TARGET})" if kind == "consume" else ""
+            lines.append(
+                f"| {kind} | {plain:.1f} | {secured:.1f} | {secured / plain:.2f}{target} |"
+            )
+        lines.append("")
+    if times:
+        lines += [
+            f"logins: {args.connections} new connections of each kind",
+            "",
+            "| connection | median (ms) | p99 (ms) | client PBKDF2 (ms) |",
+            "|---|---:|---:|---:|",
+        ]
+        for kind, values in times.items():
+            mechanism = kind.rpartition(" ")[2]
+            pbkdf2 = f"{pbkdf2_ms(mechanism):.2f}" if mechanism in SCRAM_MECHANISMS else "-"
+            lines.append(
+                f"| {kind} | {statistics.median(values):.2f} | {_p99(values):.2f} | {pbkdf2} |"
+            )
     return "\n".join(lines)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tickwheel bench security", description=__doc__.split("\n\n")[0]
+        prog="tickwheel bench security", description=(__doc__ or "").split("\n")[0]
     )
-    parser.add_argument("--messages", type=int, default=200_000, help="values per pass")
-    parser.add_argument("--value-bytes", type=int, default=1000, help="bytes per value")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds (medians are quoted)")
     parser.add_argument(
-        "--connections", type=int, default=20, help="new clients per round and kind"
+        "--parts",
+        default="throughput,logins",
+        help="comma-separated: throughput, logins (default both)",
+    )
+    parser.add_argument("--messages", type=_positive, default=200_000, help="values per pass")
+    parser.add_argument("--value-bytes", type=_positive, default=1000, help="bytes per value")
+    parser.add_argument("--rounds", type=_positive, default=5, help="throughput rounds")
+    parser.add_argument(
+        "--connections", type=_positive, default=500, help="new connections of each kind"
     )
     add_png_argument(parser)
     return parser
 
 
 def main(argv: list[str]) -> int:
-    """Run the rounds; print the medians and ratios."""
-    args = _parser().parse_args(argv)
-    if min(args.messages, args.value_bytes, args.rounds, args.connections) < 1:
-        print("tickwheel bench security: every count must be at least 1", file=sys.stderr)
-        return 2
+    """Run the parts asked for; print the figures."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    parts = {part.strip() for part in args.parts.split(",") if part.strip()}
+    if not parts or parts - {"throughput", "logins"}:
+        parser.error(f"--parts takes throughput and logins, got {args.parts!r}")
     parent = _TMPFS if _TMPFS.is_dir() else None
-    samples = Samples({})
+    throughput: dict[str, list[float]] = {}
+    times: dict[str, list[float]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="tickwheel-bench-", dir=parent) as base,
         secured_broker(Path(base)) as broker,
     ):
-        for _ in range(args.rounds):
-            run_round(broker, args, samples)
-    print(report(samples, args))
-    save_png(
-        args.png,
-        "SASL_SSL against PLAINTEXT",
-        [
+        if "throughput" in parts:
+            for _ in range(args.rounds):
+                throughput_round(broker, args.messages, args.value_bytes, throughput)
+        if "logins" in parts:
+            times = logins(broker, args.connections)
+    print(report(throughput, times, args))
+    panels: list[Bars] = []
+    if throughput:
+        panels.append(
             Bars(
                 title="Throughput",
                 unit="MB/s",
                 values={
                     listener: {
-                        kind: samples.median(f"{kind} {listener}")
+                        kind: statistics.median(throughput[f"{kind} {listener}"])
                         for kind in ("produce", "consume")
                     }
                     for listener in (_PLAINTEXT, _SASL_SSL)
                 },
-            ),
+            )
+        )
+    if times:
+        panels.append(
             Bars(
-                title="New connection to first Metadata answer",
+                title="A new connection, logged in",
                 unit="ms",
                 values={
-                    label: {"connect": samples.median(f"connect {label}")}
-                    for label in (_PLAINTEXT, *_SCRAM_MECHANISMS)
+                    "median": {kind: statistics.median(v) for kind, v in times.items()},
+                    "p99": {kind: _p99(v) for kind, v in times.items()},
                 },
-            ),
-        ],
-    )
+            )
+        )
+    save_png(args.png, "tickwheel bench security", panels)
     return 0
