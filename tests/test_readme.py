@@ -7,6 +7,11 @@ where it runs, and under which marker:
 
 - it names ``tickwheel.spark``: a fixture broker and a local Spark session (``spark``);
 - it names the three-broker list: a ZooKeeper and three brokers (``cluster``);
+- it names ``SASL_SSL``: the Security section's walk-through (``secured``), against a
+  broker made from that section itself -- its ``openssl`` commands make the
+  certificates and its ``server.properties`` block is the broker's configuration, with
+  ``/etc/tickwheel`` and ``/var/lib/tickwheel`` moved to a temporary directory and the
+  listener on a free port;
 - it names ``127.0.0.1:9092``, or shows a test taking ``tickwheel_broker``: the
   ``tickwheel_broker`` fixture (``integration``), and such a test is called with it;
 - otherwise nothing (the fast tier).
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stdout
 from dataclasses import dataclass
@@ -27,11 +33,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tickwheel.server import BackgroundBroker
+from tickwheel.server import BackgroundBroker, BrokerConfig, parse_properties
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 SINGLE = "127.0.0.1:9092"
 THREE = "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
+SECURED = "SASL_SSL"
+SECURED_ADDRESS = "127.0.0.1:9093"
+# The Security section's directories -> where the test puts them, under its tmp_path.
+SECURED_DIRS = {"/etc/tickwheel": "etc", "/var/lib/tickwheel": "data"}
+_SHELL_FENCE = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
+_PROPERTIES_FENCE = re.compile(r"^```properties\n(.*?)^```", re.MULTILINE | re.DOTALL)
 TIMEOUT_S = 30
 _FENCE = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 # Topics the README's shell examples fill before a block reads them: name -> values.
@@ -50,6 +62,8 @@ class Block:
         """What the block needs: ``spark``, ``cluster``, ``broker`` or ``none``."""
         if "tickwheel.spark" in self.code:
             return "spark"
+        if SECURED in self.code:
+            return "secured"
         if THREE in self.code:
             return "cluster"
         if SINGLE in self.code or ("def test_" in self.code and "tickwheel_broker" in self.code):
@@ -112,7 +126,7 @@ def _fill_topics_it_reads(block: Block, bootstrap: str) -> None:
 
 def test_the_readme_has_python_blocks_of_every_kind() -> None:
     kinds = {block.kind for block in _blocks()}
-    assert kinds == {"none", "broker", "cluster", "spark"}
+    assert kinds == {"none", "broker", "cluster", "spark", "secured"}
 
 
 @pytest.mark.parametrize("block", _params("none"))
@@ -146,3 +160,35 @@ def test_block_against_a_cluster(block: Block, three_brokers: str) -> None:
 @pytest.mark.parametrize("block", _params("spark"))
 def test_block_with_spark(block: Block, tickwheel_broker: BackgroundBroker) -> None:
     _run(block, tickwheel_broker.bootstrap_servers)
+
+
+def _readme_fence(fence: re.Pattern[str], marker: str) -> str:
+    """The README's one block of ``fence`` that contains ``marker``."""
+    found = [m.group(1) for m in fence.finditer(README.read_text()) if marker in m.group(1)]
+    assert len(found) == 1, f"expected one block with {marker!r}, found {len(found)}"
+    return found[0]
+
+
+def _moved(text: str, base: Path) -> str:
+    for directory, moved in SECURED_DIRS.items():
+        text = text.replace(directory, str(base / moved))
+    return text
+
+
+@pytest.fixture
+def secured_broker(tmp_path: Path) -> Iterator[str]:
+    """The Security section's broker, made by its own commands; yields its address."""
+    certificates = _moved(_readme_fence(_SHELL_FENCE, "openssl req"), tmp_path)
+    subprocess.run(["sh", "-e", "-c", certificates], check=True, capture_output=True)
+    text = _readme_fence(_PROPERTIES_FENCE, "authorizer.class.name")
+    properties = parse_properties(_moved(text.replace(SECURED_ADDRESS, "127.0.0.1:0"), tmp_path))
+    Path(properties["log.dirs"]).mkdir()
+    with BackgroundBroker(BrokerConfig.from_properties(properties)) as broker:
+        yield str(broker.endpoint(SECURED))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("block", _params("secured"))
+def test_security_walk_through(block: Block, secured_broker: str, tmp_path: Path) -> None:
+    code = _moved(block.code.replace(SECURED_ADDRESS, secured_broker), tmp_path)
+    _run(Block(block.line, code))
