@@ -106,12 +106,20 @@ def partition_errors(topics: Any, partitions_field: str = "partitions") -> dict[
 
 CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
     (
-        "DescribeCluster",
+        "DescribeCluster (served to anyone; no operations without DESCRIBE)",
         60,
         0,
         {"include_cluster_authorized_operations": True},
-        lambda r: r.error_code,
-        CLUSTER_DENIED,
+        lambda r: (r.error_code, r.cluster_authorized_operations, len(r.brokers)),
+        (0, 0, 1),
+    ),
+    (
+        "DescribeCluster (operations not asked)",
+        60,
+        0,
+        {"include_cluster_authorized_operations": False},
+        lambda r: (r.error_code, r.cluster_authorized_operations),
+        (0, -(2**31)),
     ),
     (
         "ElectLeaders",

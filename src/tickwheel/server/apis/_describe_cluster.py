@@ -5,10 +5,11 @@ the cluster id (Kafka's 22-character id, ``_meta_properties``), the controller (
 broker on a single node; in a cluster the live controller ZooKeeper names, or -1) and
 the live brokers. v1 asks for an endpoint type: brokers (1) are answered; controllers
 (2) are KRaft's quorum, which a ZooKeeper-mode broker does not have, so Kafka's broker
-answers UNSUPPORTED_ENDPOINT_TYPE and so does this one. The request needs DESCRIBE on
-the cluster (CLUSTER_AUTHORIZATION_FAILED); ``include_cluster_authorized_operations``
-gets the cluster operations the principal may perform (all of them with no authorizer),
-otherwise the field keeps its "not asked" value.
+answers UNSUPPORTED_ENDPOINT_TYPE and so does this one. Anyone may ask, as in Kafka:
+only ``include_cluster_authorized_operations`` depends on the authorizer, answering the
+cluster operations the principal may perform (all of them with no authorizer) when it
+may DESCRIBE the cluster and 0 when it may not; not asked, the field keeps its "not
+asked" value (Int.MinValue).
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -19,7 +20,7 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, RequestKey, VersionRange, error_response
+from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.security import CLUSTER_NAME, AclOperation, ResourceType
 from tickwheel.server._authorization import authorize_cluster, authorized_operations
 from tickwheel.server._cluster import broker_entries
@@ -40,12 +41,17 @@ def _brokers(context: BrokerContext) -> list[dict[str, Any]]:
     return [{"broker_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}]
 
 
+def _cluster_operations(context: BrokerContext, request: DecodedRequest, body: Any) -> int:
+    if not body.include_cluster_authorized_operations:
+        return _NOT_ASKED
+    if not authorize_cluster(context, request, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(context, request, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 async def handle_describe_cluster(context: BrokerContext, request: DecodedRequest) -> Response:
     """The cluster as this broker knows it."""
     body: Any = request.body
-    if not authorize_cluster(context, request, AclOperation.DESCRIBE):
-        key = RequestKey(request.api_key, request.api_version, request.correlation_id)
-        return error_response(key, ErrorCode.cluster_authorization_failed)
     cluster = context.cluster
     answer: dict[str, Any] = {
         "throttle_time": 0,
@@ -54,11 +60,7 @@ async def handle_describe_cluster(context: BrokerContext, request: DecodedReques
         "cluster_id": context.cluster_id,
         "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
         "brokers": _brokers(context),
-        "cluster_authorized_operations": (
-            authorized_operations(context, request, ResourceType.CLUSTER, CLUSTER_NAME)
-            if body.include_cluster_authorized_operations
-            else _NOT_ASKED
-        ),
+        "cluster_authorized_operations": _cluster_operations(context, request, body),
     }
     endpoint_type = getattr(body, "endpoint_type", _BROKERS_ENDPOINT)
     answer["endpoint_type"] = endpoint_type
