@@ -11,6 +11,7 @@ when sessions are short; the JAAS line is sensitive in DescribeConfigs.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 import time
@@ -267,6 +268,50 @@ def test_scram_user_lifecycle_through_the_admin_client(tmp_path: Path) -> None:
         error = _auth_error(config)
         assert error.code() == KafkaError._AUTHENTICATION
     assert ErrorCode.resource_not_found.value == KafkaError.RESOURCE_NOT_FOUND
+
+
+def test_a_failed_users_file_write_keeps_the_old_credential(tmp_path: Path) -> None:
+    """The file is written before the change applies: when it cannot be, the client is
+    told UNKNOWN_SERVER_ERROR and the user's old password still logs in."""
+    properties = {**SASL_PROPERTIES, "log.dirs": str(tmp_path)}
+    users_file = tmp_path / "tickwheel-users.json"
+    with BackgroundBroker(BrokerConfig.from_properties(properties)) as broker:
+        servers = broker.bootstrap_servers
+        create_scram_user(servers, "dave", "dave-old", "SCRAM-SHA-256")
+        assert users_file.stat().st_mode & 0o777 == 0o600
+        # A non-empty directory where the file goes: the atomic rename fails.
+        users_file.unlink()
+        (users_file / "blocker").mkdir(parents=True)
+        # At the wire: confluent-kafka's future never resolves on UNKNOWN_SERVER_ERROR.
+        assert _alter_as_admin(servers, "dave", b"dave-new") == ErrorCode.unknown_server_error
+        old = client_config(servers, "SCRAM-SHA-256", "dave", "dave-old")
+        AdminClient(old).list_topics(timeout=TIMEOUT_S)
+        new = client_config(servers, "SCRAM-SHA-256", "dave", "dave-new")
+        assert _auth_error(new).code() == KafkaError._AUTHENTICATION
+
+
+def _alter_as_admin(servers: str, user: str, password: bytes) -> ErrorCode:
+    """Set ``user``'s SCRAM-SHA-256 password over a connection logged in as admin (PLAIN);
+    the user's error code."""
+    wire = WireClient(servers)
+    try:
+        assert wire.call(17, 1, {"mechanism": "PLAIN"}).error_code == ErrorCode.none
+        login = b"\0" + ADMIN.encode() + b"\0" + ADMIN_PASSWORD.encode()
+        assert wire.call(36, 2, {"auth_bytes": login}).error_code == ErrorCode.none
+        salt, iterations = b"salt-of-dave", 4096
+        salted = hashlib.pbkdf2_hmac("sha256", password, salt, iterations)
+        upsertion = {
+            "name": user,
+            "mechanism": 1,
+            "iterations": iterations,
+            "salt": salt,
+            "salted_password": salted,
+        }
+        response = wire.call(51, 0, {"deletions": [], "upsertions": [upsertion]})
+        (result,) = response.results
+        return ErrorCode(result.error_code)
+    finally:
+        wire.close()
 
 
 REAUTH_MS = 1500

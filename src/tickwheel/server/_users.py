@@ -4,20 +4,23 @@ Every SCRAM login looks its credential up in ``credentials`` (a ``ScramCredentia
 AlterUserScramCredentials changes it through ``alter``. Where a change is kept:
 
 - on a single node, in ``tickwheel-users.json`` in the first log directory, rewritten
-  atomically (temporary file, fsync, rename) at each change and read at start-up, so
-  users survive a restart. The file holds each user's config as Kafka keeps it in
-  ZooKeeper (mechanism name -> ``salt=..,stored_key=..,server_key=..,iterations=..``):
-  salted keys, never a password.
+  atomically (temporary file, fsync, rename; mode 0600) at each change and read at
+  start-up, so users survive a restart. The file holds each user's config as Kafka
+  keeps it in ZooKeeper (mechanism name -> ``salt=..,stored_key=..,server_key=..,
+  iterations=..``): salted keys, never a password. The file is written first and the
+  change applied in memory after, so a failed write leaves the old credential working.
 - in a cluster, in ZooKeeper at ``/config/users/<user>`` with a change notification
   (``use_cluster`` hands over the writer, ``ClusterNode.alter_config``): every broker,
   this one included, takes the change through ``apply`` when notified, and ``alter``
   returns once this broker has.
 
-Concurrency: the broker's event loop only.
+Concurrency: the broker's event loop only; the file is written on a worker thread
+(``asyncio.to_thread``), one change at a time (a lock), so no write loses another's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -30,6 +33,8 @@ _log = logging.getLogger(__name__)
 
 USERS_FILE = "tickwheel-users.json"
 _FORMAT_VERSION = 1
+_FILE_MODE = 0o600
+"""Owner only: the file holds salted keys, which let anyone holding them log in."""
 
 ClusterWriter = Callable[[str, Mapping[str, str]], Awaitable[None]]
 """(user, new config) -> written to ZooKeeper and applied here."""
@@ -46,6 +51,7 @@ class UserConfigs:
         self.credentials = ScramCredentials()
         self._path = log_dir / USERS_FILE
         self._cluster_writer: ClusterWriter | None = None
+        self._file_lock = asyncio.Lock()
 
     def load(self) -> None:
         """Read the single node's users file, if there is one."""
@@ -56,14 +62,13 @@ class UserConfigs:
             users = data["users"]
             if not isinstance(users, dict):
                 raise TypeError("users is not an object")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UserConfigError(f"cannot read {self._path}: {exc}") from exc
-        self.credentials.replace_all(
-            {
+            configs_by_user = {
                 str(user): {str(name): str(value) for name, value in configs.items()}
                 for user, configs in users.items()
             }
-        )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise UserConfigError(f"cannot read the users file {self._path}: {exc}") from exc
+        self.credentials.replace_all(configs_by_user)
 
     def use_cluster(self, writer: ClusterWriter) -> None:
         """Keep changes in ZooKeeper through ``writer`` from now on (cluster mode)."""
@@ -74,8 +79,14 @@ class UserConfigs:
         if self._cluster_writer is not None:
             await self._cluster_writer(user, configs)
             return
-        self.apply(user, configs)
-        self._save()
+        async with self._file_lock:
+            all_configs = self.credentials.all_configs()
+            if configs:
+                all_configs[user] = dict(configs)
+            else:
+                all_configs.pop(user, None)
+            await asyncio.to_thread(self._save, all_configs)
+            self.apply(user, configs)
 
     def apply(self, user: str, configs: Mapping[str, str]) -> None:
         """Take ``user``'s new config (from ZooKeeper, or a local change)."""
@@ -86,12 +97,15 @@ class UserConfigs:
             sorted(k for k in configs if k.startswith("SCRAM-")) or "none",
         )
 
-    def _save(self) -> None:
-        data = {"version": _FORMAT_VERSION, "users": self.credentials.all_configs()}
+    def _save(self, all_configs: Mapping[str, Mapping[str, str]]) -> None:
+        """Replace the file with ``all_configs`` (on a worker thread)."""
+        data = {"version": _FORMAT_VERSION, "users": all_configs}
         self._path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as out:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            os.fchmod(fd, _FILE_MODE)
             json.dump(data, out, indent=1, sort_keys=True)
             out.flush()
-            os.fsync(out.fileno())
+            os.fsync(fd)
         tmp.replace(self._path)

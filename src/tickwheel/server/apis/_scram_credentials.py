@@ -4,8 +4,9 @@ What ``kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=..]'`` and an
 client's ``alter_user_scram_credentials`` send: the client salts the password itself
 (``salted_password`` is PBKDF2's output), and the broker keeps the salted keys
 (``security._scram_admin`` applies Kafka's checks and builds them; ``UserConfigs``
-writes them to the users file or ZooKeeper). Each user gets one result; a user whose
-change could not be written to the users file gets UNKNOWN_SERVER_ERROR. Describe
+writes them to the users file or ZooKeeper, and only then applies them). Each user gets
+one result; a user whose change could not be stored (the users file, ZooKeeper) gets
+UNKNOWN_SERVER_ERROR and keeps the credentials it had. Describe
 lists each credential's mechanism and iterations, never its keys. Under an authorizer,
 describing needs DESCRIBE on the cluster (else the whole answer is
 CLUSTER_AUTHORIZATION_FAILED) and altering needs ALTER (else each user's result is).
@@ -104,9 +105,16 @@ async def handle_alter_user_scram_credentials(
     for user, configs in to_write.items():
         try:
             await context.users.alter(user, configs)
-        except OSError as exc:
-            _log.error("could not write the SCRAM credentials of user %s: %s", user, exc)
-            written[user] = UserResult(user, ErrorCode.unknown_server_error, str(exc))
+        except Exception as exc:  # any failure to store (file, ZooKeeper) is this user's error
+            # The exception alone: the configs hold salted keys, never logged.
+            _log.error(
+                "could not store the SCRAM credentials of user %s: %s: %s",
+                user,
+                type(exc).__name__,
+                exc,
+            )
+            message = f"could not store the credentials: {type(exc).__name__}"
+            written[user] = UserResult(user, ErrorCode.unknown_server_error, message)
     return reply(
         request,
         {
