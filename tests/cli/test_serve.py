@@ -146,3 +146,38 @@ def test_an_unusable_log_dir_is_refused_at_start_up(tmp_path: Path) -> None:
     assert f"tickwheel serve: log.dirs entry '{unusable}' is not a usable directory" in done.stderr
     assert "Traceback" not in done.stderr
     assert "listening" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("file_name", "overrides"),
+    [
+        ("acls.json", ["authorizer.class.name=kafka.security.authorizer.AclAuthorizer"]),
+        ("tickwheel-users.json", []),
+    ],
+)
+def test_a_corrupt_security_file_is_refused_at_start_up(
+    tmp_path: Path, file_name: str, overrides: list[str]
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    corrupt = logs / file_name
+    corrupt.write_text("{not json")
+    arguments = ["listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={logs}", *overrides]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tickwheel.cli",
+            "serve",
+            *(part for override in arguments for part in ("--override", override)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "tickwheel serve: cannot read the " in done.stderr
+    assert str(corrupt) in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "listening" not in done.stderr

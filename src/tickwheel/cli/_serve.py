@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         asyncio.run(_serve(config))
-    except (LogDirError, InconsistentClusterIdError) as exc:
+    except (ConfigError, LogDirError, InconsistentClusterIdError) as exc:
         print(f"tickwheel serve: {exc}", file=sys.stderr)
         return 2
     except MetricsPortError as exc:

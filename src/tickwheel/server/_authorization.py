@@ -232,6 +232,9 @@ def start_authorizer(context: BrokerContext, log_dir: Path) -> None:
     if authorizer is None:
         return
     store = AclStore(authorizer, log_dir, context.cluster)
-    store.load()
+    try:
+        store.load()
+    except AclError as exc:
+        raise ConfigError(str(exc)) from exc
     context.authorizer = authorizer
     context.acl_store = store

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from tickwheel.security import ScramCredentials
+from tickwheel.server._config import ConfigError
 
 _log = logging.getLogger(__name__)
 
@@ -40,8 +41,8 @@ ClusterWriter = Callable[[str, Mapping[str, str]], Awaitable[None]]
 """(user, new config) -> written to ZooKeeper and applied here."""
 
 
-class UserConfigError(Exception):
-    """The users file cannot be read."""
+class UserConfigError(ConfigError):
+    """The users file cannot be read: the broker does not start (a ``ConfigError``)."""
 
 
 class UserConfigs:
