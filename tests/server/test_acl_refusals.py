@@ -64,7 +64,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundBroke
         running.call(grant)
         admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
         for future in admin.create_topics(
-            [NewTopic("orders", 1, 1), NewTopic("secret", 1, 1)]
+            [NewTopic("orders", 1, 1), NewTopic("secret", 1, 1), NewTopic("hidden", 1, 1)]
         ).values():
             future.result(TIMEOUT_S)
         wait_for_group_coordinator(running.bootstrap_servers, "readers")
@@ -387,3 +387,31 @@ def test_refused_as_kafka_refuses(
         assert [p.partition_error_code for p in result.results_by_partition] == [TXN_DENIED]
         return
     assert outcome(response) == expected
+
+
+def test_a_refused_delete_reveals_neither_name_nor_id(
+    broker: BackgroundBroker, wire: WireClient
+) -> None:
+    """As Kafka: by name, the zero topic id; by id, no name without DESCRIBE on it."""
+
+    def topic_ids(started: Broker) -> dict[str, uuid.UUID | None]:
+        return {name: started.context.topic_id(name) for name in ("secret", "hidden")}
+
+    ids: Any = broker.call(topic_ids)
+    zero = uuid.UUID(int=0)
+    by_name = wire.call(20, 6, {"topics": [{"name": "hidden", "topic_id": zero}], "timeout": 1000})
+    (refused,) = by_name.responses
+    # kio reads the zero id as None.
+    assert (refused.name, refused.topic_id, refused.error_code) == ("hidden", None, TOPIC_DENIED)
+    by_id = wire.call(
+        20,
+        6,
+        {
+            "topics": [{"name": None, "topic_id": ids[n]} for n in ("hidden", "secret")],
+            "timeout": 1000,
+        },
+    )
+    assert [(r.name, r.topic_id, r.error_code) for r in by_id.responses] == [
+        (None, ids["hidden"], TOPIC_DENIED),
+        ("secret", ids["secret"], TOPIC_DENIED),
+    ]

@@ -8,13 +8,16 @@ partition is unknown now: DelayedFetch case B, DelayedProduce case A).
 
 Authorization (Kafka's ``handleDeleteTopicsRequest``): DELETE on each topic, else it is
 answered TOPIC_AUTHORIZATION_FAILED (before its existence is checked, so a refused
-principal cannot probe for names).
+principal cannot probe for names). A refusal reveals nothing the request did not say:
+one by name answers the zero topic id, one by id answers no name unless the principal
+may DESCRIBE the topic (DELETE implies DESCRIBE, so only a refused one can lack it).
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -27,6 +30,7 @@ from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
 
 _FIRST_TOPIC_STRUCT_VERSION = 6
+_NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 async def _delete(
@@ -63,13 +67,29 @@ async def handle_delete_topics(context: BrokerContext, request: DecodedRequest) 
     else:
         names = [(name, None) for name in body.topic_names]
     responses = []
-    for name, asked_id in names:
+    for known_name, asked_id in names:
+        name = known_name
         topic_id = (context.topic_id(name) if name is not None else None) or asked_id
         error, message = await _delete(context, request, name, to_ms(body.timeout))
+        if error == ErrorCode.topic_authorization_failed:
+            topic_id, name = _refused_answer(context, request, name, asked_id)
         responses.append(
             {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
         )
     return reply(request, {"throttle_time": 0, "responses": responses})
+
+
+def _refused_answer(
+    context: BrokerContext, request: DecodedRequest, name: str | None, asked_id: Any
+) -> tuple[uuid.UUID, str | None]:
+    """The (topic id, name) a refused topic is answered with: what the request named."""
+    if asked_id is None or asked_id == _NO_TOPIC_ID:
+        return _NO_TOPIC_ID, name
+    if name is not None and authorize(
+        context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied=False
+    ):
+        return asked_id, name
+    return asked_id, None
 
 
 DELETE_TOPICS = ApiSpec(20, "DeleteTopics", VersionRange(1, 6), handle_delete_topics)
