@@ -61,3 +61,12 @@ def test_two_modules() -> None:
 def test_malformed_lines(text: str, message: str) -> None:
     with pytest.raises(JaasError, match=message):
         parse_jaas_config(text)
+
+
+def test_the_options_stay_out_of_the_repr() -> None:
+    entry = single_login_module(
+        f'{PLAIN_LOGIN_MODULE} required username="admin" password="admin-secret" '
+        'user_alice="alice-secret";'
+    )
+    assert entry.users() == {"alice": "alice-secret"}
+    assert "secret" not in repr(entry)

@@ -71,3 +71,8 @@ def test_describe() -> None:
         ("", ErrorCode.resource_not_found),
         ("twice", ErrorCode.duplicate_resource),
     ]
+
+
+def test_the_salted_password_stays_out_of_the_repr() -> None:
+    upsertion = Upsertion("alice", 1, 4096, SALT, b"salted-secret")
+    assert "salted-secret" not in repr(upsertion)

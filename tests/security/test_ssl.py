@@ -288,3 +288,13 @@ def test_an_encrypted_key_needs_its_password_and_never_prompts(
     for wrong in ({"ssl.key.password": "guess"}, {}):
         with pytest.raises(SslConfigError, match=r"ssl\.key\.password"):
             SslSettings.from_properties({**base, **wrong}).server_context()
+
+
+def test_the_private_key_and_its_password_stay_out_of_the_repr() -> None:
+    settings = SslSettings(
+        keystore_key="-----BEGIN ENCRYPTED PRIVATE KEY-----the-key-bytes",
+        key_password="key-secret",
+    )
+    shown = repr(settings)
+    assert "the-key-bytes" not in shown
+    assert "key-secret" not in shown

@@ -40,11 +40,12 @@ class JaasError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class JaasEntry:
-    """One login module: its class, its control flag and its options."""
+    """One login module: its class, its control flag and its options (passwords among
+    them, so out of the repr)."""
 
     login_module: str
     control_flag: str
-    options: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def users(self) -> dict[str, str]:
         """The ``user_<name>="<password>"`` options, as name -> password."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
@@ -53,7 +53,7 @@ class Upsertion:
     mechanism: int
     iterations: int
     salt: bytes
-    salted_password: bytes
+    salted_password: bytes = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ import re
 import ssl
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tickwheel.security._principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
@@ -83,13 +83,14 @@ class SslConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SslSettings:
-    """Kafka's ``ssl.*`` settings of one listener (or of the inter-broker client)."""
+    """Kafka's ``ssl.*`` settings of one listener (or of the inter-broker client); the
+    private key and its password stay out of the repr."""
 
     keystore_type: str = "JKS"
     keystore_location: str = ""
-    keystore_key: str = ""
+    keystore_key: str = field(default="", repr=False)
     keystore_certificate_chain: str = ""
-    key_password: str = ""
+    key_password: str = field(default="", repr=False)
     truststore_type: str = "JKS"
     truststore_location: str = ""
     truststore_certificates: str = ""
