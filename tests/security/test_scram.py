@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickwheel.security import (
+    MAX_ITERATIONS,
     MIN_ITERATIONS,
     SCRAM_SHA_256,
     SCRAM_SHA_512,
@@ -69,6 +70,16 @@ def test_client_refuses_a_wrong_server_signature_and_e() -> None:
     other = ScramClient(SCRAM_SHA_256.name, USER, PASSWORD, nonce_factory=lambda: CLIENT_NONCE)
     with pytest.raises(SaslClientError, match="unknown-user"):
         other.evaluate(b"e=unknown-user")
+
+
+@pytest.mark.parametrize("iterations", [MIN_ITERATIONS - 1, 1, MAX_ITERATIONS + 1, 10**9])
+def test_client_refuses_iterations_outside_kafkas_bounds(iterations: int) -> None:
+    """Before PBKDF2: a billion iterations would take minutes."""
+    client = ScramClient(SCRAM_SHA_256.name, USER, PASSWORD, nonce_factory=lambda: CLIENT_NONCE)
+    client.initial_response()
+    server_first = SERVER_FIRST.replace(b"i=4096", b"i=%d" % iterations)
+    with pytest.raises(SaslClientError, match="iterations"):
+        client.evaluate(server_first)
 
 
 def test_credential_text_round_trips() -> None:

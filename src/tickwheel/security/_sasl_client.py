@@ -6,7 +6,10 @@ the next one (None once nothing is left to send). ``PlainClient`` sends one mess
 ``ScramClient`` sends client-first and client-final and then checks the server's
 signature (``v=``), so a server that does not hold the credential is refused too. A
 server-final ``e=<reason>`` (RFC 5802's error form, which other servers send) and a
-wrong signature raise ``SaslClientError``.
+wrong signature raise ``SaslClientError``, and so does a server-first message asking
+for fewer iterations than ``MIN_ITERATIONS`` (Kafka's client refuses it too: a weak
+hash) or more than ``MAX_ITERATIONS`` (more than Kafka stores; refused before running
+PBKDF2, so a server cannot make the client spin).
 
 Concurrency: one client per authentication, used by one task.
 """
@@ -19,6 +22,8 @@ from typing import Protocol
 
 from tickwheel.security._plain import PLAIN
 from tickwheel.security._scram import (
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
     SCRAM_MECHANISMS,
     ScramError,
     b64decode,
@@ -123,6 +128,11 @@ class ScramClient:
             raise SaslClientError("the server's nonce does not extend the client's")
         if salt is None or iterations is None or not iterations.isdigit():
             raise SaslClientError("server-first message without salt or iterations")
+        if not MIN_ITERATIONS <= int(iterations) <= MAX_ITERATIONS:
+            raise SaslClientError(
+                f"the server asks for {iterations} iterations, outside"
+                f" [{MIN_ITERATIONS}, {MAX_ITERATIONS}]"
+            )
         mechanism = self._mechanism
         salted = mechanism.salted_password(self._password, b64decode(salt), int(iterations))
         without_proof = f"c={b64encode(_GS2_HEADER.encode())},r={nonce}"
