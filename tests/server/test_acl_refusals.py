@@ -159,10 +159,12 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
             "resources": [
                 {"resource_type": 2, "resource_name": "orders", "configuration_keys": None},
                 {"resource_type": 4, "resource_name": "0", "configuration_keys": None},
+                {"resource_type": 16, "resource_name": "metrics", "configuration_keys": None},
+                {"resource_type": 99, "resource_name": "what", "configuration_keys": None},
             ]
         },
         lambda r: [x.error_code for x in r.results],
-        [TOPIC_DENIED, CLUSTER_DENIED],
+        [TOPIC_DENIED, CLUSTER_DENIED, CLUSTER_DENIED, ErrorCode.invalid_request],
     ),
     (
         "IncrementalAlterConfigs",

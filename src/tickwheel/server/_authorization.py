@@ -55,6 +55,7 @@ _REQUEST_SUFFIX = "Request"
 _TOPIC_CONFIG_RESOURCE = 2
 _BROKER_CONFIG_RESOURCE = 4
 _BROKER_LOGGER_CONFIG_RESOURCE = 8
+_CLIENT_METRICS_CONFIG_RESOURCE = 16
 _GROUP_CONFIG_RESOURCE = 32
 
 
@@ -149,6 +150,7 @@ _CONFIG_RESOURCES: dict[int, ResourceType] = {
     _TOPIC_CONFIG_RESOURCE: ResourceType.TOPIC,
     _BROKER_CONFIG_RESOURCE: ResourceType.CLUSTER,
     _BROKER_LOGGER_CONFIG_RESOURCE: ResourceType.CLUSTER,
+    _CLIENT_METRICS_CONFIG_RESOURCE: ResourceType.CLUSTER,
     _GROUP_CONFIG_RESOURCE: ResourceType.GROUP,
 }
 
@@ -204,17 +206,26 @@ def config_refusal(
     name: str,
 ) -> ErrorCode | None:
     """The error a DescribeConfigs/AlterConfigs resource (a config resource type code:
-    topic 2, broker 4, broker logger 8, group 32) gets for ``operation``, or None:
-    a topic's and a group's configs are authorized on them, a broker's on the cluster."""
+    topic 2, broker 4, broker logger 8, client metrics 16, group 32) gets for
+    ``operation``, or None: a topic's and a group's configs are authorized on them, the
+    others on the cluster, as Kafka; any other type is INVALID_REQUEST (Kafka refuses
+    the request), never let through."""
     if context.authorizer is None:
         return None
     resource_type = _CONFIG_RESOURCES.get(config_resource_type)
     if resource_type is None:
-        return None
+        return ErrorCode.invalid_request
     resource_name = CLUSTER_NAME if resource_type == ResourceType.CLUSTER else name
     if authorize(context, request, operation, resource_type, resource_name):
         return None
     return AUTHORIZATION_FAILED[resource_type]
+
+
+def refusal_message(error_code: ErrorCode) -> str:
+    """The message of a ``config_refusal`` error."""
+    if error_code == ErrorCode.invalid_request:
+        return "Unexpected config resource type."
+    return "Authorization failed."
 
 
 def start_authorizer(context: BrokerContext, log_dir: Path) -> None:

@@ -40,6 +40,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.log import LogConfig
+from tickwheel.server._authorization import refusal_message
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._dynamic_config import DYNAMIC_BROKER_CONFIGS
@@ -306,7 +307,7 @@ async def alter_each(
                 )
             refused = refusal(resource)
             if refused is not None:
-                raise ConfigAlterError(refused, "Authorization failed.")
+                raise ConfigAlterError(refused, refusal_message(refused))
             await alter_resource(context, resource, plan(), validate_only=validate_only)
         except ConfigAlterError as exc:
             error_code, message = exc.error_code, str(exc)

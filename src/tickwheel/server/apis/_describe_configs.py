@@ -33,7 +33,7 @@ from kio.schema.errors import ErrorCode
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.security import AclOperation
-from tickwheel.server._authorization import config_refusal
+from tickwheel.server._authorization import config_refusal, refusal_message
 from tickwheel.server._config import SENSITIVE_PROPERTIES
 from tickwheel.server._config_admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server._context import BrokerContext
@@ -180,7 +180,7 @@ async def handle_describe_configs(context: BrokerContext, request: DecodedReques
                 else _error(
                     {"resource_type": r.resource_type, "resource_name": r.resource_name},
                     refused,
-                    "Authorization failed.",
+                    refusal_message(refused),
                 )
                 for r in body.resources
             ],
