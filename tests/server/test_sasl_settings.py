@@ -60,4 +60,5 @@ def test_the_users_file_keeps_salted_credentials(tmp_path: Path) -> None:
 def test_user_znode_names_are_sanitized_as_kafka_does() -> None:
     assert sanitize_user("alice") == "alice"
     assert sanitize_user("User:a b*c/é") == "User%3Aa%20b%2Ac%2F%C3%A9"
+    assert sanitize_user("x.y-z_~") == "x.y-z_%7E"
     assert desanitize_user(sanitize_user("x.y-z_~ /")) == "x.y-z_~ /"

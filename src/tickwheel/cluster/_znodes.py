@@ -130,8 +130,10 @@ def entity_config_path(entity_type: str, name: str) -> str:
 
 def sanitize_user(user: str) -> str:
     """A user name as its znode is named (Kafka's ``Sanitizer``: everything but letters,
-    digits and ``. - _ ~`` percent-encoded as UTF-8)."""
-    return urllib.parse.quote(user, safe="")
+    digits and ``. - _`` percent-encoded as UTF-8, as Java's URLEncoder with ``*`` and
+    space as ``%2A`` and ``%20``; Python's ``quote`` also keeps ``~``, which Java's
+    URLEncoder encodes as ``%7E``)."""
+    return urllib.parse.quote(user, safe="").replace("~", "%7E")
 
 
 def desanitize_user(znode_name: str) -> str:
