@@ -156,6 +156,11 @@ def test_admin_client_creates_describes_and_deletes_acls(admin: AdminClient) -> 
         create_acls(admin, bad)
     assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
     assert "kafka-cluster" in refused.value.args[0].str()
+    # Names a cluster cannot keep as znodes are refused on a single node too.
+    for name in ("a/b", ".", ".."):
+        with pytest.raises(KafkaException) as refused:
+            create_acls(admin, acl(ResourceType.GROUP, name, AclOperation.READ))
+        assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
 
     described = admin.describe_acls(ANY_FILTER).result(TIMEOUT_S)
     assert literal in described

@@ -48,6 +48,7 @@ from tickwheel.security import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    check_resource_name,
 )
 from tickwheel.security._acl_json import decode_entries, encode_entries
 
@@ -73,9 +74,8 @@ _CONCRETE_TYPES = [t for t in ResourceType if t not in (ResourceType.UNKNOWN, Re
 
 def acl_path(pattern: ResourcePattern) -> str:
     """The znode holding ``pattern``'s ACLs; ``AclError`` for a name that cannot be one
-    znode (a ``/`` in it, or ``.``/``..``: a group or transactional id may be anything)."""
-    if "/" in pattern.name or pattern.name in (".", ".."):
-        raise AclError(f"the resource name {pattern.name!r} cannot be stored in ZooKeeper")
+    znode (``check_resource_name``: a ``/`` in it, or ``.``/``..``)."""
+    check_resource_name(pattern.name)
     root = LITERAL_ACL_PATH if pattern.pattern_type == PatternType.LITERAL else PREFIXED_ACL_PATH
     return f"{root}/{pattern.resource_type.pascal_name}/{pattern.name}"
 

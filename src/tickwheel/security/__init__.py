@@ -48,6 +48,7 @@ from tickwheel.security._acl import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    check_resource_name,
 )
 from tickwheel.security._audit import AUTHORIZER_LOGGER
 from tickwheel.security._authenticator import (
@@ -194,6 +195,7 @@ __all__ = [
     "Upsertion",
     "UserResult",
     "authorizer_for",
+    "check_resource_name",
     "client_credentials",
     "credential_from_string",
     "credential_to_string",

@@ -155,8 +155,19 @@ class ResourcePattern:
             raise AclError(f"pattern type {self.pattern_type.name} is only for filters")
         if not self.name:
             raise AclError("Invalid empty resource name")
+        check_resource_name(self.name)
         if self.resource_type == ResourceType.CLUSTER and self.name != CLUSTER_NAME:
             raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+
+
+def check_resource_name(name: str) -> None:
+    """Raise ``AclError`` for a resource name with a ``/`` or equal to ``.``/``..``.
+
+    A cluster keeps each pattern's ACLs in a znode named after it, which such a name
+    cannot be; a single node refuses them too, so both accept the same ACLs.
+    """
+    if "/" in name or name in (".", ".."):
+        raise AclError(f"Invalid resource name {name!r}: no '/', and not '.' or '..'")
 
 
 @dataclass(frozen=True, slots=True, order=True)
