@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from tickwheel.security import (
-    ANY_BINDING,
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -15,9 +14,19 @@ from tickwheel.security import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    decode_entries,
+    encode_entries,
 )
-from tickwheel.security._acl_json import decode_entries, encode_entries
 
+ANY_BINDING = AclBindingFilter(
+    ResourceType.ANY,
+    None,
+    PatternType.ANY,
+    None,
+    None,
+    AclOperation.ANY,
+    AclPermissionType.ANY,
+)
 ALLOW_READ = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
 
 

@@ -51,7 +51,7 @@ def _plain_login(auth: SaslServerAuthenticator, password: str = "alice-secret") 
     assert auth.admit(HANDSHAKE) is None
     assert auth.handshake(PLAIN) == ErrorCode.none
     assert auth.admit(AUTHENTICATE) is None
-    _, lifetime_ms = auth.authenticate(PlainClient("alice", password).initial_response(), 2)
+    _, lifetime_ms = auth.authenticate(PlainClient("alice", password).initial_response())
     return lifetime_ms
 
 
@@ -83,7 +83,7 @@ def test_scram_login() -> None:
     client = ScramClient(SCRAM_SHA_256.name, "alice", "alice-secret")
     token: bytes | None = client.initial_response()
     while token is not None:
-        answer, _ = auth.authenticate(token, 1)
+        answer, _ = auth.authenticate(token)
         token = client.evaluate(answer)
     assert auth.session.principal == KafkaPrincipal("User", "alice")
 
@@ -112,7 +112,7 @@ def test_an_expired_session_must_reauthenticate() -> None:
     assert auth.admit(HANDSHAKE) is None
     assert auth.handshake(PLAIN) == ErrorCode.none
     assert auth.state == SaslState.REAUTHENTICATE
-    _, lifetime_ms = auth.authenticate(PlainClient("alice", "alice-secret").initial_response(), 2)
+    _, lifetime_ms = auth.authenticate(PlainClient("alice", "alice-secret").initial_response())
     assert lifetime_ms == 5_000
     assert auth.admit(METADATA) is None
     assert auth.handshake(PLAIN) == ErrorCode.illegal_sasl_state, "within a second of the last"
@@ -125,5 +125,5 @@ def test_reauthentication_keeps_mechanism_and_principal() -> None:
     clock.advance(2_000)
     assert auth.handshake(SCRAM_SHA_256.name) == ErrorCode.none
     with pytest.raises(SaslAuthenticationError, match="re-authentication of mechanism"):
-        auth.authenticate(b"n,,n=alice,r=abc", 2)
+        auth.authenticate(b"n,,n=alice,r=abc")
     assert auth.failed

@@ -90,6 +90,7 @@ from kio.static.protocol import Entity, RequestPayload
 from tickwheel.bench._batches import make_batch
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.protocol import build_entity, request_header_bytes, request_schema, uvarint
+from tickwheel.security import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 
 FUZZ_TOPIC = "fuzz"
@@ -135,8 +136,6 @@ SASL_BROKER_PROPERTIES: Mapping[str, str] = {
     ),
 }
 """What the SASL listener of the broker under test accepts (listener ``SASL_PLAINTEXT``)."""
-_SASL_HANDSHAKE_KEY = 17
-_SASL_AUTHENTICATE_KEY = 36
 _SASL_CONNECTION_ONE_IN_FRAMES = 20
 _MAX_SASL_TOKENS = 4
 _NOT_BEFORE_LOGIN_KEYS = (0, 1, 3, 19, 51)
@@ -524,11 +523,11 @@ def sasl_conversation(rng: random.Random) -> list[bytes]:
         )
     mechanism = rng.choice((*SASL_MECHANISMS, "GSSAPI", rng.randbytes(6).hex()))
     frames.append(
-        encode_request(_SASL_HANDSHAKE_KEY, rng.choice((1, 1, 1, 0)), {"mechanism": mechanism}, 1)
+        encode_request(SASL_HANDSHAKE_KEY, rng.choice((1, 1, 1, 0)), {"mechanism": mechanism}, 1)
     )
     for index in range(rng.randint(0, _MAX_SASL_TOKENS)):
         values = {"auth_bytes": _sasl_token(rng)}
-        frames.append(encode_request(_SASL_AUTHENTICATE_KEY, rng.randint(0, 2), values, 2 + index))
+        frames.append(encode_request(SASL_AUTHENTICATE_KEY, rng.randint(0, 2), values, 2 + index))
     if rng.randint(0, 3) == 0:
         key = rng.choice(_NOT_BEFORE_LOGIN_KEYS)
         frames.append(seed_frames_by_key()[key])

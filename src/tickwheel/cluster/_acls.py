@@ -49,8 +49,9 @@ from tickwheel.security import (
     ResourcePattern,
     ResourceType,
     check_resource_name,
+    decode_entries,
+    encode_entries,
 )
-from tickwheel.security._acl_json import decode_entries, encode_entries
 
 _log = logging.getLogger(__name__)
 

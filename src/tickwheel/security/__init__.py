@@ -34,7 +34,6 @@ Concurrency: see each module; everything runs on the broker's event loop.
 """
 
 from tickwheel.security._acl import (
-    ANY_BINDING,
     CLUSTER_NAME,
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
@@ -50,8 +49,16 @@ from tickwheel.security._acl import (
     ResourceType,
     check_resource_name,
 )
+from tickwheel.security._acl_json import (
+    decode_entries,
+    encode_entries,
+    entries_from_json,
+    entries_to_json,
+)
 from tickwheel.security._audit import AUTHORIZER_LOGGER
 from tickwheel.security._authenticator import (
+    SASL_AUTHENTICATE_KEY,
+    SASL_HANDSHAKE_KEY,
     SaslServerAuthenticator,
     SaslState,
     current_authenticator,
@@ -81,6 +88,7 @@ from tickwheel.security._sasl_client import (
     sasl_client,
 )
 from tickwheel.security._sasl_config import (
+    LISTENER_PREFIX,
     SUPPORTED_MECHANISMS,
     SaslConfigError,
     SaslListenerConfig,
@@ -123,6 +131,7 @@ from tickwheel.security._session import (
     enter_session,
 )
 from tickwheel.security._ssl import (
+    SSL_PREFIX,
     NoMatchingRuleError,
     PrincipalMapper,
     SslConfigError,
@@ -133,13 +142,15 @@ from tickwheel.security._ssl import (
 __all__ = [
     "ACL_AUTHORIZER_NAMES",
     "ANONYMOUS",
-    "ANY_BINDING",
     "AUTHORIZER_LOGGER",
     "CLUSTER_NAME",
+    "LISTENER_PREFIX",
     "MAX_ITERATIONS",
     "MIN_ITERATIONS",
     "PLAIN",
     "PLAINTEXT",
+    "SASL_AUTHENTICATE_KEY",
+    "SASL_HANDSHAKE_KEY",
     "SASL_PLAINTEXT",
     "SASL_SSL",
     "SCRAM_MECHANISMS",
@@ -148,6 +159,7 @@ __all__ = [
     "SCRAM_SHA_512",
     "SECURITY_PROTOCOLS",
     "SSL",
+    "SSL_PREFIX",
     "SUPPORTED_MECHANISMS",
     "USER_TYPE",
     "WILDCARD_HOST",
@@ -202,10 +214,14 @@ __all__ = [
     "current_authenticator",
     "current_session",
     "current_session_or_none",
+    "decode_entries",
     "describe_credentials",
     "distinguished_name",
+    "encode_entries",
     "enter_authenticator",
     "enter_session",
+    "entries_from_json",
+    "entries_to_json",
     "listener_prefix",
     "parse_jaas_config",
     "parse_super_users",

@@ -30,7 +30,7 @@ import enum
 from dataclasses import dataclass
 from typing import Self
 
-from tickwheel.security._principal import PrincipalError
+from tickwheel.security._principal import KafkaPrincipal, PrincipalError
 
 WILDCARD_RESOURCE = "*"
 """A literal resource name matching every resource of its type."""
@@ -131,9 +131,10 @@ _CONCRETE_PERMISSIONS = frozenset({AclPermissionType.DENY, AclPermissionType.ALL
 
 
 def _check_principal(text: str) -> None:
-    principal_type, sep, name = text.partition(":")
-    if not sep or not principal_type or not name:
-        raise AclError(str(PrincipalError(f"a principal is Type:name, got {text!r}")))
+    try:
+        KafkaPrincipal.parse(text)
+    except PrincipalError as exc:
+        raise AclError(str(exc)) from exc
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -256,15 +257,3 @@ class AclBindingFilter:
     def matches(self, binding: AclBinding) -> bool:
         """Whether the filter selects ``binding``."""
         return self.matches_pattern(binding.pattern) and self.matches_entry(binding.entry)
-
-
-ANY_BINDING = AclBindingFilter(
-    ResourceType.ANY,
-    None,
-    PatternType.ANY,
-    None,
-    None,
-    AclOperation.ANY,
-    AclPermissionType.ANY,
-)
-"""The filter that selects every binding."""

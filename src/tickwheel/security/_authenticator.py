@@ -90,7 +90,6 @@ class SaslServerAuthenticator:
         self._server: SaslServer | None = None
         self._mechanism = ""
         self._pending_mechanism = ""
-        self._supports_reauth = False
         self.session_expires_ms: int | None = None
         self._last_reauth_ms: int | None = None
         self.failure: str | None = None
@@ -161,15 +160,13 @@ class SaslServerAuthenticator:
         self._server = factory()
         return ErrorCode.none
 
-    def authenticate(self, token: bytes, api_version: int) -> tuple[bytes, int]:
+    def authenticate(self, token: bytes) -> tuple[bytes, int]:
         """Evaluate the client's token (SaslAuthenticate): the answer token and the
         session lifetime in ms (0 until complete, or without one);
         ``SaslAuthenticationError`` on failure (the connection fails)."""
         server = self._server
         if self.state not in (SaslState.AUTHENTICATE, SaslState.REAUTHENTICATE) or server is None:
             raise SaslAuthenticationError(f"SaslAuthenticate during SASL {self.state.value}")
-        # A client that sends v1 or later once knows about session lifetimes.
-        self._supports_reauth = self._supports_reauth or api_version > 0
         reauthenticating = self.state == SaslState.REAUTHENTICATE
         try:
             if reauthenticating and self._pending_mechanism != self._mechanism:

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 
 CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _USER_OPTION_PREFIX = "user_"
 _WORD_PUNCTUATION = frozenset(".-_$")
 _QUOTES = frozenset("\"'")

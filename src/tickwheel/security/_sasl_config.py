@@ -50,9 +50,13 @@ class SaslConfigError(ValueError):
     """A SASL setting that does not parse or leaves a listener without a mechanism."""
 
 
+LISTENER_PREFIX = "listener.name."
+"""What every listener's own property name starts with."""
+
+
 def listener_prefix(listener_name: str) -> str:
     """Kafka's prefix of a listener's own properties (``listener.name.sasl_plaintext.``)."""
-    return f"listener.name.{listener_name.lower()}."
+    return f"{LISTENER_PREFIX}{listener_name.lower()}."
 
 
 def jaas_line(lookup: PropertyLookup, mechanism: str) -> str | None:

@@ -36,8 +36,9 @@ from tickwheel.security import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    entries_from_json,
+    entries_to_json,
 )
-from tickwheel.security._acl_json import entries_from_json, entries_to_json
 
 _log = logging.getLogger(__name__)
 

@@ -38,6 +38,7 @@ from tickwheel.coordinator.transaction import (
     CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR,
     TransactionConfig,
 )
+from tickwheel.security import LISTENER_PREFIX, listener_prefix
 from tickwheel.server._listeners import (
     DEFAULT_PROTOCOL_MAP,
     ListenerError,
@@ -53,7 +54,6 @@ from tickwheel.share import ShareConfig
 __all__ = [
     "BROKER_TO_TOPIC_CONFIG",
     "DEFAULT_LISTENERS",
-    "LISTENER_PREFIX",
     "SENSITIVE_PROPERTIES",
     "BrokerConfig",
     "ConfigError",
@@ -66,8 +66,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
-LISTENER_PREFIX = "listener.name."
-"""Kafka's per-listener overrides: ``listener.name.<listener, lower case>.<property>``."""
 SENSITIVE_PROPERTIES = frozenset({"ssl.key.password", "ssl.keystore.key", "sasl.jaas.config"})
 """Settings whose values are secrets (Kafka's PASSWORD type): DescribeConfigs answers
 them without their value, as Kafka does, and the config's repr leaves them out."""
@@ -697,7 +695,7 @@ class BrokerConfig:
     def listener_view(self, listener_name: str) -> dict[str, str]:
         """Every property as ``listener_name`` sees it: the broker's, with the listener's
         own values (``listener.name.<l>.`` dropped) on top; other listeners' left out."""
-        prefix = f"{LISTENER_PREFIX}{listener_name.lower()}."
+        prefix = listener_prefix(listener_name)
         view = self.as_properties()
         for name, value in self.listener_properties.items():
             if name.startswith(prefix):

@@ -24,17 +24,18 @@ from typing import Any
 from tickwheel.security import (
     SASL_SSL,
     SSL,
+    SSL_PREFIX,
     KafkaPrincipal,
     PrincipalMapper,
     SslConfigError,
     SslSettings,
+    listener_prefix,
 )
-from tickwheel.server._config import LISTENER_PREFIX, BrokerConfig, ConfigError
+from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._listeners import ListenerSpec
 
 TLS_PROTOCOLS = frozenset({SSL, SASL_SSL})
 """The security protocols that run over TLS."""
-_SSL_PREFIX = "ssl."
 _CLIENT_AUTH = "ssl.client.auth"
 
 
@@ -54,9 +55,9 @@ def _settings(config: BrokerConfig, spec: ListenerSpec) -> SslSettings:
     properties = {
         name: value
         for name, value in config.listener_view(spec.name).items()
-        if name.startswith(_SSL_PREFIX)
+        if name.startswith(SSL_PREFIX)
     }
-    own_client_auth = f"{LISTENER_PREFIX}{spec.name.lower()}.{_CLIENT_AUTH}"
+    own_client_auth = f"{listener_prefix(spec.name)}{_CLIENT_AUTH}"
     if spec.security_protocol == SASL_SSL and own_client_auth not in config.listener_properties:
         properties.pop(_CLIENT_AUTH, None)
     return SslSettings.from_properties(properties)

@@ -32,6 +32,8 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.security import (
+    SASL_AUTHENTICATE_KEY,
+    SASL_HANDSHAKE_KEY,
     SaslAuthenticationError,
     SaslState,
     current_authenticator,
@@ -81,7 +83,7 @@ async def handle_sasl_authenticate(context: BrokerContext, request: DecodedReque
         )
     reauthenticating = authenticator.state == SaslState.REAUTHENTICATE
     try:
-        token, lifetime_ms = authenticator.authenticate(body.auth_bytes, request.api_version)
+        token, lifetime_ms = authenticator.authenticate(body.auth_bytes)
     except SaslAuthenticationError:
         # The connection logs the reason when it closes, after the delay.
         return reply(
@@ -110,6 +112,10 @@ async def handle_sasl_authenticate(context: BrokerContext, request: DecodedReque
     )
 
 
-SASL_HANDSHAKE = ApiSpec(17, "SaslHandshake", VersionRange(1, 1), handle_sasl_handshake)
-SASL_AUTHENTICATE = ApiSpec(36, "SaslAuthenticate", VersionRange(0, 2), handle_sasl_authenticate)
+SASL_HANDSHAKE = ApiSpec(
+    SASL_HANDSHAKE_KEY, "SaslHandshake", VersionRange(1, 1), handle_sasl_handshake
+)
+SASL_AUTHENTICATE = ApiSpec(
+    SASL_AUTHENTICATE_KEY, "SaslAuthenticate", VersionRange(0, 2), handle_sasl_authenticate
+)
 SASL_SPECS = (SASL_HANDSHAKE, SASL_AUTHENTICATE)
