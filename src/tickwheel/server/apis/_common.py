@@ -22,9 +22,11 @@ from tickwheel.log import LogError
 from tickwheel.protocol import (
     DecodedRequest,
     FetchResponseFrame,
+    RequestKey,
     VersionRange,
     build_entity,
     encode_response,
+    error_response,
     response_schema,
 )
 from tickwheel.replica import Partition, PartitionError, TopicPartition
@@ -58,6 +60,17 @@ def reply(request: DecodedRequest, values: Mapping[str, Any]) -> bytes:
     """The response frame to ``request``, built from plain ``values`` at its version."""
     cls = response_schema(request.api_key, request.api_version)
     return encode_response(request.correlation_id, build_entity(cls, values))
+
+
+def refuse_whole(request: DecodedRequest, error_code: ErrorCode) -> bytes:
+    """The answer refusing the whole request with ``error_code`` (its top-level error
+    code, every other field empty); only for APIs whose response has one."""
+    frame = error_response(
+        RequestKey(request.api_key, request.api_version, request.correlation_id), error_code
+    )
+    if frame is None:
+        raise RuntimeError(f"{type(request.body).__name__} has no error code to refuse with")
+    return frame
 
 
 def to_ms(duration: datetime.timedelta) -> int:

@@ -27,10 +27,8 @@ from tickwheel.coordinator.share import COORDINATOR_TYPE_SHARE, SHARE_KEY_MIN_VE
 from tickwheel.coordinator.transaction import COORDINATOR_TYPE_TRANSACTION
 from tickwheel.protocol import (
     DecodedRequest,
-    RequestKey,
     build_entity,
     encode_response,
-    error_response,
     response_schema,
 )
 from tickwheel.security import AclOperation, ResourceType
@@ -40,7 +38,7 @@ from tickwheel.server._authorization import (
     authorized_names,
 )
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response
+from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole
 
 _MULTI_KEY_VERSION = 4
 _NO_NODE: dict[str, Any] = {"node_id": -1, "host": "", "port": -1}
@@ -61,11 +59,10 @@ async def _authorized(context: BrokerContext, request: DecodedRequest) -> Respon
     """The answer when the principal may not look up every key; None when it may."""
     body: Any = request.body
     key_type = int(getattr(body, "key_type", 0))
-    refusal_key = RequestKey(request.api_key, request.api_version, request.correlation_id)
     if key_type == COORDINATOR_TYPE_SHARE and request.api_version >= SHARE_KEY_MIN_VERSION:
         if authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
             return None
-        return error_response(refusal_key, ErrorCode.cluster_authorization_failed)
+        return refuse_whole(request, ErrorCode.cluster_authorization_failed)
     resource_type = (
         ResourceType.TRANSACTIONAL_ID
         if key_type == COORDINATOR_TYPE_TRANSACTION
@@ -77,7 +74,7 @@ async def _authorized(context: BrokerContext, request: DecodedRequest) -> Respon
     if len(allowed) == len(set(keys)):
         return None
     if request.api_version < _MULTI_KEY_VERSION:
-        return error_response(refusal_key, error)
+        return refuse_whole(request, error)
     refused = [
         {"key": key, **_NO_NODE, "error_code": error, "error_message": None}
         for key in keys

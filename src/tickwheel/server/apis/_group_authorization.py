@@ -34,16 +34,14 @@ from kio.schema.errors import ErrorCode
 from tickwheel.coordinator import GroupService
 from tickwheel.protocol import (
     DecodedRequest,
-    RequestKey,
     build_entity,
     encode_response,
-    error_response,
     response_schema,
 )
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorize_cluster, authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import Response
+from tickwheel.server.apis._common import Response, refuse_whole
 
 _OFFSET_COMMIT = 8
 _OFFSET_FETCH = 9
@@ -64,14 +62,6 @@ _GROUP_DENIED = ErrorCode.group_authorization_failed
 _TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 _Handler = Callable[[BrokerContext, GroupService, DecodedRequest], Coroutine[Any, Any, Response]]
-
-
-def _refuse(request: DecodedRequest, error_code: ErrorCode) -> Response:
-    key = RequestKey(request.api_key, request.api_version, request.correlation_id)
-    frame = error_response(key, error_code)
-    if frame is None:
-        raise RuntimeError(f"{type(request.body).__name__} has no error code to refuse with")
-    return frame
 
 
 def _with(entity: Any, **values: Any) -> Any:
@@ -115,7 +105,7 @@ async def _member_api(
 ) -> Response:
     body: Any = request.body
     if not _group_allowed(context, request, AclOperation.READ, body.group_id):
-        return _refuse(request, _GROUP_DENIED)
+        return refuse_whole(request, _GROUP_DENIED)
     return await groups.handle(request)
 
 
@@ -124,10 +114,10 @@ async def _consumer_group_heartbeat(
 ) -> Response:
     body: Any = request.body
     if not _group_allowed(context, request, AclOperation.READ, body.group_id):
-        return _refuse(request, _GROUP_DENIED)
+        return refuse_whole(request, _GROUP_DENIED)
     subscribed = body.subscribed_topic_names or ()
     if set(subscribed) - _topics_allowed(context, request, AclOperation.DESCRIBE, subscribed):
-        return _refuse(request, _TOPIC_DENIED)
+        return refuse_whole(request, _TOPIC_DENIED)
     return await groups.handle(request)
 
 
@@ -218,7 +208,7 @@ async def _offset_fetch(
     if not hasattr(body, "groups"):
         if not _group_allowed(context, request, AclOperation.DESCRIBE, body.group_id):
             if request.api_version >= _OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION:
-                return _refuse(request, _GROUP_DENIED)
+                return refuse_whole(request, _GROUP_DENIED)
             # v1 has no request-level error: every partition asked for carries it.
             asked = [(t.name, t.partition_indexes) for t in body.topics or ()]
             topics = _partition_errors(asked, _GROUP_DENIED, **_NO_OFFSET)
@@ -369,7 +359,7 @@ async def _offset_delete(
 ) -> Response:
     body: Any = request.body
     if not _group_allowed(context, request, AclOperation.DELETE, body.group_id):
-        return _refuse(request, _GROUP_DENIED)
+        return refuse_whole(request, _GROUP_DENIED)
     asked = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
     allowed = _topics_allowed(context, request, AclOperation.READ, (n for n, _ in asked))
     refused = _partition_errors([(n, i) for n, i in asked if n not in allowed], _TOPIC_DENIED)

@@ -20,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, RequestKey, VersionRange, error_response
+from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import (
     authorize,
@@ -28,7 +28,7 @@ from tickwheel.server._authorization import (
     authorize_cluster,
 )
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole, reply
 
 _FIRST_EPOCH = 0
 
@@ -54,8 +54,7 @@ async def handle_init_producer_id(context: BrokerContext, request: DecodedReques
     if context.authorizer is not None:
         refusal = _refusal(context, request, body.transactional_id)
         if refusal is not None:
-            key = RequestKey(request.api_key, request.api_version, request.correlation_id)
-            return error_response(key, refusal)
+            return refuse_whole(request, refusal)
     if body.transactional_id is not None:
         if context.transactions is None:
             raise RuntimeError("the transaction coordinator is not started")

@@ -58,14 +58,14 @@ from tickwheel.coordinator.share_group import (
     ShareGroupCoordinator,
     ShareGroupTopology,
 )
-from tickwheel.protocol import DecodedRequest, RequestKey, VersionRange, error_response
+from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._connection_id import current_connection_id
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
-from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
+from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole, reply, to_ms
 from tickwheel.share import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -189,8 +189,7 @@ async def handle_share_group_heartbeat(context: BrokerContext, request: DecodedR
     if context.authorizer is not None:
         refusal = _heartbeat_refusal(context, request, body.group_id or "", names or ())
         if refusal is not None:
-            key = RequestKey(request.api_key, request.api_version, request.correlation_id)
-            return error_response(key, refusal)
+            return refuse_whole(request, refusal)
     answer = _share_groups(context).heartbeat(
         HeartbeatRequest(
             group_id=body.group_id or "",

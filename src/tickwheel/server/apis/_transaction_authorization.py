@@ -27,16 +27,14 @@ from kio.schema.errors import ErrorCode
 from tickwheel.coordinator.transaction import TransactionService
 from tickwheel.protocol import (
     DecodedRequest,
-    RequestKey,
     build_entity,
     encode_response,
-    error_response,
     response_schema,
 )
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import Response
+from tickwheel.server.apis._common import Response, refuse_whole
 
 _ADD_PARTITIONS_TO_TXN = 24
 _ADD_OFFSETS_TO_TXN = 25
@@ -50,11 +48,6 @@ def _txn_allowed(context: BrokerContext, request: DecodedRequest, transactional_
     return authorize(
         context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
     )
-
-
-def _refuse(request: DecodedRequest, error_code: ErrorCode) -> Response:
-    key = RequestKey(request.api_key, request.api_version, request.correlation_id)
-    return error_response(key, error_code)
 
 
 def _add_partitions(context: BrokerContext, request: DecodedRequest) -> Response | None:
@@ -153,11 +146,11 @@ async def authorized_transaction_request(
     if key in (_END_TXN, _ADD_OFFSETS_TO_TXN) and not _txn_allowed(
         context, request, body.transactional_id
     ):
-        return _refuse(request, _TXN_DENIED)
+        return refuse_whole(request, _TXN_DENIED)
     if key == _ADD_OFFSETS_TO_TXN and not authorize(
         context, request, AclOperation.READ, ResourceType.GROUP, body.group_id
     ):
-        return _refuse(request, ErrorCode.group_authorization_failed)
+        return refuse_whole(request, ErrorCode.group_authorization_failed)
     if key == _ADD_PARTITIONS_TO_TXN:
         refused = _add_partitions(context, request)
         if refused is not None:
