@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tickwheel.cluster import BrokerChannel, BrokerEndpoint, LocalCluster
+from tickwheel.cluster import (
+    BrokerChannel,
+    BrokerChannels,
+    BrokerEndpoint,
+    ChannelSettings,
+    LocalCluster,
+)
 from tickwheel.coordinator.share import coordinator_key
 from tickwheel.server._share_transport import KafkaShareStateTransport
 from tickwheel.share import PersisterStateBatch, RecordState, ShareGroupState, SharePartitionKey
@@ -42,7 +48,9 @@ def _transport(cluster: LocalCluster) -> KafkaShareStateTransport:
         port = ports.get(broker_id)
         return None if port is None else BrokerEndpoint(broker_id, "127.0.0.1", port)
 
-    return KafkaShareStateTransport(endpoint, client_id="share-state-test", timeout_ms=10_000)
+    return KafkaShareStateTransport(
+        BrokerChannels(endpoint, ChannelSettings("share-state-test", 10_000))
+    )
 
 
 def _coordinator(cluster: LocalCluster, asked: int) -> int | None:

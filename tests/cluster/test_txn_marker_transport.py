@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tickwheel.cluster import KafkaTxnMarkerTransport
+from tickwheel.cluster import BrokerChannels, ChannelSettings, KafkaTxnMarkerTransport
 from tickwheel.cluster._znodes import BrokerEndpoint
 from tickwheel.protocol import (
     VersionRange,
@@ -73,9 +73,10 @@ async def test_markers_travel_as_write_txn_markers_v1() -> None:
     server = await serve(answers, seen)
     port = server.sockets[0].getsockname()[1]
     transport = KafkaTxnMarkerTransport(
-        lambda broker_id: BrokerEndpoint(broker_id, "127.0.0.1", port),
-        client_id="test",
-        timeout_ms=5_000,
+        BrokerChannels(
+            lambda broker_id: BrokerEndpoint(broker_id, "127.0.0.1", port),
+            ChannelSettings("test", 5_000),
+        )
     )
     marker = TxnMarker(
         producer_id=42,
@@ -103,6 +104,8 @@ async def test_markers_travel_as_write_txn_markers_v1() -> None:
 
 
 async def test_an_unknown_broker_raises() -> None:
-    transport = KafkaTxnMarkerTransport(lambda _: None, client_id="test", timeout_ms=1_000)
+    transport = KafkaTxnMarkerTransport(
+        BrokerChannels(lambda _: None, ChannelSettings("test", 1_000))
+    )
     with pytest.raises(ConnectionError):
         await transport.write_txn_markers(5, [])

@@ -30,7 +30,9 @@ from tickwheel.cluster._metadata import (
 from tickwheel.cluster._node import ClusterNode, ClusterSettings, InconsistentClusterIdError
 from tickwheel.cluster._wire import (
     BrokerChannel,
+    BrokerChannels,
     ChannelSasl,
+    ChannelSettings,
     EndpointLookup,
     KafkaFetchTransport,
     KafkaTxnMarkerTransport,
@@ -75,11 +77,13 @@ __all__ = [
     "USER_ENTITY",
     "AssignmentError",
     "BrokerChannel",
+    "BrokerChannels",
     "BrokerEndpoint",
     "BrokerIdTakenError",
     "BrokerProcess",
     "BrokerRegistration",
     "ChannelSasl",
+    "ChannelSettings",
     "ClusterNode",
     "ClusterSettings",
     "Controller",

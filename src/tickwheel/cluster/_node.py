@@ -94,7 +94,12 @@ from tickwheel.cluster._controller import Controller, ControllerSettings
 from tickwheel.cluster._delayed_elect_leader import DelayedElectLeader
 from tickwheel.cluster._election import elect_offline
 from tickwheel.cluster._metadata import NO_CONTROLLER, MetadataCache, TopicMetadata
-from tickwheel.cluster._wire import ChannelSasl, KafkaFetchTransport
+from tickwheel.cluster._wire import (
+    BrokerChannels,
+    ChannelSasl,
+    ChannelSettings,
+    KafkaFetchTransport,
+)
 from tickwheel.cluster._zk import ControllerEpoch, TopicExistsError, ZkClient, ZkSettings
 from tickwheel.cluster._znodes import (
     BROKER_ENTITY,
@@ -311,11 +316,9 @@ class ClusterNode:
             )
         )
         self._transport = KafkaFetchTransport(
-            self.inter_broker_endpoint,
-            client_id=f"tickwheel-replica-{settings.broker_id}",
-            timeout_ms=settings.replica_socket_timeout_ms,
-            ssl_context=settings.inter_broker_ssl_context,
-            sasl=settings.inter_broker_sasl,
+            self.inter_broker_channels(
+                f"tickwheel-replica-{settings.broker_id}", settings.replica_socket_timeout_ms
+            )
         )
         self._fetchers = ReplicaFetcherManager(replica_manager, self._transport, settings.fetcher)
         self.isr_manager = IsrManager(
@@ -343,8 +346,23 @@ class ClusterNode:
 
     def inter_broker_endpoint(self, broker_id: int) -> BrokerEndpoint | None:
         """Where this broker reaches live broker ``broker_id``: its endpoint on the
-        inter-broker listener (connect with ``settings.inter_broker_ssl_context``)."""
+        inter-broker listener."""
         return self.cache.broker(broker_id, self.settings.inter_broker_listener)
+
+    def inter_broker_channels(self, client_id: str, timeout_ms: int) -> BrokerChannels:
+        """Channels to the other brokers on the inter-broker listener, with its TLS and
+        SASL login (followers, transaction markers and share-state requests each own
+        a set)."""
+        settings = self.settings
+        return BrokerChannels(
+            self.inter_broker_endpoint,
+            ChannelSettings(
+                client_id,
+                timeout_ms,
+                ssl_context=settings.inter_broker_ssl_context,
+                sasl=settings.inter_broker_sasl,
+            ),
+        )
 
     async def start(self, advertised: BrokerRegistration) -> None:
         """Join the cluster advertising ``advertised``, this broker's every listener.
@@ -927,7 +945,9 @@ class ClusterNode:
         """Replace the configs of a topic or broker entity (``<default>``, a broker id)
         in ZooKeeper, notify every broker, and wait until this one has applied it."""
         sequence = await asyncio.to_thread(self._zk.set_entity_config, entity_type, name, configs)
-        _log.info("set the config of %s/%s to %s", entity_type, name, dict(configs))
+        # A user's configs are SCRAM credentials (salt and keys): their names only.
+        shown = sorted(configs) if entity_type == USER_ENTITY else dict(configs)
+        _log.info("set the config of %s/%s to %s", entity_type, name, shown)
         await self.wait_until(lambda: self._applied_config_change >= sequence, timeout_ms)
 
     async def update_acls(

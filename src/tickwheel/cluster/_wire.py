@@ -4,7 +4,9 @@
 request at a time (a follower's fetcher never pipelines): the request is encoded
 with kio (request header v2 for flexible versions, v1 otherwise), the response's
 header and body decoded with kio. ``KafkaFetchTransport`` is the replica layer's
-``FetchTransport`` on top of it: a follower's fetch becomes a Fetch request at
+``FetchTransport`` on top of it (through ``BrokerChannels``, one channel per broker
+opened with the ``ChannelSettings`` every inter-broker channel of a kind shares): a
+follower's fetch becomes a Fetch request at
 ``FETCH_VERSION``, the answer becomes ``FollowerFetchResult``s; a follower's question
 where its leader epoch ends becomes an OffsetsForLeaderEpoch v4 (with its replica id).
 ``KafkaTxnMarkerTransport`` is the transaction coordinator's ``MarkerTransport``: the
@@ -58,7 +60,12 @@ from tickwheel.replica import (
     TopicPartition,
     TxnMarker,
 )
-from tickwheel.security import SaslClientError, sasl_client
+from tickwheel.security import (
+    SASL_AUTHENTICATE_KEY,
+    SASL_HANDSHAKE_KEY,
+    SaslClientError,
+    sasl_client,
+)
 
 FETCH_KEY = 1
 FETCH_VERSION = 12
@@ -70,9 +77,7 @@ _READ_UNCOMMITTED = 0
 _NO_SESSION = 0
 _FULL_FETCH_EPOCH = -1
 _NO_EPOCH = -1
-SASL_HANDSHAKE_KEY = 17
 SASL_HANDSHAKE_VERSION = 1
-SASL_AUTHENTICATE_KEY = 36
 SASL_AUTHENTICATE_VERSION = 2
 _REAUTHENTICATE_AT = 0.85
 """The share of a SASL session's lifetime after which a channel reconnects."""
@@ -226,40 +231,62 @@ EndpointLookup = Callable[[int], BrokerEndpoint | None]
 """A broker's endpoint on the inter-broker listener, by broker id (None: not live)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelSettings:
+    """How this broker's channels to the others connect: the client id they send, the
+    request timeout, and the inter-broker listener's TLS and SASL login (None: none)."""
+
+    client_id: str
+    timeout_ms: int
+    ssl_context: ssl.SSLContext | None = None
+    sasl: ChannelSasl | None = None
+
+
+class BrokerChannels:
+    """One ``BrokerChannel`` per broker, opened on first use and made anew when the
+    broker's endpoint changes; ``drop`` closes one after a failed request (the next
+    request reconnects)."""
+
+    def __init__(self, endpoints: EndpointLookup, settings: ChannelSettings) -> None:
+        self._endpoints = endpoints
+        self._settings = settings
+        self._channels: dict[int, BrokerChannel] = {}
+
+    def get(self, broker_id: int) -> BrokerChannel:
+        """The channel to ``broker_id``; ``ConnectionError`` if it is not registered."""
+        endpoint = self._endpoints(broker_id)
+        if endpoint is None:
+            raise ConnectionError(f"broker {broker_id} is not registered")
+        channel = self._channels.get(broker_id)
+        if channel is None or channel.endpoint != endpoint:
+            settings = self._settings
+            channel = BrokerChannel(
+                endpoint,
+                client_id=settings.client_id,
+                timeout_ms=settings.timeout_ms,
+                ssl_context=settings.ssl_context,
+                sasl=settings.sasl,
+            )
+            self._channels[broker_id] = channel
+        return channel
+
+    async def drop(self, broker_id: int) -> None:
+        """Close the channel to ``broker_id``, if one is open."""
+        channel = self._channels.pop(broker_id, None)
+        if channel is not None:
+            await channel.close()
+
+    async def close(self) -> None:
+        """Close every channel."""
+        for broker_id in list(self._channels):
+            await self.drop(broker_id)
+
+
 class KafkaFetchTransport:
     """Follower fetches as Fetch requests, one ``BrokerChannel`` per leader."""
 
-    def __init__(
-        self,
-        endpoints: EndpointLookup,
-        *,
-        client_id: str,
-        timeout_ms: int,
-        ssl_context: ssl.SSLContext | None = None,
-        sasl: ChannelSasl | None = None,
-    ) -> None:
-        self._endpoints = endpoints
-        self._client_id = client_id
-        self._timeout_ms = timeout_ms
-        self._ssl_context = ssl_context
-        self._sasl = sasl
-        self._channels: dict[int, BrokerChannel] = {}
-
-    def _channel(self, leader_id: int) -> BrokerChannel:
-        endpoint = self._endpoints(leader_id)
-        if endpoint is None:
-            raise ConnectionError(f"broker {leader_id} is not registered")
-        channel = self._channels.get(leader_id)
-        if channel is None or channel.endpoint != endpoint:
-            channel = BrokerChannel(
-                endpoint,
-                client_id=self._client_id,
-                timeout_ms=self._timeout_ms,
-                ssl_context=self._ssl_context,
-                sasl=self._sasl,
-            )
-            self._channels[leader_id] = channel
-        return channel
+    def __init__(self, channels: BrokerChannels) -> None:
+        self._channels = channels
 
     async def fetch(
         self, leader_id: int, request: FollowerFetchRequest
@@ -277,7 +304,7 @@ class KafkaFetchTransport:
                     "partition_max_bytes": p.max_bytes,
                 }
             )
-        body = await self._channel(leader_id).request(
+        body = await self._channels.get(leader_id).request(
             FETCH_KEY,
             FETCH_VERSION,
             {
@@ -320,7 +347,7 @@ class KafkaFetchTransport:
                     "leader_epoch": leader_epoch,
                 }
             )
-        body = await self._channel(leader_id).request(
+        body = await self._channels.get(leader_id).request(
             OFFSETS_FOR_LEADER_EPOCH_KEY,
             OFFSETS_FOR_LEADER_EPOCH_VERSION,
             {
@@ -341,51 +368,19 @@ class KafkaFetchTransport:
 
     async def disconnect(self, leader_id: int) -> None:
         """Close the connection to ``leader_id``."""
-        channel = self._channels.pop(leader_id, None)
-        if channel is not None:
-            await channel.close()
+        await self._channels.drop(leader_id)
 
     async def close(self) -> None:
         """Close every connection."""
-        for leader_id in list(self._channels):
-            await self.disconnect(leader_id)
+        await self._channels.close()
 
 
 class KafkaTxnMarkerTransport:
     """The transaction coordinator's ``MarkerTransport``: WriteTxnMarkers v1 requests,
     one ``BrokerChannel`` per destination broker (one request at a time on each)."""
 
-    def __init__(
-        self,
-        endpoints: EndpointLookup,
-        *,
-        client_id: str,
-        timeout_ms: int,
-        ssl_context: ssl.SSLContext | None = None,
-        sasl: ChannelSasl | None = None,
-    ) -> None:
-        self._endpoints = endpoints
-        self._client_id = client_id
-        self._timeout_ms = timeout_ms
-        self._ssl_context = ssl_context
-        self._sasl = sasl
-        self._channels: dict[int, BrokerChannel] = {}
-
-    def _channel(self, broker_id: int) -> BrokerChannel:
-        endpoint = self._endpoints(broker_id)
-        if endpoint is None:
-            raise ConnectionError(f"broker {broker_id} is not registered")
-        channel = self._channels.get(broker_id)
-        if channel is None or channel.endpoint != endpoint:
-            channel = BrokerChannel(
-                endpoint,
-                client_id=self._client_id,
-                timeout_ms=self._timeout_ms,
-                ssl_context=self._ssl_context,
-                sasl=self._sasl,
-            )
-            self._channels[broker_id] = channel
-        return channel
+    def __init__(self, channels: BrokerChannels) -> None:
+        self._channels = channels
 
     async def write_txn_markers(
         self, broker_id: int, markers: Sequence[TxnMarker]
@@ -411,14 +406,12 @@ class KafkaTxnMarkerTransport:
                     "coordinator_epoch": marker.coordinator_epoch,
                 }
             )
-        channel = self._channel(broker_id)
         try:
-            body = await channel.request(
+            body = await self._channels.get(broker_id).request(
                 WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, {"markers": entries}
             )
         except BaseException:
-            self._channels.pop(broker_id, None)
-            await channel.close()
+            await self._channels.drop(broker_id)
             raise
         results: dict[int, dict[TopicPartition, int]] = {}
         for marker_result in body.markers:
@@ -430,6 +423,4 @@ class KafkaTxnMarkerTransport:
 
     async def close(self) -> None:
         """Close every connection."""
-        channels, self._channels = list(self._channels.values()), {}
-        for channel in channels:
-            await channel.close()
+        await self._channels.close()

@@ -16,13 +16,12 @@ Concurrency contract: event-loop thread only.
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.cluster import BrokerChannel, ChannelSasl, EndpointLookup, WireError
+from tickwheel.cluster import BrokerChannels, WireError
 from tickwheel.coordinator.share import NO_LEADER_EPOCH, batches_from_wire, batches_to_wire
 from tickwheel.share import ShareGroupState, SharePartitionKey
 
@@ -38,21 +37,8 @@ class KafkaShareStateTransport:
     """Share-state requests to other brokers' share coordinators: one ``BrokerChannel``
     per broker, its requests one at a time (a lock per broker)."""
 
-    def __init__(
-        self,
-        endpoints: EndpointLookup,
-        *,
-        client_id: str,
-        timeout_ms: int,
-        ssl_context: ssl.SSLContext | None = None,
-        sasl: ChannelSasl | None = None,
-    ) -> None:
-        self._endpoints = endpoints
-        self._client_id = client_id
-        self._timeout_ms = timeout_ms
-        self._ssl_context = ssl_context
-        self._sasl = sasl
-        self._channels: dict[int, BrokerChannel] = {}
+    def __init__(self, channels: BrokerChannels) -> None:
+        self._channels = channels
         self._locks: dict[int, asyncio.Lock] = {}
 
     async def _partition_answer(
@@ -62,21 +48,9 @@ class KafkaShareStateTransport:
 
         A failed request closes the channel (the next one reconnects) and raises.
         """
-        endpoint = self._endpoints(broker_id)
-        if endpoint is None:
-            raise ConnectionError(f"broker {broker_id} is not registered")
         lock = self._locks.setdefault(broker_id, asyncio.Lock())
         async with lock:
             channel = self._channels.get(broker_id)
-            if channel is None or channel.endpoint != endpoint:
-                channel = BrokerChannel(
-                    endpoint,
-                    client_id=self._client_id,
-                    timeout_ms=self._timeout_ms,
-                    ssl_context=self._ssl_context,
-                    sasl=self._sasl,
-                )
-                self._channels[broker_id] = channel
             values = {
                 "group_id": key.group_id,
                 "topics": [{"topic_id": key.topic_id, "partitions": [partition]}],
@@ -84,8 +58,7 @@ class KafkaShareStateTransport:
             try:
                 body = await channel.request(api_key, _SHARE_STATE_VERSION, values)
             except BaseException:
-                self._channels.pop(broker_id, None)
-                await channel.close()
+                await self._channels.drop(broker_id)
                 raise
         try:
             (result,) = body.results
@@ -173,6 +146,4 @@ class KafkaShareStateTransport:
 
     async def close(self) -> None:
         """Close every connection."""
-        channels, self._channels = list(self._channels.values()), {}
-        for channel in channels:
-            await channel.close()
+        await self._channels.close()

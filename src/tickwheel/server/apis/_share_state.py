@@ -83,11 +83,9 @@ def start_share_coordinator(
             locate=_cluster_locator(cluster, config),
             endpoint_of=functools.partial(_endpoint_of, context, cluster),
             transport=KafkaShareStateTransport(
-                cluster.inter_broker_endpoint,
-                client_id=_CLIENT_ID.format(context.broker_id),
-                timeout_ms=PERSISTER_TIMEOUT_MS,
-                ssl_context=cluster.settings.inter_broker_ssl_context,
-                sasl=cluster.settings.inter_broker_sasl,
+                cluster.inter_broker_channels(
+                    _CLIENT_ID.format(context.broker_id), PERSISTER_TIMEOUT_MS
+                )
             ),
         )
         chain_leadership(cluster, SHARE_GROUP_STATE_TOPIC, service.on_elected, service.on_resigned)

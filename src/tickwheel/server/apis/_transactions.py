@@ -116,11 +116,9 @@ def start_transactions(context: BrokerContext, broker_time: BrokerTime) -> Trans
             locate=_cluster_locator(context, cluster, config),
             leader_of=_cluster_leader_lookup(cluster),
             transport=KafkaTxnMarkerTransport(
-                cluster.inter_broker_endpoint,
-                client_id=_MARKER_CLIENT_ID.format(context.broker_id),
-                timeout_ms=config.request_timeout_ms,
-                ssl_context=cluster.settings.inter_broker_ssl_context,
-                sasl=cluster.settings.inter_broker_sasl,
+                cluster.inter_broker_channels(
+                    _MARKER_CLIENT_ID.format(context.broker_id), config.request_timeout_ms
+                )
             ),
         )
         chain_leadership(cluster, TRANSACTION_STATE_TOPIC, service.on_elected, service.on_resigned)
