@@ -29,10 +29,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from security.certs import Certificates, write_certificates
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint
 from tickwheel.server import BackgroundBroker, BrokerConfig, ConfigError
-from tickwheel.server._listener import TLS_HANDSHAKE_TIMEOUT_S
+from tickwheel.server._listener import TLS_HANDSHAKE_TIMEOUT_S, TLS_SHUTDOWN_TIMEOUT_S
 from tickwheel.server._tls import inter_broker_ssl_context, listener_tls
 
-from .wire import WireClient
+from .wire import WireClient, encode_request
 
 pytestmark = pytest.mark.integration
 
@@ -361,3 +361,24 @@ def test_stopping_does_not_wait_for_clients_that_never_finish_their_handshake(
         running.stop()
         assert time.monotonic() - started < TLS_HANDSHAKE_TIMEOUT_S / 2
         assert silent.recv(1) == b""
+
+
+def test_stopping_does_not_wait_for_a_silent_tls_client_to_answer_close_notify(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    """A client that finished its handshake and then reads nothing never answers the
+    broker's close_notify: the broker drops it after TLS_SHUTDOWN_TIMEOUT_S and stops
+    cleanly, rather than waiting asyncio's 30 s and failing its thread."""
+    running = BackgroundBroker(_config(tmp_path, certificates)).start()
+    endpoint = running.endpoint("SSL")
+    context = ssl.create_default_context(cafile=str(certificates.ca))
+    with (
+        socket.create_connection((endpoint.host, endpoint.port), timeout=WAIT_S) as raw,
+        context.wrap_socket(raw, server_hostname=endpoint.host) as silent,
+    ):
+        # ApiVersions, so the broker holds a connection; its answer is never read.
+        silent.sendall(encode_request(API_VERSIONS, 0, {}, correlation_id=1))
+        time.sleep(0.2)
+        started = time.monotonic()
+        running.stop()
+        assert time.monotonic() - started < TLS_SHUTDOWN_TIMEOUT_S + 3
