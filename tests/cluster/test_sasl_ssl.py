@@ -78,6 +78,7 @@ def cluster_properties(certificates: Certificates) -> dict[str, str]:
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": f"User:{ADMIN}",
         "group.initial.rebalance.delay.ms": "0",
+        "offsets.topic.num.partitions": "1",
     }
 
 
