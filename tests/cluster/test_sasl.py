@@ -28,20 +28,15 @@ from tickwheel.security import (
     PlainClient,
     SaslClient,
     ScramClient,
-    credential_to_string,
 )
-from tickwheel.server import BackgroundBroker, BrokerConfig
+from tickwheel.server import BackgroundBroker
 
-from .helpers import CLUSTER_PROPERTIES, WAIT_S, ZOOKEEPER_TICK_MS, wait_for
+from .helpers import WAIT_S, ZOOKEEPER_TICK_MS, wait_for
+from .sasl import in_process_brokers, scram_jaas, write_scram_credential
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
-BROKERS = 3
 HANDSHAKE, AUTHENTICATE, ALTER_SCRAM = 17, 36, 51
-SCRAM_JAAS = (
-    "org.apache.kafka.common.security.scram.ScramLoginModule required "
-    f'username="{ADMIN}" password="{ADMIN_PASSWORD}";'
-)
 
 
 @pytest.fixture
@@ -50,26 +45,14 @@ def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
         yield server
 
 
-@contextlib.contextmanager
 def _brokers(
     tmp_path: Path, zookeeper: ZooKeeperServer, properties: dict[str, str]
-) -> Iterator[list[BackgroundBroker]]:
-    with contextlib.ExitStack() as stack:
-        brokers = []
-        for broker_id in range(BROKERS):
-            config = BrokerConfig.from_properties(
-                {
-                    **CLUSTER_PROPERTIES,
-                    "broker.id": str(broker_id),
-                    "log.dirs": str(tmp_path / f"broker-{broker_id}"),
-                    "zookeeper.connect": zookeeper.connect,
-                    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-                    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-                    **properties,
-                }
-            )
-            brokers.append(stack.enter_context(BackgroundBroker(config)))
-        yield brokers
+) -> contextlib.AbstractContextManager[list[BackgroundBroker]]:
+    sasl = {
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+    }
+    return in_process_brokers(tmp_path, zookeeper, {**sasl, **properties})
 
 
 def _login(servers: str, client: SaslClient) -> WireClient:
@@ -143,20 +126,14 @@ def test_a_scram_user_created_on_one_broker_logs_in_on_every_broker(
 def test_brokers_replicate_over_a_sasl_scram_inter_broker_listener(
     tmp_path: Path, zookeeper: ZooKeeperServer
 ) -> None:
-    zk = KazooClient(hosts=zookeeper.connect)
-    zk.start()
-    try:
-        credential = SCRAM_SHA_256.credential(ADMIN_PASSWORD)
-        document = {"version": 1, "config": {"SCRAM-SHA-256": credential_to_string(credential)}}
-        zk.create("/config/users/admin", json.dumps(document).encode(), makepath=True)
-    finally:
-        zk.stop()
-        zk.close()
+    write_scram_credential(zookeeper, ADMIN, ADMIN_PASSWORD, SCRAM_SHA_256.name)
     properties = {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
         "security.inter.broker.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
-        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": scram_jaas(
+            ADMIN, ADMIN_PASSWORD
+        ),
         "min.insync.replicas": "3",
     }
     with _brokers(tmp_path, zookeeper, properties) as brokers:

@@ -29,6 +29,17 @@ class Certificates:
             "ssl.truststore.location": str(self.ca),
         }
 
+    def client_properties(
+        self, protocol: str = "SSL", *, with_certificate: bool = False
+    ) -> dict[str, str]:
+        """librdkafka's settings for a TLS listener (``protocol`` SSL or SASL_SSL),
+        trusting this CA, presenting the client certificate when told."""
+        settings = {"security.protocol": protocol, "ssl.ca.location": str(self.ca)}
+        if with_certificate:
+            settings["ssl.certificate.location"] = str(self.client_cert)
+            settings["ssl.key.location"] = str(self.client_key)
+        return settings
+
 
 def write_certificates(directory: Path) -> Certificates:
     """A fresh CA with a broker and a client certificate, written under ``directory``."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -27,12 +26,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import (
-    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
-    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -59,15 +56,22 @@ from tickwheel.security import AclPermissionType as Permission
 from tickwheel.security import ResourceType as Resource
 from tickwheel.server import BackgroundBroker, Broker, BrokerConfig
 
+from .acls import (
+    ANONYMOUS,
+    FAST_CLIENT,
+    TIMEOUT_S,
+    acl,
+    consume_one,
+    create_acls,
+    create_topics,
+    produce,
+)
 from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-ANONYMOUS = "User:ANONYMOUS"
-TIMEOUT_S = 15.0
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
-FAST_CLIENT = {"socket.timeout.ms": 5000, "message.timeout.ms": 5000}
 
 
 @pytest.fixture
@@ -92,27 +96,6 @@ def grant(broker: BackgroundBroker, resource: Resource, name: str, *operations: 
 def admin(tickwheel_broker: BackgroundBroker) -> AdminClient:
     grant(tickwheel_broker, Resource.CLUSTER, "kafka-cluster", Op.ALTER, Op.CREATE)
     return AdminClient({"bootstrap.servers": tickwheel_broker.bootstrap_servers})
-
-
-def acl(
-    resource_type: ResourceType,
-    name: str,
-    operation: AclOperation,
-    permission: AclPermissionType = AclPermissionType.ALLOW,
-    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
-    principal: str = ANONYMOUS,
-) -> AclBinding:
-    return AclBinding(resource_type, name, pattern, principal, "*", operation, permission)
-
-
-def create_acls(admin: AdminClient, *bindings: AclBinding) -> None:
-    for future in admin.create_acls(list(bindings)).values():
-        future.result(TIMEOUT_S)
-
-
-def create_topics(admin: AdminClient, *names: str) -> None:
-    for future in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
-        future.result(TIMEOUT_S)
 
 
 ANY_FILTER = AclBindingFilter(
@@ -278,21 +261,6 @@ def test_kafka_python_admin_manages_acls(
 # -- requests allowed and denied ----------------------------------------------------------
 
 
-def produce(bootstrap_servers: str, topic: str, **config: Any) -> KafkaError | None:
-    """Produce one record and return its error (None: delivered); librdkafka raises at
-    once when its metadata already says the topic is refused."""
-    producer = Producer({"bootstrap.servers": bootstrap_servers, **FAST_CLIENT, **config})
-    outcome: list[KafkaError | None] = []
-    try:
-        producer.produce(topic, b"value", on_delivery=lambda err, _msg: outcome.append(err))
-    except KafkaException as exc:
-        error: KafkaError = exc.args[0]
-        return error
-    producer.flush(TIMEOUT_S)
-    assert outcome, "the record was never delivered nor failed"
-    return outcome[0]
-
-
 def test_produce_needs_write_and_deny_wins(
     tickwheel_broker: BackgroundBroker, admin: AdminClient
 ) -> None:
@@ -322,34 +290,6 @@ def test_idempotent_producers_need_idempotent_write_or_write_on_a_topic(
     assert refused is not None
     create_acls(admin, acl(ResourceType.TOPIC, "orders", AclOperation.WRITE))
     assert produce(servers, "orders", **{"enable.idempotence": True}) is None
-
-
-def consume_one(
-    bootstrap_servers: str, group_id: str, topic: str, **config: Any
-) -> tuple[bytes | None, int]:
-    """Subscribe and poll until a record or an error: (value, error code)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            "group.id": group_id,
-            "auto.offset.reset": "earliest",
-            **config,
-        }
-    )
-    consumer.subscribe([topic])
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                return None, error.code()
-            return message.value(), 0
-    finally:
-        consumer.close()
-    raise AssertionError(f"group {group_id} consumed nothing from {topic}")
 
 
 def test_consume_needs_read_on_the_topic_and_the_group(

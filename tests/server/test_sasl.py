@@ -39,6 +39,7 @@ from .sasl import (
     ALICE_PASSWORD,
     SASL_PROPERTIES,
     TIMEOUT_S,
+    auth_error,
     client_config,
     create_scram_user,
 )
@@ -75,22 +76,6 @@ def _produce_and_consume(config: dict[str, object], topic: str) -> None:
     assert message.value() == b"over sasl"
 
 
-def _auth_error(config: dict[str, object]) -> KafkaError:
-    """The authentication error librdkafka reports for ``config``'s login."""
-    errors: list[KafkaError] = []
-
-    def on_error(error: KafkaError) -> None:
-        if error.code() == KafkaError._AUTHENTICATION:
-            errors.append(error)
-
-    producer = Producer({**config, "error_cb": on_error})
-    deadline = time.monotonic() + TIMEOUT_S
-    while not errors and time.monotonic() < deadline:
-        producer.poll(0.1)
-    assert errors, "librdkafka reported no authentication error"
-    return errors[0]
-
-
 @pytest.mark.parametrize("mechanism", ["PLAIN", *SCRAMS])
 def test_confluent_kafka_produces_and_consumes(
     tickwheel_broker: BackgroundBroker, mechanism: str
@@ -110,7 +95,7 @@ def test_wrong_password_is_an_authentication_error(
     servers = tickwheel_broker.bootstrap_servers
     if mechanism != "PLAIN":
         create_scram_user(servers, ALICE, ALICE_PASSWORD, mechanism)
-    error = _auth_error(client_config(servers, mechanism, ALICE, "wrong"))
+    error = auth_error(client_config(servers, mechanism, ALICE, "wrong"))
     assert error.code() == KafkaError._AUTHENTICATION
     assert "invalid credentials with SASL mechanism " + mechanism in error.str()
     # librdkafka says how long its request waited: the broker held the answer for
@@ -119,7 +104,7 @@ def test_wrong_password_is_an_authentication_error(
     assert waited is not None, error.str()
     assert int(waited[1]) >= FAILED_AUTHENTICATION_DELAY_MS - CLOCK_SLACK_MS
     # An unknown user is told the same thing.
-    unknown = _auth_error(client_config(servers, mechanism, "mallory", "wrong"))
+    unknown = auth_error(client_config(servers, mechanism, "mallory", "wrong"))
     assert unknown.str().split("(after")[0] == error.str().split("(after")[0]
 
 
@@ -265,7 +250,7 @@ def test_scram_user_lifecycle_through_the_admin_client(tmp_path: Path) -> None:
         with pytest.raises(KafkaException) as raised:
             again.result(TIMEOUT_S)
         assert raised.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
-        error = _auth_error(config)
+        error = auth_error(config)
         assert error.code() == KafkaError._AUTHENTICATION
     assert ErrorCode.resource_not_found.value == KafkaError.RESOURCE_NOT_FOUND
 

@@ -29,10 +29,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from security.certs import Certificates, write_certificates
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint
 from tickwheel.server import BackgroundBroker, BrokerConfig, ConfigError
-from tickwheel.server._listener import TLS_HANDSHAKE_TIMEOUT_S
+from tickwheel.server._listener import TLS_HANDSHAKE_TIMEOUT_S, TLS_SHUTDOWN_TIMEOUT_S
 from tickwheel.server._tls import inter_broker_ssl_context, listener_tls
 
-from .wire import WireClient
+from .wire import WireClient, encode_request
 
 pytestmark = pytest.mark.integration
 
@@ -74,15 +74,6 @@ def broker(
         yield running
 
 
-def _tls(certificates: Certificates, *, with_certificate: bool = False) -> dict[str, str]:
-    """librdkafka's settings for the SSL listener."""
-    settings = {"security.protocol": "SSL", "ssl.ca.location": str(certificates.ca)}
-    if with_certificate:
-        settings["ssl.certificate.location"] = str(certificates.client_cert)
-        settings["ssl.key.location"] = str(certificates.client_key)
-    return settings
-
-
 def _consume_all(servers: str, topic: str, count: int, settings: dict[str, str]) -> list[bytes]:
     consumer = Consumer(
         {
@@ -111,11 +102,11 @@ def test_confluent_kafka_produces_and_consumes_over_ssl_exact_bytes(
 ) -> None:
     """A batch far above the sendfile threshold comes back through TLS byte for byte."""
     servers = str(broker.endpoint("SSL"))
-    producer = Producer({"bootstrap.servers": servers, **_tls(certificates)})
+    producer = Producer({"bootstrap.servers": servers, **certificates.client_properties()})
     for value in (b"small", LARGE_VALUE, b"after"):
         producer.produce("tls-confluent", value)
     assert producer.flush(WAIT_S) == 0
-    values = _consume_all(servers, "tls-confluent", 3, _tls(certificates))
+    values = _consume_all(servers, "tls-confluent", 3, certificates.client_properties())
     assert values == [b"small", LARGE_VALUE, b"after"]
 
 
@@ -188,7 +179,7 @@ def test_metadata_through_each_listener_names_that_listeners_endpoint(
 ) -> None:
     plaintext, tls = broker.endpoint("PLAINTEXT"), broker.endpoint("SSL")
     assert plaintext.port != tls.port
-    for endpoint, settings in ((plaintext, {}), (tls, _tls(certificates))):
+    for endpoint, settings in ((plaintext, {}), (tls, certificates.client_properties())):
         admin = AdminClient({"bootstrap.servers": str(endpoint), **settings})
         brokers = admin.list_topics(timeout=WAIT_S).brokers
         assert [(b.host, b.port) for b in brokers.values()] == [(endpoint.host, endpoint.port)]
@@ -200,7 +191,7 @@ def test_a_plaintext_client_on_the_ssl_listener_is_disconnected_and_tls_clients_
     caplog.set_level(logging.INFO)
     host = "127.0.0.31"
     tls = str(broker.endpoint("SSL"))
-    admin = AdminClient({"bootstrap.servers": tls, **_tls(certificates)})
+    admin = AdminClient({"bootstrap.servers": tls, **certificates.client_properties()})
     admin.list_topics(timeout=WAIT_S)
     for _ in range(3):
         client = WireClient(tls, source_host=host)
@@ -228,11 +219,11 @@ def test_required_client_certificates_refuse_clients_without_one_and_name_the_re
     config = _config(tmp_path, certificates, ssl_client_auth="required")
     with BackgroundBroker(config) as broker:
         servers = str(broker.endpoint("SSL"))
-        anonymous = AdminClient({"bootstrap.servers": servers, **_tls(certificates)})
+        anonymous = AdminClient({"bootstrap.servers": servers, **certificates.client_properties()})
         with pytest.raises(KafkaException):
             anonymous.list_topics(timeout=3)
         alice = AdminClient(
-            {"bootstrap.servers": servers, **_tls(certificates, with_certificate=True)}
+            {"bootstrap.servers": servers, **certificates.client_properties(with_certificate=True)}
         )
         assert alice.list_topics(timeout=WAIT_S).brokers
     principals = [
@@ -319,7 +310,7 @@ def test_a_certificate_from_another_authority_is_refused(
         mallory = AdminClient(
             {
                 "bootstrap.servers": str(broker.endpoint("SSL")),
-                **_tls(certificates),
+                **certificates.client_properties(),
                 "ssl.certificate.location": str(tmp_path / "mallory.pem"),
                 "ssl.key.location": str(tmp_path / "mallory.key"),
             }
@@ -370,3 +361,24 @@ def test_stopping_does_not_wait_for_clients_that_never_finish_their_handshake(
         running.stop()
         assert time.monotonic() - started < TLS_HANDSHAKE_TIMEOUT_S / 2
         assert silent.recv(1) == b""
+
+
+def test_stopping_does_not_wait_for_a_silent_tls_client_to_answer_close_notify(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    """A client that finished its handshake and then reads nothing never answers the
+    broker's close_notify: the broker drops it after TLS_SHUTDOWN_TIMEOUT_S and stops
+    cleanly, rather than waiting asyncio's 30 s and failing its thread."""
+    running = BackgroundBroker(_config(tmp_path, certificates)).start()
+    endpoint = running.endpoint("SSL")
+    context = ssl.create_default_context(cafile=str(certificates.ca))
+    with (
+        socket.create_connection((endpoint.host, endpoint.port), timeout=WAIT_S) as raw,
+        context.wrap_socket(raw, server_hostname=endpoint.host) as silent,
+    ):
+        # ApiVersions, so the broker holds a connection; its answer is never read.
+        silent.sendall(encode_request(API_VERSIONS, 0, {}, correlation_id=1))
+        time.sleep(0.2)
+        started = time.monotonic()
+        running.stop()
+        assert time.monotonic() - started < TLS_SHUTDOWN_TIMEOUT_S + 3

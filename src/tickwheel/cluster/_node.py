@@ -1032,7 +1032,9 @@ class ClusterNode:
         ``retry_backoff_ms`` while leaderships remain; then the broker stops anyway.
         """
         settings = self.settings
-        if not settings.controlled_shutdown_enable:
+        if not settings.controlled_shutdown_enable or self._apply_task is None:
+            # Never started (the broker failed before joining): it leads nothing, and no
+            # task would apply the barrier that an attempt waits for.
             return
         for attempt in range(1, settings.controlled_shutdown_max_retries + 1):
             try:

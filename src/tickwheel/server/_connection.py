@@ -309,7 +309,9 @@ class Connection:
 
     async def wait_closed(self) -> None:
         """Wait until the socket is closed, after ``close``."""
-        with contextlib.suppress(ConnectionError):
+        # TimeoutError: a TLS client never answered our close_notify within the
+        # listener's TLS_SHUTDOWN_TIMEOUT_S, and asyncio dropped the socket.
+        with contextlib.suppress(ConnectionError, TimeoutError):
             await self._writer.wait_closed()
 
     async def _send(self, response: Response) -> None:

@@ -24,6 +24,8 @@ client, a client certificate the trust store does not vouch for, none where one 
 required, or no handshake within ``TLS_HANDSHAKE_TIMEOUT_S``) closes that socket alone,
 with one WARNING line per client host, rate-limited. ``close`` cancels handshakes still
 under way (the cancelled task closes its socket) instead of waiting out slow clients.
+Closing a TLS connection waits at most ``TLS_SHUTDOWN_TIMEOUT_S`` for the client's
+close_notify.
 
 When ``accept`` fails for want of resources (no file descriptors or buffers left),
 the listener stops watching for ``ACCEPT_RETRY_DELAY_S`` instead of spinning on a
@@ -55,6 +57,10 @@ ACCEPT_RETRY_DELAY_S = 1.0
 """Pause after ``accept`` ran out of resources (asyncio's ``ACCEPT_RETRY_DELAY``)."""
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 """How long a client may take to complete its TLS handshake before it is disconnected."""
+TLS_SHUTDOWN_TIMEOUT_S = 2.0
+"""How long closing a TLS connection waits for the client's close_notify before the socket
+is dropped (asyncio waits 30 s by default; Kafka does not wait): a peer that never
+answers must not hold up the broker's shutdown."""
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _GONE_BEFORE_ACCEPT = frozenset({errno.ECONNABORTED, errno.EAGAIN, errno.EWOULDBLOCK})
 
@@ -130,6 +136,7 @@ class Listener:
                     conn,
                     ssl=self._tls,
                     ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+                    ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT_S,
                 )
             task = self._loop.create_task(handover)
             self._handshakes[task] = _peer(conn)
