@@ -2,7 +2,9 @@
 
 The driver asks a ``KafkaMetadata`` (one ``AdminClient``) which partitions exist and
 where their logs begin and end. Executors read with a ``Consumer`` and write with a
-``Producer`` kept per Python worker process and per client configuration:
+``Producer`` kept per Python worker process and per client configuration (the
+exactly-once sink instead builds a transactional producer per task, and keeps one
+marker ``Consumer`` per worker and consumer group):
 Spark reuses worker processes across tasks, so a task pays for a connection only once
 per worker, as Spark's own connector caches its consumers and producers.
 
@@ -65,12 +67,18 @@ _ADMIN_DEFAULTS = {"log_level": "4"}
 # At-least-once needs every write acknowledged by all in-sync replicas.
 _WRITER_DEFAULTS = {"acks": "all", "linger.ms": "5"}
 
+# The exactly-once sink's consumer only reads and commits offsets inside transactions;
+# read_committed makes librdkafka ask for stable offsets (no pending transactional ones).
+_MARKER_SETTINGS = {"enable.auto.commit": "false", "isolation.level": "read_committed"}
+TRANSACTIONAL_ID = "transactional.id"
+
 _ISOLATION_LEVEL = "isolation.level"
 _READ_COMMITTED = "read_committed"
 
 _cache_lock = threading.Lock()
 _consumers: dict[ClientConfig, Consumer] = {}
 _producers: dict[ClientConfig, Producer] = {}
+_marker_consumers: dict[tuple[ClientConfig, str], Consumer] = {}
 
 
 def reader_consumer(client_config: ClientConfig) -> Consumer:
@@ -91,6 +99,25 @@ def writer_producer(client_config: ClientConfig) -> Producer:
             producer = _build(Producer, {**_WRITER_DEFAULTS, **dict(client_config)})
             _producers[client_config] = producer
         return producer
+
+
+def transactional_producer(client_config: ClientConfig, transactional_id: str) -> Producer:
+    """A new transactional producer (never cached: ``init_transactions`` runs once each)."""
+    return _build(
+        Producer,
+        {**_WRITER_DEFAULTS, **dict(client_config), TRANSACTIONAL_ID: transactional_id},
+    )
+
+
+def marker_consumer(client_config: ClientConfig, group_id: str) -> Consumer:
+    """This worker process's consumer of ``group_id``'s committed offsets (never subscribes)."""
+    with _cache_lock:
+        consumer = _marker_consumers.get((client_config, group_id))
+        if consumer is None:
+            settings = {**dict(client_config), **_MARKER_SETTINGS, "group.id": group_id}
+            consumer = _build(Consumer, settings)
+            _marker_consumers[(client_config, group_id)] = consumer
+        return consumer
 
 
 def _build(kind: Callable[[dict[str, Any]], _Client], config: dict[str, str]) -> _Client:

@@ -10,8 +10,10 @@ Names and defaults follow Spark's Kafka connector: ``kafka.bootstrap.servers``; 
 ``latest``, batch ``earliest``), ``endingOffsets`` (batch only, default ``latest``);
 ``maxOffsetsPerTrigger``; ``failOnDataLoss`` (default true); ``includeHeaders`` (default
 false); ``kafkaConsumer.pollTimeoutMs`` (default 120 s, Spark's network timeout); for
-the sink ``topic``. Every ``kafka.*`` option goes to the librdkafka client without its
-prefix, except the few this layer must own (offset reset and auto-commit, below).
+the sink ``topic`` and tickwheel's own ``exactlyOnce`` (default false). Every
+``kafka.*`` option goes to the librdkafka client without its prefix, except the few
+this layer must own (offset reset and auto-commit, below; ``transactional.id`` with
+``exactlyOnce``).
 Per-partition JSON need not name every partition: those it leaves out start at
 ``earliest`` and end at ``latest`` (Spark's connector requires them all).
 
@@ -42,6 +44,8 @@ DEFAULT_POLL_TIMEOUT_MS = 120_000
 # checkpoint), so these client settings are not the user's to change; Spark's
 # connector refuses the same ones.
 _OWNED_CLIENT_SETTINGS = frozenset({"auto.offset.reset", "enable.auto.commit"})
+# The exactly-once sink sets each task's transactional.id itself.
+_TRANSACTIONAL_ID = "transactional.id"
 _SUBSCRIPTION_OPTIONS = ("subscribe", "subscribepattern", "assign")
 _TRUE_FALSE = {"true": True, "false": False}
 
@@ -124,10 +128,12 @@ class SourceOptions:
 
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
-    """A Kafka sink's options, checked: the client settings and the default topic."""
+    """A Kafka sink's options, checked: the client settings, the default topic, and
+    ``exactlyOnce`` (tickwheel's own; see ``_exactly_once``)."""
 
     client_config: tuple[tuple[str, str], ...]
     topic: str | None
+    exactly_once: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -136,7 +142,17 @@ class SinkOptions:
         topic = opts.get("topic")
         if topic is not None and not topic.strip():
             raise SparkKafkaError("option topic is empty")
-        return cls(client_config=_client_config(opts), topic=topic)
+        exactly_once = _boolean(opts, "exactlyonce", "exactlyOnce", default=False)
+        client_config = _client_config(opts)
+        if exactly_once:
+            if topic is None:
+                raise SparkKafkaError("exactlyOnce=true needs the option topic")
+            if any(name == _TRANSACTIONAL_ID for name, _ in client_config):
+                raise SparkKafkaError(
+                    f"option {CLIENT_PREFIX}{_TRANSACTIONAL_ID} is not supported with"
+                    " exactlyOnce=true: the sink derives it from the query and partition"
+                )
+        return cls(client_config=client_config, topic=topic, exactly_once=exactly_once)
 
 
 def _client_config(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

@@ -55,7 +55,10 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return KafkaBatchWriter(self._sink_options(schema, overwrite))
+        options = self._sink_options(schema, overwrite)
+        if options.exactly_once:
+            raise SparkKafkaError("exactlyOnce=true is for streaming queries (writeStream)")
+        return KafkaBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802 (Spark API)
         return KafkaStreamWriter(self._sink_options(schema, overwrite))

@@ -1,19 +1,30 @@
 """The sink: streaming and batch writers that produce DataFrame rows to Kafka.
 
-Each task receives its rows as Arrow record batches, produces every row with its
-worker's cached ``Producer`` (``acks=all`` by default), then ``flush()``\\es and waits for
-every delivery report before returning its commit message. So when Spark commits a
-batch, every record of it is acknowledged by all in-sync replicas; a task with any
-failed delivery raises, and Spark fails the batch.
+Delivery guarantee: **at-least-once** by default, as Spark's own Kafka sink;
+**exactly-once** for ``read_committed`` readers of a streaming query with
+``exactlyOnce=true`` (see ``_exactly_once`` for the design and its assumptions: a
+deterministic batch -> partition plan, the option ``topic`` set).
 
-Delivery guarantee: **at-least-once.** Kafka records cannot be taken back, and the
-producer is not transactional. If a query dies after its tasks flushed but before
-Spark recorded the batch as committed, the restarted query replays that batch and its
-records are written a second time. ``commit`` itself has no effect on Kafka, so
-calling it again for a batch id already committed (as a restart may) changes nothing:
-it only logs the batch's record count. ``abort`` likewise cannot undo the records
-already delivered by tasks that succeeded; it logs how many there were. Consumers that
-need exactly-once deduplicate, e.g. by key.
+At-least-once: each task receives its rows as Arrow record batches, produces every row
+with its worker's cached ``Producer`` (``acks=all`` by default), then ``flush()``\\es
+and waits for every delivery report before returning its commit message. So when Spark
+commits a batch, every record of it is acknowledged by all in-sync replicas; a task
+with any failed delivery raises, and Spark fails the batch. Kafka records cannot be
+taken back: if a query dies after its tasks flushed but before Spark recorded the batch
+as committed, the restarted query replays that batch and its records are written a
+second time. ``abort`` likewise cannot undo the records already delivered by tasks
+that succeeded; it logs how many there were.
+
+Exactly-once: each task writes its part ``(query, batch, partition)`` of the
+micro-batch in one Kafka transaction that also commits the part's marker, after
+fencing earlier attempts and skipping a part whose marker is already there. The query
+id and batch id come from the task's local properties, which Spark sets on every task
+of a micro-batch. Batch writes (``df.write``) refuse the option: without a query and a
+checkpoint there is no replay to make idempotent.
+
+In both modes ``commit`` and ``abort`` on the driver only log: the tasks' writes are
+final (or, exactly-once, aborted) before the driver hears of them, and calling ``commit``
+again for a batch already committed (as a restart may) changes nothing.
 
 Concurrency: ``write`` runs in executor worker processes (one task per process at a
 time); ``commit``/``abort`` run on the driver, each on a fresh writer instance.
@@ -24,10 +35,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, Message, Producer
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -37,57 +46,40 @@ from pyspark.sql.datasource import (
 
 from tickwheel.spark._clients import writer_producer
 from tickwheel.spark._errors import SparkKafkaError
+from tickwheel.spark._exactly_once import TaskPart, write_exactly_once
 from tickwheel.spark._options import SinkOptions
+from tickwheel.spark._produce import Deliveries, produce_batch
 
-# The local property Spark sets on every task of a streaming micro-batch.
+# The local properties Spark sets on every task of a streaming micro-batch.
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
-# How long to let librdkafka drain its queue when it is full before retrying a produce.
-_QUEUE_FULL_POLL_S = 0.05
-# Unassigned: let the producer's partitioner choose.
-_ANY_PARTITION = -1
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class KafkaCommitMessage(WriterCommitMessage):
-    """What one task reports: how many records it delivered, and for which batch."""
+    """What one task reports: how many records it delivered, and for which batch.
+
+    ``already_committed``: exactly-once only, the task found its part written by an
+    earlier attempt and wrote nothing."""
 
     records: int
     task_partition: int
     batch_id: int | None
-
-
-class _Deliveries:
-    """Counts delivery reports and keeps the first failure."""
-
-    def __init__(self) -> None:
-        self.delivered = 0
-        self.first_error: KafkaError | None = None
-
-    def __call__(self, error: KafkaError | None, _message: Message) -> None:
-        if error is None:
-            self.delivered += 1
-        elif self.first_error is None:
-            self.first_error = error
+    already_committed: bool = False
 
 
 def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
     """Produce every row of ``batches``, wait for all acknowledgements, report the count."""
     producer = writer_producer(options.client_config)
-    deliveries = _Deliveries()
+    deliveries = Deliveries()
     produced = 0
     for batch in batches:
-        produced += _produce_batch(producer, options, batch, deliveries)
+        produced += produce_batch(producer, options.topic, batch, deliveries)
         producer.poll(0)
     producer.flush()
-    if deliveries.first_error is not None:
-        error = deliveries.first_error
-        raise SparkKafkaError(f"Kafka refused a record: {error.str()}", error_code=error.code())
-    if deliveries.delivered != produced:
-        raise SparkKafkaError(
-            f"only {deliveries.delivered} of {produced} records were acknowledged"
-        )
+    deliveries.check(produced)
     context = TaskContext.get()
     batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
     return KafkaCommitMessage(
@@ -97,48 +89,29 @@ def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Ka
     )
 
 
-def _produce_batch(
-    producer: Producer, options: SinkOptions, batch: pa.RecordBatch, deliveries: _Deliveries
-) -> int:
-    columns = {name.lower(): batch.column(i) for i, name in enumerate(batch.schema.names)}
-    rows: int = batch.num_rows
-    values = _bytes_column(columns["value"])
-    keys = _bytes_column(columns["key"]) if "key" in columns else [None] * rows
-    topics = columns["topic"].to_pylist() if "topic" in columns else [options.topic] * rows
-    partitions = columns["partition"].to_pylist() if "partition" in columns else [None] * rows
-    headers = columns["headers"].to_pylist() if "headers" in columns else [None] * rows
-    for row in range(rows):
-        topic = topics[row] if topics[row] is not None else options.topic
-        if topic is None:
-            raise SparkKafkaError("a row has a null topic and the option topic is not set")
-        row_headers = headers[row]
-        kwargs: dict[str, Any] = {
-            "value": values[row],
-            "key": keys[row],
-            "partition": _ANY_PARTITION if partitions[row] is None else partitions[row],
-            "on_delivery": deliveries,
-        }
-        if row_headers:
-            kwargs["headers"] = [(h["key"], h["value"]) for h in row_headers]
-        while True:
-            try:
-                producer.produce(topic, **kwargs)
-                break
-            except BufferError:
-                # The local queue is full: serve delivery reports until there is room.
-                producer.poll(_QUEUE_FULL_POLL_S)
-    return rows
-
-
-def _bytes_column(column: pa.Array) -> list[bytes | None]:
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        return [None if v is None else v.encode() for v in column.to_pylist()]
-    values: list[bytes | None] = column.to_pylist()
-    return values
+def write_part(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+    """Exactly-once: write this task's part of the micro-batch (see ``_exactly_once``)."""
+    context = TaskContext.get()
+    query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context is not None else None
+    batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+    if context is None or query_id is None or batch_id is None:
+        raise SparkKafkaError("exactlyOnce=true works in a streaming query's tasks only")
+    part = TaskPart(query_id=query_id, batch_id=int(batch_id), partition=context.partitionId())
+    outcome = write_exactly_once(options, batches, part)
+    return KafkaCommitMessage(
+        records=outcome.records,
+        task_partition=part.partition,
+        batch_id=part.batch_id,
+        already_committed=outcome.already_committed,
+    )
 
 
 def _total(messages: Sequence[WriterCommitMessage | None]) -> int:
     return sum(int(m.records) for m in messages if isinstance(m, KafkaCommitMessage))
+
+
+def _replayed(messages: Sequence[WriterCommitMessage | None]) -> int:
+    return sum(1 for m in messages if isinstance(m, KafkaCommitMessage) and m.already_committed)
 
 
 class KafkaBatchWriter(DataSourceArrowWriter):
@@ -160,18 +133,33 @@ class KafkaBatchWriter(DataSourceArrowWriter):
 
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
-    """``writeStream.format("tickwheel")``: an at-least-once Kafka sink per micro-batch."""
+    """``writeStream.format("tickwheel")``: a Kafka sink per micro-batch, at-least-once
+    or (``exactlyOnce=true``) exactly-once."""
 
     def __init__(self, options: SinkOptions) -> None:
         self._options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self._options.exactly_once:
+            return write_part(self._options, iterator)
         return write_batches(self._options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
-        logger.info("batch %d: %d records in Kafka", batchId, _total(messages))
+        logger.info(
+            "batch %d: %d records in Kafka, %d parts written by an earlier attempt",
+            batchId,
+            _total(messages),
+            _replayed(messages),
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
+        if self._options.exactly_once:
+            logger.warning(
+                "batch %d aborted; %d records committed by finished parts (a retry skips them)",
+                batchId,
+                _total(messages),
+            )
+            return
         logger.warning(
             "batch %d aborted; %d records already delivered stay in Kafka",
             batchId,

@@ -1,0 +1,234 @@
+"""The exactly-once sink: a replayed part writes nothing, a zombie is fenced, and a
+Spark driver SIGKILLed at random points of a running pipeline, then restarted on its
+checkpoint, leaves every input row exactly once in the output for read_committed readers.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from pyspark.sql import SparkSession
+
+import tickwheel
+from tickwheel.spark import FORMAT_NAME, SinkOptions, SparkKafkaError
+from tickwheel.spark._exactly_once import TaskPart, write_exactly_once
+
+from .helpers import KafkaHelper, Record
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+
+TIMEOUT_S = 30.0
+PIPELINE = Path(__file__).with_name("eos_pipeline.py")
+# The kill test: rows, micro-batch size, kills, and when (after the query started).
+ROWS = 3000
+MAX_OFFSETS_PER_TRIGGER = 150
+KILLS = 4
+KILL_AFTER_S = (0.5, 6.0)
+START_TIMEOUT_S = 90.0
+RUN_TIMEOUT_S = 120.0
+EXIT_TIMEOUT_S = 30.0
+
+
+def committed_values(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed consumer sees in ``topic``, in partition order."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"eos-check-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    values: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        at_end: set[int] = set()
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"{topic}: no end of partition after {TIMEOUT_S} s"
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition() or 0)
+                continue
+            assert error is None, error
+            values.append(message.value() or b"")
+    finally:
+        consumer.close()
+    return values
+
+
+def _batch(values: list[bytes]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())})
+
+
+def _options(kafka: KafkaHelper, topic: str) -> SinkOptions:
+    return SinkOptions.parse(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": topic, "exactlyOnce": "true"}
+    )
+
+
+def test_a_replayed_part_writes_nothing_and_the_next_batch_writes(kafka: KafkaHelper) -> None:
+    topic = kafka.new_topic("eos-replay", partitions=1)
+    options = _options(kafka, topic)
+    query = str(uuid.uuid4())
+    first = [b"a", b"b", b"c"]
+
+    written = write_exactly_once(options, iter([_batch(first)]), TaskPart(query, 7, 0))
+    replayed = write_exactly_once(options, iter([_batch(first)]), TaskPart(query, 7, 0))
+    other_part = write_exactly_once(options, iter([_batch([b"p1"])]), TaskPart(query, 7, 1))
+    following = write_exactly_once(options, iter([_batch([b"d"])]), TaskPart(query, 8, 0))
+
+    assert (written.records, written.already_committed) == (3, False)
+    assert (replayed.records, replayed.already_committed) == (0, True)
+    assert (other_part.records, other_part.already_committed) == (1, False)
+    assert (following.records, following.already_committed) == (1, False)
+    assert committed_values(kafka.bootstrap_servers, topic, 1) == [b"a", b"b", b"c", b"p1", b"d"]
+
+
+def test_an_empty_part_touches_no_kafka() -> None:
+    options = SinkOptions.parse(
+        {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "never", "exactlyOnce": "true"}
+    )
+    outcome = write_exactly_once(options, iter([_batch([])]), TaskPart("q", 0, 0))
+    assert (outcome.records, outcome.already_committed) == (0, False)
+
+
+def test_a_zombie_attempt_is_fenced_and_its_rows_never_seen(kafka: KafkaHelper) -> None:
+    topic = kafka.new_topic("eos-zombie", partitions=1)
+    part = TaskPart(str(uuid.uuid4()), 0, 0)
+    zombie = Producer(
+        {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": part.transactional_id}
+    )
+    zombie.init_transactions(TIMEOUT_S)
+    zombie.begin_transaction()
+    zombie.produce(topic, value=b"zombie")
+    assert zombie.flush(TIMEOUT_S) == 0
+
+    outcome = write_exactly_once(_options(kafka, topic), iter([_batch([b"retry"])]), part)
+
+    assert outcome.records == 1
+    with pytest.raises(Exception, match=r"(?i)fenced"):
+        zombie.commit_transaction(TIMEOUT_S)
+    assert committed_values(kafka.bootstrap_servers, topic, 1) == [b"retry"]
+
+
+def test_exactly_once_options_are_checked(spark: SparkSession, kafka: KafkaHelper) -> None:
+    servers = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "exactlyOnce": "true"}
+    with pytest.raises(SparkKafkaError, match="needs the option topic"):
+        SinkOptions.parse(servers)
+    with pytest.raises(SparkKafkaError, match=r"transactional\.id"):
+        SinkOptions.parse({**servers, "topic": "t", "kafka.transactional.id": "mine"})
+    with pytest.raises(SparkKafkaError, match="exactlyOnce must be true or false"):
+        SinkOptions.parse({**servers, "topic": "t", "exactlyOnce": "yes"})
+    with pytest.raises(Exception, match="is for streaming queries"):
+        (
+            spark.createDataFrame([("x",)], "value STRING")
+            .write.format(FORMAT_NAME)
+            .options(**servers, topic="never")
+            .mode("append")
+            .save()
+        )
+
+
+class _Driver:
+    """One run of eos_pipeline.py in its own session (process group)."""
+
+    def __init__(self, kafka: KafkaHelper, args: list[str], log: Path) -> None:
+        env = dict(os.environ)
+        src = str(Path(tickwheel.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+        self._log = log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, str(PIPELINE), kafka.bootstrap_servers, *args],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+            start_new_session=True,
+        )
+
+    def lines(self, timeout_s: float) -> Iterator[str]:
+        """The driver's stdout lines, until it exits or ``timeout_s`` passes."""
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0:
+                if not selector.select(left):
+                    break
+                line = self.process.stdout.readline()
+                if not line:
+                    return
+                yield line.decode().strip()
+        raise AssertionError(f"the driver said nothing for {timeout_s} s")
+
+    def kill(self) -> None:
+        """SIGKILL the driver, then wait for its JVM and Python workers to go too."""
+        self.process.kill()
+        self.process.wait(EXIT_TIMEOUT_S)
+        deadline = time.monotonic() + EXIT_TIMEOUT_S
+        while _group_alive(self.process.pid):
+            if time.monotonic() > deadline:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                break
+            time.sleep(0.1)
+        self.close()
+
+    def close(self) -> None:
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self._log.close()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_driver_killed_at_random_points_output_has_every_row_exactly_once(
+    kafka: KafkaHelper, tmp_path: Path
+) -> None:
+    seed = random.randrange(1 << 32)
+    rng = random.Random(seed)
+    source = kafka.new_topic("eos-in", partitions=2)
+    sink = kafka.new_topic("eos-out", partitions=2)
+    sent = [Record(f"k{n}".encode(), f"row-{n}".encode(), n % 2) for n in range(ROWS)]
+    kafka.produce(source, sent)
+    args = [source, sink, str(tmp_path / "checkpoint"), str(MAX_OFFSETS_PER_TRIGGER)]
+    log = tmp_path / "driver.log"
+
+    for kill in range(KILLS):
+        driver = _Driver(kafka, args, log)
+        try:
+            assert "started" in driver.lines(START_TIMEOUT_S), f"run {kill} did not start"
+            time.sleep(rng.uniform(*KILL_AFTER_S))  # a random point of the run, not a wait
+        finally:
+            driver.kill()
+    driver = _Driver(kafka, args, log)
+    try:
+        said = list(driver.lines(START_TIMEOUT_S + RUN_TIMEOUT_S))
+        assert driver.process.wait(EXIT_TIMEOUT_S) == 0, log.read_text()[-3000:]
+    finally:
+        driver.kill()
+    assert said[-1:] == ["done"], (seed, said)
+
+    got = sorted(committed_values(kafka.bootstrap_servers, sink, 2))
+    assert got == sorted(r.value for r in sent if r.value is not None), f"seed {seed}"
