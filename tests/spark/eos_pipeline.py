@@ -5,12 +5,21 @@
 Copies ``key`` and ``value`` of every record of SOURCE_TOPIC to SINK_TOPIC through the
 exactly-once sink, in micro-batches of at most MAX_OFFSETS records
 (``Trigger.AvailableNow``), on the given checkpoint. Prints ``started`` once the query
-runs and ``done`` when it has caught up; the test SIGKILLs it in between.
+runs, ``batch N`` when Spark reports micro-batch N's progress (after its commit), and
+``done`` when it has caught up; the test SIGKILLs it in between.
 """
 
 from __future__ import annotations
 
 import sys
+
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryListener,
+)
 
 from tickwheel.spark import FORMAT_NAME, local_session
 
@@ -18,9 +27,24 @@ from tickwheel.spark import FORMAT_NAME, local_session
 TRANSACTION_TIMEOUT_MS = "15000"
 
 
+class _PrintProgress(StreamingQueryListener):
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:  # noqa: N802 (Spark API)
+        pass
+
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:  # noqa: N802 (Spark API)
+        print(f"batch {event.progress.batchId}", flush=True)
+
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:  # noqa: N802 (Spark API)
+        pass
+
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:  # noqa: N802 (Spark API)
+        pass
+
+
 def main(argv: list[str]) -> int:
     bootstrap, source, sink, checkpoint, max_offsets = argv
     spark = local_session("tickwheel-eos-kill-test")
+    spark.streams.addListener(_PrintProgress())
     query = (
         spark.readStream.format(FORMAT_NAME)
         .option("kafka.bootstrap.servers", bootstrap)

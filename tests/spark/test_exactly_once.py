@@ -35,7 +35,12 @@ PIPELINE = Path(__file__).with_name("eos_pipeline.py")
 ROWS = 3000
 MAX_OFFSETS_PER_TRIGGER = 150
 KILLS = 4
-KILL_AFTER_S = (0.5, 6.0)
+# Each run is killed after 0, 1 or 2 micro-batches of its own, plus up to this long.
+KILL_AFTER_BATCHES = 3
+KILL_WITHIN_S = 2.5
+# The share of kills that hit Spark's JVM (driver and executors at once) rather than the
+# Python driver (whose JVM then shuts down, its Python workers possibly still writing).
+JVM_KILLS = 0.5
 START_TIMEOUT_S = 90.0
 RUN_TIMEOUT_S = 120.0
 EXIT_TIMEOUT_S = 30.0
@@ -177,8 +182,12 @@ class _Driver:
                 yield line.decode().strip()
         raise AssertionError(f"the driver said nothing for {timeout_s} s")
 
-    def kill(self) -> None:
-        """SIGKILL the driver, then wait for its JVM and Python workers to go too."""
+    def kill(self, *, jvm: bool = False) -> None:
+        """SIGKILL the Python driver (or, ``jvm``, Spark's JVM with the executors in it),
+        then wait for the rest of the driver's processes to go too."""
+        if jvm:
+            for pid in _group_members(self.process.pid, "java"):
+                os.kill(pid, signal.SIGKILL)
         self.process.kill()
         self.process.wait(EXIT_TIMEOUT_S)
         deadline = time.monotonic() + EXIT_TIMEOUT_S
@@ -193,6 +202,21 @@ class _Driver:
         if self.process.stdout is not None:
             self.process.stdout.close()
         self._log.close()
+
+
+def _group_members(pgid: int, command: str) -> list[int]:
+    """The processes of group ``pgid`` running ``command`` (Linux's /proc)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            in_group = os.getpgid(int(entry.name)) == pgid
+            if in_group and (entry / "comm").read_text().strip() == command:
+                members.append(int(entry.name))
+        except (ProcessLookupError, FileNotFoundError):
+            continue
+    return members
 
 
 def _group_alive(pgid: int) -> bool:
@@ -215,20 +239,32 @@ def test_driver_killed_at_random_points_output_has_every_row_exactly_once(
     args = [source, sink, str(tmp_path / "checkpoint"), str(MAX_OFFSETS_PER_TRIGGER)]
     log = tmp_path / "driver.log"
 
+    committed_batches = tmp_path / "checkpoint" / "commits"
+    progress: list[int] = []
     for kill in range(KILLS):
         driver = _Driver(kafka, args, log)
+        batches = rng.randrange(KILL_AFTER_BATCHES)
         try:
-            assert "started" in driver.lines(START_TIMEOUT_S), f"run {kill} did not start"
-            time.sleep(rng.uniform(*KILL_AFTER_S))  # a random point of the run, not a wait
+            lines = driver.lines(START_TIMEOUT_S)
+            assert "started" in lines, f"run {kill} did not start"
+            seen = 0
+            while seen < batches:
+                seen += next(lines).startswith("batch ")
+            # A random point of the next micro-batch (or of the first), not a wait.
+            time.sleep(rng.uniform(0, KILL_WITHIN_S))
         finally:
-            driver.kill()
+            driver.kill(jvm=rng.random() < JVM_KILLS)
+        progress.append(len(list(committed_batches.glob("[0-9]*"))))
     driver = _Driver(kafka, args, log)
     try:
         said = list(driver.lines(START_TIMEOUT_S + RUN_TIMEOUT_S))
         assert driver.process.wait(EXIT_TIMEOUT_S) == 0, log.read_text()[-3000:]
     finally:
         driver.kill()
-    assert said[-1:] == ["done"], (seed, said)
+    assert "done" in said, (seed, said)
+    # The kills fell inside the run, not all before its first batch or after its last.
+    total = len(list(committed_batches.glob("[0-9]*")))
+    assert 0 < progress[-1] < total, (seed, progress, total)
 
     got = sorted(committed_values(kafka.bootstrap_servers, sink, 2))
     assert got == sorted(r.value for r in sent if r.value is not None), f"seed {seed}"
