@@ -17,13 +17,16 @@ Streaming reads plan one offset range per topic-partition and micro-batch
 Spark's checkpoint, so a restarted query neither loses nor repeats what it committed.
 Executors read with their own consumers (assign and seek, no group) and hand Spark
 Arrow record batches. Writes are acknowledged by all in-sync replicas before Spark
-commits a batch; the sink is at-least-once. Spark refuses the name ``kafka`` for a
-Python data source: see ``KafkaDataSource``.
+commits a batch; the sink is at-least-once, or with ``exactlyOnce=true`` exactly-once
+for read_committed readers (one transaction per task and micro-batch, see
+``_exactly_once``). Spark refuses the name ``kafka`` for a Python data source: see
+``KafkaDataSource``.
 
 Layering: imports pyspark, pyarrow and confluent-kafka, nothing else of tickwheel.
 Module roles: ``_options`` (parse), ``_offsets`` (checkpoint offsets, admission
 control), ``_clients`` (librdkafka clients), ``_reader`` (driver planning), ``_fetch``
-(executor reads), ``_writer`` (sink), ``_schema`` (columns), ``_source`` (the data
+(executor reads), ``_writer`` (sink), ``_produce`` (rows to records),
+``_exactly_once`` (the transactional sink), ``_schema`` (columns), ``_source`` (the data
 source), ``_session`` (a loopback local session).
 """
 
