@@ -42,3 +42,33 @@ def test_demo_runs_the_pipeline_and_checks_its_counts() -> None:
     assert "no window repeated" in out
     assert "Fetch" in out
     assert "total" in out
+
+
+def test_demo_exactly_once_mirrors_every_page_view_once() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tickwheel.cli",
+            "demo",
+            "--page-views",
+            "6000",
+            "--minutes",
+            "8",
+            "--batch-records",
+            "2000",
+            "--exactly-once",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=DEMO_TIMEOUT_S,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "sink exactlyOnce=true" in out
+    assert "checked: 60 of 60 windows written match the producer's tally" in out
+    assert "no window repeated" in out
+    assert "[7/7] compare pageviews-mirror with pageviews" in out
+    assert "6,000 records in pageviews-mirror (read_committed), 6,000 produced: 0 missing" in out

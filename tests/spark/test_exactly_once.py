@@ -106,6 +106,25 @@ def test_a_replayed_part_writes_nothing_and_the_next_batch_writes(kafka: KafkaHe
     assert committed_values(kafka.bootstrap_servers, topic, 1) == [b"a", b"b", b"c", b"p1", b"d"]
 
 
+def test_the_source_reads_what_the_sink_committed(spark: SparkSession, kafka: KafkaHelper) -> None:
+    # The topic ends with a transaction marker, which read_committed consumers skip: a
+    # batch read up to the end must not wait for a record at the marker's offset.
+    topic = kafka.new_topic("eos-read", partitions=1)
+    query = str(uuid.uuid4())
+    write_exactly_once(_options(kafka, topic), iter([_batch([b"x", b"y"])]), TaskPart(query, 0, 0))
+
+    rows = (
+        spark.read.format(FORMAT_NAME)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .load()
+        .select("value", "offset")
+        .collect()
+    )
+
+    assert [(bytes(r.value), r.offset) for r in rows] == [(b"x", 0), (b"y", 1)]
+
+
 def test_an_empty_part_touches_no_kafka() -> None:
     options = SinkOptions.parse(
         {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "never", "exactlyOnce": "true"}

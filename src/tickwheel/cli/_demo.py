@@ -19,6 +19,12 @@ Append mode writes a window once, when the watermark has passed it, so the last 
 minutes (within the watermark's delay of the newest event) stay open and unwritten, as
 they would in a running pipeline until later events arrive; the demo says how many.
 
+``--exactly-once`` writes through the sink's ``exactlyOnce=true`` (one Kafka
+transaction per task and micro-batch): a repeated window then fails the check, and a
+second query mirrors ``pageviews`` into ``pageviews-mirror`` through the same sink,
+whose records the final check compares with the produced ones row by row (each
+``(key, value)`` exactly once).
+
 ``--bootstrap`` runs the same pipeline against another cluster (tickwheel or Apache
 Kafka), and ``--master`` on a Spark cluster; the module also runs under
 ``spark-submit`` (see the README). Everything the demo starts it stops, and its
@@ -58,9 +64,12 @@ if TYPE_CHECKING:
 
 VIEWS_TOPIC = "pageviews"
 COUNTS_TOPIC = "pageview-counts"
+MIRROR_TOPIC = "pageviews-mirror"
 VIEWS_PARTITIONS = 3
 COUNTS_PARTITIONS = 1
 _TOPICS = ((VIEWS_TOPIC, VIEWS_PARTITIONS), (COUNTS_TOPIC, COUNTS_PARTITIONS))
+# --exactly-once only: the mirror of pageviews, partitioned alike.
+_MIRROR = (MIRROR_TOPIC, VIEWS_PARTITIONS)
 DEFAULT_PAGE_VIEWS = 300_000
 DEFAULT_MINUTES = 30
 DEFAULT_USERS = 5_000
@@ -129,6 +138,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--bootstrap", help="use this Kafka cluster instead of an embedded broker")
     parser.add_argument("--master", help="Spark master URL (default: local[2])")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="write through the exactly-once sink and check a mirror of the input row by row",
+    )
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tw-demo-")))
@@ -144,15 +158,18 @@ class _Demo:
         self.broker: BackgroundBroker | None = None
         self.bootstrap = ""
         self.tally: Counter[tuple[str, int]] = Counter()
+        # --exactly-once: every produced (key, value), to compare the mirror with.
+        self.sent: Counter[tuple[bytes, bytes]] = Counter()
         self.max_event_ms = 0
 
     def run(self) -> int:
         started = time.perf_counter()
-        total = 6
+        total = 7 if self.args.exactly_once else 6
         first_step = "use the given cluster" if self.args.bootstrap else "start the broker"
         with self.timings.step(1, total, first_step):
             self._start_broker()
-        with self.timings.step(2, total, f"create topics {VIEWS_TOPIC}, {COUNTS_TOPIC}"):
+        names = ", ".join(name for name, _ in self._topics())
+        with self.timings.step(2, total, f"create topics {names}"):
             self._create_topics()
         with self.timings.step(3, total, f"produce {self.args.page_views:,} page views"):
             self._produce()
@@ -163,8 +180,12 @@ class _Demo:
         with self.timings.step(5, total, "stream: views per page per minute -> Kafka"):
             self._stream(spark)
         with self.timings.step(6, total, f"read {COUNTS_TOPIC} back (batch query)"):
-            written = self._read_back(spark)
+            written, repeats = self._read_back(spark)
         ok = self._report(written)
+        if self.args.exactly_once:
+            ok = ok and not repeats
+            with self.timings.step(7, total, f"compare {MIRROR_TOPIC} with {VIEWS_TOPIC}"):
+                ok = self._check_mirror(spark) and ok
         print(f"\ntotal {time.perf_counter() - started:.1f} s")
         for title, seconds in self.timings.steps.items():
             print(f"  {seconds:7.1f} s  {title}")
@@ -188,21 +209,22 @@ class _Demo:
     def _create_topics(self) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": _CLIENT_LOG_LEVEL})
         existing = admin.list_topics(timeout=_TIMEOUT_S).topics
+        topics = self._topics()
         wanted = [
             NewTopic(name, partitions, REPLICATION_FACTOR)
-            for name, partitions in (
-                (VIEWS_TOPIC, VIEWS_PARTITIONS),
-                (COUNTS_TOPIC, COUNTS_PARTITIONS),
-            )
+            for name, partitions in topics
             if name not in existing
         ]
-        if len(wanted) < len(_TOPICS):
+        if len(wanted) < len(topics):
+            names = "/".join(name for name, _ in topics)
             raise SystemExit(
-                f"topics {VIEWS_TOPIC}/{COUNTS_TOPIC} exist already on {self.bootstrap}:"
-                " the demo needs fresh ones"
+                f"topics {names} exist already on {self.bootstrap}: the demo needs fresh ones"
             )
         for future in admin.create_topics(wanted).values():
             future.result(_TIMEOUT_S)
+
+    def _topics(self) -> tuple[tuple[str, int], ...]:
+        return (*_TOPICS, _MIRROR) if self.args.exactly_once else _TOPICS
 
     def _produce(self) -> None:
         args = self.args
@@ -238,6 +260,8 @@ class _Demo:
                 except BufferError:
                     producer.poll(0.05)
             self.tally[(page, event_ms // _MS_PER_MINUTE)] += 1
+            if args.exactly_once:
+                self.sent[(user.encode(), value)] += 1
             self.max_event_ms = max(self.max_event_ms, event_ms)
             if (n + 1) % _PROGRESS_EVERY == 0:
                 producer.poll(0)
@@ -267,11 +291,13 @@ class _Demo:
             .groupBy(F.window("event_time", WINDOW), "page")
             .count()
         )
+        exactly_once = "true" if self.args.exactly_once else "false"
         query = (
             _as_records(counts)
             .writeStream.format(FORMAT_NAME)
             .option("kafka.bootstrap.servers", self.bootstrap)
             .option("topic", COUNTS_TOPIC)
+            .option("exactlyOnce", exactly_once)
             .option("checkpointLocation", str(self.workdir / "checkpoint"))
             .outputMode("append")
             .trigger(availableNow=True)
@@ -280,12 +306,28 @@ class _Demo:
         self.stack.callback(query.stop)
         print(
             f"      watermark {WATERMARK}, windows of {WINDOW}, <= {self.args.batch_records:,}"
-            " records per micro-batch"
+            f" records per micro-batch; sink exactlyOnce={exactly_once}"
         )
+        mirror = None
+        if self.args.exactly_once:
+            mirror = (
+                views.select("key", "value")
+                .writeStream.format(FORMAT_NAME)
+                .option("kafka.bootstrap.servers", self.bootstrap)
+                .option("topic", MIRROR_TOPIC)
+                .option("exactlyOnce", "true")
+                .option("checkpointLocation", str(self.workdir / "mirror-checkpoint"))
+                .trigger(availableNow=True)
+                .start()
+            )
+            self.stack.callback(mirror.stop)
+            print(f"      and {VIEWS_TOPIC} -> {MIRROR_TOPIC} as it is (exactly once)")
         seen: set[int] = set()
         while not query.awaitTermination(1):
             self._print_progress(query.recentProgress, seen)
         self._print_progress(query.recentProgress, seen)
+        if mirror is not None:
+            mirror.awaitTermination()
 
     @staticmethod
     def _print_progress(progress: list[StreamingQueryProgress], seen: set[int]) -> None:
@@ -304,7 +346,7 @@ class _Demo:
                 flush=True,
             )
 
-    def _read_back(self, spark: SparkSession) -> dict[tuple[str, int], int]:
+    def _read_back(self, spark: SparkSession) -> tuple[dict[tuple[str, int], int], int]:
         frame = (
             spark.read.format(FORMAT_NAME)
             .option("kafka.bootstrap.servers", self.bootstrap)
@@ -318,10 +360,33 @@ class _Demo:
             minute = _parse_minute(record["window_start"])
             written[(record["page"], minute)] = int(record["views"])
         repeats = len(rows) - len(written)
-        # The sink is at-least-once: a replayed batch would show up as repeated windows.
+        # The sink is at-least-once: a replayed batch would show up as repeated windows
+        # (with --exactly-once, never: a repeat fails the check).
         note = f", {repeats} repeated (a replayed batch)" if repeats else ", no window repeated"
         print(f"      {len(rows):,} count records in {COUNTS_TOPIC}{note}")
-        return written
+        return written, repeats
+
+    def _check_mirror(self, spark: SparkSession) -> bool:
+        """Every produced (key, value) exactly once in the mirror (read_committed)."""
+        rows = (
+            spark.read.format(FORMAT_NAME)
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("subscribe", MIRROR_TOPIC)
+            .load()
+            .select("key", "value")
+            .collect()
+        )
+        mirrored: Counter[tuple[bytes, bytes]] = Counter(
+            (bytes(row.key), bytes(row.value)) for row in rows
+        )
+        missing = sum((self.sent - mirrored).values())
+        extra = sum((mirrored - self.sent).values())
+        print(
+            f"      {len(rows):,} records in {MIRROR_TOPIC} (read_committed),"
+            f" {sum(self.sent.values()):,} produced: {missing} missing, {extra} repeated"
+            " or unknown"
+        )
+        return missing == 0 and extra == 0
 
     def _report(self, written: dict[tuple[str, int], int]) -> bool:
         closed = {key: n for key, n in self.tally.items() if key in written}

@@ -150,9 +150,10 @@ class _RangeReader:
                     self._lost(
                         max(offset, self._next_offset), until, f"the log now ends at {offset}"
                     )
-                    self._next_offset = until
-                    break
-                continue
+                # At or past the range's end: any offsets left were transaction markers
+                # or aborted records, which a read_committed consumer skips.
+                self._next_offset = until
+                break
             if offset > self._next_offset:
                 self._check_gap(offset)
             if offset >= until:
