@@ -1,4 +1,5 @@
-"""``tickwheel bench spark``: the Kafka source's cost inside Spark, beside Spark's floor.
+"""``tickwheel bench spark``: the Kafka source's cost inside Spark, beside Spark's floor,
+and the sink's, exactly-once beside at-least-once.
 
 Two measurements, each run on the ``tickwheel`` source and, in the same run and the same
 SparkSession, on a trivial in-memory Python data source with the same columns (the
@@ -13,6 +14,11 @@ floor: what Spark's Python data source machinery costs when reading is free):
 2. Per-micro-batch overhead: ``--tiny-batches`` micro-batches of ``--tiny-rows`` records
    (``maxOffsetsPerTrigger``), median trigger time per batch, the first batch left out
    as warm-up. Target: within 1.3x of the floor's.
+3. The sink: ``--sink-records`` rows of the in-memory floor source written by the
+   ``tickwheel`` sink into a two-partition topic (``key`` and ``value``, in the
+   micro-batches of ``--batch-rows``), at-least-once and with ``exactlyOnce=true``
+   (a Kafka transaction per task and micro-batch). Rows/s as in 1. Target: the
+   exactly-once sink at least 0.7x the at-least-once one.
 
 Each query runs ``--repeats`` times after one warm-up round, alternating source and
 floor; medians and ratios are printed. The broker is tickwheel's own, in the background
@@ -55,6 +61,9 @@ from tickwheel.spark import FORMAT_NAME, local_session, source_schema
 
 THROUGHPUT_TARGET_ROWS_S = 200_000
 OVERHEAD_TARGET_RATIO = 1.3
+EXACTLY_ONCE_TARGET_RATIO = 0.7
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
 PARTITIONS = 2
 KEY_BYTES = 8
 VALUE_BYTES = 16
@@ -157,19 +166,25 @@ def _produce(bootstrap: str, topic: str, records: int) -> float:
 
 
 def _run(
-    spark: SparkSession, fmt: str, options: dict[str, str], checkpoint: Path
+    spark: SparkSession,
+    fmt: str,
+    options: dict[str, str],
+    checkpoint: Path,
+    sink_options: dict[str, str] | None = None,
 ) -> list[StreamingQueryProgress]:
-    """One availableNow query into the noop sink; returns its progress reports."""
+    """One availableNow query into the noop sink (or, given ``sink_options``, the
+    ``tickwheel`` sink); returns its progress reports."""
     reader = spark.readStream.format(fmt)
     for key, value in options.items():
         reader = reader.option(key, value)
-    query = (
-        reader.load()
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    frame = reader.load()
+    if sink_options is None:
+        writer = frame.writeStream.format("noop")
+    else:
+        writer = frame.select("key", "value").writeStream.format(FORMAT_NAME)
+        for key, value in sink_options.items():
+            writer = writer.option(key, value)
+    query = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
     if not query.awaitTermination(QUERY_TIMEOUT_S):
         query.stop()
         raise RuntimeError(f"{fmt} query did not finish in {QUERY_TIMEOUT_S} s")
@@ -196,6 +211,7 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--tiny-batches", type=int, default=20)
     parser.add_argument("--tiny-rows", type=int, default=10)
+    parser.add_argument("--sink-records", type=int, default=300_000)
     parser.add_argument("--repeats", type=int, default=3)
     add_png_argument(parser)
     args = parser.parse_args(argv)
@@ -217,11 +233,12 @@ def _start_broker(stack: contextlib.ExitStack, workdir: Path) -> str:
 
 def _bench(args: argparse.Namespace, bootstrap: str, workdir: Path) -> int:
     tag = str(int(time.time()))
-    big, tiny = f"bench-big-{tag}", f"bench-tiny-{tag}"
+    big, tiny, sink = f"bench-big-{tag}", f"bench-tiny-{tag}", f"bench-sink-{tag}"
     tiny_records = args.tiny_batches * args.tiny_rows
     print(f"broker {bootstrap}: producing {args.records:,} + {tiny_records} records", flush=True)
     produce_s = _produce(bootstrap, big, args.records)
     _produce(bootstrap, tiny, tiny_records)
+    _produce(bootstrap, sink, 0)
     print(f"  produced in {produce_s:.1f} s; starting Spark (local[2])", flush=True)
     spark = local_session("tickwheel-bench")
     spark.dataSource.register(FloorSource)
@@ -253,6 +270,21 @@ def _bench(args: argparse.Namespace, bootstrap: str, workdir: Path) -> int:
                     results.setdefault((case, fmt), []).append(value)
                 label = f"repeat {repeat}" if repeat else "warm-up "
                 print(f"  {label} {case:<10} {fmt:<22} {value:>12,.1f}", flush=True)
+        for mode in (AT_LEAST_ONCE, EXACTLY_ONCE):
+            run += 1
+            sink_options = {
+                "kafka.bootstrap.servers": bootstrap,
+                "topic": sink,
+                "exactlyOnce": str(mode == EXACTLY_ONCE).lower(),
+            }
+            floor_options = {"rows": str(args.sink_records), **per_batch}
+            checkpoint = workdir / f"checkpoint-{run}"
+            progress = _run(spark, FLOOR_SOURCE, floor_options, checkpoint, sink_options)
+            value = _rows_per_s(progress)
+            if repeat:
+                results.setdefault(("sink", mode), []).append(value)
+            label = f"repeat {repeat}" if repeat else "warm-up "
+            print(f"  {label} {'sink':<10} {mode:<22} {value:>12,.1f}", flush=True)
     spark.stop()
     return _report(results, args.png)
 
@@ -266,6 +298,10 @@ def _report(results: dict[tuple[str, str], list[float]], png: str | None) -> int
     overhead_ratio = source_ms / floor_ms
     rows_ok = source_rows >= THROUGHPUT_TARGET_ROWS_S
     overhead_ok = overhead_ratio <= OVERHEAD_TARGET_RATIO
+    plain_rows = median[("sink", AT_LEAST_ONCE)]
+    exact_rows = median[("sink", EXACTLY_ONCE)]
+    sink_ratio = exact_rows / plain_rows
+    sink_ok = sink_ratio >= EXACTLY_ONCE_TARGET_RATIO
     print()
     print("| measure | tickwheel source | in-memory floor | ratio | target |")
     print("|---|---|---|---|---|")
@@ -278,6 +314,13 @@ def _report(results: dict[tuple[str, str], list[float]], png: str | None) -> int
         f"| ms per tiny micro-batch (median) | {source_ms:.0f} | {floor_ms:.0f}"
         f" | {overhead_ratio:.2f}x | <= {OVERHEAD_TARGET_RATIO}x"
         f" {'met' if overhead_ok else 'MISSED'} |"
+    )
+    print()
+    print("| tickwheel sink (in-memory source) | exactly-once | at-least-once | ratio | target |")
+    print("|---|---|---|---|---|")
+    print(
+        f"| rows/s (median) | {exact_rows:,.0f} | {plain_rows:,.0f} | {sink_ratio:.2f}x"
+        f" | >= {EXACTLY_ONCE_TARGET_RATIO}x {'met' if sink_ok else 'MISSED'} |"
     )
     save_png(
         png,
@@ -293,9 +336,14 @@ def _report(results: dict[tuple[str, str], list[float]], png: str | None) -> int
                 unit="ms per micro-batch (median)",
                 values={"tickwheel source": {"": source_ms}, "in-memory floor": {"": floor_ms}},
             ),
+            Bars(
+                title="tickwheel sink",
+                unit="rows/s (median)",
+                values={EXACTLY_ONCE: {"": exact_rows}, AT_LEAST_ONCE: {"": plain_rows}},
+            ),
         ],
     )
-    return 0 if rows_ok and overhead_ok else 1
+    return 0 if rows_ok and overhead_ok and sink_ok else 1
 
 
 if __name__ == "__main__":
