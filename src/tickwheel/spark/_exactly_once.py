@@ -46,7 +46,9 @@ Assumptions, as for Spark's exactly-once file sink:
 - An aborted or abandoned transaction keeps ``read_committed`` readers of its partitions
   waiting at its first offset until it is aborted: by the next attempt of the same part
   at once, else by the transaction coordinator after ``transaction.timeout.ms``
-  (``kafka.transaction.timeout.ms``, librdkafka's default 60 s).
+  (``kafka.transaction.timeout.ms``, librdkafka's default 60 s). The same timeout
+  bounds how long one task may take to write its part: a longer one is aborted by the
+  coordinator, its task fails, and Spark's retry writes the part again.
 
 Costs per task and micro-batch: one producer, ``InitProducerId``, an ``OffsetFetch``
 (the marker consumer is kept per worker process and group), ``AddPartitionsToTxn``,
