@@ -281,9 +281,9 @@ def test_driver_killed_at_random_points_output_has_every_row_exactly_once(
     finally:
         driver.kill()
     assert "done" in said, (seed, said)
-    # The kills fell inside the run, not all before its first batch or after its last.
+    # Some kill fell inside the run, not all before its first batch or after its last.
     total = len(list(committed_batches.glob("[0-9]*")))
-    assert 0 < progress[-1] < total, (seed, progress, total)
+    assert any(0 < batches < total for batches in progress), (seed, progress, total)
 
     got = sorted(committed_values(kafka.bootstrap_servers, sink, 2))
     assert got == sorted(r.value for r in sent if r.value is not None), f"seed {seed}"
