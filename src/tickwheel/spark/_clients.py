@@ -70,7 +70,7 @@ _WRITER_DEFAULTS = {"acks": "all", "linger.ms": "5"}
 # The exactly-once sink's consumer only reads and commits offsets inside transactions;
 # read_committed makes librdkafka ask for stable offsets (no pending transactional ones).
 _MARKER_SETTINGS = {"enable.auto.commit": "false", "isolation.level": "read_committed"}
-TRANSACTIONAL_ID = "transactional.id"
+_TRANSACTIONAL_ID = "transactional.id"
 
 _ISOLATION_LEVEL = "isolation.level"
 _READ_COMMITTED = "read_committed"
@@ -105,7 +105,7 @@ def transactional_producer(client_config: ClientConfig, transactional_id: str) -
     """A new transactional producer (never cached: ``init_transactions`` runs once each)."""
     return _build(
         Producer,
-        {**_WRITER_DEFAULTS, **dict(client_config), TRANSACTIONAL_ID: transactional_id},
+        {**_WRITER_DEFAULTS, **dict(client_config), _TRANSACTIONAL_ID: transactional_id},
     )
 
 
