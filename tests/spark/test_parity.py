@@ -15,7 +15,12 @@ from confluent_kafka import Producer
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import spark_partition_id
 
-from tickwheel.spark import FORMAT_NAME, KafkaStreamReader, SourceOptions
+from tickwheel.spark import (
+    FORMAT_NAME,
+    KafkaStreamReader,
+    SourceOptions,
+    offsets_behind_latest,
+)
 
 from .helpers import TIMEOUT_S, KafkaHelper
 
@@ -227,7 +232,7 @@ def test_min_offsets_per_trigger_waits_for_records_or_the_delay(
     spark: SparkSession, kafka: KafkaHelper, checkpoint: str
 ) -> None:
     topic = kafka.new_topic("minoffsets", partitions=2)
-    delay_s = 4
+    delay_s = 6
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
 
     def produce(count: int) -> None:
@@ -261,6 +266,7 @@ def test_min_offsets_per_trigger_waits_for_records_or_the_delay(
         # 20 < 50 waiting: held back, the source reports no new data.
         query.processAllAvailable()
         assert rows() == 0
+        before_batch = time.monotonic()
         produce(40)
         query.processAllAvailable()
         held = rows()
@@ -269,13 +275,13 @@ def test_min_offsets_per_trigger_waits_for_records_or_the_delay(
         assert held == 60
         assert elapsed < delay_s, f"took {elapsed:.1f} s: the batch waited for the delay"
         produce(5)
-        let_through = time.monotonic()
-        deadline = let_through + QUERY_TIMEOUT_S
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
         while rows() < 65:
             assert time.monotonic() < deadline, "the delayed batch never came"
             query.awaitTermination(0.2)
-        # 5 < 50: read only once maxTriggerDelay had passed since the last batch.
-        assert time.monotonic() - let_through >= delay_s - 1
+        # 5 < 50: read only once maxTriggerDelay had passed since the batch of 60, which
+        # was let through after before_batch.
+        assert time.monotonic() - before_batch >= delay_s
     finally:
         query.stop()
     batches = [int(p["numInputRows"]) for p in query.recentProgress if p["numInputRows"]]
@@ -337,9 +343,14 @@ def test_progress_reports_latest_offset_but_no_metrics(
 
     assert offsets(first, "endOffset") == {topic: {"0": 4, "1": 4}}
     assert offsets(first, "latestOffset") == {topic: {"0": 10, "1": 10}}
-    # PySpark 4.3 gives a Python source no way to fill these (see _reader's docstring):
-    # offsets behind latest are latestOffset minus endOffset.
-    assert not first.get("metrics")
+    # PySpark 4.3 gives a Python source no way to fill these (see _reader's docstring);
+    # offsets_behind_latest computes Spark's figures from the progress instead.
+    assert not first["metrics"]
+    assert offsets_behind_latest(first) == {
+        "minOffsetsBehindLatest": "6",
+        "maxOffsetsBehindLatest": "6",
+        "avgOffsetsBehindLatest": "6.0",
+    }
 
 
 def test_spark_only_option_fails_the_query_with_its_name(
@@ -364,3 +375,23 @@ def test_spark_only_option_fails_the_query_with_its_name(
         stream()
     with pytest.raises(Exception, match="maxRecordsPerPartition is not supported"):
         batch(spark, kafka, topic, maxRecordsPerPartition="100").collect()
+
+
+def test_min_offsets_per_trigger_lets_a_one_time_trigger_read_everything(
+    spark: SparkSession, kafka: KafkaHelper, checkpoint: str
+) -> None:
+    topic = timed_topic(kafka, "minonce")
+    query = (
+        spark.readStream.format(FORMAT_NAME)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("minOffsetsPerTrigger", "1000")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(once=True)
+        .start()
+    )
+    assert query.awaitTermination(QUERY_TIMEOUT_S), "query did not finish"
+    assert [int(p["numInputRows"]) for p in query.recentProgress] == [TIMED_RECORDS]

@@ -13,10 +13,10 @@ a query and asks it, per trigger:
    becomes ``ReadMaxRows``; see ``limit_offsets``). With ``minOffsetsPerTrigger`` it
    returns ``start`` -- no batch -- while fewer records wait and less than
    ``maxTriggerDelay`` has passed since the last batch it let through, as Spark's
-   connector does (the first call always lets one through). Spark's ``ReadMinRows``
-   cannot carry the delay over PySpark's bridge, so the reader keeps that state itself;
-   the minimum does not apply under ``Trigger.AvailableNow`` nor when Spark asks for
-   everything (``ReadAllAvailable``, a one-time trigger). A partition that appears
+   connector does (the first call of a reader always lets one through, so a one-time
+   trigger reads everything). PySpark's ``ReadMinRows`` cannot carry the delay, so the
+   reader keeps that state itself and Spark's read limit stays ``maxOffsetsPerTrigger``'s;
+   the minimum does not apply under ``Trigger.AvailableNow``. A partition that appears
    after the query started -- a new topic matching the subscription or partitions added
    to a topic -- is read from offset 0, its beginning. A partition never leaves the
    offsets once in them (Spark needs both ends of a range).
@@ -80,10 +80,6 @@ from tickwheel.spark._options import OffsetBound, SourceOptions
 
 logger = logging.getLogger(__name__)
 _NOTHING = OffsetRange("", 0, 0, 0)
-# The default read limit when only minOffsetsPerTrigger is set: no upper bound, but not
-# ReadAllAvailable, which Spark passes explicitly for a one-time trigger (Java's
-# Long.MAX_VALUE, the largest ReadMaxRows the JVM accepts).
-_UNBOUNDED_ROWS = (1 << 63) - 1
 _MS_PER_S = 1000
 
 
@@ -217,12 +213,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(planner.bound_offsets(planner.options.starting, partitions))
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 (Spark API)
-        options = self._planner.options
-        if options.max_offsets_per_trigger is not None:
-            return ReadMaxRows(options.max_offsets_per_trigger)
-        if options.min_offsets_per_trigger is not None:
-            return ReadMaxRows(_UNBOUNDED_ROWS)
-        return ReadAllAvailable()
+        max_records = self._planner.options.max_offsets_per_trigger
+        return ReadAllAvailable() if max_records is None else ReadMaxRows(max_records)
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (Spark API)
         self._available_now_end = self._log_end_offsets()
@@ -239,21 +231,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A vanished partition stays, at its start offset: the range is empty.
         latest = sorted_offsets({**begin, **latest})
         self._latest_seen = latest
-        if self._delays_batch(begin, latest, limit):
+        if self._delays_batch(begin, latest):
             return offsets_to_json(begin)
         if isinstance(limit, ReadMaxRows):
             latest = limit_offsets(begin, latest, limit.max_rows)
         return offsets_to_json(latest)
 
-    def _delays_batch(self, begin: OffsetMap, latest: OffsetMap, limit: ReadLimit) -> bool:
+    def _delays_batch(self, begin: OffsetMap, latest: OffsetMap) -> bool:
         """Whether minOffsetsPerTrigger holds the next batch back (see the module doc)."""
         options = self._planner.options
         min_records = options.min_offsets_per_trigger
-        if (
-            min_records is None
-            or self._available_now_end is not None
-            or isinstance(limit, ReadAllAvailable)
-        ):
+        if min_records is None or self._available_now_end is not None:
             return False
         now_ms = self._clock_ms()
         if now_ms - self._last_trigger_ms < options.max_trigger_delay_ms:
