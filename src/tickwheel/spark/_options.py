@@ -55,17 +55,16 @@ DEFAULT_POLL_TIMEOUT_MS = 120_000
 # checkpoint), so these client settings are not the user's to change; Spark's
 # connector refuses the same ones.
 _OWNED_CLIENT_SETTINGS = frozenset({"auto.offset.reset", "enable.auto.commit"})
-# Java client classes: Spark's connector refuses the (de)serializers and interceptors,
-# and librdkafka could not load them anyway.
-_JAVA_CLIENT_SETTINGS = frozenset(
-    {
-        "key.deserializer",
-        "value.deserializer",
-        "key.serializer",
-        "value.serializer",
-        "interceptor.classes",
-    }
-)
+# Java client classes, with why they are refused: Spark's connector refuses the
+# (de)serializers and interceptors, and librdkafka could not load them anyway.
+_BYTES_ONLY = "keys and values are bytes; convert them with DataFrame operations"
+_JAVA_CLIENT_SETTINGS = {
+    "key.deserializer": _BYTES_ONLY,
+    "value.deserializer": _BYTES_ONLY,
+    "key.serializer": _BYTES_ONLY,
+    "value.serializer": _BYTES_ONLY,
+    "interceptor.classes": "interceptors could change the records read or written",
+}
 _SUBSCRIPTION_OPTIONS = ("subscribe", "subscribepattern", "assign")
 _TRUE_FALSE = {"true": True, "false": False}
 # Options of Spark's Kafka connector that this source does not implement, by lower-case
@@ -163,12 +162,12 @@ class SourceOptions:
     starting: OffsetBound
     ending: OffsetBound
     max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
+    min_partitions: int | None
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
-    min_offsets_per_trigger: int | None = None
-    max_trigger_delay_ms: int = 15 * 60_000
-    min_partitions: int | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -252,10 +251,7 @@ def _client_config(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
         if name in _OWNED_CLIENT_SETTINGS:
             raise SparkKafkaError(f"option {key} is not supported: the source manages it")
         if name in _JAVA_CLIENT_SETTINGS:
-            raise SparkKafkaError(
-                f"option {key} is not supported: keys and values are bytes; convert them with"
-                " DataFrame operations"
-            )
+            raise SparkKafkaError(f"option {key} is not supported: {_JAVA_CLIENT_SETTINGS[name]}")
         config[name] = value
     return tuple(sorted(config.items()))
 

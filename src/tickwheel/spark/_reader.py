@@ -180,7 +180,8 @@ class _Planner:
                 ranges.append(OffsetRange(tp[0], tp[1], begin, until))
         # Given no partition, Spark still runs one task and calls read(None): give it an
         # empty range instead.
-        return list(split_ranges(ranges, self.options.min_partitions)) or [_NOTHING]
+        planned: list[InputPartition] = [*split_ranges(ranges, self.options.min_partitions)]
+        return planned or [_NOTHING]
 
     def data_loss(self, what: str) -> None:
         if self.options.fail_on_data_loss:
