@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import spark_partition_id
 
@@ -395,3 +397,40 @@ def test_min_offsets_per_trigger_lets_a_one_time_trigger_read_everything(
     )
     assert query.awaitTermination(QUERY_TIMEOUT_S), "query did not finish"
     assert [int(p["numInputRows"]) for p in query.recentProgress] == [TIMED_RECORDS]
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_topic_deleted_mid_query_is_data_loss(
+    spark: SparkSession, kafka: KafkaHelper, checkpoint: str, fail_on_data_loss: bool
+) -> None:
+    gone = timed_topic(kafka, "deleted")
+    kept = timed_topic(kafka, "kept")
+    name = f"deleted_{str(fail_on_data_loss).lower()}"
+    query = (
+        spark.readStream.format(FORMAT_NAME)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", f"{gone},{kept}")
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", str(fail_on_data_loss).lower())
+        .load()
+        .select("topic", "offset")
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        assert spark.table(name).count() == 2 * TIMED_RECORDS
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+        admin.delete_topics([gone])[gone].result(TIMEOUT_S)
+        produce_timed(kafka, kept, range(TIMED_RECORDS, TIMED_RECORDS + 4))
+        if fail_on_data_loss:
+            with pytest.raises(StreamingQueryException, match=rf"partition {gone}-\d is gone"):
+                query.processAllAvailable()
+        else:
+            query.processAllAvailable()
+            rows = spark.table(name).collect()
+            assert sum(1 for r in rows if r.topic == kept) == TIMED_RECORDS + 4
+    finally:
+        query.stop()
