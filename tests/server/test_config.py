@@ -8,7 +8,7 @@ import pytest
 
 from tickwheel.server import BrokerConfig, ConfigError, parse_properties
 from tickwheel.server._config import ConfigSource, environment_properties
-from tickwheel.server._listeners import ListenerSpec
+from tickwheel.server._listener_config import ListenerSpec
 
 
 def test_defaults_are_kafkas() -> None:

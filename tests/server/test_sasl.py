@@ -272,7 +272,7 @@ def test_a_failed_users_file_write_keeps_the_old_credential(tmp_path: Path) -> N
         old = client_config(servers, "SCRAM-SHA-256", "dave", "dave-old")
         AdminClient(old).list_topics(timeout=TIMEOUT_S)
         new = client_config(servers, "SCRAM-SHA-256", "dave", "dave-new")
-        assert _auth_error(new).code() == KafkaError._AUTHENTICATION
+        assert auth_error(new).code() == KafkaError._AUTHENTICATION
 
 
 def _alter_as_admin(servers: str, user: str, password: bytes) -> ErrorCode:

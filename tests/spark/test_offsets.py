@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from tickwheel.spark import SparkKafkaError
 from tickwheel.spark._offsets import (
     limit_offsets,
+    offsets_behind_latest,
     offsets_from_json,
     offsets_to_json,
     parse_offsets_option,
@@ -75,3 +76,17 @@ def test_limit_shares_in_proportion_to_what_waits() -> None:
 def test_new_partition_starts_at_zero_and_shrunken_log_keeps_latest() -> None:
     end = limit_offsets({("t", 0): 50}, {("t", 0): 40, ("t", 1): 10}, 5)
     assert end == {("t", 0): 40, ("t", 1): 5}
+
+
+def test_offsets_behind_latest_as_spark_reports_them() -> None:
+    progress = {
+        "endOffset": json.dumps({"t": {"0": 10, "1": 4, "2": 7}}),
+        "latestOffset": json.dumps({"t": {"0": 10, "1": 9, "2": 8}}),
+    }
+    assert offsets_behind_latest(progress) == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "5",
+        "avgOffsetsBehindLatest": "2.0",
+    }
+    assert offsets_behind_latest({"endOffset": "null", "latestOffset": None}) == {}
+    assert offsets_behind_latest({**progress, "latestOffset": "null"}) == {}

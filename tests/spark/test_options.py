@@ -94,3 +94,125 @@ def test_sink_options() -> None:
 def test_options_pickle() -> None:
     options = SourceOptions.parse({**BASE, "subscribe": "a"}, streaming=True)
     assert pickle.loads(pickle.dumps(options)) == options
+
+
+def test_timestamp_options_take_precedence_over_offsets() -> None:
+    both = SourceOptions.parse(
+        {
+            **BASE,
+            "subscribe": "a",
+            "startingTimestamp": "1000",
+            "startingOffsetsByTimestamp": '{"a": {"0": 5}}',
+            "startingOffsets": "earliest",
+            "endingOffsetsByTimestamp": '{"a": {"1": 9000}}',
+            "endingOffsets": '{"a": {"1": 3}}',
+        },
+        streaming=False,
+    )
+    assert both.starting.timestamps_for([("a", 0), ("a", 1)]) == {("a", 0): 1000, ("a", 1): 1000}
+    assert both.starting.no_match is None
+    assert both.ending.timestamps_for([("a", 0), ("a", 1)]) == {("a", 1): 9000}
+    assert both.ending.per_partition() == {}
+    assert both.ending.default == LATEST
+    latest = SourceOptions.parse(
+        {
+            **BASE,
+            "subscribe": "a",
+            "startingOffsetsByTimestamp": '{"a": {"0": 5}}',
+            "startingOffsetsByTimestampStrategy": "Latest",
+        },
+        streaming=True,
+    )
+    assert latest.starting.no_match == LATEST
+    assert latest.starting.default == EARLIEST
+
+
+def test_trigger_and_partition_options() -> None:
+    options = SourceOptions.parse(
+        {
+            **BASE,
+            "subscribe": "a",
+            "minOffsetsPerTrigger": "10",
+            "maxOffsetsPerTrigger": "10",
+            "maxTriggerDelay": "2s",
+            "minPartitions": "7",
+        },
+        streaming=True,
+    )
+    assert options.min_offsets_per_trigger == 10
+    assert options.max_trigger_delay_ms == 2000
+    assert options.min_partitions == 7
+    default = SourceOptions.parse({**BASE, "subscribe": "a"}, streaming=True)
+    assert default.max_trigger_delay_ms == 15 * 60_000
+    assert default.min_offsets_per_trigger is None
+    assert default.min_partitions is None
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("15m", 900_000),
+        ("500", 500),
+        ("500ms", 500),
+        ("3s", 3000),
+        ("2min", 120_000),
+        ("1h", 3_600_000),
+        ("1d", 86_400_000),
+        ("2500us", 2),
+    ],
+)
+def test_max_trigger_delay_takes_spark_time_strings(text: str, ms: int) -> None:
+    options = SourceOptions.parse(
+        {**BASE, "subscribe": "a", "maxTriggerDelay": text}, streaming=True
+    )
+    assert options.max_trigger_delay_ms == ms
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "message"),
+    [
+        ({"startingTimestamp": "soon"}, True, "startingTimestamp must be a time in ms"),
+        ({"startingTimestamp": "-5"}, True, "at least 0 ms"),
+        ({"startingOffsetsByTimestamp": '{"a": {"0": -1}}'}, False, "at least 0 ms"),
+        ({"startingOffsetsByTimestamp": "{}"}, False, "names no partition"),
+        ({"startingOffsetsByTimestampStrategy": "oldest"}, True, "error or latest"),
+        ({"endingTimestamp": "5"}, True, "endingTimestamp is for batch queries only"),
+        ({"endingOffsetsByTimestamp": '{"a": {"0": 5}}'}, True, "batch queries only"),
+        ({"startingTimestamp": "9", "endingTimestamp": "5"}, False, "after endingTimestamp"),
+        (
+            {"startingTimestamp": "9", "endingOffsetsByTimestamp": '{"a": {"0": 5}}'},
+            False,
+            "a-0 starts at timestamp 9, after its end 5",
+        ),
+        ({"minPartitions": "0"}, True, "minPartitions must be positive"),
+        ({"minOffsetsPerTrigger": "x"}, True, "minOffsetsPerTrigger must be a whole number"),
+        (
+            {"minOffsetsPerTrigger": "20", "maxOffsetsPerTrigger": "10"},
+            True,
+            r"minOffsetsPerTrigger \(20\) is higher than maxOffsetsPerTrigger \(10\)",
+        ),
+        ({"maxTriggerDelay": "soon"}, True, "maxTriggerDelay must be a time"),
+        ({"maxTriggerDelay": "5 weeks"}, True, "maxTriggerDelay must be a time"),
+        ({"maxRecordsPerPartition": "10"}, False, "maxRecordsPerPartition is not supported"),
+        ({"groupIdPrefix": "etl"}, True, "groupIdPrefix is not supported"),
+        ({"fetchOffset.numRetries": "3"}, True, "fetchOffset.numRetries is not supported"),
+        ({"fetchoffset.retryintervalms": "9"}, True, "fetchOffset.retryIntervalMs is not"),
+        ({"kafka.value.deserializer": "x.Y"}, True, "kafka.value.deserializer is not supported"),
+        ({"kafka.interceptor.classes": "x.Y"}, True, "kafka.interceptor.classes is not"),
+    ],
+)
+def test_parity_options_are_checked_with_the_option_named(
+    options: dict[str, str], streaming: bool, message: str
+) -> None:
+    with pytest.raises(SparkKafkaError, match=message):
+        SourceOptions.parse({**BASE, "subscribe": "a", **options}, streaming=streaming)
+
+
+def test_unknown_options_that_spark_does_not_know_are_ignored_as_spark_does() -> None:
+    options = SourceOptions.parse({**BASE, "subscribe": "a", "colour": "blue"}, streaming=True)
+    assert options == SourceOptions.parse({**BASE, "subscribe": "a"}, streaming=True)
+
+
+def test_sink_refuses_java_serializers() -> None:
+    with pytest.raises(SparkKafkaError, match=r"kafka\.key\.serializer is not supported"):
+        SinkOptions.parse({**BASE, "kafka.key.serializer": "x.Y"})

@@ -386,6 +386,22 @@ def _measure(broker: BrokerProcess, run: Callable[[], int]) -> ThroughputResult:
     return ThroughputResult(count, seconds, broker_cpu_s, own_cpu_s, machine_cpu_s)
 
 
+def send_round_robin(
+    producer: Producer, topic: str, payload: bytes, messages: int, partitions: int
+) -> None:
+    """Send ``messages`` copies of ``payload`` round-robin over ``partitions`` partitions
+    (waiting for room when the producer's queue is full); return once all are acked."""
+    for i in range(messages):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(_BUFFER_FULL_WAIT_S)
+    if producer.flush(_CLIENT_TIMEOUT_S) != 0:
+        raise RuntimeError("messages were left undelivered")
+
+
 def produce_many(broker: BrokerProcess, topic: str, messages: int, acks: str) -> ThroughputResult:
     """``messages`` messages of 100 B, round-robin over the topic's partitions."""
     producer = Producer(
@@ -395,15 +411,7 @@ def produce_many(broker: BrokerProcess, topic: str, messages: int, acks: str) ->
     producer.list_topics(topic, timeout=_CLIENT_TIMEOUT_S)
 
     def run() -> int:
-        for i in range(messages):
-            while True:
-                try:
-                    producer.produce(topic, payload, partition=i % _THROUGHPUT_PARTITIONS)
-                    break
-                except BufferError:
-                    producer.poll(_BUFFER_FULL_WAIT_S)
-        if producer.flush(_CLIENT_TIMEOUT_S) != 0:
-            raise RuntimeError("messages were left undelivered")
+        send_round_robin(producer, topic, payload, messages, _THROUGHPUT_PARTITIONS)
         return messages
 
     return _measure(broker, run)

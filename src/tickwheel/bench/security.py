@@ -67,6 +67,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
+from tickwheel.bench.broker import send_round_robin
 from tickwheel.bench.fuzz import encode_request
 from tickwheel.protocol import response_schema
 from tickwheel.security import (
@@ -82,7 +83,6 @@ _TMPFS = Path("/dev/shm")
 _READY_TIMEOUT_S = 30.0
 _CLIENT_TIMEOUT_S = 60.0
 _PARTITIONS = 6
-_BUFFER_FULL_WAIT_S = 0.01
 _CONSUME_BATCH = 10_000
 _MB = 1_000_000
 _MS_PER_S = 1000.0
@@ -243,15 +243,7 @@ def produce(config: dict[str, Any], topic: str, messages: int, value_bytes: int)
     producer.list_topics(topic, timeout=_CLIENT_TIMEOUT_S)
     payload = b"x" * value_bytes
     started = time.perf_counter()
-    for i in range(messages):
-        while True:
-            try:
-                producer.produce(topic, payload, partition=i % _PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(_BUFFER_FULL_WAIT_S)
-    if producer.flush(_CLIENT_TIMEOUT_S) != 0:
-        raise RuntimeError("messages were left undelivered")
+    send_round_robin(producer, topic, payload, messages, _PARTITIONS)
     return time.perf_counter() - started
 
 

@@ -12,7 +12,7 @@ The principal and client host come from the connection's ``Session``
 class (``ProduceRequest`` -> ``Produce``). Without ``authorizer.class.name`` every
 check is one attribute test and allows, as Kafka without an authorizer.
 
-Other helpers' handlers use the same calls: the SCRAM credential APIs, for instance,
+Every handler uses the same calls: the SCRAM credential APIs, for instance,
 check ``authorize_cluster(context, request, AclOperation.ALTER)`` (or DESCRIBE) and
 answer CLUSTER_AUTHORIZATION_FAILED.
 

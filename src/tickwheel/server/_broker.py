@@ -65,7 +65,7 @@ from tickwheel.server._connection import Connection, ConnectionProtocol
 from tickwheel.server._context import BrokerContext, Endpoint
 from tickwheel.server._dispatch import Dispatcher
 from tickwheel.server._listener import Listener
-from tickwheel.server._listeners import ListenerSpec, parse_advertised
+from tickwheel.server._listener_config import ListenerSpec, parse_advertised
 from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server._meta_properties import (
     MetaProperties,

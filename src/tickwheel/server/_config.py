@@ -39,7 +39,7 @@ from tickwheel.coordinator.transaction import (
     TransactionConfig,
 )
 from tickwheel.security import LISTENER_PREFIX, listener_prefix
-from tickwheel.server._listeners import (
+from tickwheel.server._listener_config import (
     DEFAULT_PROTOCOL_MAP,
     ListenerError,
     ListenerSpec,
@@ -147,7 +147,7 @@ class BrokerConfig:
     inter_broker_listener_name: str = field(
         default="", metadata=_kafka("inter.broker.listener.name")
     )
-    # Empty: unset (Kafka's default PLAINTEXT, else the first listener; ``_listeners``).
+    # Empty: unset (Kafka's default PLAINTEXT, else the first listener; ``_listener_config``).
     security_inter_broker_protocol: str = field(
         default="", metadata=_kafka("security.inter.broker.protocol")
     )
@@ -685,7 +685,7 @@ class BrokerConfig:
         return parse_listeners(self.listeners, self.listener_security_protocol_map)
 
     def inter_broker_listener(self) -> ListenerSpec:
-        """The listener other brokers connect to (``_listeners.inter_broker_listener``)."""
+        """The listener other brokers connect to (``_listener_config.inter_broker_listener``)."""
         return inter_broker_listener(
             self.listener_specs(),
             self.inter_broker_listener_name,

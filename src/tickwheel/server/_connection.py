@@ -85,7 +85,7 @@ from tickwheel.security import (
 from tickwheel.server._connection_id import enter_connection, new_connection_id
 from tickwheel.server._delayed_close import hold_failed_authentication
 from tickwheel.server._dispatch import Dispatcher
-from tickwheel.server._listeners import ListenerSpec
+from tickwheel.server._listener_config import ListenerSpec
 from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server._sasl import SaslListener
 from tickwheel.server.apis import CloseConnectionError, Response

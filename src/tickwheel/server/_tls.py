@@ -32,7 +32,7 @@ from tickwheel.security import (
     listener_prefix,
 )
 from tickwheel.server._config import BrokerConfig, ConfigError
-from tickwheel.server._listeners import ListenerSpec
+from tickwheel.server._listener_config import ListenerSpec
 
 TLS_PROTOCOLS = frozenset({SSL, SASL_SSL})
 """The security protocols that run over TLS."""

@@ -12,9 +12,13 @@ cannot be added (Spark Connect, managed clusters, no Maven access).
               .option("kafka.bootstrap.servers", "127.0.0.1:9092")
               .option("subscribe", "pageviews").load())
 
-Streaming reads plan one offset range per topic-partition and micro-batch
-(``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``) and keep their offsets only in
+Streaming reads plan one offset range per topic-partition and micro-batch (more with
+``minPartitions``; ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` with
+``maxTriggerDelay``, ``Trigger.AvailableNow``), may start at a time
+(``startingTimestamp``, ``startingOffsetsByTimestamp``), and keep their offsets only in
 Spark's checkpoint, so a restarted query neither loses nor repeats what it committed.
+PySpark lets a Python source report no progress ``metrics``: ``offsets_behind_latest``
+computes Spark's ``min/max/avgOffsetsBehindLatest`` from a progress.
 Executors read with their own consumers (assign and seek, no group) and hand Spark
 Arrow record batches. Writes are acknowledged by all in-sync replicas before Spark
 commits a batch; the sink is at-least-once, or with ``exactlyOnce=true`` exactly-once
@@ -32,6 +36,7 @@ source), ``_session`` (a loopback local session).
 
 from tickwheel.spark._errors import SparkKafkaError
 from tickwheel.spark._fetch import OffsetRange
+from tickwheel.spark._offsets import offsets_behind_latest
 from tickwheel.spark._options import SinkOptions, SourceOptions
 from tickwheel.spark._reader import KafkaBatchReader, KafkaStreamReader
 from tickwheel.spark._schema import source_schema
@@ -52,6 +57,7 @@ __all__ = [
     "SourceOptions",
     "SparkKafkaError",
     "local_session",
+    "offsets_behind_latest",
     "register",
     "source_schema",
 ]

@@ -164,12 +164,21 @@ class KafkaMetadata:
 
     def log_offsets(self, partitions: Iterable[TopicPartitionId], which: int) -> OffsetMap:
         """Each partition's log start (``which=EARLIEST``) or end (``LATEST``) offset."""
-        wanted = list(partitions)
-        if not wanted:
-            return {}
         spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        return self._list_offsets(dict.fromkeys(partitions, spec))
+
+    def offsets_for_times(self, timestamps_ms: Mapping[TopicPartitionId, int]) -> OffsetMap:
+        """ListOffsets by timestamp: each partition's first offset whose record's timestamp
+        is at or after the given time, or ``LATEST`` (-1) when no record is."""
+        return self._list_offsets(
+            {tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps_ms.items()}
+        )
+
+    def _list_offsets(self, specs: Mapping[TopicPartitionId, OffsetSpec]) -> OffsetMap:
+        if not specs:
+            return {}
         futures = self._client().list_offsets(
-            {TopicPartition(t, p): spec for t, p in wanted},
+            {TopicPartition(t, p): spec for (t, p), spec in specs.items()},
             isolation_level=self._isolation_level(),
             request_timeout=METADATA_TIMEOUT_S,
         )

@@ -12,6 +12,10 @@ budget of records among partitions in proportion to what each has waiting, by th
 largest-remainder method, so a batch never admits more than the budget and every offset
 it picks is reached by a whole number of records.
 
+``offsets_behind_latest`` gives the progress ``metrics`` Spark's own Kafka source reports
+(``min/max/avgOffsetsBehindLatest``) from a progress's ``endOffset`` and
+``latestOffset``: PySpark has no way for a Python source to report them itself.
+
 Concurrency: pure functions over immutable inputs; safe from any thread.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from tickwheel.spark._errors import SparkKafkaError
 
@@ -93,3 +98,35 @@ def limit_offsets(start: OffsetMap, latest: OffsetMap, max_records: int) -> Offs
     return sorted_offsets(
         {tp: start.get(tp, 0) + shares[tp] if waiting[tp] else latest[tp] for tp in latest}
     )
+
+
+def offsets_behind_latest(source_progress: Mapping[str, Any]) -> dict[str, str]:
+    """Spark's Kafka source metrics for one source of a streaming query's progress.
+
+    ``source_progress`` is an element of ``StreamingQueryProgress.sources`` (or its
+    JSON): how far each partition's ``latestOffset`` -- the log end the source saw when
+    it planned the batch -- is ahead of the batch's ``endOffset``, as the minimum,
+    maximum and mean over partitions, formatted as Spark formats them. Empty when the
+    progress lacks either offset.
+    """
+    end = _parsed(source_progress.get("endOffset"))
+    latest_seen = _parsed(source_progress.get("latestOffset"))
+    if not end or not latest_seen:
+        return {}
+    consumed = offsets_from_json(end, what="progress endOffset")
+    latest = offsets_from_json(latest_seen, what="progress latestOffset")
+    behind = [offset - consumed[tp] for tp, offset in latest.items() if tp in consumed]
+    if not behind:
+        return {}
+    return {
+        "minOffsetsBehindLatest": str(min(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "avgOffsetsBehindLatest": str(sum(behind) / len(behind)),
+    }
+
+
+def _parsed(offsets: object) -> Mapping[str, Mapping[str, int]] | None:
+    """Offsets as a progress holds them: JSON text (PySpark's, ``"null"`` for none) or
+    already parsed; ``None`` when there are none."""
+    value = json.loads(offsets) if isinstance(offsets, str) and offsets else offsets
+    return value if isinstance(value, Mapping) else None

@@ -6,16 +6,29 @@ so a typo fails at ``load()``/``start()`` with the option's name in the message 
 than in an executor. The same values are pickled into every executor task.
 
 Names and defaults follow Spark's Kafka connector: ``kafka.bootstrap.servers``; one of
-``subscribe`` / ``subscribePattern`` / ``assign``; ``startingOffsets`` (streaming default
-``latest``, batch ``earliest``), ``endingOffsets`` (batch only, default ``latest``);
-``maxOffsetsPerTrigger``; ``failOnDataLoss`` (default true); ``includeHeaders`` (default
-false); ``kafkaConsumer.pollTimeoutMs`` (default 120 s, Spark's network timeout); for
-the sink ``topic`` and tickwheel's own ``exactlyOnce`` (default false). Every
-``kafka.*`` option goes to the librdkafka client without its prefix, except the few
-this layer must own (offset reset and auto-commit, below; ``transactional.id`` with
-``exactlyOnce``).
-Per-partition JSON need not name every partition: those it leaves out start at
-``earliest`` and end at ``latest`` (Spark's connector requires them all).
+``subscribe`` / ``subscribePattern`` / ``assign``; where a query starts and (batch only)
+ends; ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay``
+(default ``15m``, Spark's time syntax); ``minPartitions``; ``failOnDataLoss`` (default
+true); ``includeHeaders`` (default false); ``kafkaConsumer.pollTimeoutMs`` (default
+120 s, Spark's network timeout); for the sink ``topic`` and tickwheel's own
+``exactlyOnce`` (default false). Every ``kafka.*`` option goes to the librdkafka client
+without its prefix, except the few this layer must own (offset reset and auto-commit,
+below; ``transactional.id`` with ``exactlyOnce``) and Java client classes librdkafka has
+no use for.
+
+A start or end is, in Spark's order of precedence: ``startingTimestamp`` /
+``endingTimestamp`` (one time in ms for every partition), then
+``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` (JSON, per partition),
+then ``startingOffsets`` / ``endingOffsets`` (``earliest``, ``latest`` or JSON; streaming
+default ``latest``, batch ``earliest`` and ``latest``). A time resolves to the first
+offset whose record's timestamp is at or after it; when a partition has none, a start
+fails (``startingOffsetsByTimestampStrategy=error``, the default) or takes the latest
+offset (``latest``), and an end takes the latest offset. Per-partition JSON need not
+name every partition: those it leaves out start at ``earliest`` and end at ``latest``
+(Spark's connector requires them all).
+
+The options of Spark's connector this source does not implement (``SPARK_ONLY``) are
+refused with their name, never ignored; other unknown options are ignored, as Spark does.
 
 Concurrency: immutable values; safe from any thread and process.
 """
@@ -24,7 +37,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tickwheel.spark._errors import SparkKafkaError
@@ -46,8 +59,50 @@ DEFAULT_POLL_TIMEOUT_MS = 120_000
 _OWNED_CLIENT_SETTINGS = frozenset({"auto.offset.reset", "enable.auto.commit"})
 # The exactly-once sink sets each task's transactional.id itself.
 _TRANSACTIONAL_ID = "transactional.id"
+# Java client classes, with why they are refused: Spark's connector refuses the
+# (de)serializers and interceptors, and librdkafka could not load them anyway.
+_BYTES_ONLY = "keys and values are bytes; convert them with DataFrame operations"
+_JAVA_CLIENT_SETTINGS = {
+    "key.deserializer": _BYTES_ONLY,
+    "value.deserializer": _BYTES_ONLY,
+    "key.serializer": _BYTES_ONLY,
+    "value.serializer": _BYTES_ONLY,
+    "interceptor.classes": "interceptors could change the records read or written",
+}
 _SUBSCRIPTION_OPTIONS = ("subscribe", "subscribepattern", "assign")
 _TRUE_FALSE = {"true": True, "false": False}
+# Options of Spark's Kafka connector that this source does not implement, by lower-case
+# key, with why: passing them silently would change what a moved job reads.
+SPARK_ONLY = {
+    "maxrecordsperpartition": (
+        "maxRecordsPerPartition is not supported; use minPartitions to split large ranges"
+    ),
+    "groupidprefix": (
+        "groupIdPrefix is not supported: the source joins no consumer group"
+        " (set kafka.group.id to name the one its consumers report)"
+    ),
+    "fetchoffset.numretries": (
+        "fetchOffset.numRetries is not supported: librdkafka retries offset requests"
+        " (kafka.retries, kafka.retry.backoff.ms)"
+    ),
+    "fetchoffset.retryintervalms": (
+        "fetchOffset.retryIntervalMs is not supported: librdkafka retries offset requests"
+        " (kafka.retries, kafka.retry.backoff.ms)"
+    ),
+}
+DEFAULT_MAX_TRIGGER_DELAY = "15m"
+# Spark's time strings (JavaUtils.timeStringAsMs): a whole number and a unit, ms if none.
+_TIME_STRING = re.compile(r"(-?[0-9]+)([a-z]+)?")
+_US_PER_MS = 1000
+_TIME_UNITS_MS = {
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
+_NO_MATCH_STRATEGIES = {"error": None, "latest": LATEST}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +128,33 @@ class Subscription:
 
 @dataclass(frozen=True, slots=True)
 class OffsetBound:
-    """Where a read starts or ends: ``EARLIEST``/``LATEST`` for all, or per partition."""
+    """Where a read starts or ends: ``EARLIEST``/``LATEST`` for all, offsets per
+    partition, one timestamp for all, or timestamps per partition.
+
+    ``default`` is the marker for partitions given nothing else. ``no_match`` is what a
+    timestamp with no record at or after it becomes: ``LATEST``, or ``None`` to fail.
+    """
 
     default: int
     specific: tuple[tuple[TopicPartitionId, int], ...] = ()
+    timestamp_ms: int | None = None
+    timestamps_ms: tuple[tuple[TopicPartitionId, int], ...] = ()
+    no_match: int | None = LATEST
 
     def per_partition(self) -> OffsetMap:
         """The per-partition offsets given as JSON (empty for ``earliest``/``latest``)."""
         return dict(self.specific)
+
+    def timestamps_for(self, partitions: Sequence[TopicPartitionId]) -> OffsetMap:
+        """The time in ms each of ``partitions`` starts or ends at, if given one."""
+        if self.timestamp_ms is not None:
+            return dict.fromkeys(partitions, self.timestamp_ms)
+        given = dict(self.timestamps_ms)
+        return {tp: given[tp] for tp in partitions if tp in given}
+
+    def named_partitions(self) -> set[TopicPartitionId]:
+        """The partitions the option's JSON names."""
+        return set(dict(self.specific)) | set(dict(self.timestamps_ms))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +166,9 @@ class SourceOptions:
     starting: OffsetBound
     ending: OffsetBound
     max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
+    min_partitions: int | None
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
@@ -100,23 +177,46 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         """Check and parse a source's options; raises ``SparkKafkaError`` naming the option."""
         opts = {k.lower(): v for k, v in options.items()}
+        for key, reason in SPARK_ONLY.items():
+            if key in opts:
+                raise SparkKafkaError(f"option {reason}")
+        strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+        if strategy not in _NO_MATCH_STRATEGIES:
+            raise SparkKafkaError(
+                "option startingOffsetsByTimestampStrategy must be error or latest,"
+                f" got {strategy!r}"
+            )
         starting = _offset_bound(
-            opts, "startingoffsets", "startingOffsets", "latest" if streaming else "earliest"
+            opts,
+            "starting",
+            "latest" if streaming else "earliest",
+            no_match=_NO_MATCH_STRATEGIES[strategy],
         )
-        ending = _offset_bound(opts, "endingoffsets", "endingOffsets", "latest")
-        if streaming and "endingoffsets" in opts:
-            raise SparkKafkaError("endingOffsets is for batch queries only")
-        if not streaming:
+        ending = _offset_bound(opts, "ending", "latest", no_match=LATEST)
+        if streaming:
+            for key, name in _ENDING_OPTIONS.items():
+                if key in opts:
+                    raise SparkKafkaError(f"{name} is for batch queries only")
+        else:
             _check_batch_bounds(starting, ending)
-        max_offsets = opts.get("maxoffsetspertrigger")
+        max_offsets = _optional_positive_int(opts, "maxoffsetspertrigger", "maxOffsetsPerTrigger")
+        min_offsets = _optional_positive_int(opts, "minoffsetspertrigger", "minOffsetsPerTrigger")
+        if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+            raise SparkKafkaError(
+                f"option minOffsetsPerTrigger ({min_offsets}) is higher than"
+                f" maxOffsetsPerTrigger ({max_offsets})"
+            )
         return cls(
             client_config=_client_config(opts),
             subscription=_subscription(opts),
             starting=starting,
             ending=ending,
-            max_offsets_per_trigger=None
-            if max_offsets is None
-            else _positive_int(max_offsets, "maxOffsetsPerTrigger"),
+            max_offsets_per_trigger=max_offsets,
+            min_offsets_per_trigger=min_offsets,
+            max_trigger_delay_ms=_time_ms(
+                opts.get("maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY), "maxTriggerDelay"
+            ),
+            min_partitions=_optional_positive_int(opts, "minpartitions", "minPartitions"),
             fail_on_data_loss=_boolean(opts, "failondataloss", "failOnDataLoss", default=True),
             include_headers=_boolean(opts, "includeheaders", "includeHeaders", default=False),
             poll_timeout_ms=_positive_int(
@@ -166,6 +266,8 @@ def _client_config(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
         name = key[len(CLIENT_PREFIX) :]
         if name in _OWNED_CLIENT_SETTINGS:
             raise SparkKafkaError(f"option {key} is not supported: the source manages it")
+        if name in _JAVA_CLIENT_SETTINGS:
+            raise SparkKafkaError(f"option {key} is not supported: {_JAVA_CLIENT_SETTINGS[name]}")
         config[name] = value
     return tuple(sorted(config.items()))
 
@@ -209,16 +311,53 @@ def _assignment(text: str) -> tuple[TopicPartitionId, ...]:
     return tuple(sorted(set(assigned)))
 
 
-def _offset_bound(opts: Mapping[str, str], key: str, name: str, default: str) -> OffsetBound:
-    text = opts.get(key, default).strip()
+_ENDING_OPTIONS = {
+    "endingoffsets": "endingOffsets",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+    "endingtimestamp": "endingTimestamp",
+}
+
+
+def _offset_bound(
+    opts: Mapping[str, str], side: str, default: str, *, no_match: int | None
+) -> OffsetBound:
+    """``side`` ("starting" or "ending")'s bound, from the option that takes precedence."""
+    unnamed = EARLIEST if side == "starting" else LATEST
+    timestamp_name = f"{side}Timestamp"
+    by_timestamp_name = f"{side}OffsetsByTimestamp"
+    offsets_name = f"{side}Offsets"
+    if timestamp_name.lower() in opts:
+        text = opts[timestamp_name.lower()].strip()
+        try:
+            timestamp_ms = int(text)
+        except ValueError:
+            raise SparkKafkaError(
+                f"option {timestamp_name} must be a time in ms, got {text!r}"
+            ) from None
+        _check_timestamp(timestamp_ms, f"option {timestamp_name}")
+        return OffsetBound(unnamed, timestamp_ms=timestamp_ms, no_match=no_match)
+    if by_timestamp_name.lower() in opts:
+        what = f"option {by_timestamp_name}"
+        stamps = parse_offsets_option(opts[by_timestamp_name.lower()].strip(), what=what)
+        if not stamps:
+            raise SparkKafkaError(f"{what} names no partition")
+        for (topic, partition), timestamp_ms in stamps.items():
+            _check_timestamp(timestamp_ms, f"{what}: {topic}-{partition}")
+        return OffsetBound(unnamed, timestamps_ms=tuple(stamps.items()), no_match=no_match)
+    text = opts.get(offsets_name.lower(), default).strip()
     if text.lower() == "earliest":
         return OffsetBound(EARLIEST)
     if text.lower() == "latest":
         return OffsetBound(LATEST)
-    specific = parse_offsets_option(text, what=f"option {name}")
+    specific = parse_offsets_option(text, what=f"option {offsets_name}")
     if not specific:
-        raise SparkKafkaError(f"option {name} names no partition")
-    return OffsetBound(EARLIEST if key == "startingoffsets" else LATEST, tuple(specific.items()))
+        raise SparkKafkaError(f"option {offsets_name} names no partition")
+    return OffsetBound(unnamed, tuple(specific.items()))
+
+
+def _check_timestamp(timestamp_ms: int, what: str) -> None:
+    if timestamp_ms < 0:
+        raise SparkKafkaError(f"{what}: a timestamp must be at least 0 ms, got {timestamp_ms}")
 
 
 def _check_batch_bounds(starting: OffsetBound, ending: OffsetBound) -> None:
@@ -228,6 +367,20 @@ def _check_batch_bounds(starting: OffsetBound, ending: OffsetBound) -> None:
         raise SparkKafkaError("startingOffsets latest (or -1) is not allowed in a batch query")
     if ending.default == EARLIEST or EARLIEST in ending.per_partition().values():
         raise SparkKafkaError("endingOffsets earliest (or -2) is not allowed in a batch query")
+    if starting.timestamp_ms is not None and ending.timestamp_ms is not None:
+        if starting.timestamp_ms > ending.timestamp_ms:
+            raise SparkKafkaError(
+                f"startingTimestamp {starting.timestamp_ms} is after"
+                f" endingTimestamp {ending.timestamp_ms}"
+            )
+        return
+    named = sorted(starting.named_partitions() | ending.named_partitions())
+    starts, ends = starting.timestamps_for(named), ending.timestamps_for(named)
+    for tp in starts.keys() & ends.keys():
+        if starts[tp] > ends[tp]:
+            raise SparkKafkaError(
+                f"{tp[0]}-{tp[1]} starts at timestamp {starts[tp]}, after its end {ends[tp]}"
+            )
 
 
 def _boolean(opts: Mapping[str, str], key: str, name: str, *, default: bool) -> bool:
@@ -238,6 +391,25 @@ def _boolean(opts: Mapping[str, str], key: str, name: str, *, default: bool) -> 
     if value is None:
         raise SparkKafkaError(f"option {name} must be true or false, got {text!r}")
     return value
+
+
+def _optional_positive_int(opts: Mapping[str, str], key: str, name: str) -> int | None:
+    text = opts.get(key)
+    return None if text is None else _positive_int(text, name)
+
+
+def _time_ms(text: str, name: str) -> int:
+    """Spark's time string (``15m``, ``30s``, ``500ms``, ``1000``) in milliseconds."""
+    match = _TIME_STRING.fullmatch(text.strip().lower())
+    unit = "ms" if match is None or match.group(2) is None else match.group(2)
+    if match is None or (unit != "us" and unit not in _TIME_UNITS_MS):
+        raise SparkKafkaError(
+            f"option {name} must be a time such as 15m, 30s or 500ms, got {text!r}"
+        )
+    value = int(match.group(1))
+    if value < 0:
+        raise SparkKafkaError(f"option {name} must not be negative, got {text!r}")
+    return value // _US_PER_MS if unit == "us" else value * _TIME_UNITS_MS[unit]
 
 
 def _positive_int(text: str, name: str) -> int:

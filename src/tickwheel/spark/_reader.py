@@ -3,27 +3,43 @@
 Streaming (``KafkaStreamReader``). Spark keeps one reader on the driver for the life of
 a query and asks it, per trigger:
 
-1. ``initialOffset()`` -- only for a query without a checkpoint: ``startingOffsets``
-   resolved against the logs, for every partition the subscription selects now.
+1. ``initialOffset()`` -- only for a query without a checkpoint: the starting bound
+   (``startingTimestamp``, ``startingOffsetsByTimestamp`` or ``startingOffsets``)
+   resolved against the logs, for every partition the subscription selects now; a
+   time through ListOffsets by timestamp.
 2. ``latestOffset(start, limit)`` -- where the next micro-batch ends: each partition's
    log end offset (or, under ``Trigger.AvailableNow``, the end recorded by
    ``prepareForTriggerAvailableNow``), capped by the read limit (``maxOffsetsPerTrigger``
-   becomes ``ReadMaxRows``; see ``limit_offsets``). A partition that appears after the
-   query started -- a new topic matching the subscription or partitions added to a
-   topic -- is read from offset 0, its beginning. A partition never leaves the
+   becomes ``ReadMaxRows``; see ``limit_offsets``). With ``minOffsetsPerTrigger`` it
+   returns ``start`` -- no batch -- while fewer records wait and less than
+   ``maxTriggerDelay`` has passed since the last batch it let through, as Spark's
+   connector does (the first call of a reader always lets one through, so a one-time
+   trigger reads everything). PySpark's ``ReadMinRows`` cannot carry the delay, so the
+   reader keeps that state itself and Spark's read limit stays ``maxOffsetsPerTrigger``'s;
+   the minimum does not apply under ``Trigger.AvailableNow``. A partition that appears
+   after the query started -- a new topic matching the subscription or partitions added
+   to a topic -- is read from offset 0, its beginning. A partition never leaves the
    offsets once in them (Spark needs both ends of a range).
 3. ``partitions(start, end)`` -- one ``OffsetRange`` per partition with records to
-   read. Spark calls it again with checkpointed offsets when it replays the last
-   uncommitted batch after a restart, so it depends on its arguments only.
+   read, split further by ``minPartitions`` (``split_ranges``). Spark calls it again
+   with checkpointed offsets when it replays the last uncommitted batch after a
+   restart, so it depends on its arguments only.
 4. ``commit(end)`` -- nothing to do: offsets live in Spark's checkpoint, never in a
    consumer group.
+5. ``reportLatestOffset()`` -- the log end offsets the last ``latestOffset`` saw, which
+   Spark puts in the progress as the source's ``latestOffset``. PySpark 4.3 gives a
+   Python source no way to report progress ``metrics`` (its JVM stream does not
+   implement ``ReportsSourceMetrics`` and the Python runner has no call for them), so
+   Spark's ``avg/max/minOffsetsBehindLatest`` are computed by the user from
+   ``endOffset`` and ``latestOffset`` (README).
 
 Offsets that went backwards (a deleted and re-created topic) or partitions that
 vanished are data loss: the query fails when ``failOnDataLoss`` is true, and otherwise
 skips them.
 
-Batch (``KafkaBatchReader``): one ``OffsetRange`` per partition from
-``startingOffsets`` to ``endingOffsets``, resolved when Spark plans the query.
+Batch (``KafkaBatchReader``): one ``OffsetRange`` per partition (or more, with
+``minPartitions``) from the starting to the ending bound, resolved when Spark plans
+the query.
 
 Both readers are pickled into executor tasks, which only call ``read()``; the
 ``KafkaMetadata`` client is created lazily on the driver and never pickled.
@@ -35,7 +51,8 @@ in executor worker processes on their own pickled copies.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -63,6 +80,45 @@ from tickwheel.spark._options import OffsetBound, SourceOptions
 
 logger = logging.getLogger(__name__)
 _NOTHING = OffsetRange("", 0, 0, 0)
+_MS_PER_S = 1000
+
+
+def _wall_clock_ms() -> int:
+    """Milliseconds since the epoch (Spark measures maxTriggerDelay on the wall clock)."""
+    return int(time.time() * _MS_PER_S)
+
+
+def split_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """``ranges`` split so there are about ``min_partitions`` of them (Spark's
+    KafkaOffsetRangeCalculator): nothing is split when there are already that many
+    non-empty ranges; otherwise each range gets a number of parts proportional to its
+    size (rounded half up, at least one), the ranges getting one part being left out of
+    the proportion, and a range's parts differ in size by at most one record, the
+    remainder going to the last parts. Empty ranges are dropped.
+    """
+    nonempty = [r for r in ranges if r.size > 0]
+    if min_partitions is None or len(nonempty) >= min_partitions:
+        return nonempty
+    total = sum(r.size for r in nonempty)
+    whole = [r for r in nonempty if _part_count(r.size, total, min_partitions) == 1]
+    split_total = total - sum(r.size for r in whole)
+    split_parts = max(min_partitions - len(whole), 1)
+    result: list[OffsetRange] = []
+    for r in nonempty:
+        parts = 1 if r in whole else _part_count(r.size, split_total, split_parts)
+        begin, remaining = r.from_offset, r.size
+        for part in range(parts):
+            size = remaining // (parts - part)
+            remaining -= size
+            if size > 0:
+                result.append(OffsetRange(r.topic, r.partition, begin, begin + size))
+            begin += size
+    return result
+
+
+def _part_count(size: int, total: int, parts: int) -> int:
+    """``round(size / total * parts)``, half up, at least 1, in whole numbers."""
+    return max((2 * size * parts + total) // (2 * total), 1)
 
 
 class _Planner:
@@ -93,16 +149,29 @@ class _Planner:
         self, bound: OffsetBound, partitions: Sequence[TopicPartitionId]
     ) -> OffsetMap:
         """``bound`` for each of ``partitions``, resolved to real offsets."""
-        given = bound.per_partition()
-        unknown = sorted(set(given) - set(partitions))
+        unknown = sorted(bound.named_partitions() - set(partitions))
         if unknown:
             names = ", ".join(f"{t}-{p}" for t, p in unknown)
             raise SparkKafkaError(f"offsets given for partitions that are not read: {names}")
-        return self.metadata.resolve({tp: given.get(tp, bound.default) for tp in partitions})
+        stamps = bound.timestamps_for(partitions)
+        given = bound.per_partition()
+        wanted = {tp: given.get(tp, bound.default) for tp in partitions if tp not in stamps}
+        for tp, found in self.metadata.offsets_for_times(stamps).items():
+            offset = found
+            if found < 0:
+                if bound.no_match is None:
+                    raise SparkKafkaError(
+                        f"{tp[0]}-{tp[1]} has no record at or after timestamp {stamps[tp]}"
+                        " (startingOffsetsByTimestampStrategy=error; set it to latest to"
+                        " start there)"
+                    )
+                offset = bound.no_match
+            wanted[tp] = offset
+        return self.metadata.resolve(wanted)
 
     def ranges(self, start: OffsetMap, end: OffsetMap) -> list[InputPartition]:
-        """One ``OffsetRange`` per partition of ``end`` with offsets to read."""
-        ranges: list[InputPartition] = []
+        """The ``OffsetRange``\\s from ``start`` to ``end`` (see ``split_ranges``)."""
+        ranges: list[OffsetRange] = []
         for tp, until in end.items():
             begin = start.get(tp, 0)
             if until < begin:
@@ -111,7 +180,8 @@ class _Planner:
                 ranges.append(OffsetRange(tp[0], tp[1], begin, until))
         # Given no partition, Spark still runs one task and calls read(None): give it an
         # empty range instead.
-        return ranges or [_NOTHING]
+        planned: list[InputPartition] = [*split_ranges(ranges, self.options.min_partitions)]
+        return planned or [_NOTHING]
 
     def data_loss(self, what: str) -> None:
         if self.options.fail_on_data_loss:
@@ -127,9 +197,16 @@ class _Planner:
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader over Kafka topic-partitions with admission control."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(
+        self, options: SourceOptions, *, clock_ms: Callable[[], int] = _wall_clock_ms
+    ) -> None:
         self._planner = _Planner(options)
         self._available_now_end: OffsetMap | None = None
+        self._clock_ms = clock_ms
+        # When the last batch was let through (Spark's connector starts from 0 too, so
+        # the first call never waits).
+        self._last_trigger_ms = 0
+        self._latest_seen: OffsetMap | None = None
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 (Spark API)
         planner = self._planner
@@ -154,9 +231,30 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._planner.data_loss(f"partition {tp[0]}-{tp[1]} is gone")
         # A vanished partition stays, at its start offset: the range is empty.
         latest = sorted_offsets({**begin, **latest})
+        self._latest_seen = latest
+        if self._delays_batch(begin, latest):
+            return offsets_to_json(begin)
         if isinstance(limit, ReadMaxRows):
             latest = limit_offsets(begin, latest, limit.max_rows)
         return offsets_to_json(latest)
+
+    def _delays_batch(self, begin: OffsetMap, latest: OffsetMap) -> bool:
+        """Whether minOffsetsPerTrigger holds the next batch back (see the module doc)."""
+        options = self._planner.options
+        min_records = options.min_offsets_per_trigger
+        if min_records is None or self._available_now_end is not None:
+            return False
+        now_ms = self._clock_ms()
+        if now_ms - self._last_trigger_ms < options.max_trigger_delay_ms:
+            waiting = sum(max(0, latest[tp] - begin.get(tp, 0)) for tp in latest)
+            if waiting < min_records:
+                return True
+        self._last_trigger_ms = now_ms
+        return False
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:  # noqa: N802 (Spark API)
+        """The log end offsets the last ``latestOffset`` call saw (progress ``latestOffset``)."""
+        return None if self._latest_seen is None else offsets_to_json(self._latest_seen)
 
     def _log_end_offsets(self) -> OffsetMap:
         planner = self._planner

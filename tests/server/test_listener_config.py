@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from tickwheel.server import BackgroundBroker, BrokerConfig, ConfigError
-from tickwheel.server._listeners import DEFAULT_PROTOCOL_MAP as DEFAULT_MAP
-from tickwheel.server._listeners import (
+from tickwheel.server._listener_config import DEFAULT_PROTOCOL_MAP as DEFAULT_MAP
+from tickwheel.server._listener_config import (
     ListenerError,
     ListenerSpec,
     inter_broker_listener,
