@@ -22,7 +22,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
 import tickwheel
-from tickwheel.spark import FORMAT_NAME, SinkOptions, SparkKafkaError
+from tickwheel.spark import FORMAT_NAME, SinkOptions, SparkKafkaError, _exactly_once
+from tickwheel.spark._clients import give_back_idle_producer, take_idle_producer
 from tickwheel.spark._exactly_once import TaskPart, write_exactly_once
 
 from .helpers import KafkaHelper, Record
@@ -150,6 +151,61 @@ def test_a_zombie_attempt_is_fenced_and_its_rows_never_seen(kafka: KafkaHelper) 
     with pytest.raises(Exception, match=r"(?i)fenced"):
         zombie.commit_transaction(TIMEOUT_S)
     assert committed_values(kafka.bootstrap_servers, topic, 1) == [b"retry"]
+
+
+def test_a_kept_producer_fenced_by_another_worker_starts_anew(kafka: KafkaHelper) -> None:
+    topic = kafka.new_topic("eos-kept", partitions=1)
+    options = _options(kafka, topic)
+    query = str(uuid.uuid4())
+    write_exactly_once(options, iter([_batch([b"0"])]), TaskPart(query, 0, 0))
+    transactional_id = TaskPart(query, 0, 0).transactional_id
+    # This worker kept its producer; another worker then writes batch 1 with a new one,
+    # fencing it, and the fenced producer is what this worker finds for batch 2.
+    kept = take_idle_producer(options.client_config, transactional_id)
+    assert kept is not None
+    other = write_exactly_once(options, iter([_batch([b"1"])]), TaskPart(query, 1, 0))
+    give_back_idle_producer(options.client_config, transactional_id, kept)
+
+    replayed = write_exactly_once(options, iter([_batch([b"1"])]), TaskPart(query, 1, 0))
+    after_fencing = write_exactly_once(options, iter([_batch([b"2"])]), TaskPart(query, 2, 0))
+
+    assert (other.records, other.already_committed) == (1, False)
+    assert (replayed.records, replayed.already_committed) == (0, True)
+    assert (after_fencing.records, after_fencing.already_committed) == (1, False)
+    assert take_idle_producer(options.client_config, transactional_id) not in (None, kept)
+    assert committed_values(kafka.bootstrap_servers, topic, 1) == [b"0", b"1", b"2"]
+
+
+def test_a_zombie_holding_the_marker_open_is_aborted_by_a_new_producer(
+    kafka: KafkaHelper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kept producer's task finds its marker unsettled by a zombie's open transaction:
+    # after KEPT_MARKER_TIMEOUT_S it starts a new producer, whose init aborts the zombie.
+    monkeypatch.setattr(_exactly_once, "KEPT_MARKER_TIMEOUT_S", 1.0)
+    topic = kafka.new_topic("eos-open-marker", partitions=1)
+    options = _options(kafka, topic)
+    query = str(uuid.uuid4())
+    write_exactly_once(options, iter([_batch([b"0"])]), TaskPart(query, 0, 0))
+    part = TaskPart(query, 1, 0)
+    zombie = Producer(
+        {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": part.transactional_id}
+    )
+    zombie.init_transactions(TIMEOUT_S)
+    zombie.begin_transaction()
+    group = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": part.marker_group})
+    zombie.send_offsets_to_transaction(
+        [TopicPartition(topic, 0, part.marker_offset)], group.consumer_group_metadata(), TIMEOUT_S
+    )
+    zombie.produce(topic, value=b"zombie")
+    assert zombie.flush(TIMEOUT_S) == 0
+
+    outcome = write_exactly_once(options, iter([_batch([b"1"])]), part)
+
+    assert (outcome.records, outcome.already_committed) == (1, False)
+    with pytest.raises(Exception, match=r"(?i)fenced"):
+        zombie.commit_transaction(TIMEOUT_S)
+    group.close()
+    assert committed_values(kafka.bootstrap_servers, topic, 1) == [b"0", b"1"]
 
 
 def test_exactly_once_options_are_checked(spark: SparkSession, kafka: KafkaHelper) -> None:
