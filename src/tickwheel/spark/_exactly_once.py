@@ -15,7 +15,7 @@ checkpoint, so the same after a restart), the micro-batch id, the Spark partitio
    transaction it had open is aborted or committed, so what the next step reads is
    settled.
 2. The part's *marker*: the offset committed for the topic-partition
-   ``(<option topic>, 0)`` in the consumer group ``tickwheel-spark-eos-<query>-<partition>``.
+   ``(<marker topic>, 0)`` in the consumer group ``tickwheel-spark-eos-<query>-<partition>``.
    It is ``batch + 1`` once the part of batch ``batch`` (or a later one) is in Kafka.
    If it is there, the part is a replay of a committed one: the task writes nothing.
 3. Otherwise, in one transaction: first the marker ``batch + 1``
@@ -55,8 +55,10 @@ Assumptions, as for Spark's exactly-once file sink:
   and writes everything again.
 - Readers use ``isolation.level=read_committed`` (librdkafka's default; Java's default
   is ``read_uncommitted``, which also sees aborted records).
-- The option ``topic`` names an existing topic: its partition 0 carries the markers.
-  Rows may still go to other topics through a ``topic`` column.
+- The marker topic -- the option ``exactlyOnce.markerTopic``, by default the option
+  ``topic`` -- is an existing topic: its partition 0 carries the markers (as consumer
+  group offsets; no record is written to it). Without the option ``topic``, rows go to
+  the topics of their ``topic`` column.
 - An aborted or abandoned transaction keeps ``read_committed`` readers of its partitions
   waiting at its first offset until it is aborted: by the next attempt of the same part
   at once, else by the transaction coordinator after ``transaction.timeout.ms``
@@ -143,9 +145,9 @@ def write_exactly_once(
     options: SinkOptions, batches: Iterator[pa.RecordBatch], part: TaskPart
 ) -> PartOutcome:
     """Write ``part``'s rows in one transaction with its marker, unless already written."""
-    marker_topic = options.topic
+    marker_topic = options.marker_topic
     if marker_topic is None:
-        raise SparkKafkaError("exactlyOnce=true needs the option topic (it carries the markers)")
+        raise SparkKafkaError("exactlyOnce=true needs a marker topic (option topic)")
     first = next((batch for batch in batches if batch.num_rows), None)
     if first is None:
         return PartOutcome(records=0, already_committed=False)

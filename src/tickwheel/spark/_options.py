@@ -228,31 +228,53 @@ class SourceOptions:
 
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
-    """A Kafka sink's options, checked: the client settings, the default topic, and
-    ``exactlyOnce`` (tickwheel's own; see ``_exactly_once``)."""
+    """A Kafka sink's options, checked: the client settings, the topic every row goes
+    to (the option ``topic``, else ``path`` -- ``df.write.save(path)`` -- which
+    override a ``topic`` column, as in Spark), and ``exactlyOnce`` with the topic whose
+    partition 0 carries its markers (tickwheel's own; see ``_exactly_once``)."""
 
     client_config: tuple[tuple[str, str], ...]
     topic: str | None
     exactly_once: bool = False
+    marker_topic: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Check and parse a sink's options; raises ``SparkKafkaError`` naming the option."""
         opts = {k.lower(): v for k, v in options.items()}
-        topic = opts.get("topic")
-        if topic is not None and not topic.strip():
-            raise SparkKafkaError("option topic is empty")
+        topic = _topic_option(opts, "topic")
+        if topic is None:
+            topic = _topic_option(opts, "path")
         exactly_once = _boolean(opts, "exactlyonce", "exactlyOnce", default=False)
+        marker_topic = _topic_option(opts, "exactlyonce.markertopic", "exactlyOnce.markerTopic")
         client_config = _client_config(opts)
+        if marker_topic is not None and not exactly_once:
+            raise SparkKafkaError("option exactlyOnce.markerTopic needs exactlyOnce=true")
         if exactly_once:
-            if topic is None:
-                raise SparkKafkaError("exactlyOnce=true needs the option topic")
+            marker_topic = marker_topic or topic
+            if marker_topic is None:
+                raise SparkKafkaError(
+                    "exactlyOnce=true needs the option topic or exactlyOnce.markerTopic"
+                    " (a topic whose partition 0 carries the markers)"
+                )
             if any(name == _TRANSACTIONAL_ID for name, _ in client_config):
                 raise SparkKafkaError(
                     f"option {CLIENT_PREFIX}{_TRANSACTIONAL_ID} is not supported with"
                     " exactlyOnce=true: the sink derives it from the query and partition"
                 )
-        return cls(client_config=client_config, topic=topic, exactly_once=exactly_once)
+        return cls(
+            client_config=client_config,
+            topic=topic,
+            exactly_once=exactly_once,
+            marker_topic=marker_topic,
+        )
+
+
+def _topic_option(opts: Mapping[str, str], key: str, name: str | None = None) -> str | None:
+    topic = opts.get(key)
+    if topic is not None and not topic.strip():
+        raise SparkKafkaError(f"option {name or key} is empty")
+    return topic
 
 
 def _client_config(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
