@@ -193,9 +193,14 @@ def test_min_partitions_splits_batch_and_stream_reads(
 
     plain = batch(spark, kafka, topic)
     split = batch(spark, kafka, topic, minPartitions="4")
+    # At most 8 records per task: 4 tasks for partition 0 (30 = 8+7+7+8), 2 for partition
+    # 1; minPartitions=3 asks for fewer and changes nothing.
+    capped = batch(spark, kafka, topic, maxRecordsPerPartition="8", minPartitions="3")
 
     assert plain.rdd.getNumPartitions() == 2
     assert split.rdd.getNumPartitions() == 4
+    assert capped.rdd.getNumPartitions() == 6
+    assert sorted(r.offset for r in capped.where("partition = 0").collect()) == list(range(30))
     tasks = split.select(spark_partition_id().alias("task"), "partition", "offset").collect()
     assert sorted((r.partition, r.offset) for r in tasks) == [(0, o) for o in range(30)] + [
         (1, o) for o in range(10)
@@ -366,7 +371,7 @@ def test_spark_only_option_fails_the_query_with_its_name(
             spark.readStream.format(FORMAT_NAME)
             .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
             .option("subscribe", topic)
-            .option("maxRecordsPerPartition", "100")
+            .option("groupIdPrefix", "etl")
             .load()
             .writeStream.format("noop")
             .trigger(availableNow=True)
@@ -374,10 +379,10 @@ def test_spark_only_option_fails_the_query_with_its_name(
         )
         query.awaitTermination(QUERY_TIMEOUT_S)
 
-    with pytest.raises(Exception, match="maxRecordsPerPartition is not supported"):
+    with pytest.raises(Exception, match="groupIdPrefix is not supported"):
         stream()
-    with pytest.raises(Exception, match="maxRecordsPerPartition is not supported"):
-        batch(spark, kafka, topic, maxRecordsPerPartition="100").collect()
+    with pytest.raises(Exception, match="groupIdPrefix is not supported"):
+        batch(spark, kafka, topic, groupIdPrefix="etl").collect()
 
 
 def test_min_offsets_per_trigger_lets_a_one_time_trigger_read_everything(

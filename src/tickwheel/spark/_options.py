@@ -8,7 +8,8 @@ than in an executor. The same values are pickled into every executor task.
 Names and defaults follow Spark's Kafka connector: ``kafka.bootstrap.servers``; one of
 ``subscribe`` / ``subscribePattern`` / ``assign``; where a query starts and (batch only)
 ends; ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay``
-(default ``15m``, Spark's time syntax); ``minPartitions``; ``failOnDataLoss`` (default
+(default ``15m``, Spark's time syntax); ``minPartitions`` and
+``maxRecordsPerPartition``; ``failOnDataLoss`` (default
 true); ``includeHeaders`` (default false); ``kafkaConsumer.pollTimeoutMs`` (default
 120 s, Spark's network timeout); for the sink ``topic`` and tickwheel's own
 ``exactlyOnce`` (default false). Every ``kafka.*`` option goes to the librdkafka client
@@ -74,9 +75,6 @@ _TRUE_FALSE = {"true": True, "false": False}
 # Options of Spark's Kafka connector that this source does not implement, by lower-case
 # key, with why: passing them silently would change what a moved job reads.
 SPARK_ONLY = {
-    "maxrecordsperpartition": (
-        "maxRecordsPerPartition is not supported; use minPartitions to split large ranges"
-    ),
     "groupidprefix": (
         "groupIdPrefix is not supported: the source joins no consumer group"
         " (set kafka.group.id to name the one its consumers report)"
@@ -169,6 +167,7 @@ class SourceOptions:
     min_offsets_per_trigger: int | None
     max_trigger_delay_ms: int
     min_partitions: int | None
+    max_records_per_partition: int | None
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
@@ -217,6 +216,9 @@ class SourceOptions:
                 opts.get("maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY), "maxTriggerDelay"
             ),
             min_partitions=_optional_positive_int(opts, "minpartitions", "minPartitions"),
+            max_records_per_partition=_optional_positive_int(
+                opts, "maxrecordsperpartition", "maxRecordsPerPartition"
+            ),
             fail_on_data_loss=_boolean(opts, "failondataloss", "failOnDataLoss", default=True),
             include_headers=_boolean(opts, "includeheaders", "includeHeaders", default=False),
             poll_timeout_ms=_positive_int(
