@@ -4,8 +4,8 @@ The driver asks a ``KafkaMetadata`` (one ``AdminClient``) which partitions exist
 where their logs begin and end. Executors read with a ``Consumer`` and write with a
 ``Producer`` kept per Python worker process and per client configuration (the
 exactly-once sink keeps its idle transactional producers per worker and
-``transactional.id``, a few at most, and one marker ``Consumer`` per worker and consumer
-group):
+``transactional.id``, and a marker ``Consumer`` per worker and consumer group, a few of
+each at most):
 Spark reuses worker processes across tasks, so a task pays for a connection only once
 per worker, as Spark's own connector caches its consumers and producers.
 
@@ -73,9 +73,10 @@ _WRITER_DEFAULTS = {"acks": "all", "linger.ms": "5"}
 # read_committed makes librdkafka ask for stable offsets (no pending transactional ones).
 _MARKER_SETTINGS = {"enable.auto.commit": "false", "isolation.level": "read_committed"}
 _TRANSACTIONAL_ID = "transactional.id"
-# Idle transactional producers a worker keeps (each holds librdkafka threads and
-# connections); the least recently used beyond this is closed.
-MAX_IDLE_TRANSACTIONAL_PRODUCERS = 16
+# Idle transactional producers and marker consumers a worker keeps, of each (one per
+# part a worker has written; each holds librdkafka threads and connections): the least
+# recently used beyond this is closed.
+MAX_KEPT_PER_PART_CLIENTS = 16
 
 _ISOLATION_LEVEL = "isolation.level"
 _READ_COMMITTED = "read_committed"
@@ -83,7 +84,7 @@ _READ_COMMITTED = "read_committed"
 _cache_lock = threading.Lock()
 _consumers: dict[ClientConfig, Consumer] = {}
 _producers: dict[ClientConfig, Producer] = {}
-_marker_consumers: dict[tuple[ClientConfig, str], Consumer] = {}
+_marker_consumers: OrderedDict[tuple[ClientConfig, str], Consumer] = OrderedDict()
 _idle_transactional: OrderedDict[tuple[ClientConfig, str], Producer] = OrderedDict()
 
 
@@ -130,7 +131,7 @@ def give_back_idle_producer(
     with _cache_lock:
         _idle_transactional[(client_config, transactional_id)] = producer
         evicted = []
-        while len(_idle_transactional) > MAX_IDLE_TRANSACTIONAL_PRODUCERS:
+        while len(_idle_transactional) > MAX_KEPT_PER_PART_CLIENTS:
             evicted.append(_idle_transactional.popitem(last=False)[1])
     for old in evicted:
         old.close()
@@ -138,13 +139,21 @@ def give_back_idle_producer(
 
 def marker_consumer(client_config: ClientConfig, group_id: str) -> Consumer:
     """This worker process's consumer of ``group_id``'s committed offsets (never subscribes)."""
+    key = (client_config, group_id)
+    evicted = []
     with _cache_lock:
-        consumer = _marker_consumers.get((client_config, group_id))
+        consumer = _marker_consumers.get(key)
         if consumer is None:
             settings = {**dict(client_config), **_MARKER_SETTINGS, "group.id": group_id}
             consumer = _build(Consumer, settings)
-            _marker_consumers[(client_config, group_id)] = consumer
-        return consumer
+            _marker_consumers[key] = consumer
+            while len(_marker_consumers) > MAX_KEPT_PER_PART_CLIENTS:
+                evicted.append(_marker_consumers.popitem(last=False)[1])
+        else:
+            _marker_consumers.move_to_end(key)
+    for old in evicted:
+        old.close()
+    return consumer
 
 
 def _build(kind: Callable[[dict[str, Any]], _Client], config: dict[str, str]) -> _Client:
