@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tickwheel.server import BackgroundBroker
 from tickwheel.spark import SparkKafkaError
 from tickwheel.spark._clients import (
-    MAX_KEPT_PER_PART_CLIENTS,
+    MAX_PART_CLIENTS_PER_WORKER,
     KafkaMetadata,
     give_back_idle_producer,
     marker_consumer,
@@ -37,7 +37,7 @@ def test_unknown_client_setting_is_refused_with_a_clear_error() -> None:
 def test_per_part_clients_are_kept_least_recently_used_first_out() -> None:
     # No broker behind the address; the clients stay quiet while they retry it.
     config = (("bootstrap.servers", "127.0.0.1:9"), ("log_level", "0"))
-    groups = [f"part-{n}" for n in range(MAX_KEPT_PER_PART_CLIENTS + 1)]
+    groups = [f"part-{n}" for n in range(MAX_PART_CLIENTS_PER_WORKER + 1)]
     first = marker_consumer(config, groups[0])
     second = marker_consumer(config, groups[1])
     for group in groups[2:]:
