@@ -26,7 +26,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     OffsetSpec,
@@ -198,10 +205,13 @@ class KafkaMetadata:
             return IsolationLevel.READ_COMMITTED
         return IsolationLevel.READ_UNCOMMITTED
 
-    def log_offsets(self, partitions: Iterable[TopicPartitionId], which: int) -> OffsetMap:
-        """Each partition's log start (``which=EARLIEST``) or end (``LATEST``) offset."""
+    def log_offsets(
+        self, partitions: Iterable[TopicPartitionId], which: int, *, gone_ok: bool = False
+    ) -> OffsetMap:
+        """Each partition's log start (``which=EARLIEST``) or end (``LATEST``) offset;
+        with ``gone_ok``, partitions deleted since they were listed are left out."""
         spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        return self._list_offsets(dict.fromkeys(partitions, spec))
+        return self._list_offsets(dict.fromkeys(partitions, spec), gone_ok=gone_ok)
 
     def offsets_for_times(self, timestamps_ms: Mapping[TopicPartitionId, int]) -> OffsetMap:
         """ListOffsets by timestamp: each partition's first offset whose record's timestamp
@@ -210,7 +220,9 @@ class KafkaMetadata:
             {tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps_ms.items()}
         )
 
-    def _list_offsets(self, specs: Mapping[TopicPartitionId, OffsetSpec]) -> OffsetMap:
+    def _list_offsets(
+        self, specs: Mapping[TopicPartitionId, OffsetSpec], *, gone_ok: bool = False
+    ) -> OffsetMap:
         if not specs:
             return {}
         futures = self._client().list_offsets(
@@ -223,6 +235,9 @@ class KafkaMetadata:
             try:
                 offsets[(tp.topic, tp.partition)] = future.result().offset
             except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if gone_ok and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
                 raise SparkKafkaError(
                     f"ListOffsets for {tp.topic}-{tp.partition} failed: {exc}"
                 ) from None
