@@ -34,6 +34,8 @@ def bootstrap_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(tmp_path_factory.mktemp("broker")),
+            # The compacted-topic test waits for the cleaner (Kafka's default: 15 s).
+            "log.cleaner.backoff.ms": "100",
         }
     )
     with BackgroundBroker(config) as broker:

@@ -7,6 +7,7 @@ source's or the sink's output does not check it with the code under test.
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,10 +38,12 @@ class KafkaHelper:
         self.bootstrap_servers = bootstrap_servers
         self._admin = AdminClient({"bootstrap.servers": bootstrap_servers})
 
-    def new_topic(self, prefix: str, partitions: int = 2) -> str:
-        """Create a topic with a name no other test uses."""
+    def new_topic(
+        self, prefix: str, partitions: int = 2, config: dict[str, str] | None = None
+    ) -> str:
+        """Create a topic with a name no other test uses (and topic ``config``)."""
         name = f"{prefix}-{_RUN_TAG}-{next(_topic_numbers)}"
-        futures = self._admin.create_topics([NewTopic(name, partitions, 1)])
+        futures = self._admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
         for future in futures.values():
             future.result(TIMEOUT_S)
         return name
@@ -119,6 +122,38 @@ class KafkaHelper:
         finally:
             consumer.close()
         return records
+
+    def committed_values(self, topic: str, partitions: int) -> list[bytes]:
+        """Every value a read_committed consumer sees in ``topic``, in partition order
+        (to each partition's end, which may be a transaction marker)."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "group.id": f"committed-check-{uuid.uuid4().hex}",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+            }
+        )
+        values: list[bytes] = []
+        try:
+            consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+            at_end: set[int] = set()
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(at_end) < partitions:
+                assert time.monotonic() < deadline, f"{topic}: no end of partition"
+                message = consumer.poll(1.0)
+                if message is None:
+                    continue
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition() or 0)
+                    continue
+                assert error is None, error
+                values.append(message.value() or b"")
+        finally:
+            consumer.close()
+        return values
 
     def _consumer(self) -> Consumer:
         return Consumer(

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
 import tickwheel
-from tickwheel.spark import FORMAT_NAME, SinkOptions, SparkKafkaError
+from tickwheel.spark import FORMAT_NAME, SinkOptions, SparkKafkaError, _exactly_once
+from tickwheel.spark._clients import give_back_idle_producer, take_idle_producer
 from tickwheel.spark._exactly_once import TaskPart, write_exactly_once
 
 from .helpers import KafkaHelper, Record
@@ -44,38 +45,6 @@ JVM_KILLS = 0.5
 START_TIMEOUT_S = 90.0
 RUN_TIMEOUT_S = 120.0
 EXIT_TIMEOUT_S = 30.0
-
-
-def committed_values(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
-    """Every value a read_committed consumer sees in ``topic``, in partition order."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"eos-check-{uuid.uuid4().hex}",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    values: list[bytes] = []
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        at_end: set[int] = set()
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(at_end) < partitions:
-            assert time.monotonic() < deadline, f"{topic}: no end of partition after {TIMEOUT_S} s"
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                at_end.add(message.partition() or 0)
-                continue
-            assert error is None, error
-            values.append(message.value() or b"")
-    finally:
-        consumer.close()
-    return values
 
 
 def _batch(values: list[bytes]) -> pa.RecordBatch:
@@ -103,7 +72,7 @@ def test_a_replayed_part_writes_nothing_and_the_next_batch_writes(kafka: KafkaHe
     assert (replayed.records, replayed.already_committed) == (0, True)
     assert (other_part.records, other_part.already_committed) == (1, False)
     assert (following.records, following.already_committed) == (1, False)
-    assert committed_values(kafka.bootstrap_servers, topic, 1) == [b"a", b"b", b"c", b"p1", b"d"]
+    assert kafka.committed_values(topic, 1) == [b"a", b"b", b"c", b"p1", b"d"]
 
 
 def test_the_source_reads_what_the_sink_committed(spark: SparkSession, kafka: KafkaHelper) -> None:
@@ -149,13 +118,74 @@ def test_a_zombie_attempt_is_fenced_and_its_rows_never_seen(kafka: KafkaHelper) 
     assert outcome.records == 1
     with pytest.raises(Exception, match=r"(?i)fenced"):
         zombie.commit_transaction(TIMEOUT_S)
-    assert committed_values(kafka.bootstrap_servers, topic, 1) == [b"retry"]
+    assert kafka.committed_values(topic, 1) == [b"retry"]
+
+
+def test_a_kept_producer_fenced_by_another_worker_starts_anew(kafka: KafkaHelper) -> None:
+    topic = kafka.new_topic("eos-kept", partitions=1)
+    options = _options(kafka, topic)
+    query = str(uuid.uuid4())
+    write_exactly_once(options, iter([_batch([b"0"])]), TaskPart(query, 0, 0))
+    transactional_id = TaskPart(query, 0, 0).transactional_id
+    # This worker kept its producer; another worker then writes batch 1 with a new one,
+    # fencing it, and the fenced producer is what this worker finds for batch 2.
+    kept = take_idle_producer(options.client_config, transactional_id)
+    assert kept is not None
+    other = write_exactly_once(options, iter([_batch([b"1"])]), TaskPart(query, 1, 0))
+    give_back_idle_producer(options.client_config, transactional_id, kept)
+
+    replayed = write_exactly_once(options, iter([_batch([b"1"])]), TaskPart(query, 1, 0))
+    after_fencing = write_exactly_once(options, iter([_batch([b"2"])]), TaskPart(query, 2, 0))
+
+    assert (other.records, other.already_committed) == (1, False)
+    assert (replayed.records, replayed.already_committed) == (0, True)
+    assert (after_fencing.records, after_fencing.already_committed) == (1, False)
+    assert take_idle_producer(options.client_config, transactional_id) not in (None, kept)
+    assert kafka.committed_values(topic, 1) == [b"0", b"1", b"2"]
+
+
+def test_a_zombie_holding_the_marker_open_is_aborted_by_a_new_producer(
+    kafka: KafkaHelper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kept producer's task finds its marker unsettled by a zombie's open transaction:
+    # after KEPT_MARKER_TIMEOUT_S it starts a new producer, whose init aborts the zombie.
+    monkeypatch.setattr(_exactly_once, "KEPT_MARKER_TIMEOUT_S", 1.0)
+    topic = kafka.new_topic("eos-open-marker", partitions=1)
+    options = _options(kafka, topic)
+    query = str(uuid.uuid4())
+    write_exactly_once(options, iter([_batch([b"0"])]), TaskPart(query, 0, 0))
+    part = TaskPart(query, 1, 0)
+    zombie = Producer(
+        {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": part.transactional_id}
+    )
+    zombie.init_transactions(TIMEOUT_S)
+    zombie.begin_transaction()
+    group = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": part.marker_group})
+    zombie.send_offsets_to_transaction(
+        [TopicPartition(topic, 0, part.marker_offset)], group.consumer_group_metadata(), TIMEOUT_S
+    )
+    zombie.produce(topic, value=b"zombie")
+    assert zombie.flush(TIMEOUT_S) == 0
+
+    outcome = write_exactly_once(options, iter([_batch([b"1"])]), part)
+
+    assert (outcome.records, outcome.already_committed) == (1, False)
+    with pytest.raises(Exception, match=r"(?i)fenced"):
+        zombie.commit_transaction(TIMEOUT_S)
+    group.close()
+    assert kafka.committed_values(topic, 1) == [b"0", b"1"]
 
 
 def test_exactly_once_options_are_checked(spark: SparkSession, kafka: KafkaHelper) -> None:
     servers = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "exactlyOnce": "true"}
-    with pytest.raises(SparkKafkaError, match="needs the option topic"):
+    with pytest.raises(
+        SparkKafkaError, match=r"needs the option topic or exactlyOnce\.markerTopic"
+    ):
         SinkOptions.parse(servers)
+    with pytest.raises(SparkKafkaError, match=r"markerTopic needs exactlyOnce=true"):
+        SinkOptions.parse({**servers, "exactlyOnce": "false", "exactlyOnce.markerTopic": "m"})
+    marked = SinkOptions.parse({**servers, "topic": "t", "exactlyOnce.markerTopic": "m"})
+    assert (marked.topic, marked.marker_topic) == ("t", "m")
     with pytest.raises(SparkKafkaError, match=r"transactional\.id"):
         SinkOptions.parse({**servers, "topic": "t", "kafka.transactional.id": "mine"})
     with pytest.raises(SparkKafkaError, match="exactlyOnce must be true or false"):
@@ -285,5 +315,5 @@ def test_driver_killed_at_random_points_output_has_every_row_exactly_once(
     total = len(list(committed_batches.glob("[0-9]*")))
     assert any(0 < batches < total for batches in progress), (seed, progress, total)
 
-    got = sorted(committed_values(kafka.bootstrap_servers, sink, 2))
+    got = sorted(kafka.committed_values(sink, 2))
     assert got == sorted(r.value for r in sent if r.value is not None), f"seed {seed}"

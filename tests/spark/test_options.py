@@ -193,7 +193,7 @@ def test_max_trigger_delay_takes_spark_time_strings(text: str, ms: int) -> None:
         ),
         ({"maxTriggerDelay": "soon"}, True, "maxTriggerDelay must be a time"),
         ({"maxTriggerDelay": "5 weeks"}, True, "maxTriggerDelay must be a time"),
-        ({"maxRecordsPerPartition": "10"}, False, "maxRecordsPerPartition is not supported"),
+        ({"maxRecordsPerPartition": "0"}, False, "maxRecordsPerPartition must be positive"),
         ({"groupIdPrefix": "etl"}, True, "groupIdPrefix is not supported"),
         ({"fetchOffset.numRetries": "3"}, True, "fetchOffset.numRetries is not supported"),
         ({"fetchoffset.retryintervalms": "9"}, True, "fetchOffset.retryIntervalMs is not"),

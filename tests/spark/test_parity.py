@@ -1,6 +1,7 @@
 """Spark connector parity against a real broker and the local Spark session: reading
 from and to a time, the no-match strategy, minPartitions, minOffsetsPerTrigger with
-maxTriggerDelay, Spark-only options refused, and what the progress reports."""
+maxTriggerDelay, Spark-only options refused, what the progress reports, compacted
+ranges under failOnDataLoss, and kafka.* settings reaching the readers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -192,9 +193,14 @@ def test_min_partitions_splits_batch_and_stream_reads(
 
     plain = batch(spark, kafka, topic)
     split = batch(spark, kafka, topic, minPartitions="4")
+    # At most 8 records per task: 4 tasks for partition 0 (30 = 8+7+7+8), 2 for partition
+    # 1; minPartitions=3 asks for fewer and changes nothing.
+    capped = batch(spark, kafka, topic, maxRecordsPerPartition="8", minPartitions="3")
 
     assert plain.rdd.getNumPartitions() == 2
     assert split.rdd.getNumPartitions() == 4
+    assert capped.rdd.getNumPartitions() == 6
+    assert sorted(r.offset for r in capped.where("partition = 0").collect()) == list(range(30))
     tasks = split.select(spark_partition_id().alias("task"), "partition", "offset").collect()
     assert sorted((r.partition, r.offset) for r in tasks) == [(0, o) for o in range(30)] + [
         (1, o) for o in range(10)
@@ -365,7 +371,7 @@ def test_spark_only_option_fails_the_query_with_its_name(
             spark.readStream.format(FORMAT_NAME)
             .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
             .option("subscribe", topic)
-            .option("maxRecordsPerPartition", "100")
+            .option("groupIdPrefix", "etl")
             .load()
             .writeStream.format("noop")
             .trigger(availableNow=True)
@@ -373,10 +379,10 @@ def test_spark_only_option_fails_the_query_with_its_name(
         )
         query.awaitTermination(QUERY_TIMEOUT_S)
 
-    with pytest.raises(Exception, match="maxRecordsPerPartition is not supported"):
+    with pytest.raises(Exception, match="groupIdPrefix is not supported"):
         stream()
-    with pytest.raises(Exception, match="maxRecordsPerPartition is not supported"):
-        batch(spark, kafka, topic, maxRecordsPerPartition="100").collect()
+    with pytest.raises(Exception, match="groupIdPrefix is not supported"):
+        batch(spark, kafka, topic, groupIdPrefix="etl").collect()
 
 
 def test_min_offsets_per_trigger_lets_a_one_time_trigger_read_everything(
@@ -434,3 +440,107 @@ def test_topic_deleted_mid_query_is_data_loss(
             assert sum(1 for r in rows if r.topic == kept) == TIMED_RECORDS + 4
     finally:
         query.stop()
+
+
+# A compacted topic whose segments roll after a pause, cleaned as soon as they are dirty.
+COMPACTED_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.ms": "300",
+    "min.cleanable.dirty.ratio": "0.01",
+}
+COMPACTED_KEYS = 5
+COMPACTED_ROUNDS = 20
+
+
+def read_offsets_and_values(kafka: KafkaHelper, topic: str) -> list[tuple[int, bytes]]:
+    """What a plain consumer reads of partition 0, to its end."""
+    (end,) = kafka.end_offsets(topic, 1)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "group.id": "parity-reader",
+            "enable.auto.commit": False,
+        }
+    )
+    read: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        while not read or read[-1][0] < end - 1:
+            message = consumer.poll(TIMEOUT_S)
+            assert message is not None
+            assert message.error() is None
+            read.append((message.offset() or 0, message.value() or b""))
+    finally:
+        consumer.close()
+    return read
+
+
+def test_compacted_ranges_are_not_data_loss(
+    spark: SparkSession, kafka: KafkaHelper, checkpoint: str
+) -> None:
+    topic = kafka.new_topic("compacted", partitions=1, config=COMPACTED_CONFIG)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"})
+    for n in range(COMPACTED_KEYS * COMPACTED_ROUNDS):
+        producer.produce(topic, key=b"k%d" % (n % COMPACTED_KEYS), value=b"%d" % n, partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+    total = COMPACTED_KEYS * COMPACTED_ROUNDS
+    deadline = time.monotonic() + QUERY_TIMEOUT_S
+    survivors = read_offsets_and_values(kafka, topic)
+    while len(survivors) > total // 2:
+        assert time.monotonic() < deadline, f"{topic} was not compacted"
+        # Each produce after segment.ms rolls the segment the earlier ones sit in.
+        producer.produce(topic, key=b"roll", value=b"roll", partition=0)
+        assert producer.flush(TIMEOUT_S) == 0
+        time.sleep(0.4)
+        survivors = read_offsets_and_values(kafka, topic)
+
+    rows = batch(spark, kafka, topic, failOnDataLoss="true").select("offset", "value").collect()
+    query = (
+        spark.readStream.format(FORMAT_NAME)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "7")
+        .load()
+        .select("offset", "value")
+        .writeStream.format("memory")
+        .queryName("compacted_stream")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(QUERY_TIMEOUT_S)
+    assert query.exception() is None
+    streamed = spark.sql("select * from compacted_stream").collect()
+
+    # Ranges of 7 offsets start and end inside compacted gaps: nothing fails, nothing
+    # is read twice, and both reads see what a consumer sees.
+    assert sorted((r.offset, bytes(r.value)) for r in rows) == survivors
+    assert sorted((r.offset, bytes(r.value)) for r in streamed) == survivors
+
+
+def test_kafka_isolation_level_reaches_the_readers(spark: SparkSession, kafka: KafkaHelper) -> None:
+    topic = kafka.new_topic("isolation", partitions=1)
+    transactional = Producer(
+        {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": topic}
+    )
+    transactional.init_transactions(TIMEOUT_S)
+    for value, commit in ((b"committed-1", True), (b"aborted", False), (b"committed-2", True)):
+        transactional.begin_transaction()
+        transactional.produce(topic, value=value, partition=0)
+        if commit:
+            transactional.commit_transaction(TIMEOUT_S)
+        else:
+            # Sent first: librdkafka drops the records it still holds when it aborts.
+            assert transactional.flush(TIMEOUT_S) == 0
+            transactional.abort_transaction(TIMEOUT_S)
+
+    default = batch(spark, kafka, topic).select("value").collect()
+    uncommitted = (
+        batch(spark, kafka, topic, **{"kafka.isolation.level": "read_uncommitted"})
+        .select("value")
+        .collect()
+    )
+
+    assert [bytes(r.value) for r in default] == [b"committed-1", b"committed-2"]
+    assert [bytes(r.value) for r in uncommitted] == [b"committed-1", b"aborted", b"committed-2"]

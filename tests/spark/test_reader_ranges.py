@@ -70,18 +70,42 @@ def test_min_partitions_leaves_enough_ranges_alone_and_drops_empty_ones() -> Non
     ]
 
 
+def test_max_records_per_partition_caps_each_range_then_min_partitions_applies() -> None:
+    # 30 offsets at most 8 per part: 4 even parts (7, 7, 8, 8); 10 offsets: 2 parts.
+    assert [r.size for r in split_ranges(ranges_of(30, 10), None, 8)] == [7, 7, 8, 8, 5, 5]
+    # Already at least minPartitions parts: nothing more to split.
+    assert len(split_ranges(ranges_of(30, 10), 6, 8)) == 6
+    # Fewer: the capped parts (15, 15, 10) are split again in proportion, about
+    # minPartitions in all: 15/40*12 = 4.5 -> 5 twice, 10/40*12 = 3.
+    assert [r.size for r in split_ranges(ranges_of(30, 10), 12, 20)] == [3, 3, 3, 3, 3] * 2 + [
+        3,
+        3,
+        4,
+    ]
+
+
 @given(
     sizes=st.lists(st.integers(min_value=0, max_value=10_000), min_size=1, max_size=8),
     min_partitions=st.integers(min_value=1, max_value=64),
+    max_records=st.none() | st.integers(min_value=1, max_value=20_000),
 )
-def test_split_ranges_covers_every_offset_once(sizes: list[int], min_partitions: int) -> None:
+def test_split_ranges_covers_every_offset_once(
+    sizes: list[int], min_partitions: int, max_records: int | None
+) -> None:
     original = ranges_of(*sizes)
-    split = split_ranges(original, min_partitions)
+    split = split_ranges(original, min_partitions, max_records)
     for tp_range in original:
         parts = [r for r in split if r.partition == tp_range.partition]
         assert all(r.size > 0 for r in parts)
         covered = [o for r in parts for o in range(r.from_offset, r.until_offset)]
         assert covered == list(range(tp_range.from_offset, tp_range.until_offset))
+    if max_records is not None:
+        capped = sum(-(-s // max_records) for s in sizes)
+        assert len(split) >= capped
+        if capped >= min_partitions:
+            assert all(r.size <= max_records for r in split)
+            assert len(split) == capped
+        return
     nonempty = sum(1 for s in sizes if s)
     if nonempty < min_partitions:
         # Spark's "approximately minPartitions": rounding may add or drop a few parts.

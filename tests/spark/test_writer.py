@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrameWriter, SparkSession
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -129,3 +129,62 @@ def test_writer_pickles() -> None:
     assert isinstance(pickle.loads(pickle.dumps(writer)), KafkaStreamWriter)
     with pytest.raises(SparkKafkaError):
         SinkOptions.parse({"topic": "t"})
+
+
+def test_the_option_topic_overrides_the_topic_column_and_path_names_one(
+    spark: SparkSession, kafka: KafkaHelper
+) -> None:
+    column_topic = kafka.new_topic("sink-column", partitions=1)
+    option_topic = kafka.new_topic("sink-option", partitions=1)
+    path_topic = kafka.new_topic("sink-path", partitions=1)
+    frame = spark.createDataFrame(
+        [(column_topic, f"v{n}".encode()) for n in range(5)], "topic STRING, value BINARY"
+    )
+
+    def writer() -> DataFrameWriter:
+        return (
+            frame.write.format(FORMAT_NAME)
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .mode("append")
+        )
+
+    writer().option("topic", option_topic).save(path_topic)
+    writer().save(path_topic)
+    writer().save()
+
+    # Spark's tasks write in any order: compare the sets of values.
+    values = [f"v{n}".encode() for n in range(5)]
+    assert sorted(r.value or b"" for r in kafka.read_all(option_topic, 1)) == values
+    assert sorted(r.value or b"" for r in kafka.read_all(path_topic, 1)) == values
+    assert sorted(r.value or b"" for r in kafka.read_all(column_topic, 1)) == values
+
+
+def test_exactly_once_to_the_topics_of_a_topic_column(
+    spark: SparkSession, kafka: KafkaHelper, tmp_path: object
+) -> None:
+    source = kafka.new_topic("eos-column-in", partitions=2)
+    evens = kafka.new_topic("eos-evens", partitions=1)
+    odds = kafka.new_topic("eos-odds", partitions=1)
+    kafka.produce(source, [Record(None, b"%d" % n, n % 2) for n in range(40)])
+
+    query = (
+        spark.readStream.format(FORMAT_NAME)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "10")
+        .load()
+        .selectExpr(f"if(partition = 0, '{evens}', '{odds}') as topic", "value")
+        .writeStream.format(FORMAT_NAME)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("exactlyOnce", "true")
+        .option("exactlyOnce.markerTopic", source)
+        .option("checkpointLocation", f"{tmp_path}/checkpoint")
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(QUERY_TIMEOUT_S)
+    assert query.exception() is None
+
+    assert kafka.committed_values(evens, 1) == [b"%d" % n for n in range(0, 40, 2)]
+    assert kafka.committed_values(odds, 1) == [b"%d" % n for n in range(1, 40, 2)]

@@ -3,8 +3,9 @@
 The driver asks a ``KafkaMetadata`` (one ``AdminClient``) which partitions exist and
 where their logs begin and end. Executors read with a ``Consumer`` and write with a
 ``Producer`` kept per Python worker process and per client configuration (the
-exactly-once sink instead builds a transactional producer per task, and keeps one
-marker ``Consumer`` per worker and consumer group):
+exactly-once sink keeps its idle transactional producers per worker and
+``transactional.id``, a few at most, and one marker ``Consumer`` per worker and consumer
+group):
 Spark reuses worker processes across tasks, so a task pays for a connection only once
 per worker, as Spark's own connector caches its consumers and producers.
 
@@ -21,6 +22,7 @@ at a time (a Python worker runs one task at a time).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -71,6 +73,9 @@ _WRITER_DEFAULTS = {"acks": "all", "linger.ms": "5"}
 # read_committed makes librdkafka ask for stable offsets (no pending transactional ones).
 _MARKER_SETTINGS = {"enable.auto.commit": "false", "isolation.level": "read_committed"}
 _TRANSACTIONAL_ID = "transactional.id"
+# Idle transactional producers a worker keeps (each holds librdkafka threads and
+# connections); the least recently used beyond this is closed.
+MAX_IDLE_TRANSACTIONAL_PRODUCERS = 16
 
 _ISOLATION_LEVEL = "isolation.level"
 _READ_COMMITTED = "read_committed"
@@ -79,6 +84,7 @@ _cache_lock = threading.Lock()
 _consumers: dict[ClientConfig, Consumer] = {}
 _producers: dict[ClientConfig, Producer] = {}
 _marker_consumers: dict[tuple[ClientConfig, str], Consumer] = {}
+_idle_transactional: OrderedDict[tuple[ClientConfig, str], Producer] = OrderedDict()
 
 
 def reader_consumer(client_config: ClientConfig) -> Consumer:
@@ -102,11 +108,32 @@ def writer_producer(client_config: ClientConfig) -> Producer:
 
 
 def transactional_producer(client_config: ClientConfig, transactional_id: str) -> Producer:
-    """A new transactional producer (never cached: ``init_transactions`` runs once each)."""
+    """A new transactional producer; its caller runs ``init_transactions`` once."""
     return _build(
         Producer,
         {**_WRITER_DEFAULTS, **dict(client_config), _TRANSACTIONAL_ID: transactional_id},
     )
+
+
+def take_idle_producer(client_config: ClientConfig, transactional_id: str) -> Producer | None:
+    """This worker's idle, initialised producer for ``transactional_id``, taken out of
+    the cache (a task owns it until it gives it back), or None."""
+    with _cache_lock:
+        return _idle_transactional.pop((client_config, transactional_id), None)
+
+
+def give_back_idle_producer(
+    client_config: ClientConfig, transactional_id: str, producer: Producer
+) -> None:
+    """Keep ``producer`` (initialised, no transaction open) for this worker's next task
+    with ``transactional_id``; closes the least recently used one past the limit."""
+    with _cache_lock:
+        _idle_transactional[(client_config, transactional_id)] = producer
+        evicted = []
+        while len(_idle_transactional) > MAX_IDLE_TRANSACTIONAL_PRODUCERS:
+            evicted.append(_idle_transactional.popitem(last=False)[1])
+    for old in evicted:
+        old.close()
 
 
 def marker_consumer(client_config: ClientConfig, group_id: str) -> Consumer:

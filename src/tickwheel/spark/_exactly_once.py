@@ -8,24 +8,38 @@ at-least-once.
 How a task writes its part ``(query, batch, partition)`` -- the query's id (kept in the
 checkpoint, so the same after a restart), the micro-batch id, the Spark partition id:
 
-1. A fresh transactional producer whose ``transactional.id`` is
-   ``tickwheel-spark-<query>-<partition>``. ``init_transactions`` fences every earlier
-   producer with that id -- a zombie task of an attempt Spark gave up on, or of a
-   driver that was killed -- and waits until the transaction it had open is aborted
-   or committed, so what the next step reads is settled.
+1. A transactional producer whose ``transactional.id`` is
+   ``tickwheel-spark-<query>-<partition>``. A new one runs ``init_transactions``, which
+   fences every earlier producer with that id -- a zombie task of an attempt Spark gave
+   up on, of another worker, or of a driver that was killed -- and waits until the
+   transaction it had open is aborted or committed, so what the next step reads is
+   settled.
 2. The part's *marker*: the offset committed for the topic-partition
-   ``(<option topic>, 0)`` in the consumer group ``tickwheel-spark-eos-<query>-<partition>``.
+   ``(<marker topic>, 0)`` in the consumer group ``tickwheel-spark-eos-<query>-<partition>``.
    It is ``batch + 1`` once the part of batch ``batch`` (or a later one) is in Kafka.
    If it is there, the part is a replay of a committed one: the task writes nothing.
-3. Otherwise, in one transaction: every row of the part, and the marker ``batch + 1``
-   (``send_offsets_to_transaction``, i.e. ``TxnOffsetCommit`` to that group). The rows
-   and the marker become visible together at ``commit_transaction``, or not at all; a
-   fenced zombie's commit fails.
+3. Otherwise, in one transaction: first the marker ``batch + 1``
+   (``send_offsets_to_transaction``, i.e. ``AddOffsetsToTxn`` and ``TxnOffsetCommit``
+   to that group), then every row of the part. The rows and the marker become visible
+   together at ``commit_transaction``, or not at all; a fenced zombie's commit fails.
 
 So whichever attempts of a part run, and in whatever order they are killed, exactly one
 commits its rows: the first to commit writes the marker, and every later attempt fences
 the earlier ones before it reads the marker. A task with no rows touches no Kafka at all
 (replaying it writes nothing either way).
+
+A worker keeps its producer after a committed transaction (``_clients``), because
+``init_transactions`` is slow -- librdkafka waits for a connection to the coordinator
+it looked up, 55-500 ms here -- and a part's next batch often runs in the same worker.
+A kept producer skips step 1, which is safe because the marker goes first in step 3:
+``AddOffsetsToTxn`` answers ``PRODUCER_FENCED`` when any producer with the id was
+initialised since this one, and then no row has been taken from Spark yet, so the task
+drops the kept producer and starts again at step 1 with a new one. When it is not
+fenced, no other producer with the id has committed since its own last commit, so the
+marker it read just before is current. Its marker read waits at most
+``KEPT_MARKER_TIMEOUT_S`` (a zombie's open transaction keeps it unstable), then the
+task goes to step 1, whose ``init_transactions`` aborts that transaction. A task that
+fails drops its producer.
 
 Assumptions, as for Spark's exactly-once file sink:
 
@@ -41,8 +55,10 @@ Assumptions, as for Spark's exactly-once file sink:
   and writes everything again.
 - Readers use ``isolation.level=read_committed`` (librdkafka's default; Java's default
   is ``read_uncommitted``, which also sees aborted records).
-- The option ``topic`` names an existing topic: its partition 0 carries the markers.
-  Rows may still go to other topics through a ``topic`` column.
+- The marker topic -- the option ``exactlyOnce.markerTopic``, by default the option
+  ``topic`` -- is an existing topic: its partition 0 carries the markers (as consumer
+  group offsets; no record is written to it). Without the option ``topic``, rows go to
+  the topics of their ``topic`` column.
 - An aborted or abandoned transaction keeps ``read_committed`` readers of its partitions
   waiting at its first offset until it is aborted: by the next attempt of the same part
   at once, else by the transaction coordinator after ``transaction.timeout.ms``
@@ -50,18 +66,19 @@ Assumptions, as for Spark's exactly-once file sink:
   bounds how long one task may take to write its part: a longer one is aborted by the
   coordinator, its task fails, and Spark's retry writes the part again.
 
-Costs per task and micro-batch: one producer, ``InitProducerId``, an ``OffsetFetch``
-(the marker consumer is kept per worker process and group), ``AddPartitionsToTxn``,
-``AddOffsetsToTxn``, ``TxnOffsetCommit`` and ``EndTxn``; a producer per task because
-librdkafka allows ``init_transactions`` once per producer, and only ``init_transactions``
-fences a zombie.
+Costs per task and micro-batch, with a kept producer: an ``OffsetFetch`` (the marker
+consumer is kept per worker process and group), ``AddOffsetsToTxn``,
+``TxnOffsetCommit``, ``AddPartitionsToTxn`` and ``EndTxn``; a new producer adds its
+connections and ``InitProducerId``.
 
 Concurrency: ``write_exactly_once`` runs in an executor's Python worker, one task per
-process at a time; its producer is the task's own, its marker consumer the worker's.
+process at a time; the producer it takes from the worker's cache is the task's alone
+until it gives it back, the marker consumer is the worker's.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
@@ -69,7 +86,12 @@ from itertools import chain
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from tickwheel.spark._clients import marker_consumer, transactional_producer
+from tickwheel.spark._clients import (
+    give_back_idle_producer,
+    marker_consumer,
+    take_idle_producer,
+    transactional_producer,
+)
 from tickwheel.spark._errors import SparkKafkaError
 from tickwheel.spark._options import SinkOptions
 from tickwheel.spark._produce import Deliveries, produce_batch
@@ -80,8 +102,11 @@ MARKER_PARTITION = 0
 # How long a transactional call may take: init_transactions waits here for an earlier
 # attempt's transaction to be aborted or committed.
 TRANSACTION_CALL_TIMEOUT_S = 60.0
-# librdkafka's "no committed offset" (OFFSET_INVALID).
-_NO_OFFSET = -1001
+# How long a kept producer's task waits for its marker to settle before it starts a new
+# producer instead (whose init_transactions aborts whatever keeps it unsettled).
+KEPT_MARKER_TIMEOUT_S = 5.0
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,54 +145,99 @@ def write_exactly_once(
     options: SinkOptions, batches: Iterator[pa.RecordBatch], part: TaskPart
 ) -> PartOutcome:
     """Write ``part``'s rows in one transaction with its marker, unless already written."""
-    marker_topic = options.topic
+    marker_topic = options.marker_topic
     if marker_topic is None:
-        raise SparkKafkaError("exactlyOnce=true needs the option topic (it carries the markers)")
+        raise SparkKafkaError("exactlyOnce=true needs a marker topic (option topic)")
     first = next((batch for batch in batches if batch.num_rows), None)
     if first is None:
         return PartOutcome(records=0, already_committed=False)
     rest = chain([first], batches)
-    try:
-        producer = transactional_producer(options.client_config, part.transactional_id)
-        producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
-        consumer = marker_consumer(options.client_config, part.marker_group)
-        marker = TopicPartition(marker_topic, MARKER_PARTITION)
-        (committed,) = consumer.committed([marker], timeout=TRANSACTION_CALL_TIMEOUT_S)
-    except KafkaException as exc:
-        raise _failure(f"{part}: could not start", exc) from None
-    if committed.error is not None:
-        raise SparkKafkaError(f"{part}: reading the marker failed: {committed.error}")
-    if committed.offset != _NO_OFFSET and committed.offset >= part.marker_offset:
+    config = options.client_config
+    marker = TopicPartition(marker_topic, MARKER_PARTITION)
+    consumer = _marker_consumer(options, part)
+    producer = take_idle_producer(config, part.transactional_id)
+    begun = None if producer is None else _begin_kept(producer, part, marker, consumer)
+    if producer is None or begun is None:
+        producer = transactional_producer(config, part.transactional_id)
+        begun = _begin_new(producer, part, marker, consumer)
+    if not begun:
         for _ in rest:
             pass  # Spark expects the task to consume its input.
-        producer.close()
+        give_back_idle_producer(config, part.transactional_id, producer)
         return PartOutcome(records=0, already_committed=True)
-    records = _commit_part(producer, options, rest, part, marker_topic, consumer)
-    producer.close()
+    records = _write_rows(producer, options, rest, part)
+    give_back_idle_producer(config, part.transactional_id, producer)
     return PartOutcome(records=records, already_committed=False)
 
 
-def _commit_part(
-    producer: Producer,
-    options: SinkOptions,
-    batches: Iterator[pa.RecordBatch],
-    part: TaskPart,
-    marker_topic: str,
-    consumer: Consumer,
+def _marker_consumer(options: SinkOptions, part: TaskPart) -> Consumer:
+    try:
+        return marker_consumer(options.client_config, part.marker_group)
+    except KafkaException as exc:
+        raise _failure(f"{part}: could not start", exc) from None
+
+
+def _begin_new(
+    producer: Producer, part: TaskPart, marker: TopicPartition, consumer: Consumer
+) -> bool:
+    """Steps 1-3 with a new producer: True when a transaction with the marker is open,
+    False when the part is already committed."""
+    try:
+        producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
+        committed = _committed_marker(consumer, marker, TRANSACTION_CALL_TIMEOUT_S)
+        if committed >= part.marker_offset:
+            return False
+        _open_with_marker(producer, part, marker, consumer)
+    except KafkaException as exc:
+        raise _failure(f"{part}: could not start", exc) from None
+    return True
+
+
+def _begin_kept(
+    producer: Producer, part: TaskPart, marker: TopicPartition, consumer: Consumer
+) -> bool | None:
+    """Steps 2-3 with a kept producer, as ``_begin_new``; None when the producer was
+    fenced or the marker stayed unsettled (the producer is dropped)."""
+    try:
+        committed = _committed_marker(consumer, marker, KEPT_MARKER_TIMEOUT_S)
+        if committed >= part.marker_offset:
+            return False
+        _open_with_marker(producer, part, marker, consumer)
+    except KafkaException as exc:
+        error: KafkaError = exc.args[0]
+        logger.info("%s: a kept producer cannot go on (%s); starting a new one", part, error)
+        return None
+    return True
+
+
+def _committed_marker(consumer: Consumer, marker: TopicPartition, timeout_s: float) -> int:
+    (committed,) = consumer.committed([marker], timeout=timeout_s)
+    if committed.error is not None:
+        raise KafkaException(committed.error)
+    offset: int = committed.offset
+    return offset
+
+
+def _open_with_marker(
+    producer: Producer, part: TaskPart, marker: TopicPartition, consumer: Consumer
+) -> None:
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction(
+        [TopicPartition(marker.topic, marker.partition, part.marker_offset)],
+        consumer.consumer_group_metadata(),
+        TRANSACTION_CALL_TIMEOUT_S,
+    )
+
+
+def _write_rows(
+    producer: Producer, options: SinkOptions, batches: Iterator[pa.RecordBatch], part: TaskPart
 ) -> int:
     deliveries = Deliveries()
     produced = 0
     try:
-        producer.begin_transaction()
         for batch in batches:
             produced += produce_batch(producer, options.topic, batch, deliveries)
             producer.poll(0)
-        marker = TopicPartition(marker_topic, MARKER_PARTITION, part.marker_offset)
-        producer.send_offsets_to_transaction(
-            [marker],
-            consumer.consumer_group_metadata(),
-            TRANSACTION_CALL_TIMEOUT_S,
-        )
         producer.commit_transaction(TRANSACTION_CALL_TIMEOUT_S)
     except KafkaException as exc:
         error: KafkaError = exc.args[0]

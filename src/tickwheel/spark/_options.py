@@ -8,7 +8,8 @@ than in an executor. The same values are pickled into every executor task.
 Names and defaults follow Spark's Kafka connector: ``kafka.bootstrap.servers``; one of
 ``subscribe`` / ``subscribePattern`` / ``assign``; where a query starts and (batch only)
 ends; ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay``
-(default ``15m``, Spark's time syntax); ``minPartitions``; ``failOnDataLoss`` (default
+(default ``15m``, Spark's time syntax); ``minPartitions`` and
+``maxRecordsPerPartition``; ``failOnDataLoss`` (default
 true); ``includeHeaders`` (default false); ``kafkaConsumer.pollTimeoutMs`` (default
 120 s, Spark's network timeout); for the sink ``topic`` and tickwheel's own
 ``exactlyOnce`` (default false). Every ``kafka.*`` option goes to the librdkafka client
@@ -74,9 +75,6 @@ _TRUE_FALSE = {"true": True, "false": False}
 # Options of Spark's Kafka connector that this source does not implement, by lower-case
 # key, with why: passing them silently would change what a moved job reads.
 SPARK_ONLY = {
-    "maxrecordsperpartition": (
-        "maxRecordsPerPartition is not supported; use minPartitions to split large ranges"
-    ),
     "groupidprefix": (
         "groupIdPrefix is not supported: the source joins no consumer group"
         " (set kafka.group.id to name the one its consumers report)"
@@ -169,6 +167,7 @@ class SourceOptions:
     min_offsets_per_trigger: int | None
     max_trigger_delay_ms: int
     min_partitions: int | None
+    max_records_per_partition: int | None
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
@@ -217,6 +216,9 @@ class SourceOptions:
                 opts.get("maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY), "maxTriggerDelay"
             ),
             min_partitions=_optional_positive_int(opts, "minpartitions", "minPartitions"),
+            max_records_per_partition=_optional_positive_int(
+                opts, "maxrecordsperpartition", "maxRecordsPerPartition"
+            ),
             fail_on_data_loss=_boolean(opts, "failondataloss", "failOnDataLoss", default=True),
             include_headers=_boolean(opts, "includeheaders", "includeHeaders", default=False),
             poll_timeout_ms=_positive_int(
@@ -228,31 +230,53 @@ class SourceOptions:
 
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
-    """A Kafka sink's options, checked: the client settings, the default topic, and
-    ``exactlyOnce`` (tickwheel's own; see ``_exactly_once``)."""
+    """A Kafka sink's options, checked: the client settings, the topic every row goes
+    to (the option ``topic``, else ``path`` -- ``df.write.save(path)`` -- which
+    override a ``topic`` column, as in Spark), and ``exactlyOnce`` with the topic whose
+    partition 0 carries its markers (tickwheel's own; see ``_exactly_once``)."""
 
     client_config: tuple[tuple[str, str], ...]
     topic: str | None
     exactly_once: bool = False
+    marker_topic: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Check and parse a sink's options; raises ``SparkKafkaError`` naming the option."""
         opts = {k.lower(): v for k, v in options.items()}
-        topic = opts.get("topic")
-        if topic is not None and not topic.strip():
-            raise SparkKafkaError("option topic is empty")
+        topic = _topic_option(opts, "topic")
+        if topic is None:
+            topic = _topic_option(opts, "path")
         exactly_once = _boolean(opts, "exactlyonce", "exactlyOnce", default=False)
+        marker_topic = _topic_option(opts, "exactlyonce.markertopic", "exactlyOnce.markerTopic")
         client_config = _client_config(opts)
+        if marker_topic is not None and not exactly_once:
+            raise SparkKafkaError("option exactlyOnce.markerTopic needs exactlyOnce=true")
         if exactly_once:
-            if topic is None:
-                raise SparkKafkaError("exactlyOnce=true needs the option topic")
+            marker_topic = marker_topic or topic
+            if marker_topic is None:
+                raise SparkKafkaError(
+                    "exactlyOnce=true needs the option topic or exactlyOnce.markerTopic"
+                    " (a topic whose partition 0 carries the markers)"
+                )
             if any(name == _TRANSACTIONAL_ID for name, _ in client_config):
                 raise SparkKafkaError(
                     f"option {CLIENT_PREFIX}{_TRANSACTIONAL_ID} is not supported with"
                     " exactlyOnce=true: the sink derives it from the query and partition"
                 )
-        return cls(client_config=client_config, topic=topic, exactly_once=exactly_once)
+        return cls(
+            client_config=client_config,
+            topic=topic,
+            exactly_once=exactly_once,
+            marker_topic=marker_topic,
+        )
+
+
+def _topic_option(opts: Mapping[str, str], key: str, name: str | None = None) -> str | None:
+    topic = opts.get(key)
+    if topic is not None and not topic.strip():
+        raise SparkKafkaError(f"option {name or key} is empty")
+    return topic
 
 
 def _client_config(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

@@ -2,10 +2,11 @@
 
 Both sinks -- the at-least-once one in ``_writer`` and the transactional one in
 ``_exactly_once`` -- hand every row of a record batch to a librdkafka ``Producer`` the
-same way: ``value`` and ``key`` as bytes (strings UTF-8 encoded), the row's ``topic``
-or else the option ``topic``, the row's ``partition`` or else the producer's
-partitioner, and ``headers``. ``Deliveries`` counts the delivery reports and keeps the
-first failure, so a task can tell that every record it produced was acknowledged.
+same way: ``value`` and ``key`` as bytes (strings UTF-8 encoded), the option ``topic``
+(or ``path``) or else the row's ``topic`` -- the option overrides the column, as in
+Spark -- the row's ``partition`` or else the producer's partitioner, and ``headers``.
+``Deliveries`` counts the delivery reports and keeps the first failure, so a task can
+tell that every record it produced was acknowledged.
 
 Concurrency: one task (one thread) uses a ``Deliveries`` and a producer at a time;
 librdkafka calls ``Deliveries`` from that thread's ``poll``/``flush``.
@@ -49,18 +50,22 @@ class Deliveries:
 
 
 def produce_batch(
-    producer: Producer, default_topic: str | None, batch: pa.RecordBatch, deliveries: Deliveries
+    producer: Producer, option_topic: str | None, batch: pa.RecordBatch, deliveries: Deliveries
 ) -> int:
-    """Produce every row of ``batch``; returns how many rows it had."""
+    """Produce every row of ``batch`` to ``option_topic``, or when it is None to each
+    row's ``topic``; returns how many rows it had."""
     columns = {name.lower(): batch.column(i) for i, name in enumerate(batch.schema.names)}
     rows: int = batch.num_rows
     values = _bytes_column(columns["value"])
     keys = _bytes_column(columns["key"]) if "key" in columns else [None] * rows
-    topics = columns["topic"].to_pylist() if "topic" in columns else [default_topic] * rows
+    if option_topic is not None or "topic" not in columns:
+        topics: list[str | None] = [option_topic] * rows
+    else:
+        topics = columns["topic"].to_pylist()
     partitions = columns["partition"].to_pylist() if "partition" in columns else [None] * rows
     headers = columns["headers"].to_pylist() if "headers" in columns else [None] * rows
     for row in range(rows):
-        topic = topics[row] if topics[row] is not None else default_topic
+        topic = topics[row]
         if topic is None:
             raise SparkKafkaError("a row has a null topic and the option topic is not set")
         row_headers = headers[row]

@@ -88,31 +88,53 @@ def _wall_clock_ms() -> int:
     return int(time.time() * _MS_PER_S)
 
 
-def split_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """``ranges`` split so there are about ``min_partitions`` of them (Spark's
-    KafkaOffsetRangeCalculator): nothing is split when there are already that many
-    non-empty ranges; otherwise each range gets a number of parts proportional to its
-    size (rounded half up, at least one), the ranges getting one part being left out of
-    the proportion, and a range's parts differ in size by at most one record, the
-    remainder going to the last parts. Empty ranges are dropped.
+def split_ranges(
+    ranges: Sequence[OffsetRange],
+    min_partitions: int | None,
+    max_records_per_partition: int | None = None,
+) -> list[OffsetRange]:
+    """``ranges`` split as Spark's KafkaOffsetRangeCalculator does. First, with
+    ``max_records_per_partition``, each range into the fewest even parts of at most
+    that many offsets. Then, when fewer than ``min_partitions`` remain, into about
+    ``min_partitions``: each range gets a number of parts proportional to its size
+    (rounded half up, at least one), the ranges getting one part being left out of the
+    proportion. A range's parts differ in size by at most one offset, the remainder
+    going to the last parts. Empty ranges are dropped.
     """
     nonempty = [r for r in ranges if r.size > 0]
+    if max_records_per_partition is not None:
+        nonempty = [
+            part
+            for r in nonempty
+            for part in _even_parts(r, -(-r.size // max_records_per_partition))
+        ]
     if min_partitions is None or len(nonempty) >= min_partitions:
         return nonempty
     total = sum(r.size for r in nonempty)
     whole = [r for r in nonempty if _part_count(r.size, total, min_partitions) == 1]
     split_total = total - sum(r.size for r in whole)
     split_parts = max(min_partitions - len(whole), 1)
+    return [
+        part
+        for r in nonempty
+        for part in _even_parts(
+            r, 1 if r in whole else _part_count(r.size, split_total, split_parts)
+        )
+    ]
+
+
+def _even_parts(offset_range: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``offset_range`` in ``parts`` non-empty pieces whose sizes differ by at most one."""
     result: list[OffsetRange] = []
-    for r in nonempty:
-        parts = 1 if r in whole else _part_count(r.size, split_total, split_parts)
-        begin, remaining = r.from_offset, r.size
-        for part in range(parts):
-            size = remaining // (parts - part)
-            remaining -= size
-            if size > 0:
-                result.append(OffsetRange(r.topic, r.partition, begin, begin + size))
-            begin += size
+    begin, remaining = offset_range.from_offset, offset_range.size
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        if size > 0:
+            result.append(
+                OffsetRange(offset_range.topic, offset_range.partition, begin, begin + size)
+            )
+        begin += size
     return result
 
 
@@ -180,7 +202,11 @@ class _Planner:
                 ranges.append(OffsetRange(tp[0], tp[1], begin, until))
         # Given no partition, Spark still runs one task and calls read(None): give it an
         # empty range instead.
-        planned: list[InputPartition] = [*split_ranges(ranges, self.options.min_partitions)]
+        planned: list[InputPartition] = [
+            *split_ranges(
+                ranges, self.options.min_partitions, self.options.max_records_per_partition
+            )
+        ]
         return planned or [_NOTHING]
 
     def data_loss(self, what: str) -> None:

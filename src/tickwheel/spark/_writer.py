@@ -3,7 +3,7 @@
 Delivery guarantee: **at-least-once** by default, as Spark's own Kafka sink;
 **exactly-once** for ``read_committed`` readers of a streaming query with
 ``exactlyOnce=true`` (see ``_exactly_once`` for the design and its assumptions: a
-deterministic batch -> partition plan, the option ``topic`` set).
+deterministic batch -> partition plan, a marker topic).
 
 At-least-once: each task receives its rows as Arrow record batches, produces every row
 with its worker's cached ``Producer`` (``acks=all`` by default), then ``flush()``\\es
