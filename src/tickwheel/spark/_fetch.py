@@ -28,24 +28,15 @@ or above it, they were compacted away or were transaction markers -- normal. An
 OFFSET_OUT_OF_RANGE, or a log that ends short of ``until_offset``, is data loss too.
 A read that makes no progress for ``kafkaConsumer.pollTimeoutMs`` fails the task.
 
-A wire read keeps one Fetch ahead: as soon as an answer is decoded, the request for the
-offset after it goes out on a helper thread, and travels while Spark takes the rows
-(the broker's answer and the socket read overlap Spark's work; only one request is in
-flight on the connection at a time).
-
-Concurrency: runs in one Spark Python worker thread per task, plus the task's one
-helper thread for the fetch ahead, which only calls ``WireFetcher.fetch`` and is waited
-for before the next fetch and when the task ends; the fetcher or consumer borrowed from
-the per-process cache is used by no one else while the task runs.
+Concurrency: runs in one Spark Python worker thread per task; the fetcher or consumer
+it borrows from its per-process cache is used by no one else while the task runs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
 from confluent_kafka import TopicPartition
@@ -87,22 +78,13 @@ class _WireRangeReader:
         self._range = offset_range
         self._fetcher = fetcher
         self._next_offset = offset_range.from_offset
-        # A fetch sent ahead, while the rows before it go to Spark: (offset, answer).
-        self._prefetch: tuple[int, Future[PartitionFetch]] | None = None
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tickwheel-fetch") as pool:
-            try:
-                yield from self._batches(pool)
-            finally:
-                self._settle()
-
-    def _batches(self, pool: ThreadPoolExecutor) -> Iterator[pa.RecordBatch]:
         topic, partition, until = self._range.topic, self._range.partition, self._range.until_offset
         timeout_s = self._options.poll_timeout_ms / _MS_PER_S
         deadline = time.monotonic() + timeout_s
         while self._next_offset < until:
-            answer = self._answer_at(self._next_offset, deadline)
+            answer = self._fetcher.fetch(topic, partition, self._next_offset, deadline)
             if answer.error_code == ErrorCode.offset_out_of_range:
                 self._out_of_range()
                 self._check_deadline(deadline)
@@ -130,37 +112,10 @@ class _WireRangeReader:
             if decoded.next_offset > self._next_offset:
                 self._next_offset = min(decoded.next_offset, until)
                 deadline = time.monotonic() + timeout_s
-                if self._next_offset < until:
-                    # The next answer travels while Spark takes these rows.
-                    self._prefetch = (
-                        self._next_offset,
-                        pool.submit(
-                            self._fetcher.fetch, topic, partition, self._next_offset, deadline
-                        ),
-                    )
                 yield from decoded.batches
             elif not self._ends_early(answer):
                 self._check_deadline(deadline)
                 time.sleep(_IDLE_BACKOFF_S)
-
-    def _answer_at(self, offset: int, deadline: float) -> PartitionFetch:
-        """The fetch at ``offset``: the prefetched one if it was for that offset."""
-        prefetch, self._prefetch = self._prefetch, None
-        if prefetch is not None:
-            fetched_offset, future = prefetch
-            answer = future.result()
-            if fetched_offset == offset:
-                return answer
-        return self._fetcher.fetch(self._range.topic, self._range.partition, offset, deadline)
-
-    def _settle(self) -> None:
-        """Wait for a fetch still travelling: the fetcher's connection is then free for
-        this worker's next task (a read Spark stopped early leaves one)."""
-        prefetch, self._prefetch = self._prefetch, None
-        if prefetch is not None:
-            # Its failure, if any, is the next task's to meet: this one is over.
-            with contextlib.suppress(Exception):
-                prefetch[1].result()
 
     def _check_deadline(self, deadline: float) -> None:
         if time.monotonic() > deadline:
