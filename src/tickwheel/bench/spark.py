@@ -12,8 +12,9 @@ floor: what Spark's Python data source machinery costs when reading is free):
    planning and checkpoint writes, the same for both sources) is in.
    Beside it, the Parquet-file floor: the same rows, written once to a Parquet file
    (read from the topic by the source), read with ``spark.read.parquet`` into ``noop``
-   -- what Spark's fastest built-in columnar reader costs for these rows -- and the
-   source read the same way, as a batch query (``spark.read.format("tickwheel")``).
+   -- what Spark's fastest built-in columnar reader costs for these rows -- and, read
+   the same way as batch queries, the source (``spark.read.format("tickwheel")``) and
+   the in-memory floor (the bound of any Python data source).
    Rows/s = rows / the wall-clock time of the ``save()``, planning included.
    Targets: the streaming source at least 1,500,000 rows/s and at least 0.6x the
    Parquet file's rows/s.
@@ -51,7 +52,12 @@ import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -69,6 +75,7 @@ THROUGHPUT_TARGET_ROWS_S = 1_500_000
 PARQUET_TARGET_RATIO = 0.6
 PARQUET_FLOOR = "parquet file"
 BATCH_SOURCE = "tickwheel batch"
+BATCH_FLOOR = "in-memory floor batch"
 OVERHEAD_TARGET_RATIO = 1.3
 EXACTLY_ONCE_TARGET_RATIO = 0.7
 AT_LEAST_ONCE = "at-least-once"
@@ -81,6 +88,34 @@ FLOOR_SOURCE = "tickwheel_bench_floor"
 QUERY_TIMEOUT_S = 600
 _MS_PER_S = 1000
 _PRODUCER_SETTINGS = {"acks": "all", "linger.ms": "20", "batch.size": str(1 << 20)}
+
+
+def _floor_partitions(begin: int, until: int) -> list[InputPartition]:
+    share = -(-(until - begin) // PARTITIONS)
+    cuts = [min(until, begin + i * share) for i in range(PARTITIONS + 1)]
+    return [InputPartition((a, b)) for a, b in itertools.pairwise(cuts) if b > a]
+
+
+def _floor_batches(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    begin, until = partition.value
+    template = _template_batch()
+    while begin < until:
+        rows = min(ARROW_BATCH_ROWS, until - begin)
+        yield template.slice(0, rows)
+        begin += rows
+
+
+class _FloorBatchReader(DataSourceReader):
+    """The floor as a batch query: ``total_rows`` prebuilt rows in two partitions."""
+
+    def __init__(self, total_rows: int) -> None:
+        self._total_rows = total_rows
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return _floor_partitions(0, self._total_rows)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _floor_batches(partition)
 
 
 class _FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -105,18 +140,10 @@ class _FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"rows": min(self._total_rows, begin + budget)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        begin, until = int(start["rows"]), int(end["rows"])
-        share = -(-(until - begin) // PARTITIONS)
-        cuts = [min(until, begin + i * share) for i in range(PARTITIONS + 1)]
-        return [InputPartition((a, b)) for a, b in itertools.pairwise(cuts) if b > a]
+        return _floor_partitions(int(start["rows"]), int(end["rows"]))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        begin, until = partition.value
-        template = _template_batch()
-        while begin < until:
-            rows = min(ARROW_BATCH_ROWS, until - begin)
-            yield template.slice(0, rows)
-            begin += rows
+        return _floor_batches(partition)
 
 
 _template: list[pa.RecordBatch] = []
@@ -148,6 +175,9 @@ class FloorSource(DataSource):
 
     def schema(self) -> StructType:
         return source_schema(include_headers=False)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _FloorBatchReader(int(self.options["rows"]))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark API)
         max_rows = self.options.get("maxOffsetsPerTrigger")
@@ -280,7 +310,11 @@ def _bench(args: argparse.Namespace, bootstrap: str, workdir: Path) -> int:
     )
     parquet_path = str(workdir / "floor.parquet")
     source_batch.write.parquet(parquet_path)
-    batch_frames = {BATCH_SOURCE: source_batch, PARQUET_FLOOR: spark.read.parquet(parquet_path)}
+    batch_frames = {
+        BATCH_SOURCE: source_batch,
+        BATCH_FLOOR: spark.read.format(FLOOR_SOURCE).option("rows", str(args.records)).load(),
+        PARQUET_FLOOR: spark.read.parquet(parquet_path),
+    }
     results: dict[tuple[str, str], list[float]] = {}
     run = 0
     # Round 0 warms up the JVM, the Python workers and their cached clients; only the
@@ -329,6 +363,7 @@ def _report(results: dict[tuple[str, str], list[float]], png: str | None) -> int
     overhead_ratio = source_ms / floor_ms
     parquet_rows = median[("throughput", PARQUET_FLOOR)]
     batch_rows = median[("throughput", BATCH_SOURCE)]
+    batch_floor_rows = median[("throughput", BATCH_FLOOR)]
     parquet_ratio = source_rows / parquet_rows
     parquet_ok = parquet_ratio >= PARQUET_TARGET_RATIO
     rows_ok = source_rows >= THROUGHPUT_TARGET_ROWS_S
@@ -353,6 +388,12 @@ def _report(results: dict[tuple[str, str], list[float]], png: str | None) -> int
     print(
         f"| rows/s, batch query into noop (median) | {batch_rows:,.0f}"
         f" | Parquet file {parquet_rows:,.0f} | {batch_rows / parquet_rows:.2f}x of Parquet | - |"
+    )
+    print(
+        f"| rows/s, batch query into noop (median) | {batch_rows:,.0f}"
+        f" | in-memory floor {batch_floor_rows:,.0f}"
+        f" ({batch_floor_rows / parquet_rows:.2f}x of Parquet)"
+        f" | {batch_rows / batch_floor_rows:.2f}x of floor | - |"
     )
     print(
         f"| ms per tiny micro-batch (median) | {source_ms:.0f} | {floor_ms:.0f}"
