@@ -16,9 +16,11 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 
 from tickwheel.server import BackgroundBroker
 from tickwheel.spark import _clients, _wire_fetch
+from tickwheel.spark._batch_decode import FetchWindow, decode_fetch
 from tickwheel.spark._consumer_fetch import consumer_read_range
 from tickwheel.spark._errors import SparkKafkaError
 from tickwheel.spark._fetch import OffsetRange, read_range
@@ -182,3 +184,25 @@ def test_only_plaintext_goes_over_the_wire() -> None:
     assert supports((("security.protocol", "PLAINTEXT"),))
     assert not supports((("security.protocol", "SASL_SSL"),))
     assert not supports((("security.protocol", "ssl"),))
+
+
+@pytest.mark.parametrize("version", [4, 7, 12])
+def test_each_fetch_version_reads_the_records(
+    kafka: KafkaHelper, monkeypatch: pytest.MonkeyPatch, version: int
+) -> None:
+    topic = kafka.new_topic(f"fetch-v{version}", partitions=1)
+    kafka.produce(topic, [Record(b"k", b"%d" % n, 0) for n in range(3)])
+    monkeypatch.setattr(_wire_fetch, "_FETCH_VERSIONS", (version, version))
+    monkeypatch.setattr(_wire_fetch, "_METADATA_VERSIONS", (1, 1))
+    fetcher = _wire_fetch.WireFetcher(options(kafka.bootstrap_servers, topic).client_config)
+    try:
+        answer = fetcher.fetch(topic, 0, 1, time.monotonic() + TIMEOUT_S)
+    finally:
+        fetcher.close()
+    assert answer.error_code == ErrorCode.none
+    assert answer.high_watermark == 3
+    window = FetchWindow(topic, 0, 1, 3, True, False)
+    assert [row["value"] for row in rows(decode_fetch(answer.records, [], window).batches)] == [
+        b"1",
+        b"2",
+    ]

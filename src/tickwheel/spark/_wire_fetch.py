@@ -116,7 +116,11 @@ class _Connection:
         self._sock = socket.create_connection((host, port), timeout=timeout_s)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._next_correlation_id = 0
-        answer = self.call(_API_VERSIONS, 0, {})
+        try:
+            answer = self.call(_API_VERSIONS, 0, {})
+        except BaseException:
+            self._sock.close()
+            raise
         self.served = {
             int(e.api_key): (int(e.min_version), int(e.max_version)) for e in answer.api_keys
         }
@@ -193,7 +197,7 @@ class WireFetcher:
         while True:
             try:
                 answer = self._fetch_once(topic, partition, offset)
-            except (OSError, ConnectionError) as exc:
+            except OSError as exc:
                 self._forget(topic, partition, drop_connection=True)
                 failure = f"connection lost ({exc})"
             else:
@@ -241,8 +245,10 @@ class WireFetcher:
                 "rack_id": "",
             },
         )
-        if body.error_code != ErrorCode.none:
-            return PartitionFetch(body.error_code, -1, -1, -1, [], b"")
+        # Fetch has a top-level error code from v7 on.
+        error_code = getattr(body, "error_code", ErrorCode.none)
+        if error_code != ErrorCode.none:
+            return PartitionFetch(error_code, -1, -1, -1, [], b"")
         for topic_data in body.responses:
             for data in topic_data.partitions:
                 if topic_data.topic == topic and data.partition_index == partition:
@@ -278,7 +284,7 @@ class WireFetcher:
                         "include_topic_authorized_operations": False,
                     },
                 )
-            except (OSError, ConnectionError) as exc:
+            except OSError as exc:
                 self._drop(address)
                 failure = f"{address[0]}:{address[1]}: {exc}"
                 continue
