@@ -13,7 +13,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 DEMO_TIMEOUT_S = 240
 
 
-def test_demo_runs_the_pipeline_and_checks_its_counts() -> None:
+def run_demo(*extra: str) -> str:
+    """Run ``tickwheel demo`` on a small clickstream; returns its output."""
     result = subprocess.run(
         [
             sys.executable,
@@ -26,15 +27,20 @@ def test_demo_runs_the_pipeline_and_checks_its_counts() -> None:
             "8",
             "--batch-records",
             "2000",
+            *extra,
         ],
         capture_output=True,
         text=True,
         timeout=DEMO_TIMEOUT_S,
         check=False,
     )
-
     assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
+    return result.stdout
+
+
+def test_demo_runs_the_pipeline_and_checks_its_counts() -> None:
+    out = run_demo()
+
     assert "[6/6] read pageview-counts back" in out
     # 8 minutes of events, the last ~3 still within the watermark: 5 closed minutes of
     # 12 pages, every one matching the producer's tally.
@@ -45,28 +51,8 @@ def test_demo_runs_the_pipeline_and_checks_its_counts() -> None:
 
 
 def test_demo_exactly_once_mirrors_every_page_view_once() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tickwheel.cli",
-            "demo",
-            "--page-views",
-            "6000",
-            "--minutes",
-            "8",
-            "--batch-records",
-            "2000",
-            "--exactly-once",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=DEMO_TIMEOUT_S,
-        check=False,
-    )
+    out = run_demo("--exactly-once")
 
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
     assert "sink exactlyOnce=true" in out
     assert "checked: 60 of 60 windows written match the producer's tally" in out
     assert "no window repeated" in out

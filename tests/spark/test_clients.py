@@ -1,5 +1,6 @@
 """librdkafka clients: a bad ``kafka.*`` option fails with this layer's error; the
-planner's latest offsets follow the readers' isolation level."""
+planner's latest offsets follow the readers' isolation level; a worker keeps a bounded
+number of the exactly-once sink's per-part clients."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tickwheel.server import BackgroundBroker
 from tickwheel.spark import SparkKafkaError
-from tickwheel.spark._clients import KafkaMetadata, reader_consumer, writer_producer
+from tickwheel.spark._clients import (
+    MAX_PART_CLIENTS_PER_WORKER,
+    KafkaMetadata,
+    give_back_idle_producer,
+    marker_consumer,
+    reader_consumer,
+    take_idle_producer,
+    writer_producer,
+)
 from tickwheel.spark._offsets import LATEST
 
 BAD = (("bootstrap.servers", "127.0.0.1:9"), ("key.deserializer", "org.example.Java"))
@@ -23,6 +32,30 @@ def test_unknown_client_setting_is_refused_with_a_clear_error() -> None:
         writer_producer(BAD)
     with pytest.raises(SparkKafkaError, match=r"kafka\.\* options"):
         KafkaMetadata(BAD).partition_counts()
+
+
+def test_per_part_clients_are_kept_least_recently_used_first_out() -> None:
+    # No broker behind the address; the clients stay quiet while they retry it.
+    config = (("bootstrap.servers", "127.0.0.1:9"), ("log_level", "0"))
+    groups = [f"part-{n}" for n in range(MAX_PART_CLIENTS_PER_WORKER + 1)]
+    first = marker_consumer(config, groups[0])
+    second = marker_consumer(config, groups[1])
+    for group in groups[2:]:
+        assert marker_consumer(config, groups[1]) is second
+        marker_consumer(config, group)
+    assert marker_consumer(config, groups[1]) is second
+    assert marker_consumer(config, groups[0]) is not first
+
+    producers = {tid: Producer(dict(config)) for tid in groups}
+    for tid, producer in producers.items():
+        give_back_idle_producer(config, tid, producer)
+    assert take_idle_producer(config, groups[0]) is None
+    assert take_idle_producer(config, groups[-1]) is producers[groups[-1]]
+    assert take_idle_producer(config, groups[-1]) is None
+    for tid in groups[1:-1]:
+        kept = take_idle_producer(config, tid)
+        assert kept is producers[tid]
+        kept.close()
 
 
 @pytest.mark.integration

@@ -176,6 +176,39 @@ def test_a_zombie_holding_the_marker_open_is_aborted_by_a_new_producer(
     assert kafka.committed_values(topic, 1) == [b"0", b"1"]
 
 
+def test_a_part_that_fails_aborts_its_transaction(kafka: KafkaHelper) -> None:
+    topic = kafka.new_topic("eos-abort", partitions=1)
+    options = SinkOptions.parse(
+        {
+            "kafka.bootstrap.servers": kafka.bootstrap_servers,
+            "exactlyOnce": "true",
+            "exactlyOnce.markerTopic": topic,
+        }
+    )
+    part = TaskPart(str(uuid.uuid4()), 0, 0)
+    rows = pa.RecordBatch.from_pydict(
+        {"topic": pa.array([topic, None]), "value": pa.array([b"x", b"y"], pa.binary())}
+    )
+
+    with pytest.raises(SparkKafkaError, match="null topic"):
+        write_exactly_once(options, iter([rows]), part)
+
+    # The marker went first in the transaction: left open, it would keep the group's
+    # offsets unstable and this read_committed fetch would time out.
+    marker_reader = Consumer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "group.id": part.marker_group,
+            "isolation.level": "read_committed",
+        }
+    )
+    (marker,) = marker_reader.committed([TopicPartition(topic, 0)], timeout=5.0)
+    marker_reader.close()
+    assert marker.error is None
+    assert marker.offset < 0
+    assert kafka.committed_values(topic, 1) == []
+
+
 def test_exactly_once_options_are_checked(spark: SparkSession, kafka: KafkaHelper) -> None:
     servers = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "exactlyOnce": "true"}
     with pytest.raises(

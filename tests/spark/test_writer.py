@@ -131,12 +131,11 @@ def test_writer_pickles() -> None:
         SinkOptions.parse({"topic": "t"})
 
 
-def test_the_option_topic_overrides_the_topic_column_and_path_names_one(
+def test_the_option_topic_overrides_the_topic_column(
     spark: SparkSession, kafka: KafkaHelper
 ) -> None:
     column_topic = kafka.new_topic("sink-column", partitions=1)
     option_topic = kafka.new_topic("sink-option", partitions=1)
-    path_topic = kafka.new_topic("sink-path", partitions=1)
     frame = spark.createDataFrame(
         [(column_topic, f"v{n}".encode()) for n in range(5)], "topic STRING, value BINARY"
     )
@@ -148,14 +147,12 @@ def test_the_option_topic_overrides_the_topic_column_and_path_names_one(
             .mode("append")
         )
 
-    writer().option("topic", option_topic).save(path_topic)
-    writer().save(path_topic)
+    writer().option("topic", option_topic).save()
     writer().save()
 
     # Spark's tasks write in any order: compare the sets of values.
     values = [f"v{n}".encode() for n in range(5)]
     assert sorted(r.value or b"" for r in kafka.read_all(option_topic, 1)) == values
-    assert sorted(r.value or b"" for r in kafka.read_all(path_topic, 1)) == values
     assert sorted(r.value or b"" for r in kafka.read_all(column_topic, 1)) == values
 
 

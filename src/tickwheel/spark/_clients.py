@@ -4,8 +4,8 @@ The driver asks a ``KafkaMetadata`` (one ``AdminClient``) which partitions exist
 where their logs begin and end. Executors read with a ``Consumer`` and write with a
 ``Producer`` kept per Python worker process and per client configuration (the
 exactly-once sink keeps its idle transactional producers per worker and
-``transactional.id``, a few at most, and one marker ``Consumer`` per worker and consumer
-group):
+``transactional.id``, and a marker ``Consumer`` per worker and consumer group, at most
+``MAX_PART_CLIENTS_PER_WORKER`` of each):
 Spark reuses worker processes across tasks, so a task pays for a connection only once
 per worker, as Spark's own connector caches its consumers and producers.
 
@@ -34,6 +34,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from tickwheel.spark._errors import SparkKafkaError
 from tickwheel.spark._offsets import EARLIEST, OffsetMap, TopicPartitionId, sorted_offsets
+from tickwheel.spark._options import TRANSACTIONAL_ID
 
 ClientConfig = tuple[tuple[str, str], ...]
 _Client = TypeVar("_Client")
@@ -71,19 +72,19 @@ _WRITER_DEFAULTS = {"acks": "all", "linger.ms": "5"}
 
 # The exactly-once sink's consumer only reads and commits offsets inside transactions;
 # read_committed makes librdkafka ask for stable offsets (no pending transactional ones).
-_MARKER_SETTINGS = {"enable.auto.commit": "false", "isolation.level": "read_committed"}
-_TRANSACTIONAL_ID = "transactional.id"
-# Idle transactional producers a worker keeps (each holds librdkafka threads and
-# connections); the least recently used beyond this is closed.
-MAX_IDLE_TRANSACTIONAL_PRODUCERS = 16
-
 _ISOLATION_LEVEL = "isolation.level"
 _READ_COMMITTED = "read_committed"
+_MARKER_SETTINGS = {"enable.auto.commit": "false", _ISOLATION_LEVEL: _READ_COMMITTED}
+# Idle transactional producers and marker consumers a worker keeps, of each (one per
+# part a worker has written; each holds librdkafka threads and connections): the least
+# recently used beyond this is closed.
+MAX_PART_CLIENTS_PER_WORKER = 16
+
 
 _cache_lock = threading.Lock()
 _consumers: dict[ClientConfig, Consumer] = {}
 _producers: dict[ClientConfig, Producer] = {}
-_marker_consumers: dict[tuple[ClientConfig, str], Consumer] = {}
+_marker_consumers: OrderedDict[tuple[ClientConfig, str], Consumer] = OrderedDict()
 _idle_transactional: OrderedDict[tuple[ClientConfig, str], Producer] = OrderedDict()
 
 
@@ -111,7 +112,7 @@ def transactional_producer(client_config: ClientConfig, transactional_id: str) -
     """A new transactional producer; its caller runs ``init_transactions`` once."""
     return _build(
         Producer,
-        {**_WRITER_DEFAULTS, **dict(client_config), _TRANSACTIONAL_ID: transactional_id},
+        {**_WRITER_DEFAULTS, **dict(client_config), TRANSACTIONAL_ID: transactional_id},
     )
 
 
@@ -130,7 +131,7 @@ def give_back_idle_producer(
     with _cache_lock:
         _idle_transactional[(client_config, transactional_id)] = producer
         evicted = []
-        while len(_idle_transactional) > MAX_IDLE_TRANSACTIONAL_PRODUCERS:
+        while len(_idle_transactional) > MAX_PART_CLIENTS_PER_WORKER:
             evicted.append(_idle_transactional.popitem(last=False)[1])
     for old in evicted:
         old.close()
@@ -138,13 +139,21 @@ def give_back_idle_producer(
 
 def marker_consumer(client_config: ClientConfig, group_id: str) -> Consumer:
     """This worker process's consumer of ``group_id``'s committed offsets (never subscribes)."""
+    key = (client_config, group_id)
+    evicted = []
     with _cache_lock:
-        consumer = _marker_consumers.get((client_config, group_id))
+        consumer = _marker_consumers.get(key)
         if consumer is None:
             settings = {**dict(client_config), **_MARKER_SETTINGS, "group.id": group_id}
             consumer = _build(Consumer, settings)
-            _marker_consumers[(client_config, group_id)] = consumer
-        return consumer
+            _marker_consumers[key] = consumer
+            while len(_marker_consumers) > MAX_PART_CLIENTS_PER_WORKER:
+                evicted.append(_marker_consumers.popitem(last=False)[1])
+        else:
+            _marker_consumers.move_to_end(key)
+    for old in evicted:
+        old.close()
+    return consumer
 
 
 def _build(kind: Callable[[dict[str, Any]], _Client], config: dict[str, str]) -> _Client:

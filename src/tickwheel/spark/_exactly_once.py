@@ -39,23 +39,31 @@ fenced, no other producer with the id has committed since its own last commit, s
 marker it read just before is current. Its marker read waits at most
 ``KEPT_MARKER_TIMEOUT_S`` (a zombie's open transaction keeps it unstable), then the
 task goes to step 1, whose ``init_transactions`` aborts that transaction. A task that
-fails drops its producer.
+fails aborts its transaction (so ``read_committed`` readers are not held back) and
+drops its producer.
 
 Assumptions, as for Spark's exactly-once file sink:
 
 - **A deterministic batch -> partition plan.** A replayed micro-batch must give each
   Spark partition the same rows as the first run did: the same source offsets (Spark
   replays a batch from its offset log), the same planning (this package's source plans
-  its ranges from the offsets alone; other sources must too), and a deterministic
+  its ranges from the offsets and its ``minPartitions`` and ``maxRecordsPerPartition``,
+  so those must not change across a restart; other sources must plan as
+  deterministically), and a deterministic
   query between source and sink (no ``rand()``, no non-deterministic repartitioning;
   a shuffle's output partitioning is fixed by ``spark.sql.shuffle.partitions`` in the
   checkpoint). If a replay gave partition 3 different rows, the marker would still
   skip them.
 - The query id is the checkpoint's: a query started on a new checkpoint is a new query
   and writes everything again.
+- A marker lives as long as its group's offsets: a group without members loses them
+  after ``offsets.retention.minutes`` (7 days by default). A query restarted later than
+  that, whose last batch had committed some parts but not reached Spark's commit log,
+  writes those parts again. Each query leaves one such group per Spark partition of
+  its output (``spark.sql.shuffle.partitions`` after a shuffle).
 - Readers use ``isolation.level=read_committed`` (librdkafka's default; Java's default
   is ``read_uncommitted``, which also sees aborted records).
-- The marker topic -- the option ``exactlyOnce.markerTopic``, by default the option
+- The marker topic -- the option ``exactlyOnce.markerTopic``, else the option
   ``topic`` -- is an existing topic: its partition 0 carries the markers (as consumer
   group offsets; no record is written to it). Without the option ``topic``, rows go to
   the topics of their ``topic`` column.
@@ -147,14 +155,14 @@ def write_exactly_once(
     """Write ``part``'s rows in one transaction with its marker, unless already written."""
     marker_topic = options.marker_topic
     if marker_topic is None:
-        raise SparkKafkaError("exactlyOnce=true needs a marker topic (option topic)")
+        raise SparkKafkaError("exactlyOnce=true needs the option topic or exactlyOnce.markerTopic")
     first = next((batch for batch in batches if batch.num_rows), None)
     if first is None:
         return PartOutcome(records=0, already_committed=False)
     rest = chain([first], batches)
     config = options.client_config
     marker = TopicPartition(marker_topic, MARKER_PARTITION)
-    consumer = _marker_consumer(options, part)
+    consumer = marker_consumer(config, part.marker_group)
     producer = take_idle_producer(config, part.transactional_id)
     begun = None if producer is None else _begin_kept(producer, part, marker, consumer)
     if producer is None or begun is None:
@@ -168,13 +176,6 @@ def write_exactly_once(
     records = _write_rows(producer, options, rest, part)
     give_back_idle_producer(config, part.transactional_id, producer)
     return PartOutcome(records=records, already_committed=False)
-
-
-def _marker_consumer(options: SinkOptions, part: TaskPart) -> Consumer:
-    try:
-        return marker_consumer(options.client_config, part.marker_group)
-    except KafkaException as exc:
-        raise _failure(f"{part}: could not start", exc) from None
 
 
 def _begin_new(
@@ -222,11 +223,15 @@ def _open_with_marker(
     producer: Producer, part: TaskPart, marker: TopicPartition, consumer: Consumer
 ) -> None:
     producer.begin_transaction()
-    producer.send_offsets_to_transaction(
-        [TopicPartition(marker.topic, marker.partition, part.marker_offset)],
-        consumer.consumer_group_metadata(),
-        TRANSACTION_CALL_TIMEOUT_S,
-    )
+    try:
+        producer.send_offsets_to_transaction(
+            [TopicPartition(marker.topic, marker.partition, part.marker_offset)],
+            consumer.consumer_group_metadata(),
+            TRANSACTION_CALL_TIMEOUT_S,
+        )
+    except KafkaException as exc:
+        _abort(producer, exc.args[0])
+        raise
 
 
 def _write_rows(
@@ -240,12 +245,27 @@ def _write_rows(
             producer.poll(0)
         producer.commit_transaction(TRANSACTION_CALL_TIMEOUT_S)
     except KafkaException as exc:
-        error: KafkaError = exc.args[0]
-        if error.txn_requires_abort():
-            producer.abort_transaction(TRANSACTION_CALL_TIMEOUT_S)
+        _abort(producer, exc.args[0])
         raise _failure(f"{part}: transaction failed", exc) from None
+    except Exception:
+        # A row the sink cannot write (a null topic, say): the part fails as a whole.
+        _abort(producer, None)
+        raise
     deliveries.check(produced)
     return produced
+
+
+def _abort(producer: Producer, error: KafkaError | None) -> None:
+    """Abort the transaction open on ``producer``, after ``error`` (None: not Kafka's), so
+    that ``read_committed`` readers of what it touched -- the marker's group too -- are
+    not held back until ``transaction.timeout.ms``. A fenced (fatal) producer has nothing
+    to abort; an abort that fails is left to the next attempt's ``init_transactions``."""
+    if error is not None and error.fatal():
+        return
+    try:
+        producer.abort_transaction(TRANSACTION_CALL_TIMEOUT_S)
+    except KafkaException as exc:
+        logger.warning("could not abort a failed part's transaction: %s", exc.args[0])
 
 
 def _failure(context: str, exc: KafkaException) -> SparkKafkaError:

@@ -59,7 +59,7 @@ DEFAULT_POLL_TIMEOUT_MS = 120_000
 # connector refuses the same ones.
 _OWNED_CLIENT_SETTINGS = frozenset({"auto.offset.reset", "enable.auto.commit"})
 # The exactly-once sink sets each task's transactional.id itself.
-_TRANSACTIONAL_ID = "transactional.id"
+TRANSACTIONAL_ID = "transactional.id"
 # Java client classes, with why they are refused: Spark's connector refuses the
 # (de)serializers and interceptors, and librdkafka could not load them anyway.
 _BYTES_ONLY = "keys and values are bytes; convert them with DataFrame operations"
@@ -231,9 +231,9 @@ class SourceOptions:
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
     """A Kafka sink's options, checked: the client settings, the topic every row goes
-    to (the option ``topic``, else ``path`` -- ``df.write.save(path)`` -- which
-    override a ``topic`` column, as in Spark), and ``exactlyOnce`` with the topic whose
-    partition 0 carries its markers (tickwheel's own; see ``_exactly_once``)."""
+    to (the option ``topic``, which overrides a ``topic`` column, as in Spark), and
+    ``exactlyOnce`` with the topic whose partition 0 carries its markers (tickwheel's
+    own; see ``_exactly_once``)."""
 
     client_config: tuple[tuple[str, str], ...]
     topic: str | None
@@ -245,8 +245,6 @@ class SinkOptions:
         """Check and parse a sink's options; raises ``SparkKafkaError`` naming the option."""
         opts = {k.lower(): v for k, v in options.items()}
         topic = _topic_option(opts, "topic")
-        if topic is None:
-            topic = _topic_option(opts, "path")
         exactly_once = _boolean(opts, "exactlyonce", "exactlyOnce", default=False)
         marker_topic = _topic_option(opts, "exactlyonce.markertopic", "exactlyOnce.markerTopic")
         client_config = _client_config(opts)
@@ -259,9 +257,9 @@ class SinkOptions:
                     "exactlyOnce=true needs the option topic or exactlyOnce.markerTopic"
                     " (a topic whose partition 0 carries the markers)"
                 )
-            if any(name == _TRANSACTIONAL_ID for name, _ in client_config):
+            if any(name == TRANSACTIONAL_ID for name, _ in client_config):
                 raise SparkKafkaError(
-                    f"option {CLIENT_PREFIX}{_TRANSACTIONAL_ID} is not supported with"
+                    f"option {CLIENT_PREFIX}{TRANSACTIONAL_ID} is not supported with"
                     " exactlyOnce=true: the sink derives it from the query and partition"
                 )
         return cls(

@@ -3,7 +3,7 @@
 Both sinks -- the at-least-once one in ``_writer`` and the transactional one in
 ``_exactly_once`` -- hand every row of a record batch to a librdkafka ``Producer`` the
 same way: ``value`` and ``key`` as bytes (strings UTF-8 encoded), the option ``topic``
-(or ``path``) or else the row's ``topic`` -- the option overrides the column, as in
+or else the row's ``topic`` -- the option overrides the column, as in
 Spark -- the row's ``partition`` or else the producer's partitioner, and ``headers``.
 ``Deliveries`` counts the delivery reports and keeps the first failure, so a task can
 tell that every record it produced was acknowledged.

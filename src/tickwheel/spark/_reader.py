@@ -103,6 +103,7 @@ def split_ranges(
     """
     nonempty = [r for r in ranges if r.size > 0]
     if max_records_per_partition is not None:
+        # -(-a // b) is the ceiling of a / b: the fewest parts of at most b offsets.
         nonempty = [
             part
             for r in nonempty
