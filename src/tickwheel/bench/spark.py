@@ -10,7 +10,14 @@ floor: what Spark's Python data source machinery costs when reading is free):
    micro-batches of ``--batch-rows``). Rows/s = rows / the sum of the batches' trigger
    times, so a query's start-up is left out but each batch's fixed cost (about 0.3 s of
    planning and checkpoint writes, the same for both sources) is in.
-   Target: at least 200,000 rows/s.
+   Beside it, the Parquet-file floor: the same rows, written once to a Parquet file
+   (read from the topic by the source), read with ``spark.read.parquet`` into ``noop``
+   -- what Spark's fastest built-in columnar reader costs for these rows -- and, read
+   the same way as batch queries, the source (``spark.read.format("tickwheel")``) and
+   the in-memory floor (the bound of any Python data source).
+   Rows/s = rows / the wall-clock time of the ``save()``, planning included.
+   Targets: the streaming source at least 1,500,000 rows/s and at least 0.6x the
+   Parquet file's rows/s.
 2. Per-micro-batch overhead: ``--tiny-batches`` micro-batches of ``--tiny-rows`` records
    (``maxOffsetsPerTrigger``), median trigger time per batch, the first batch left out
    as warm-up. Target: within 1.3x of the floor's.
@@ -44,8 +51,13 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -59,7 +71,11 @@ from pyspark.sql.types import StructType
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.spark import FORMAT_NAME, local_session, source_schema
 
-THROUGHPUT_TARGET_ROWS_S = 200_000
+THROUGHPUT_TARGET_ROWS_S = 1_500_000
+PARQUET_TARGET_RATIO = 0.6
+PARQUET_FLOOR = "parquet file"
+BATCH_SOURCE = "tickwheel batch"
+BATCH_FLOOR = "in-memory floor batch"
 OVERHEAD_TARGET_RATIO = 1.3
 EXACTLY_ONCE_TARGET_RATIO = 0.7
 AT_LEAST_ONCE = "at-least-once"
@@ -72,6 +88,34 @@ FLOOR_SOURCE = "tickwheel_bench_floor"
 QUERY_TIMEOUT_S = 600
 _MS_PER_S = 1000
 _PRODUCER_SETTINGS = {"acks": "all", "linger.ms": "20", "batch.size": str(1 << 20)}
+
+
+def _floor_partitions(begin: int, until: int) -> list[InputPartition]:
+    share = -(-(until - begin) // PARTITIONS)
+    cuts = [min(until, begin + i * share) for i in range(PARTITIONS + 1)]
+    return [InputPartition((a, b)) for a, b in itertools.pairwise(cuts) if b > a]
+
+
+def _floor_batches(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    begin, until = partition.value
+    template = _template_batch()
+    while begin < until:
+        rows = min(ARROW_BATCH_ROWS, until - begin)
+        yield template.slice(0, rows)
+        begin += rows
+
+
+class _FloorBatchReader(DataSourceReader):
+    """The floor as a batch query: ``total_rows`` prebuilt rows in two partitions."""
+
+    def __init__(self, total_rows: int) -> None:
+        self._total_rows = total_rows
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return _floor_partitions(0, self._total_rows)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _floor_batches(partition)
 
 
 class _FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -96,18 +140,10 @@ class _FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"rows": min(self._total_rows, begin + budget)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        begin, until = int(start["rows"]), int(end["rows"])
-        share = -(-(until - begin) // PARTITIONS)
-        cuts = [min(until, begin + i * share) for i in range(PARTITIONS + 1)]
-        return [InputPartition((a, b)) for a, b in itertools.pairwise(cuts) if b > a]
+        return _floor_partitions(int(start["rows"]), int(end["rows"]))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        begin, until = partition.value
-        template = _template_batch()
-        while begin < until:
-            rows = min(ARROW_BATCH_ROWS, until - begin)
-            yield template.slice(0, rows)
-            begin += rows
+        return _floor_batches(partition)
 
 
 _template: list[pa.RecordBatch] = []
@@ -139,6 +175,9 @@ class FloorSource(DataSource):
 
     def schema(self) -> StructType:
         return source_schema(include_headers=False)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _FloorBatchReader(int(self.options["rows"]))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark API)
         max_rows = self.options.get("maxOffsetsPerTrigger")
@@ -189,6 +228,13 @@ def _run(
         query.stop()
         raise RuntimeError(f"{fmt} query did not finish in {QUERY_TIMEOUT_S} s")
     return list(query.recentProgress)
+
+
+def _noop_rows_per_s(frame: DataFrame, rows: int) -> float:
+    """Rows/s of a batch query of ``frame`` into the noop sink, by the wall clock."""
+    started = time.perf_counter()
+    frame.write.format("noop").mode("overwrite").save()
+    return rows / (time.perf_counter() - started)
 
 
 def _rows_per_s(progress: list[StreamingQueryProgress]) -> float:
@@ -256,6 +302,19 @@ def _bench(args: argparse.Namespace, bootstrap: str, workdir: Path) -> int:
             _batch_ms,
         ),
     }
+    source_batch = (
+        spark.read.format(FORMAT_NAME)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", big)
+        .load()
+    )
+    parquet_path = str(workdir / "floor.parquet")
+    source_batch.write.parquet(parquet_path)
+    batch_frames = {
+        BATCH_SOURCE: source_batch,
+        BATCH_FLOOR: spark.read.format(FLOOR_SOURCE).option("rows", str(args.records)).load(),
+        PARQUET_FLOOR: spark.read.parquet(parquet_path),
+    }
     results: dict[tuple[str, str], list[float]] = {}
     run = 0
     # Round 0 warms up the JVM, the Python workers and their cached clients; only the
@@ -270,6 +329,12 @@ def _bench(args: argparse.Namespace, bootstrap: str, workdir: Path) -> int:
                     results.setdefault((case, fmt), []).append(value)
                 label = f"repeat {repeat}" if repeat else "warm-up "
                 print(f"  {label} {case:<10} {fmt:<22} {value:>12,.1f}", flush=True)
+        for name, frame in batch_frames.items():
+            value = _noop_rows_per_s(frame, args.records)
+            if repeat:
+                results.setdefault(("throughput", name), []).append(value)
+            label = f"repeat {repeat}" if repeat else "warm-up "
+            print(f"  {label} {'batch':<10} {name:<22} {value:>12,.1f}", flush=True)
         for mode in (AT_LEAST_ONCE, EXACTLY_ONCE):
             run += 1
             sink_options = {
@@ -296,6 +361,11 @@ def _report(results: dict[tuple[str, str], list[float]], png: str | None) -> int
     source_ms = median[("overhead", FORMAT_NAME)]
     floor_ms = median[("overhead", FLOOR_SOURCE)]
     overhead_ratio = source_ms / floor_ms
+    parquet_rows = median[("throughput", PARQUET_FLOOR)]
+    batch_rows = median[("throughput", BATCH_SOURCE)]
+    batch_floor_rows = median[("throughput", BATCH_FLOOR)]
+    parquet_ratio = source_rows / parquet_rows
+    parquet_ok = parquet_ratio >= PARQUET_TARGET_RATIO
     rows_ok = source_rows >= THROUGHPUT_TARGET_ROWS_S
     overhead_ok = overhead_ratio <= OVERHEAD_TARGET_RATIO
     plain_rows = median[("sink", AT_LEAST_ONCE)]
@@ -309,6 +379,21 @@ def _report(results: dict[tuple[str, str], list[float]], png: str | None) -> int
         f"| rows/s into noop (median) | {source_rows:,.0f} | {floor_rows:,.0f}"
         f" | {source_rows / floor_rows:.2f}x of floor"
         f" | >= {THROUGHPUT_TARGET_ROWS_S:,} {'met' if rows_ok else 'MISSED'} |"
+    )
+    print(
+        f"| rows/s into noop (median) | {source_rows:,.0f} | Parquet file {parquet_rows:,.0f}"
+        f" | {parquet_ratio:.2f}x of Parquet | >= {PARQUET_TARGET_RATIO}x"
+        f" {'met' if parquet_ok else 'MISSED'} |"
+    )
+    print(
+        f"| rows/s, batch query into noop (median) | {batch_rows:,.0f}"
+        f" | Parquet file {parquet_rows:,.0f} | {batch_rows / parquet_rows:.2f}x of Parquet | - |"
+    )
+    print(
+        f"| rows/s, batch query into noop (median) | {batch_rows:,.0f}"
+        f" | in-memory floor {batch_floor_rows:,.0f}"
+        f" ({batch_floor_rows / parquet_rows:.2f}x of Parquet)"
+        f" | {batch_rows / batch_floor_rows:.2f}x of floor | - |"
     )
     print(
         f"| ms per tiny micro-batch (median) | {source_ms:.0f} | {floor_ms:.0f}"
@@ -329,7 +414,11 @@ def _report(results: dict[tuple[str, str], list[float]], png: str | None) -> int
             Bars(
                 title="throughput",
                 unit="rows/s (median)",
-                values={"tickwheel source": {"": source_rows}, "in-memory floor": {"": floor_rows}},
+                values={
+                    "tickwheel source": {"": source_rows},
+                    "in-memory floor": {"": floor_rows},
+                    "Parquet file": {"": parquet_rows},
+                },
             ),
             Bars(
                 title="tiny micro-batches",
@@ -343,7 +432,7 @@ def _report(results: dict[tuple[str, str], list[float]], png: str | None) -> int
             ),
         ],
     )
-    return 0 if rows_ok and overhead_ok and sink_ok else 1
+    return 0 if rows_ok and parquet_ok and overhead_ok and sink_ok else 1
 
 
 if __name__ == "__main__":

@@ -20,6 +20,15 @@ compressed batches); no network, no replication.
 Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
 """
 
+from tickwheel.log._batch import (
+    CONTROL_FLAG_MASK,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    check_batch,
+)
 from tickwheel.log._checkpoint import write_atomically
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
 from tickwheel.log._config import LogConfig
@@ -28,6 +37,7 @@ from tickwheel.log._control import (
     EndTxnMarker,
     build_end_txn_marker,
     parse_end_txn_marker,
+    read_control_batch,
 )
 from tickwheel.log._errors import (
     CorruptRecordError,
@@ -55,18 +65,24 @@ from tickwheel.log._log import (
 )
 from tickwheel.log._offset_metadata import LogOffsetMetadata
 from tickwheel.log._producer_state import AppendOrigin, ProducerStateSummary
-from tickwheel.log._record_codec import read_varint, write_varint
+from tickwheel.log._record_codec import read_varint, records_section, write_varint
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._txn_index import AbortedTxn
 
 __all__ = [
+    "CONTROL_FLAG_MASK",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "LOG_OVERHEAD",
     "MAX_TIMESTAMP",
+    "RECORD_BATCH_OVERHEAD",
+    "TIMESTAMP_TYPE_MASK",
+    "TRANSACTIONAL_FLAG_MASK",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "AbortedTxn",
     "AppendOrigin",
+    "BatchHeader",
     "CleanerConfig",
     "CleanerMetrics",
     "ControlType",
@@ -94,8 +110,11 @@ __all__ = [
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
     "build_end_txn_marker",
+    "check_batch",
     "parse_end_txn_marker",
+    "read_control_batch",
     "read_varint",
+    "records_section",
     "system_clock_ms",
     "write_atomically",
     "write_varint",

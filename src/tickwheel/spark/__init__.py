@@ -26,10 +26,13 @@ for read_committed readers (one transaction per task and micro-batch, see
 ``_exactly_once``). Spark refuses the name ``kafka`` for a Python data source: see
 ``KafkaDataSource``.
 
-Layering: imports pyspark, pyarrow and confluent-kafka, nothing else of tickwheel.
+Layering: imports pyspark, pyarrow, numpy and confluent-kafka, and of tickwheel only
+``log`` (record batch framing and codecs) and ``protocol`` (kio's schemas).
 Module roles: ``_options`` (parse), ``_offsets`` (checkpoint offsets, admission
 control), ``_clients`` (librdkafka clients), ``_reader`` (driver planning), ``_fetch``
-(executor reads), ``_writer`` (sink), ``_produce`` (rows to records),
+(executor reads: ``_wire_fetch`` fetches record batches, ``_batch_decode`` and
+``_record_scan`` turn them into Arrow; ``_consumer_fetch`` is the librdkafka fallback),
+``_writer`` (sink), ``_produce`` (rows to records),
 ``_exactly_once`` (the transactional sink), ``_schema`` (columns), ``_source`` (the data
 source), ``_session`` (a loopback local session).
 """

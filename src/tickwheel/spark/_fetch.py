@@ -1,174 +1,158 @@
 """Executor side of the source: read one offset range of one partition into Arrow.
 
 Spark hands each task an ``OffsetRange`` -- one topic-partition and the offsets
-``[from_offset, until_offset)`` the driver planned. The task positions its worker's
-cached consumer with ``assign`` at ``from_offset`` (a seek; no group, no commit), pulls
-messages in batches, and yields ``pyarrow.RecordBatch``\\es of at most
-``ARROW_BATCH_ROWS`` rows in exactly the Arrow schema Spark expects
-(``to_arrow_schema`` of the source schema with UTC timestamps), which Spark takes
-without converting row by row.
+``[from_offset, until_offset)`` the driver planned -- and ``read_range`` yields its
+records as ``pyarrow.RecordBatch``\\es in exactly the Arrow schema Spark expects, which
+Spark takes without converting row by row.
 
-Offsets that are missing inside a range are told apart by the log start offset:
-below it, records were deleted (retention or DeleteRecords) -- data loss, failing the
-task when ``failOnDataLoss`` is true and skipped otherwise; at or above it, they were
-compacted away or were transaction markers -- normal. A range that the log no longer
-reaches (an end-of-partition event short of ``until_offset``) is data loss too.
+Two ways to read, chosen per range by the client configuration:
 
-Concurrency: runs in one Spark Python worker thread per task; the consumer it borrows
-from ``_clients`` is used by no one else while the task runs.
+- The wire path (PLAINTEXT, the default): fetch record batches as bytes with the Kafka
+  protocol (``_wire_fetch``) and decode them into Arrow columns (``_batch_decode``),
+  with no Python object per record. The isolation level is the fetch's own:
+  read_committed (the default, as librdkafka's) drops control batches and aborted
+  transactions' batches using the response's ``aborted_transactions``, as a Java or
+  librdkafka consumer at that level does; ``kafka.isolation.level=read_uncommitted``
+  reads them all but markers.
+- The librdkafka path (``_consumer_fetch``) for any ``kafka.security.protocol`` other
+  than PLAINTEXT (SSL, SASL_*), which the wire path does not speak: a cached
+  confluent-kafka ``Consumer``, a ``Message`` per record. confluent-kafka also stays
+  the driver's planning client (``_clients.KafkaMetadata``: topics, ListOffsets) and
+  answers the wire path's rare question of where a partition's log starts and ends
+  after an OFFSET_OUT_OF_RANGE (``get_watermark_offsets``).
+
+Offsets missing inside a range are told apart by the log start offset (each Fetch
+response carries it): below it, records were deleted (retention or DeleteRecords) --
+data loss, failing the task when ``failOnDataLoss`` is true and skipped otherwise; at
+or above it, they were compacted away or were transaction markers -- normal. An
+OFFSET_OUT_OF_RANGE, or a log that ends short of ``until_offset``, is data loss too.
+A read that makes no progress for ``kafkaConsumer.pollTimeoutMs`` fails the task.
+
+Concurrency: runs in one Spark Python worker thread per task; the fetcher or consumer
+it borrows from its per-process cache is used by no one else while the task runs.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import cast
+from collections.abc import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
-from pyspark.sql.datasource import InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
+from confluent_kafka import TopicPartition
+from kio.schema.errors import ErrorCode
 
+from tickwheel.spark._batch_decode import FetchWindow, decode_fetch
 from tickwheel.spark._clients import METADATA_TIMEOUT_S, reader_consumer
+from tickwheel.spark._consumer_fetch import consumer_read_range
 from tickwheel.spark._errors import SparkKafkaError
+from tickwheel.spark._offset_range import OffsetRange
 from tickwheel.spark._options import SourceOptions
-from tickwheel.spark._schema import source_schema
+from tickwheel.spark._wire_fetch import PartitionFetch, WireFetcher, supports, wire_fetcher
 
-# Spark reads Arrow batches of 10k-50k rows fastest (see the benchmark notes); smaller
-# batches pay per-batch overhead, larger ones hold more memory per task.
-ARROW_BATCH_ROWS = 20_000
-# The longest single wait in consume(): bounds the delay a gap in a range can cause.
-POLL_SLICE_S = 0.2
-_MS_TO_US = 1000
+__all__ = ["OffsetRange", "read_range"]
+
 _MS_PER_S = 1000
-# librdkafka's timestamp types are Kafka's plus one (0 = not available).
-_LIBRDKAFKA_TIMESTAMP_TYPE_OFFSET = 1
+# How long to wait before fetching again when a fetch brought nothing new.
+_IDLE_BACKOFF_S = 0.05
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class OffsetRange(InputPartition):
-    """One task's share of a micro-batch: offsets ``[from_offset, until_offset)``."""
-
-    topic: str
-    partition: int
-    from_offset: int
-    until_offset: int
-
-    @property
-    def size(self) -> int:
-        """How many offsets the range spans (records, unless some were compacted away)."""
-        return self.until_offset - self.from_offset
-
-
-@functools.cache
-def _arrow_schema(include_headers: bool) -> pa.Schema:
-    return to_arrow_schema(source_schema(include_headers=include_headers), timezone="UTC")
 
 
 def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``offset_range`` as Arrow record batches."""
     if offset_range.size <= 0:
         return
-    consumer = reader_consumer(options.client_config)
-    consumer.assign(
-        [TopicPartition(offset_range.topic, offset_range.partition, offset_range.from_offset)]
-    )
-    try:
-        yield from _RangeReader(options, offset_range, consumer).batches()
-    finally:
-        consumer.unassign()
+    if not supports(options.client_config):
+        yield from consumer_read_range(options, offset_range)
+        return
+    fetcher = wire_fetcher(options.client_config)
+    yield from _WireRangeReader(options, offset_range, fetcher).batches()
 
 
-class _RangeReader:
-    """The state of reading one range: where the next record should be."""
+class _WireRangeReader:
+    """The state of reading one range over the wire: the next offset wanted."""
 
-    def __init__(self, options: SourceOptions, offset_range: OffsetRange, consumer: Consumer):
+    def __init__(self, options: SourceOptions, offset_range: OffsetRange, fetcher: WireFetcher):
         self._options = options
         self._range = offset_range
-        self._consumer = consumer
+        self._fetcher = fetcher
         self._next_offset = offset_range.from_offset
-        self._schema = _arrow_schema(options.include_headers)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        until = self._range.until_offset
+        topic, partition, until = self._range.topic, self._range.partition, self._range.until_offset
         timeout_s = self._options.poll_timeout_ms / _MS_PER_S
         deadline = time.monotonic() + timeout_s
         while self._next_offset < until:
-            wanted = min(ARROW_BATCH_ROWS, until - self._next_offset)
-            # consume() waits until it has `wanted` messages or its timeout passes; a
-            # range with gaps never fills it, so wait in short slices and keep the
-            # user's poll timeout as the limit on a stall.
-            messages = self._consumer.consume(wanted, min(POLL_SLICE_S, timeout_s))
-            if not messages:
-                if time.monotonic() > deadline:
-                    raise SparkKafkaError(
-                        f"no record of {self._describe()} at offset {self._next_offset} within"
-                        f" kafkaConsumer.pollTimeoutMs={self._options.poll_timeout_ms}"
-                    )
+            answer = self._fetcher.fetch(topic, partition, self._next_offset, deadline)
+            if answer.error_code == ErrorCode.offset_out_of_range:
+                self._out_of_range()
+                self._check_deadline(deadline)
                 continue
-            deadline = time.monotonic() + timeout_s
-            records, offsets = self._accept(messages)
-            if records:
-                yield self._to_arrow(records, offsets)
+            if answer.error_code != ErrorCode.none:
+                raise SparkKafkaError(
+                    f"fetching {self._describe()} at offset {self._next_offset}:"
+                    f" {answer.error_code.name}",
+                    error_code=int(answer.error_code),
+                )
+            if answer.log_start_offset > self._next_offset:
+                start = answer.log_start_offset
+                self._lost(self._next_offset, min(start, until), f"the log now starts at {start}")
+                self._next_offset = min(start, until)
+                continue
+            window = FetchWindow(
+                topic,
+                partition,
+                self._next_offset,
+                until,
+                self._fetcher.read_committed,
+                self._options.include_headers,
+            )
+            decoded = decode_fetch(answer.records, answer.aborted, window)
+            if decoded.next_offset > self._next_offset:
+                self._next_offset = min(decoded.next_offset, until)
+                deadline = time.monotonic() + timeout_s
+                yield from decoded.batches
+            elif not self._ends_early(answer):
+                self._check_deadline(deadline)
+                time.sleep(_IDLE_BACKOFF_S)
 
-    def _accept(self, messages: list[Message]) -> tuple[list[Message], list[int]]:
-        """The records inside the range and their offsets; applies failOnDataLoss to gaps."""
-        # Every fetched record and end-of-partition event carries an offset.
-        offsets = cast(list[int], list(map(Message.offset, messages)))
-        first, last = self._next_offset, len(messages) - 1
-        if (
-            offsets[0] == first
-            and offsets[last] == first + last
-            and not any(map(Message.error, messages))
-        ):
-            # The common case: consecutive records from where the range stands, no event.
-            keep = min(len(messages), self._range.until_offset - first)
-            self._next_offset = first + keep
-            return messages[:keep], offsets[:keep]
-        records = self._accept_one_by_one(messages)
-        return records, cast(list[int], [m.offset() for m in records])
+    def _check_deadline(self, deadline: float) -> None:
+        if time.monotonic() > deadline:
+            raise SparkKafkaError(
+                f"no record of {self._describe()} at offset {self._next_offset} within"
+                f" kafkaConsumer.pollTimeoutMs={self._options.poll_timeout_ms}"
+            )
 
-    def _accept_one_by_one(self, messages: Sequence[Message]) -> list[Message]:
-        """``_accept`` for batches with gaps or events, looking at each message."""
-        until = self._range.until_offset
-        records: list[Message] = []
-        for message in messages:
-            error = message.error()
-            offset = message.offset() or 0
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    raise SparkKafkaError(
-                        f"fetching {self._describe()}: {error.str()}", error_code=error.code()
-                    )
-                if offset < until:
-                    self._lost(
-                        max(offset, self._next_offset), until, f"the log now ends at {offset}"
-                    )
-                # At or past the range's end: any offsets left were transaction markers
-                # or aborted records, which a read_committed consumer skips.
-                self._next_offset = until
-                break
-            if offset > self._next_offset:
-                self._check_gap(offset)
-            if offset >= until:
-                self._next_offset = until
-                break
-            records.append(message)
-            self._next_offset = offset + 1
-        return records
+    def _ends_early(self, answer: PartitionFetch) -> bool:
+        """Whether an answer without a whole batch says the log ends before the range
+        does (then the rest is data loss); False when it says nothing of the kind."""
+        if answer.records:
+            raise SparkKafkaError(
+                f"the record batch of {self._describe()} at offset {self._next_offset} is"
+                " larger than the fetch allows: raise kafka.max.partition.fetch.bytes"
+            )
+        end = answer.last_stable_offset if self._fetcher.read_committed else answer.high_watermark
+        if not 0 <= end <= self._next_offset:
+            return False
+        # Offsets left below ``end`` were markers or aborted records the fetch skipped.
+        if end < self._range.until_offset:
+            self._lost(self._next_offset, self._range.until_offset, f"the log now ends at {end}")
+        self._next_offset = self._range.until_offset
+        return True
 
-    def _check_gap(self, offset: int) -> None:
-        low, _ = self._consumer.get_watermark_offsets(
+    def _out_of_range(self) -> None:
+        """OFFSET_OUT_OF_RANGE: the offsets below the log start, or past its end, are gone."""
+        low, high = reader_consumer(self._options.client_config).get_watermark_offsets(
             TopicPartition(self._range.topic, self._range.partition), timeout=METADATA_TIMEOUT_S
         )
+        until = self._range.until_offset
         if low > self._next_offset:
-            self._lost(self._next_offset, min(low, offset), f"the log now starts at {low}")
+            self._lost(self._next_offset, min(low, until), f"the log now starts at {low}")
+            self._next_offset = min(low, until)
+        elif high <= self._next_offset:
+            self._lost(self._next_offset, until, f"the log now ends at {high}")
+            self._next_offset = until
 
     def _lost(self, first: int, end: int, reason: str) -> None:
         message = f"data loss in {self._describe()}: offsets {first}..{end - 1} are gone ({reason})"
@@ -178,22 +162,3 @@ class _RangeReader:
 
     def _describe(self) -> str:
         return f"{self._range.topic}-{self._range.partition}"
-
-    def _to_arrow(self, records: list[Message], offsets: list[int]) -> pa.RecordBatch:
-        # map() over the unbound methods and Arrow compute keep the per-record work in C:
-        # this loop is the source's throughput.
-        schema = self._schema
-        count = len(records)
-        kinds, stamps_ms = zip(*map(Message.timestamp, records), strict=True)
-        columns = [
-            pa.array(list(map(Message.key, records)), schema.field(0).type),
-            pa.array(list(map(Message.value, records)), schema.field(1).type),
-            pa.repeat(pa.scalar(self._range.topic, schema.field(2).type), count),
-            pa.repeat(pa.scalar(self._range.partition, schema.field(3).type), count),
-            pa.array(offsets, schema.field(4).type),
-            pc.multiply(pa.array(stamps_ms, pa.int64()), _MS_TO_US).cast(schema.field(5).type),
-            pc.subtract(pa.array(kinds, schema.field(6).type), _LIBRDKAFKA_TIMESTAMP_TYPE_OFFSET),
-        ]
-        if self._options.include_headers:
-            columns.append(pa.array(list(map(Message.headers, records)), schema.field(7).type))
-        return pa.RecordBatch.from_arrays(columns, schema=schema)
