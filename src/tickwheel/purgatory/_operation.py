@@ -55,7 +55,8 @@ import abc
 import threading
 from collections.abc import Callable
 
-from tickwheel.timer import TimerTask
+from tickwheel.timer._build import mypyc_attr
+from tickwheel.timer._task import TimerTask
 
 _FLAG_LOCK = threading.Lock()
 """Makes the compare-and-set of ``_completed`` and the get-and-set of
@@ -63,6 +64,7 @@ _FLAG_LOCK = threading.Lock()
 bytecodes, so one lock for all costs less than one lock object per operation)."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation(TimerTask, abc.ABC):
     """An operation completed by an event (``try_complete``) or by its timeout (``run``)."""
 

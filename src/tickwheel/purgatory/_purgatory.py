@@ -84,7 +84,7 @@ from typing import Generic, TypeVar
 from tickwheel.purgatory._operation import DelayedOperation
 from tickwheel.purgatory._reaper import ExpirationReaper
 from tickwheel.purgatory._watchers import Watchers, WatcherShard
-from tickwheel.timer import SystemTimer
+from tickwheel.timer._system_timer import SystemTimer
 
 T = TypeVar("T", bound=DelayedOperation)
 

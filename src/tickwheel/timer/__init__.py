@@ -75,20 +75,40 @@ from any thread; ``advance_clock`` is called by one driver. Expired tasks run on
 executor, never while the timer's lock is held.
 """
 
-from tickwheel.timer._asyncio_driver import AsyncioTimerDriver
-from tickwheel.timer._bucket_queue import BucketQueue
-from tickwheel.timer._clock import Clock, ClockListener, ManualClock, SystemClock
-from tickwheel.timer._executor import Executor, InlineExecutor, ThreadExecutor
-from tickwheel.timer._loop_timers import LoopTimers
-from tickwheel.timer._reaper import TimerReaper
-from tickwheel.timer._round_wheel import RoundWheelTimer
-from tickwheel.timer._scheduler import Scheduler
-from tickwheel.timer._system_timer import Driver, SystemTimer, WakeupListener
-from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
-from tickwheel.timer._task_list import TaskCounter, TimerTaskList
-from tickwheel.timer._wheel import TimingWheel
+from typing import TYPE_CHECKING
+
+from tickwheel.timer._build import BUILD, COMPILED
+
+if TYPE_CHECKING or not COMPILED:
+    from tickwheel.timer._asyncio_driver import AsyncioTimerDriver
+    from tickwheel.timer._bucket_queue import BucketQueue
+    from tickwheel.timer._clock import Clock, ClockListener, ManualClock, SystemClock
+    from tickwheel.timer._executor import Executor, InlineExecutor, ThreadExecutor
+    from tickwheel.timer._loop_timers import LoopTimers
+    from tickwheel.timer._reaper import TimerReaper
+    from tickwheel.timer._round_wheel import RoundWheelTimer
+    from tickwheel.timer._scheduler import Scheduler
+    from tickwheel.timer._system_timer import Driver, SystemTimer, WakeupListener
+    from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
+    from tickwheel.timer._task_list import TaskCounter, TimerTaskList
+    from tickwheel.timer._wheel import TimingWheel
+else:
+    from tickwheel.timer._mypyc._asyncio_driver import AsyncioTimerDriver
+    from tickwheel.timer._mypyc._bucket_queue import BucketQueue
+    from tickwheel.timer._mypyc._clock import Clock, ClockListener, ManualClock, SystemClock
+    from tickwheel.timer._mypyc._executor import Executor, InlineExecutor, ThreadExecutor
+    from tickwheel.timer._mypyc._loop_timers import LoopTimers
+    from tickwheel.timer._mypyc._reaper import TimerReaper
+    from tickwheel.timer._mypyc._round_wheel import RoundWheelTimer
+    from tickwheel.timer._mypyc._scheduler import Scheduler
+    from tickwheel.timer._mypyc._system_timer import Driver, SystemTimer, WakeupListener
+    from tickwheel.timer._mypyc._task import CallbackTask, TimerTask, TimerTaskEntry
+    from tickwheel.timer._mypyc._task_list import TaskCounter, TimerTaskList
+    from tickwheel.timer._mypyc._wheel import TimingWheel
 
 __all__ = [
+    "BUILD",
+    "COMPILED",
     "AsyncioTimerDriver",
     "BucketQueue",
     "CallbackTask",

@@ -31,6 +31,8 @@ import threading
 import time
 from typing import Protocol
 
+from tickwheel.timer._build import mypyc_attr
+
 _NS_PER_MS = 1_000_000
 
 MS_PER_S = 1000.0
@@ -65,6 +67,7 @@ class ClockListener(Protocol):
         ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SystemClock:
     """The monotonic system clock in whole milliseconds."""
 

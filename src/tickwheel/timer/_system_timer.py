@@ -46,6 +46,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from tickwheel.timer._bucket_queue import BucketQueue
+from tickwheel.timer._build import mypyc_attr
 from tickwheel.timer._clock import Clock, SystemClock
 from tickwheel.timer._executor import Executor, InlineExecutor, ThreadExecutor
 from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
@@ -73,6 +74,7 @@ WakeupListener = Callable[[int], None]
 """Called with the earliest bucket expiration (ms) when an ``add`` lowered it."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SystemTimer:
     """A hierarchical timing wheel with a bucket queue, a clock and an executor."""
 

@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tickwheel.timer._build import mypyc_attr
+
 if TYPE_CHECKING:
     from tickwheel.timer._task_list import TimerTaskList
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TimerTask:
     """Work to run once, ``delay_ms`` after it is added to a timer.
 
