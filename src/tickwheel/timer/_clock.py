@@ -33,7 +33,8 @@ from typing import Protocol
 
 from tickwheel.timer._build import mypyc_attr
 
-_NS_PER_MS = 1_000_000
+NS_PER_MS = 1_000_000
+"""Nanoseconds per millisecond: ``SystemClock``'s conversion (``SystemTimer.add`` inlines it)."""
 
 MS_PER_S = 1000.0
 """Milliseconds per second: the one conversion between timer ms and stdlib seconds."""
@@ -75,7 +76,7 @@ class SystemClock:
 
     def now_ms(self) -> int:
         """Milliseconds of ``time.monotonic_ns()``."""
-        return time.monotonic_ns() // _NS_PER_MS
+        return time.monotonic_ns() // NS_PER_MS
 
     def wait_ms(self, condition: threading.Condition, timeout_ms: int) -> bool:
         """Block on ``condition`` for up to ``timeout_ms`` of real time; returns True."""

@@ -109,6 +109,7 @@ class CallbackTask(TimerTask):
         return f"<CallbackTask delay_ms={self.delay_ms} fn={self.fn!r}>"
 
 
+@mypyc_attr(acyclic=True, free_list_len=1)
 class TimerTaskEntry:
     """A task's membership of one bucket, with the absolute ``expiration_ms``.
 
