@@ -376,13 +376,26 @@ class SystemTimer:
                 self._drivers.remove(driver)
 
     def close(self) -> None:
-        """Stop the drivers, then the executor; pending tasks never run."""
+        """Stop the drivers, then the executor; pending tasks never run.
+
+        Pending tasks are taken off the wheel and unbound, as ``cancel()`` would: the
+        compiled build keeps entries out of the cyclic GC (they are most of its work),
+        so a task and its entry pointing at each other would otherwise outlive the timer.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             drivers = list(self._drivers)
             self._condition.notify_all()
+            wheel: TimingWheel | None = self._wheel
+            while wheel is not None:
+                for bucket in wheel._buckets:
+                    for entry in bucket.take_all():
+                        task = entry.task
+                        if task._entry is entry:
+                            task._entry = None
+                wheel = wheel._overflow_wheel
         for driver in drivers:
             driver.stop()
         self._executor.shutdown()
