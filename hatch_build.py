@@ -150,6 +150,19 @@ def clean_in_place() -> None:
     (SRC / "tickwheel" / "timer" / TWIN / "sources.sha256").unlink(missing_ok=True)
 
 
+def install_in_place(out: Path) -> None:
+    """Move the build under ``out`` into ``src``, each file replaced in one rename.
+
+    A process that has the old modules loaded keeps its mapping of the old files.
+    """
+    clean_in_place()
+    for path in built_files(out):
+        target = SRC / path.relative_to(out)
+        staged = target.with_name(f".{target.name}.new")
+        shutil.copy2(path, staged)
+        os.replace(staged, target)
+
+
 try:
     from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 except ImportError:  # run as a script (python hatch_build.py), outside a build
@@ -172,10 +185,7 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type]
             return
         self.app.display_info("tickwheel: compiled the core with mypyc")
         if version == "editable":
-            clean_in_place()
-            for path in built_files(out):
-                target = SRC / path.relative_to(out)
-                shutil.copy2(path, target)
+            install_in_place(out)
             return
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
@@ -185,9 +195,7 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type]
 
 if __name__ == "__main__":
     # ``python hatch_build.py``: rebuild in place (mypy and setuptools must be importable).
-    clean_in_place()
     if not compile_core(BUILD_DIR / "lib"):
         sys.exit(1)
-    for built in built_files(BUILD_DIR / "lib"):
-        shutil.copy2(built, SRC / built.relative_to(BUILD_DIR / "lib"))
+    install_in_place(BUILD_DIR / "lib")
     print("tickwheel: compiled the core in place")

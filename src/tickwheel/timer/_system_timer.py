@@ -50,7 +50,13 @@ from tickwheel.timer._bucket_queue import BucketQueue
 from tickwheel.timer._build import mypyc_attr
 from tickwheel.timer._clock import NS_PER_MS, Clock, ManualClock, SystemClock
 from tickwheel.timer._executor import Executor, InlineExecutor, ThreadExecutor
-from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
+from tickwheel.timer._task import (
+    CallbackTask,
+    TimerTask,
+    TimerTaskEntry,
+    rlock_acquire,
+    rlock_release,
+)
 from tickwheel.timer._task_list import TaskCounter, TimerTaskList
 from tickwheel.timer._wheel import TimingWheel
 
@@ -168,8 +174,7 @@ class SystemTimer:
             now_ms = self._clock.now_ms()
         entry = TimerTaskEntry(task, delay_ms + now_ms)
         # acquire/release rather than ``with``: see the ``tickwheel.timer`` docstring.
-        lock = self._lock
-        lock.acquire()
+        rlock_acquire(self._lock)
         try:
             if now_ms >= self._wheel._expired_below_ms:
                 self._catch_up(now_ms)
@@ -183,7 +188,7 @@ class SystemTimer:
             if not nothing_to_run:
                 task._entry = None  # no task <-> entry cycle left behind
         finally:
-            lock.release()
+            rlock_release(self._lock)
         if self._queue.head_lowered:
             self._head_lowered()
         if not nothing_to_run:
@@ -225,12 +230,11 @@ class SystemTimer:
     def next_expiration_ms(self) -> int | None:
         """When the earliest pending bucket expires (clock ms), or None when idle."""
         # acquire/release rather than ``with``: drivers call it once per expiry.
-        lock = self._lock
-        lock.acquire()
+        rlock_acquire(self._lock)
         try:
             return self._queue.peek_expiration_ms()
         finally:
-            lock.release()
+            rlock_release(self._lock)
 
     def advance_clock(self, timeout_ms: int, *, stopping: threading.Event | None = None) -> bool:
         """Expire every bucket that is due, waiting up to ``timeout_ms`` for the first.
@@ -245,8 +249,7 @@ class SystemTimer:
         clock = self._clock
         queue = self._queue
         wheel = self._wheel
-        lock = self._lock
-        lock.acquire()
+        rlock_acquire(self._lock)
         try:
             now_ms = clock.now_ms()
             bucket = queue.poll(now_ms)
@@ -278,7 +281,7 @@ class SystemTimer:
                 return True
             runnable = self._unbind_due(due)
         finally:
-            lock.release()
+            rlock_release(self._lock)
         execute = self._executor.execute
         for task in runnable:
             execute(task.run)
@@ -311,13 +314,13 @@ class SystemTimer:
             task = entry.task
             if task._entry is entry:
                 task._entry = None
-                lock.release()
+                rlock_release(lock)
                 try:
                     task.run()
                 except Exception:
                     _log.exception("timer task %r failed", task)
                 finally:
-                    lock.acquire()
+                    rlock_acquire(lock)
 
     def _wait_for_bucket(
         self, deadline_ms: int, stopping: threading.Event | None
