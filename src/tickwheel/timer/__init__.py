@@ -66,9 +66,31 @@ timer``; docs/benchmarks.md has the method and the figures):
   timers too). Programs that hold millions of timers may ``gc.freeze()`` after start-up
   or raise ``gc.set_threshold``; the library leaves that choice to them.
 
-The hot path (``add``, ``TimingWheel.add``, ``TimerTask.cancel``, ``advance_clock``) is
-plain typed Python -- slotted classes, no ``getattr``, no dynamic dispatch beyond the
-injected clock and executor -- so that mypyc can compile the same modules unchanged.
+Two builds of the same modules. The hot path (``add``, ``TimingWheel.add``,
+``TimerTask.cancel``, ``advance_clock``) is plain typed Python -- slotted classes, no
+``getattr``, no dynamic dispatch beyond the injected clock and executor -- and mypyc
+compiles it. An install with a C compiler builds the *compiled twins* of this package's
+modules and the purgatory's (``tickwheel.timer._mypyc._task`` for ``_task.py``, and so
+on: ``hatch_build.py`` at the project's root); without one, or if that build fails, the
+install goes on with the pure-Python modules alone. The twins have names of their own
+because an extension module beside a ``.py`` of the same name always wins at import:
+under other names both builds stay importable side by side, and this ``__init__``
+imports the public names from one of them, chosen once by ``tickwheel.timer._build``:
+the twins unless ``TICKWHEEL_PURE_PYTHON=1`` is set, they are missing, or they were
+built from other sources than those present (a stale in-place build). ``BUILD`` names
+the choice (``tickwheel --version`` prints it); ``COMPILED`` says whether it is the
+compiled one. The purgatory follows the timer's choice. A class of one build is not a
+class of the other: take every name from the public packages, never a private module.
+
+What the compiler changes, besides running the same code faster: classes that
+interpreted code subclasses (``TimerTask``, ``SystemTimer``, ``SystemClock``, and the
+purgatory's ``DelayedOperation``) are marked ``mypyc_attr(allow_interpreted_subclasses=
+True)``; the others cannot be subclassed outside the compiled modules, and their
+instances take no attributes but their own. ``TimerTaskEntry`` is ``acyclic``: its
+instances are not tracked by the cyclic GC, which is most of the GC's work with a
+million timers pending (so ``close()`` unbinds the pending tasks: an entry and its task
+point at each other, and an untracked cycle would outlive the timer). Abstract methods
+are not enforced on compiled classes (``DelayedOperation`` can be instantiated).
 
 Concurrency: ``SystemTimer.add``, ``schedule``, ``TimerTask.cancel`` and ``size`` are safe
 from any thread; ``advance_clock`` is called by one driver. Expired tasks run on the

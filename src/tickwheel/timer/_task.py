@@ -18,28 +18,14 @@ the other entry is dropped as cancelled).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from tickwheel.timer._build import mypyc_attr
+from tickwheel.timer._locks import rlock_acquire, rlock_release
 
 if TYPE_CHECKING:
     from tickwheel.timer._task_list import TimerTaskList
-
-_RLOCK: Final = type(threading.RLock())
-
-rlock_acquire: Final = _RLOCK.acquire
-"""``RLock.acquire``, called as ``rlock_acquire(lock)`` on the hot paths of the timer.
-
-The compiled build calls a method through the Python API, which looks it up on the
-lock's type at every call; through this descriptor it does not (a tenth of a compiled
-cancel+add). The pure-Python build runs the same call as ``lock.acquire()``. Every lock
-of a timer is a ``threading.RLock`` the timer made, so the descriptor always applies.
-"""
-
-rlock_release: Final = _RLOCK.release
-"""``RLock.release``, called as ``rlock_release(lock)`` (see ``rlock_acquire``)."""
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

@@ -26,7 +26,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
-from tickwheel.timer._task import TimerTaskEntry, rlock_acquire, rlock_release
+from tickwheel.timer._locks import rlock_acquire, rlock_release
+from tickwheel.timer._task import TimerTaskEntry
 
 NO_EXPIRATION_MS = -1
 """``expiration_ms`` of a bucket that holds nothing since its last flush."""
