@@ -54,7 +54,8 @@ def _selector() -> Any:
     """``tickwheel/timer/_build.py``, loaded by path (it needs only the standard library)."""
     path = SRC / "tickwheel" / "timer" / "_build.py"
     spec = importlib.util.spec_from_file_location("_tickwheel_build", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -136,8 +137,7 @@ def compile_core(out: Path, log: Any = print) -> bool:
 def built_files(out: Path) -> list[Path]:
     """The compiled modules and the hash file under ``out``."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    found = [p for p in out.rglob(f"*{suffix}")]
-    return [*found, out / "tickwheel" / "timer" / TWIN / "sources.sha256"]
+    return [*out.rglob(f"*{suffix}"), out / "tickwheel" / "timer" / TWIN / "sources.sha256"]
 
 
 def clean_in_place() -> None:
