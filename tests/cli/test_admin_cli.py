@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, Message
 
 from tickwheel.cli import main
 from tickwheel.server import BackgroundBroker
+from tickwheel.timer import BUILD
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +48,7 @@ def test_version_names_the_package_version_and_build() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.startswith("tickwheel ")
-    assert "(pure Python)" in done.stdout
+    assert f"({BUILD})" in done.stdout
 
 
 def test_a_bad_log_level_is_refused_without_a_traceback() -> None:

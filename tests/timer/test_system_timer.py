@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from functools import partial
@@ -199,6 +200,19 @@ def test_close_stops_the_executor_and_refuses_adds(clock: ManualClock) -> None:
     with pytest.raises(RuntimeError, match="shut down"):
         executor.execute(lambda: None)
     timer.close()  # idempotent
+
+
+def test_close_unbinds_pending_tasks_so_they_are_freed(clock: ManualClock) -> None:
+    timer = SystemTimer("closing", clock=clock, executor=InlineExecutor())
+    tasks = [timer.schedule(delay_ms, lambda: None) for delay_ms in (1, 50, 5_000, 500_000)]
+    assert all(task.timer_task_entry is not None for task in tasks)
+    timer.close()
+    assert all(task.timer_task_entry is None for task in tasks)
+    assert timer.size == 0
+    task = tasks[0]
+    del tasks
+    # Only this frame holds the task (and getrefcount's argument): its entry let go.
+    assert sys.getrefcount(task) == 2
 
 
 def test_default_executor_runs_tasks_on_a_named_worker_thread(clock: ManualClock) -> None:

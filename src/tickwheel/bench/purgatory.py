@@ -34,9 +34,11 @@ threads, until the last request completed or expired, divided by the requests),
 expired count and share, the distribution's predicted share and the share drawn for
 this run, and the ratio expired / predicted. With ``--repeat`` the table gives medians.
 docs/benchmarks.md records the default run (unthrottled and 10,000 requests/s, both
-modes). ``--png`` charts the medians beside Apache Kafka's Java purgatory as the issue
-quotes it (``KAFKA_JAVA_RATE``, ``KAFKA_JAVA_CPU_US``: a reference figure, not measured
-here, since no JVM benchmark runs in this command).
+modes). The header names the core's build in use (``tickwheel --version``); run the
+command again with ``TICKWHEEL_PURE_PYTHON=1`` to measure the pure-Python build.
+``--png`` charts the medians beside Apache Kafka's Java purgatory as the issue quotes it
+(``KAFKA_JAVA_RATE``, ``KAFKA_JAVA_CPU_US``: a reference figure, not measured here,
+since no JVM benchmark runs in this command).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from pathlib import Path
 
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
-from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
+from tickwheel.timer import BUILD, AsyncioTimerDriver, InlineExecutor, SystemTimer
 
 DEFAULT_NUM = 200_000
 DEFAULT_RATES = (0.0, 10_000.0)
@@ -485,7 +487,7 @@ def main(argv: list[str]) -> int:
     print(
         f"# {args.num:,} requests, {args.keys} keys from {args.key_space_size}, "
         f"timeout {args.timeout} ms, pct75 {args.pct75:g} ms, pct50 {args.pct50:g} ms, "
-        f"{args.repeat} run(s) each; Python {platform.python_version()}",
+        f"{args.repeat} run(s) each; Python {platform.python_version()}, core: {BUILD}",
         flush=True,
     )
     rows: list[tuple[float, RunResult]] = []
@@ -513,6 +515,7 @@ def main(argv: list[str]) -> int:
         payload = {
             "settings": {k: v for k, v in vars(args).items() if k != "out"},
             "python": platform.python_version(),
+            "build": BUILD,
             "runs": runs,
             "medians": [{"requested_rate": rate, **asdict(r)} for rate, r in rows],
         }

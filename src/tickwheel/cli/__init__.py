@@ -52,12 +52,15 @@ _EXTRAS = {
     "pyspark": "spark",
 }
 
-BUILD = "pure Python"
-"""Which implementation this package is (a compiled build would say so here)."""
-
 
 def version() -> str:
-    """``tickwheel VERSION (BUILD)``: the installed package's version and build."""
+    """``tickwheel VERSION (BUILD)``: the package's version and its core's build.
+
+    The build is ``tickwheel.timer.BUILD``: ``compiled: mypyc`` or ``pure Python``
+    (with the reason when a compiled build exists but is not used).
+    """
+    from tickwheel.timer import BUILD  # noqa: PLC0415 (the timer is imported for this verb only)
+
     return f"tickwheel {importlib.metadata.version('tickwheel')} ({BUILD})"
 
 

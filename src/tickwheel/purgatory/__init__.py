@@ -26,15 +26,30 @@ docstring tells the design, the purge, the threaded and event-loop modes and the
 concurrency contract). Depends only on the standard library and ``tickwheel.timer``.
 """
 
-from tickwheel.purgatory._keys import GroupJoinKey, MemberKey, TopicPartitionOperationKey
-from tickwheel.purgatory._operation import DelayedOperation
-from tickwheel.purgatory._purgatory import (
-    DEFAULT_PURGE_INTERVAL,
-    PURGE_SHARDS_PER_STEP,
-    SHARD_COUNT,
-    DelayedOperationPurgatory,
-)
-from tickwheel.purgatory._reaper import REAPER_POLL_MS
+from typing import TYPE_CHECKING
+
+from tickwheel.timer._build import COMPILED
+
+if TYPE_CHECKING or not COMPILED:
+    from tickwheel.purgatory._keys import GroupJoinKey, MemberKey, TopicPartitionOperationKey
+    from tickwheel.purgatory._operation import DelayedOperation
+    from tickwheel.purgatory._purgatory import (
+        DEFAULT_PURGE_INTERVAL,
+        PURGE_SHARDS_PER_STEP,
+        SHARD_COUNT,
+        DelayedOperationPurgatory,
+    )
+    from tickwheel.purgatory._reaper import REAPER_POLL_MS
+else:
+    from tickwheel.purgatory._mypyc._keys import GroupJoinKey, MemberKey, TopicPartitionOperationKey
+    from tickwheel.purgatory._mypyc._operation import DelayedOperation
+    from tickwheel.purgatory._mypyc._purgatory import (
+        DEFAULT_PURGE_INTERVAL,
+        PURGE_SHARDS_PER_STEP,
+        SHARD_COUNT,
+        DelayedOperationPurgatory,
+    )
+    from tickwheel.purgatory._mypyc._reaper import REAPER_POLL_MS
 
 __all__ = [
     "DEFAULT_PURGE_INTERVAL",

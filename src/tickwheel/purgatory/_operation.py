@@ -55,7 +55,9 @@ import abc
 import threading
 from collections.abc import Callable
 
-from tickwheel.timer import TimerTask
+from tickwheel.timer._build import mypyc_attr
+from tickwheel.timer._locks import lock_acquire, lock_release
+from tickwheel.timer._task import TimerTask
 
 _FLAG_LOCK = threading.Lock()
 """Makes the compare-and-set of ``_completed`` and the get-and-set of
@@ -63,6 +65,7 @@ _FLAG_LOCK = threading.Lock()
 bytecodes, so one lock for all costs less than one lock object per operation)."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation(TimerTask, abc.ABC):
     """An operation completed by an event (``try_complete``) or by its timeout (``run``)."""
 
@@ -106,10 +109,13 @@ class DelayedOperation(TimerTask, abc.ABC):
 
         The winner un-times the operation and calls ``on_complete``.
         """
-        with _FLAG_LOCK:
+        lock_acquire(_FLAG_LOCK)
+        try:
             if self._completed:
                 return False
             self._completed = True
+        finally:
+            lock_release(_FLAG_LOCK)
         self.cancel()
         self.on_complete()
         return True
@@ -133,11 +139,14 @@ class DelayedOperation(TimerTask, abc.ABC):
                 # condition may have changed after we read it, so try again.
                 retry = self._try_complete_pending
             else:
-                with _FLAG_LOCK:
+                lock_acquire(_FLAG_LOCK)
+                try:
                     # Only the first thread to set the flag retries: if it was already
                     # set, the holder is bound to see it and try again after us.
                     retry = not self._try_complete_pending
                     self._try_complete_pending = True
+                finally:
+                    lock_release(_FLAG_LOCK)
             if self._completed or not retry:
                 return done
 

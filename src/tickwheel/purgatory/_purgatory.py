@@ -84,7 +84,8 @@ from typing import Generic, TypeVar
 from tickwheel.purgatory._operation import DelayedOperation
 from tickwheel.purgatory._reaper import ExpirationReaper
 from tickwheel.purgatory._watchers import Watchers, WatcherShard
-from tickwheel.timer import SystemTimer
+from tickwheel.timer._locks import lock_acquire, lock_release
+from tickwheel.timer._system_timer import SystemTimer
 
 T = TypeVar("T", bound=DelayedOperation)
 
@@ -166,28 +167,15 @@ class DelayedOperationPurgatory(Generic[T]):
         try:
             # First try: no other thread can see the operation yet, so a completable one
             # is neither watched nor timed.
-            with operation._lock:
+            lock = operation._lock
+            lock.acquire()
+            try:
                 if operation.try_complete():
                     return True
-            shards = self._shards
-            counted = False
-            for key in keys:
-                if operation._completed:
-                    # Completed by an event on a key it is already watched under; the
-                    # lists it sits in are cleaned by their next check or the purge.
-                    return False
-                # Appended here rather than in a WatcherShard method: this loop is the
-                # purgatory's hot path, and a call per key costs ~3% of a request.
-                shard = shards[hash(key) % SHARD_COUNT]
-                with shard.lock:
-                    watchers = shard.watchers_by_key.get(key)
-                    if watchers is None:
-                        watchers = shard.watchers_by_key[key] = Watchers(key)
-                    watchers.operations.append(operation)
-                if not counted:
-                    counted = True
-                    with self._stats_lock:
-                        self._estimated_total += 1
+            finally:
+                lock.release()
+            if not self._watch(operation, keys):
+                return False
             # Watched under every key now: a later event will find it, and this try sees
             # any event that fired while we were watching.
             if operation.maybe_try_complete():
@@ -199,6 +187,34 @@ class DelayedOperationPurgatory(Generic[T]):
             if not self._reaper_enabled:
                 self._purge_step()
 
+    def _watch(self, operation: T, keys: Collection[Hashable]) -> bool:
+        # Append the operation to the list of each key; False if it got completed first
+        # (by an event on a key it is already watched under: the lists it sits in are
+        # cleaned by their next check or the purge). One call per request: appended
+        # here rather than in a WatcherShard method, as a call per key costs ~3% of it.
+        shards = self._shards
+        watched = False
+        for key in keys:
+            if operation._completed:
+                break
+            shard = shards[hash(key) % SHARD_COUNT]
+            lock_acquire(shard.lock)
+            try:
+                watchers = shard.watchers_by_key.get(key)
+                if watchers is None:
+                    watchers = shard.watchers_by_key[key] = Watchers(key)
+                watchers.operations.append(operation)
+            finally:
+                lock_release(shard.lock)
+            watched = True
+        if watched:
+            lock_acquire(self._stats_lock)
+            try:
+                self._estimated_total += 1
+            finally:
+                lock_release(self._stats_lock)
+        return not operation._completed
+
     def _time(self, operation: T) -> None:
         # Add to the timer holding the operation's lock: a check cannot complete it
         # while the timer links its entry, so the cancel() of that completion always
@@ -207,9 +223,13 @@ class DelayedOperationPurgatory(Generic[T]):
         # being linked; the timer's wheel re-checks the binding after linking, so the
         # entry never stays counted. Kafka's timer leaves it until it falls due.)
         operation._expiration_hook = self._expiration_hook
-        with operation._lock:
+        lock = operation._lock
+        lock.acquire()
+        try:
             if not operation._completed:
                 self._timer.add(operation)
+        finally:
+            lock.release()
         # We held the lock: a check that missed it relies on us to try again.
         if operation._try_complete_pending:
             operation.maybe_try_complete()
@@ -323,8 +343,11 @@ class DelayedOperationPurgatory(Generic[T]):
         # No purge step here: the timer takes a whole batch of due operations out of
         # its buckets before running the first, so a pass started now would reset the
         # estimate while the rest of the batch is neither timed nor completed yet.
-        with self._stats_lock:
+        lock_acquire(self._stats_lock)
+        try:
             self._expired += 1
+        finally:
+            lock_release(self._stats_lock)
 
     # -- lifecycle --------------------------------------------------------------------
 

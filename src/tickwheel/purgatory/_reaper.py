@@ -40,7 +40,7 @@ class ExpirationReaper:
     timer it advances.
     """
 
-    __slots__ = ("_advance", "_now_ms", "_poll_ms", "_stopping", "_thread", "_wake")
+    __slots__ = ("_advance", "_now_ms", "_poll_ms", "_stopping", "_wake", "_worker")
 
     def __init__(
         self,
@@ -57,22 +57,22 @@ class ExpirationReaper:
         self._poll_ms = poll_ms
         self._stopping = threading.Event()
         # A daemon thread: a program that forgets shutdown() can still exit.
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._worker = threading.Thread(target=self._run, name=name, daemon=True)
 
     @property
     def name(self) -> str:
         """The thread's name."""
-        return self._thread.name
+        return self._worker.name
 
     def start(self) -> None:
         """Start the thread."""
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
         """Ask the loop to end, wake the timer, and wait for the thread."""
         self._stopping.set()
         self._wake()
-        self._thread.join()
+        self._worker.join()
 
     def _run(self) -> None:
         poll_s = self._poll_ms / _MS_PER_S
@@ -83,4 +83,4 @@ class ExpirationReaper:
                 self._stopping.wait(poll_s)
 
     def __repr__(self) -> str:
-        return f"<ExpirationReaper {self._thread.name!r}>"
+        return f"<ExpirationReaper {self._worker.name!r}>"

@@ -28,6 +28,7 @@ from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 from tickwheel.purgatory._operation import DelayedOperation
+from tickwheel.timer._locks import lock_acquire, lock_release
 
 T = TypeVar("T", bound=DelayedOperation)
 
@@ -65,18 +66,24 @@ class WatcherShard(Generic[T]):
 
     def snapshot(self, key: Hashable) -> tuple[Watchers[T], list[T]] | None:
         """The key's ``Watchers`` and a copy of its operations; None if nothing waits."""
-        with self.lock:
+        lock_acquire(self.lock)
+        try:
             watchers = self.watchers_by_key.get(key)
             if watchers is None:
                 return None
             return watchers, watchers.operations[:]
+        finally:
+            lock_release(self.lock)
 
     def remove_completed(self, watchers: Watchers[T]) -> None:
         """Drop the completed operations of ``watchers``, and the key if it is left empty."""
-        with self.lock:
+        lock_acquire(self.lock)
+        try:
             watchers.remove_completed()
             if not watchers.operations and self.watchers_by_key.get(watchers.key) is watchers:
                 del self.watchers_by_key[watchers.key]
+        finally:
+            lock_release(self.lock)
 
     def take_all(self, key: Hashable) -> list[T]:
         """Remove the key's ``Watchers`` and return its operations."""

@@ -66,29 +66,71 @@ timer``; docs/benchmarks.md has the method and the figures):
   timers too). Programs that hold millions of timers may ``gc.freeze()`` after start-up
   or raise ``gc.set_threshold``; the library leaves that choice to them.
 
-The hot path (``add``, ``TimingWheel.add``, ``TimerTask.cancel``, ``advance_clock``) is
-plain typed Python -- slotted classes, no ``getattr``, no dynamic dispatch beyond the
-injected clock and executor -- so that mypyc can compile the same modules unchanged.
+Two builds of the same modules. The hot path (``add``, ``TimingWheel.add``,
+``TimerTask.cancel``, ``advance_clock``) is plain typed Python -- slotted classes, no
+``getattr``, no dynamic dispatch beyond the injected clock and executor -- and mypyc
+compiles it. An install with a C compiler builds the *compiled twins* of this package's
+modules and the purgatory's (``tickwheel.timer._mypyc._task`` for ``_task.py``, and so
+on: ``hatch_build.py`` at the project's root); without one, or if that build fails, the
+install goes on with the pure-Python modules alone. The twins have names of their own
+because an extension module beside a ``.py`` of the same name always wins at import:
+under other names both builds stay importable side by side, and this ``__init__``
+imports the public names from one of them, chosen once by ``tickwheel.timer._build``:
+the twins unless ``TICKWHEEL_PURE_PYTHON=1`` is set, they are missing, or they were
+built from other sources than those present (a stale in-place build). ``BUILD`` names
+the choice (``tickwheel --version`` prints it); ``COMPILED`` says whether it is the
+compiled one. The purgatory follows the timer's choice. A class of one build is not a
+class of the other: take every name from the public packages, never a private module.
+
+What the compiler changes, besides running the same code faster: classes that
+interpreted code subclasses (``TimerTask``, ``SystemTimer``, ``SystemClock``, and the
+purgatory's ``DelayedOperation``) are marked ``mypyc_attr(allow_interpreted_subclasses=
+True)``; the others cannot be subclassed outside the compiled modules, and their
+instances take no attributes but their own. ``TimerTaskEntry`` is ``acyclic``: its
+instances are not tracked by the cyclic GC, which is most of the GC's work with a
+million timers pending (so ``close()`` unbinds the pending tasks: an entry and its task
+point at each other, and an untracked cycle would outlive the timer). Abstract methods
+are not enforced on compiled classes (``DelayedOperation`` can be instantiated).
 
 Concurrency: ``SystemTimer.add``, ``schedule``, ``TimerTask.cancel`` and ``size`` are safe
 from any thread; ``advance_clock`` is called by one driver. Expired tasks run on the
 executor, never while the timer's lock is held.
 """
 
-from tickwheel.timer._asyncio_driver import AsyncioTimerDriver
-from tickwheel.timer._bucket_queue import BucketQueue
-from tickwheel.timer._clock import Clock, ClockListener, ManualClock, SystemClock
-from tickwheel.timer._executor import Executor, InlineExecutor, ThreadExecutor
-from tickwheel.timer._loop_timers import LoopTimers
-from tickwheel.timer._reaper import TimerReaper
-from tickwheel.timer._round_wheel import RoundWheelTimer
-from tickwheel.timer._scheduler import Scheduler
-from tickwheel.timer._system_timer import Driver, SystemTimer, WakeupListener
-from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
-from tickwheel.timer._task_list import TaskCounter, TimerTaskList
-from tickwheel.timer._wheel import TimingWheel
+from typing import TYPE_CHECKING
+
+from tickwheel.timer._build import BUILD, COMPILED
+
+if TYPE_CHECKING or not COMPILED:
+    from tickwheel.timer._asyncio_driver import AsyncioTimerDriver
+    from tickwheel.timer._bucket_queue import BucketQueue
+    from tickwheel.timer._clock import Clock, ClockListener, ManualClock, SystemClock
+    from tickwheel.timer._executor import Executor, InlineExecutor, ThreadExecutor
+    from tickwheel.timer._loop_timers import LoopTimers
+    from tickwheel.timer._reaper import TimerReaper
+    from tickwheel.timer._round_wheel import RoundWheelTimer
+    from tickwheel.timer._scheduler import Scheduler
+    from tickwheel.timer._system_timer import Driver, SystemTimer, WakeupListener
+    from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
+    from tickwheel.timer._task_list import TaskCounter, TimerTaskList
+    from tickwheel.timer._wheel import TimingWheel
+else:
+    from tickwheel.timer._mypyc._asyncio_driver import AsyncioTimerDriver
+    from tickwheel.timer._mypyc._bucket_queue import BucketQueue
+    from tickwheel.timer._mypyc._clock import Clock, ClockListener, ManualClock, SystemClock
+    from tickwheel.timer._mypyc._executor import Executor, InlineExecutor, ThreadExecutor
+    from tickwheel.timer._mypyc._loop_timers import LoopTimers
+    from tickwheel.timer._mypyc._reaper import TimerReaper
+    from tickwheel.timer._mypyc._round_wheel import RoundWheelTimer
+    from tickwheel.timer._mypyc._scheduler import Scheduler
+    from tickwheel.timer._mypyc._system_timer import Driver, SystemTimer, WakeupListener
+    from tickwheel.timer._mypyc._task import CallbackTask, TimerTask, TimerTaskEntry
+    from tickwheel.timer._mypyc._task_list import TaskCounter, TimerTaskList
+    from tickwheel.timer._mypyc._wheel import TimingWheel
 
 __all__ = [
+    "BUILD",
+    "COMPILED",
     "AsyncioTimerDriver",
     "BucketQueue",
     "CallbackTask",

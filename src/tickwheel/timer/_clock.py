@@ -31,7 +31,10 @@ import threading
 import time
 from typing import Protocol
 
-_NS_PER_MS = 1_000_000
+from tickwheel.timer._build import mypyc_attr
+
+NS_PER_MS = 1_000_000
+"""Nanoseconds per millisecond: ``SystemClock``'s conversion (``SystemTimer.add`` inlines it)."""
 
 MS_PER_S = 1000.0
 """Milliseconds per second: the one conversion between timer ms and stdlib seconds."""
@@ -65,6 +68,7 @@ class ClockListener(Protocol):
         ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SystemClock:
     """The monotonic system clock in whole milliseconds."""
 
@@ -72,7 +76,7 @@ class SystemClock:
 
     def now_ms(self) -> int:
         """Milliseconds of ``time.monotonic_ns()``."""
-        return time.monotonic_ns() // _NS_PER_MS
+        return time.monotonic_ns() // NS_PER_MS
 
     def wait_ms(self, condition: threading.Condition, timeout_ms: int) -> bool:
         """Block on ``condition`` for up to ``timeout_ms`` of real time; returns True."""

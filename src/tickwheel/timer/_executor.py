@@ -64,8 +64,8 @@ class ThreadExecutor:
         self.name = name
         self._tasks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._closed = False
-        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
-        self._thread.start()
+        self._worker = threading.Thread(target=self._work, name=name, daemon=True)
+        self._worker.start()
 
     def execute(self, fn: Callable[[], None]) -> None:
         """Queue ``fn`` for the worker thread; raises RuntimeError after ``shutdown``."""
@@ -79,8 +79,8 @@ class ThreadExecutor:
             return
         self._closed = True
         self._tasks.put(None)
-        if threading.current_thread() is not self._thread:
-            self._thread.join()
+        if threading.current_thread() is not self._worker:
+            self._worker.join()
 
     def _work(self) -> None:
         while (fn := self._tasks.get()) is not None:

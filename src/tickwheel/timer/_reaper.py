@@ -63,27 +63,27 @@ class TimerReaper:
         self.timer = timer
         self.poll_ms = poll_ms
         self._stopping = threading.Event()
-        self._thread = threading.Thread(
+        self._worker = threading.Thread(
             target=self._run, name=f"ExpirationReaper-{timer.name}", daemon=True
         )
 
     @property
     def running(self) -> bool:
         """True while the reaper thread is alive."""
-        return self._thread.is_alive()
+        return self._worker.is_alive()
 
     def start(self) -> None:
         """Start the reaper thread; the timer's ``close()`` will stop it."""
         self.timer.attach(self)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
         """Stop the thread and wait for it (unless called from it)."""
         self._stopping.set()
         self.timer.wakeup()
         self.timer.detach(self)
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join()
+        if self._worker.is_alive() and threading.current_thread() is not self._worker:
+            self._worker.join()
 
     def _run(self) -> None:
         stopping = self._stopping

@@ -21,10 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tickwheel.timer._build import mypyc_attr
+from tickwheel.timer._locks import rlock_acquire, rlock_release
+
 if TYPE_CHECKING:
     from tickwheel.timer._task_list import TimerTaskList
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TimerTask:
     """Work to run once, ``delay_ms`` after it is added to a timer.
 
@@ -63,7 +67,7 @@ class TimerTask:
         bucket = entry.list
         while bucket is not None:
             lock = bucket.lock
-            lock.acquire()
+            rlock_acquire(lock)
             try:
                 if entry.list is bucket:
                     bucket._entries.remove(entry)
@@ -71,7 +75,7 @@ class TimerTask:
                     bucket._counter.value -= 1
                     return True
             finally:
-                lock.release()
+                rlock_release(lock)
             bucket = entry.list
         return True
 
@@ -106,6 +110,7 @@ class CallbackTask(TimerTask):
         return f"<CallbackTask delay_ms={self.delay_ms} fn={self.fn!r}>"
 
 
+@mypyc_attr(acyclic=True, free_list_len=1)
 class TimerTaskEntry:
     """A task's membership of one bucket, with the absolute ``expiration_ms``.
 

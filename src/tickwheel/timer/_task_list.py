@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
+from tickwheel.timer._locks import rlock_acquire, rlock_release
 from tickwheel.timer._task import TimerTaskEntry
 
 NO_EXPIRATION_MS = -1
@@ -72,14 +73,14 @@ class TimerTaskList:
     def remove(self, entry: TimerTaskEntry) -> None:
         """Unlink ``entry`` if it is in this bucket; safe from any thread."""
         lock = self.lock
-        lock.acquire()
+        rlock_acquire(lock)
         try:
             if entry.list is self:
                 self._entries.remove(entry)
                 entry.list = None
                 self._counter.value -= 1
         finally:
-            lock.release()
+            rlock_release(lock)
 
     def flush(self, f: Callable[[TimerTaskEntry], None]) -> None:
         """Remove every entry, calling ``f`` on each; reset the expiration.
