@@ -1,4 +1,4 @@
-"""``Connection``: one client's TCP connection, served strictly in order.
+"""``Connection``: one client's TCP connection, answered strictly in order.
 
 The loop reads one frame (4-byte size, then the request), dispatches it, writes the
 response, and only then reads the next: a request that waits in a purgatory keeps
@@ -6,6 +6,22 @@ the connection muted until it is answered, which is what Kafka does
 (``Selector.mute``), so responses always leave in request order. acks=0 produces
 are answered with nothing; a handler that raises ``CloseConnectionError`` (a failed
 acks=0 produce) gets the connection closed instead.
+
+Produce requests are the one exception to the muting: a Produce is dispatched as soon
+as it is read, even while earlier Produces of the connection wait in the Produce
+purgatory for their acks=all, and each answer waits for the one before it, so the
+responses still leave in request order. Muted, an acks=all producer sending one
+message per request could not go faster than one replication round trip per request
+(a follower fetch, the append, the follower's next fetch): past that rate its
+requests queued on the socket and the latency grew with the rate (issue 21). Piped,
+every append made meanwhile rides on the same follower fetches, so one round trip
+acknowledges them all. The appends keep the request order: a Produce handler appends
+before its first ``await`` and each dispatch is a task started in read order, whose
+first steps the event loop runs in the order they were scheduled (FIFO). Any other
+request waits until the Produces before it are answered and is then served muted, as
+before; on a SASL listener only an authenticated connection's Produces are piped. At
+most ``MAX_PIPED_PRODUCES`` are in flight per connection (the reader waits for the
+oldest), beside the memory pool's bound on their bytes.
 
 Fetch responses arrive as chunks: fixed fields as ``bytes``, records as the log's
 ``FileRecordsSlice``. A small slice is read (``pread``) and written with the bytes
@@ -56,6 +72,7 @@ Concurrency: each connection runs as one task on the broker's event loop; the
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import struct
@@ -88,7 +105,7 @@ from tickwheel.server._dispatch import Dispatcher
 from tickwheel.server._listener_config import ListenerSpec
 from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server._sasl import SaslListener
-from tickwheel.server.apis import CloseConnectionError, Response
+from tickwheel.server.apis import PRODUCE, CloseConnectionError, Response
 from tickwheel.timer import Clock, SystemClock
 
 _log = logging.getLogger(__name__)
@@ -99,6 +116,10 @@ _client_errors = RateLimitedLog(_log)
 SENDFILE_MIN_BYTES = 64 * 1024
 """Slices smaller than this are read and written: a ``loop.sendfile`` call costs more
 than copying a few pages, and it waits for the write buffer to empty first."""
+
+
+MAX_PIPED_PRODUCES = 64
+"""Produce requests of one connection dispatched and not yet answered, at most."""
 
 
 def _shrunk(records: FileRecordsSlice, got_bytes: int) -> CloseConnectionError:
@@ -198,7 +219,11 @@ class Connection:
         else:
             self.client_host = self.peer = str(peername)
         self.last_active_ms = self._clock.now_ms()
-        self.busy = False
+        self._serving = False
+        # Piped Produces not yet answered, oldest first (each awaits the one before it).
+        self._piped: collections.deque[asyncio.Task[None]] = collections.deque()
+        # The error that ended a piped Produce: it closes the connection as ``run`` would.
+        self._piped_failure: BaseException | None = None
         # A TLS transport cannot sendfile: its bytes are encrypted in user space.
         self._sendfile_ok = writer.get_extra_info("sslcontext") is None
         self.listener = ListenerSpec(PLAINTEXT, PLAINTEXT, "", 0) if listener is None else listener
@@ -210,20 +235,18 @@ class Connection:
             None if sasl is None else sasl.new_authenticator(self.session)
         )
 
+    @property
+    def busy(self) -> bool:
+        """Whether a request is being served (the connection is not idle)."""
+        return self._serving or bool(self._piped)
+
     async def run(self) -> None:
         """Serve until the client leaves, sends something unanswerable, or ``close``."""
         enter_connection(self.connection_id)
         enter_session(self.session)
         enter_authenticator(self.authenticator)
         try:
-            while True:
-                prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
-                size = read_frame_size(prefix, self._max_request_bytes)
-                await self._memory_pool.reserve(size)
-                try:
-                    await self._serve(await self._reader.readexactly(size))
-                finally:
-                    self._memory_pool.release(size)
+            await self._serve_requests()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except TlsHandshakeError:
@@ -240,27 +263,113 @@ class Connection:
             _log.exception("unexpected error serving %s; closing its connection", self.peer)
         finally:
             self.close()
+            for task in self._piped:
+                task.cancel()
             if self._on_closed is not None:
                 self._on_closed(self.connection_id)
 
+    async def _serve_requests(self) -> None:
+        """Read and serve frames; a piped Produce's failure is raised as its own."""
+        try:
+            while True:
+                prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
+                size = read_frame_size(prefix, self._max_request_bytes)
+                await self._memory_pool.reserve(size)
+                try:
+                    frame = await self._reader.readexactly(size)
+                except BaseException:
+                    self._memory_pool.release(size)
+                    raise
+                if self._pipes(frame):
+                    await self._pipe(frame, size)
+                    continue
+                try:
+                    await self._answer_piped()
+                    await self._serve(frame)
+                finally:
+                    self._memory_pool.release(size)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            if self._piped_failure is not None:
+                raise self._piped_failure from None
+            raise
+
+    def _pipes(self, frame: bytes) -> bool:
+        """Whether ``frame`` is a Produce that may be dispatched before earlier answers."""
+        try:
+            api_key = peek_request_key(frame).api_key
+        except struct.error:
+            return False  # _serve refuses it
+        authenticator = self.authenticator
+        return api_key == PRODUCE.api_key and (
+            authenticator is None
+            or (authenticator.authenticated and authenticator.admit(api_key) is None)
+        )
+
+    async def _pipe(self, frame: bytes, size: int) -> None:
+        """Dispatch a Produce now; its answer follows the previous piped one's."""
+        if self._piped_failure is not None:
+            self._memory_pool.release(size)
+            raise self._piped_failure
+        while len(self._piped) >= MAX_PIPED_PRODUCES:
+            await asyncio.wait([self._piped[0]])
+        previous = self._piped[-1] if self._piped else None
+        self.last_active_ms = self._clock.now_ms()
+        task = self._loop.create_task(self._serve_piped(frame, size, previous))
+        self._piped.append(task)
+        task.add_done_callback(self._piped_done)
+
+    async def _serve_piped(
+        self, frame: bytes, size: int, previous: asyncio.Task[None] | None
+    ) -> None:
+        try:
+            response = await self._dispatch(frame)
+            if previous is not None:
+                await previous
+            if response is not None:
+                await self._send(response)
+        finally:
+            self._memory_pool.release(size)
+
+    def _piped_done(self, task: asyncio.Task[None]) -> None:
+        self._piped.remove(task)
+        self.last_active_ms = self._clock.now_ms()
+        if task.cancelled():
+            return
+        failure = task.exception()
+        if failure is not None and self._piped_failure is None:
+            # The first failure closes the connection; the reader's next read ends.
+            self._piped_failure = failure
+            self.close()
+
+    async def _answer_piped(self) -> None:
+        """Wait until every piped Produce is answered (raising the failure of one)."""
+        if self._piped:
+            await asyncio.wait([self._piped[-1]])
+        if self._piped_failure is not None:
+            raise self._piped_failure
+
+    async def _dispatch(self, frame: bytes) -> Response:
+        """The handler's response; INVALID_REQUEST where the API has one."""
+        try:
+            return await self._dispatcher.dispatch(frame)
+        except InvalidRequestError as exc:
+            if exc.response is None:
+                raise
+            self._warn("answering INVALID_REQUEST to %s: %s", self.peer, exc)
+            return exc.response
+
     async def _serve(self, frame: bytes) -> None:
-        self.busy = True
+        self._serving = True
         self.last_active_ms = self._clock.now_ms()
         authenticator = self.authenticator
         response: Response = None
         if authenticator is None or self._admit(authenticator, frame):
-            try:
-                response = await self._dispatcher.dispatch(frame)
-            except InvalidRequestError as exc:
-                if exc.response is None:
-                    raise
-                self._warn("answering INVALID_REQUEST to %s: %s", self.peer, exc)
-                response = exc.response
+            response = await self._dispatch(frame)
         if authenticator is not None and authenticator.failed:
             await self._fail_authentication(authenticator, response)
         if response is not None:
             await self._send(response)
-        self.busy = False
+        self._serving = False
         self.last_active_ms = self._clock.now_ms()
 
     def _admit(self, authenticator: SaslServerAuthenticator, frame: bytes) -> bool:
