@@ -21,7 +21,9 @@ first steps the event loop runs in the order they were scheduled (FIFO). Any oth
 request waits until the Produces before it are answered and is then served muted, as
 before; on a SASL listener only an authenticated connection's Produces are piped. At
 most ``MAX_PIPED_PRODUCES`` are in flight per connection (the reader waits for the
-oldest), beside the memory pool's bound on their bytes.
+answerer), beside the memory pool's bound on their bytes. One answerer task writes the
+piped responses: whatever is ready when the oldest is goes out in one write, so the
+produces that one high-watermark move completed cost one system call, not one each.
 
 Fetch responses arrive as chunks: fixed fields as ``bytes``, records as the log's
 ``FileRecordsSlice``. A small slice is read (``pread``) and written with the bytes
@@ -220,8 +222,11 @@ class Connection:
             self.client_host = self.peer = str(peername)
         self.last_active_ms = self._clock.now_ms()
         self._serving = False
-        # Piped Produces not yet answered, oldest first (each awaits the one before it).
-        self._piped: collections.deque[asyncio.Task[None]] = collections.deque()
+        # Piped Produces not yet answered, oldest first, and the task that answers them.
+        self._piped: collections.deque[asyncio.Task[Response]] = collections.deque()
+        self._answerer: asyncio.Task[None] | None = None
+        # Set each time the answerer wrote (the reader may be waiting for room).
+        self._answered = asyncio.Event()
         # The error that ended a piped Produce: it closes the connection as ``run`` would.
         self._piped_failure: BaseException | None = None
         # A TLS transport cannot sendfile: its bytes are encrypted in user space.
@@ -238,7 +243,11 @@ class Connection:
     @property
     def busy(self) -> bool:
         """Whether a request is being served (the connection is not idle)."""
-        return self._serving or bool(self._piped)
+        return (
+            self._serving
+            or bool(self._piped)
+            or not (self._answerer is None or self._answerer.done())
+        )
 
     async def run(self) -> None:
         """Serve until the client leaves, sends something unanswerable, or ``close``."""
@@ -265,6 +274,8 @@ class Connection:
             self.close()
             for task in self._piped:
                 task.cancel()
+            if self._answerer is not None:
+                self._answerer.cancel()
             if self._on_closed is not None:
                 self._on_closed(self.connection_id)
 
@@ -306,33 +317,50 @@ class Connection:
         )
 
     async def _pipe(self, frame: bytes, size: int) -> None:
-        """Dispatch a Produce now; its answer follows the previous piped one's."""
+        """Dispatch a Produce now; the answerer writes its response in turn."""
         if self._piped_failure is not None:
             self._memory_pool.release(size)
             raise self._piped_failure
         while len(self._piped) >= MAX_PIPED_PRODUCES:
-            await asyncio.wait([self._piped[0]])
-        previous = self._piped[-1] if self._piped else None
+            self._answered.clear()
+            await self._answered.wait()
         self.last_active_ms = self._clock.now_ms()
-        task = self._loop.create_task(self._serve_piped(frame, size, previous))
-        self._piped.append(task)
-        task.add_done_callback(self._piped_done)
+        self._piped.append(self._loop.create_task(self._dispatch_piped(frame, size)))
+        if self._answerer is None or self._answerer.done():
+            self._answerer = self._loop.create_task(self._answer())
+            self._answerer.add_done_callback(self._answerer_done)
 
-    async def _serve_piped(
-        self, frame: bytes, size: int, previous: asyncio.Task[None] | None
-    ) -> None:
+    async def _dispatch_piped(self, frame: bytes, size: int) -> Response:
         try:
-            response = await self._dispatch(frame)
-            if previous is not None:
-                await previous
-            if response is not None:
-                await self._send(response)
+            return await self._dispatch(frame)
         finally:
             self._memory_pool.release(size)
 
-    def _piped_done(self, task: asyncio.Task[None]) -> None:
-        self._piped.remove(task)
-        self.last_active_ms = self._clock.now_ms()
+    async def _answer(self) -> None:
+        """Write the piped responses in request order until none is left: every one
+        ready when the oldest is goes out in the same write (one system call for the
+        produces a high-watermark move completed together)."""
+        while self._piped:
+            oldest = self._piped[0]
+            if not oldest.done():
+                await asyncio.wait([oldest])
+            ready: list[bytes] = []
+            while self._piped and self._piped[0].done():
+                response = self._piped.popleft().result()
+                if isinstance(response, bytes):
+                    ready.append(response)
+                elif response is not None:
+                    if ready:
+                        await self._send(b"".join(ready))
+                        ready.clear()
+                    await self._send(response)
+            if ready:
+                await self._send(b"".join(ready))
+            self.last_active_ms = self._clock.now_ms()
+            self._answered.set()
+
+    def _answerer_done(self, task: asyncio.Task[None]) -> None:
+        self._answered.set()
         if task.cancelled():
             return
         failure = task.exception()
@@ -343,8 +371,8 @@ class Connection:
 
     async def _answer_piped(self) -> None:
         """Wait until every piped Produce is answered (raising the failure of one)."""
-        if self._piped:
-            await asyncio.wait([self._piped[-1]])
+        if self._answerer is not None and not self._answerer.done():
+            await asyncio.wait([self._answerer])
         if self._piped_failure is not None:
             raise self._piped_failure
 
