@@ -228,7 +228,7 @@ class Connection:
         # Set each time the answerer wrote (the reader may be waiting for room).
         self._answered = asyncio.Event()
         # The error that ended a piped Produce: it closes the connection as ``run`` would.
-        self._piped_failure: BaseException | None = None
+        self._piped_failure: Exception | None = None
         # A TLS transport cannot sendfile: its bytes are encrypted in user space.
         self._sendfile_ok = writer.get_extra_info("sslcontext") is None
         self.listener = ListenerSpec(PLAINTEXT, PLAINTEXT, "", 0) if listener is None else listener
@@ -256,20 +256,8 @@ class Connection:
         enter_authenticator(self.authenticator)
         try:
             await self._serve_requests()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        except TlsHandshakeError:
-            self._warn(
-                "TLS handshake on a PLAINTEXT listener from %s; "
-                "is the client configured with security.protocol=SSL?",
-                self.peer,
-            )
-        except ProtocolError as exc:
-            self._warn("closing connection from %s: %s", self.peer, exc)
-        except CloseConnectionError as exc:
-            _log.info("closing connection from %s: %s", self.peer, exc)
-        except Exception:
-            _log.exception("unexpected error serving %s; closing its connection", self.peer)
+        except Exception as exc:
+            self._report(exc)
         finally:
             self.close()
             for task in self._piped:
@@ -279,30 +267,44 @@ class Connection:
             if self._on_closed is not None:
                 self._on_closed(self.connection_id)
 
+    def _report(self, exc: Exception) -> None:
+        """Log why the connection closes (a client that left needs no line)."""
+        if isinstance(exc, (asyncio.IncompleteReadError, ConnectionError)):
+            return
+        if isinstance(exc, TlsHandshakeError):
+            self._warn(
+                "TLS handshake on a PLAINTEXT listener from %s; "
+                "is the client configured with security.protocol=SSL?",
+                self.peer,
+            )
+        elif isinstance(exc, ProtocolError):
+            self._warn("closing connection from %s: %s", self.peer, exc)
+        elif isinstance(exc, CloseConnectionError):
+            _log.info("closing connection from %s: %s", self.peer, exc)
+        else:
+            _log.error(
+                "unexpected error serving %s; closing its connection", self.peer, exc_info=exc
+            )
+
     async def _serve_requests(self) -> None:
-        """Read and serve frames; a piped Produce's failure is raised as its own."""
-        try:
-            while True:
-                prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
-                size = read_frame_size(prefix, self._max_request_bytes)
-                await self._memory_pool.reserve(size)
-                try:
-                    frame = await self._reader.readexactly(size)
-                except BaseException:
-                    self._memory_pool.release(size)
-                    raise
-                if self._pipes(frame):
-                    await self._pipe(frame, size)
-                    continue
-                try:
-                    await self._answer_piped()
-                    await self._serve(frame)
-                finally:
-                    self._memory_pool.release(size)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            if self._piped_failure is not None:
-                raise self._piped_failure from None
-            raise
+        """Read and serve frames until the connection ends."""
+        while True:
+            prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
+            size = read_frame_size(prefix, self._max_request_bytes)
+            await self._memory_pool.reserve(size)
+            try:
+                frame = await self._reader.readexactly(size)
+            except BaseException:
+                self._memory_pool.release(size)
+                raise
+            if self._pipes(frame):
+                await self._pipe(frame, size)
+                continue
+            try:
+                await self._answer_piped()
+                await self._serve(frame)
+            finally:
+                self._memory_pool.release(size)
 
     def _pipes(self, frame: bytes) -> bool:
         """Whether ``frame`` is a Produce that may be dispatched before earlier answers."""
@@ -319,8 +321,10 @@ class Connection:
     async def _pipe(self, frame: bytes, size: int) -> None:
         """Dispatch a Produce now; the answerer writes its response in turn."""
         if self._piped_failure is not None:
+            # A piped Produce failed: the answerer closes the connection after the
+            # answers before it; nothing read after it is served, as when muted.
             self._memory_pool.release(size)
-            raise self._piped_failure
+            return
         while len(self._piped) >= MAX_PIPED_PRODUCES:
             self._answered.clear()
             await self._answered.wait()
@@ -332,7 +336,13 @@ class Connection:
 
     async def _dispatch_piped(self, frame: bytes, size: int) -> Response:
         try:
+            if self._piped_failure is not None:
+                return None  # read before an earlier piped Produce failed: not served
             return await self._dispatch(frame)
+        except Exception as exc:
+            if self._piped_failure is None:
+                self._piped_failure = exc
+            raise
         finally:
             self._memory_pool.release(size)
 
@@ -364,17 +374,21 @@ class Connection:
         if task.cancelled():
             return
         failure = task.exception()
-        if failure is not None and self._piped_failure is None:
-            # The first failure closes the connection; the reader's next read ends.
-            self._piped_failure = failure
+        if isinstance(failure, Exception):
+            # Answered up to the failed request: report it and close the connection, so
+            # the reader's next read ends.
+            if self._piped_failure is None:
+                self._piped_failure = failure
+            self._report(failure)
             self.close()
 
     async def _answer_piped(self) -> None:
-        """Wait until every piped Produce is answered (raising the failure of one)."""
+        """Wait until every piped Produce is answered; ``ConnectionAbortedError`` if one
+        failed (the answerer reported it and closed the connection)."""
         if self._answerer is not None and not self._answerer.done():
             await asyncio.wait([self._answerer])
         if self._piped_failure is not None:
-            raise self._piped_failure
+            raise ConnectionAbortedError("a piped Produce failed")
 
     async def _dispatch(self, frame: bytes) -> Response:
         """The handler's response; INVALID_REQUEST where the API has one."""
