@@ -52,9 +52,11 @@ BURST = 30
 # undisturbed acks=all round trip on loopback takes a few ms.
 MEDIAN_BOUND_MS = 10.0
 P99_BOUND_MS = 100.0
-# Well within the paused follower's ZooKeeper session (helpers.SESSION_TIMEOUT_MS): its
-# expiry would shrink the ISR and answer the held produce.
-PIPED_READ_S = 4.0
+# The paused follower's ZooKeeper session, as long as ZooKeeper grants (20 ticks of
+# helpers.ZOOKEEPER_TICK_MS): its expiry would shrink the ISR and answer the held
+# produce, so the piped one must be read back well before.
+PAUSED_SESSION_TIMEOUT_MS = 10_000
+PIPED_READ_S = 7.0
 
 
 @pytest.fixture
@@ -110,7 +112,10 @@ def _record(delivered: list[str], error: KafkaError | None, message: Message) ->
 
 def test_a_produce_is_appended_while_an_earlier_one_waits_for_acks(tmp_path: Path) -> None:
     # The follower stays in the ISR while paused: the acks=all produce waits for it.
-    properties = {"replica.lag.time.max.ms": "60000"}
+    properties = {
+        "replica.lag.time.max.ms": "60000",
+        "zookeeper.session.timeout.ms": str(PAUSED_SESSION_TIMEOUT_MS),
+    }
     with local_cluster(tmp_path, properties=properties) as cluster:
         create_topic(cluster, "waiting", [[0, 1]])
         create_topic(cluster, "immediate", [[0]])
