@@ -22,8 +22,8 @@ this process:
    (``linger.ms=0``, ``acks=all``, one partition, RF 3 and RF 1), the producer
    serving delivery reports while it waits for the next send: p50 and p99 from
    ``produce`` to the delivery report, after one delivery (the followers fetch the
-   new partition). Where the broker keeps up, the latency stays near (1); past that,
-   messages queue and it climbs.
+   new partition), and the brokers' CPU per message as in (2). Where the broker keeps
+   up, the latency stays near (1); past that, messages queue and it climbs.
 
 ``--png PATH`` draws (1) and (2) as bars and (3) as lines.
 
@@ -143,9 +143,12 @@ def _delivered(
     samples.append((time.perf_counter() - started_s) * _MS_PER_S)
 
 
-def measure_latency_at_rate(bootstrap: str, topic: str, rate: float, messages: int) -> Latency:
+def measure_latency_at_rate(
+    bootstrap: str, topic: str, rate: float, messages: int, broker_pids: list[int]
+) -> tuple[Latency, float]:
     """Send ``messages`` paced at ``rate`` per second with acks=all; the latency
-    distribution from ``produce`` to each delivery report."""
+    distribution from ``produce`` to each delivery report, and the CPU the processes
+    ``broker_pids`` spent meanwhile per message, in µs."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
     payload = b"x" * _MESSAGE_BYTES
     # One delivery first: until the followers fetch the new partition (up to
@@ -155,6 +158,7 @@ def measure_latency_at_rate(bootstrap: str, topic: str, rate: float, messages: i
     if producer.flush(_CLIENT_TIMEOUT_S) != 0:
         raise RuntimeError("the warm-up message was not delivered in time")
     samples: list[float] = []
+    cpu_started_s = cpu_seconds(broker_pids)
     interval_s = 1.0 / rate
     next_send_s = time.perf_counter()
     for _ in range(messages):
@@ -168,10 +172,12 @@ def measure_latency_at_rate(bootstrap: str, topic: str, rate: float, messages: i
         next_send_s += interval_s
     if producer.flush(_CLIENT_TIMEOUT_S) != 0:
         raise RuntimeError("messages were not delivered in time")
+    cpu_s = cpu_seconds(broker_pids) - cpu_started_s
     samples.sort()
-    return Latency(
+    latency = Latency(
         p50_ms=statistics.median(samples), p99_ms=_percentile(samples, _P99), max_ms=samples[-1]
     )
+    return latency, cpu_s * _US_PER_S / messages
 
 
 def measure_throughput(
@@ -261,6 +267,7 @@ def main(argv: list[str]) -> int:
                     measure_throughput(bootstrap, topic, args.messages, pids)
                 )
         paced: dict[int, list[tuple[float, Latency]]] = {1: [], 3: []}
+        paced_cpu: dict[int, list[float]] = {1: [], 3: []}
         for rate in paced_rates:
             count = max(
                 _MIN_RATE_MESSAGES, min(args.rate_messages, round(rate * args.rate_seconds))
@@ -268,8 +275,9 @@ def main(argv: list[str]) -> int:
             for replication in (1, 3):
                 topic = f"paced-rf{replication}-{rate:g}"
                 _create(bootstrap, topic, 1, replication)
-                latency = measure_latency_at_rate(bootstrap, topic, rate, count)
+                latency, cpu_us = measure_latency_at_rate(bootstrap, topic, rate, count, pids)
                 paced[replication].append((rate, latency))
+                paced_cpu[replication].append(cpu_us)
     rates = {n: [r.messages_per_s for r in rounds[n]] for n in (1, 3)}
     cpus = {n: [r.cpu_us_per_message for r in rounds[n]] for n in (1, 3)}
     rate1, rate3 = statistics.median(rates[1]), statistics.median(rates[3])
@@ -300,13 +308,14 @@ def main(argv: list[str]) -> int:
     )
     print(
         f"\n| latency at a rate, up to {args.rate_messages:,} messages or "
-        f"{args.rate_seconds:g} s | msgs/s | p50 ms | p99 ms |"
+        f"{args.rate_seconds:g} s | msgs/s | p50 ms | p99 ms | broker CPU µs/msg |"
     )
-    print("|---|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|")
     for replication in (3, 1):
-        for rate, latency in paced[replication]:
+        for (rate, latency), cpu_us in zip(paced[replication], paced_cpu[replication], strict=True):
             print(
-                f"| RF {replication} | {rate:,.0f} | {latency.p50_ms:.2f} | {latency.p99_ms:.2f} |"
+                f"| RF {replication} | {rate:,.0f} | {latency.p50_ms:.2f} | {latency.p99_ms:.2f} "
+                f"| {cpu_us:.0f} |"
             )
     worst_rate, worst = max(paced[3], key=lambda point: point[1].p99_ms)
     paced_ok = "met" if worst.p99_ms <= _LATENCY_TARGET_MS else "MISSED"
