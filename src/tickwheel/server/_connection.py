@@ -356,7 +356,12 @@ class Connection:
                 await asyncio.wait([oldest])
             ready: list[bytes] = []
             while self._piped and self._piped[0].done():
-                response = self._piped.popleft().result()
+                task = self._piped.popleft()
+                if ready and (task.cancelled() or task.exception() is not None):
+                    # The answers before a failed request still go out, then it raises.
+                    await self._send(b"".join(ready))
+                    ready.clear()
+                response = task.result()
                 if isinstance(response, bytes):
                     ready.append(response)
                 elif response is not None:
