@@ -154,3 +154,25 @@ async def test_consumers_read_below_the_hw_followers_up_to_the_leo(
     assert partition.log.high_watermark == 1
     assert consumer.done(), "the HW move completes the consumer's fetch"
     assert consumer.result()[T0].size_bytes > 0
+
+
+@pytest.mark.asyncio
+async def test_appends_of_one_loop_turn_reach_a_waiting_follower_in_one_answer(
+    manager: ReplicaManager,
+) -> None:
+    """Piped produces read together are appended in one turn of the loop: the parked
+    follower fetch is completed after the last of them, not at the first (which would
+    leave the others to the follower's next fetch, a round trip later)."""
+    partition = manager.get_partition(T0)
+    assert partition is not None
+    follower = 1
+    partition.remote_replicas[follower] = ReplicaState(follower, log_end_offset=0)
+    partition.isr.add(follower)
+    waiting = fetch(manager, [(T0, 0)], replica_id=follower)
+    assert not waiting.done()
+    first, second = batch(b"a"), batch(b"b")
+    produce(manager, {T0: first})
+    produce(manager, {T0: second})
+    result = (await waiting)[T0]
+    assert result.size_bytes == len(first) + len(second)
+    assert manager.fetch_purgatory.num_delayed == 0

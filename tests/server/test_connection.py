@@ -225,3 +225,40 @@ def test_an_answer_to_a_client_that_reset_its_connection_is_dropped_quietly(
         assert api_versions(admin).error_code == ErrorCode.none
     finally:
         admin.close()
+
+
+def produce_values(topic: str, acks: int) -> dict[str, Any]:
+    return {
+        "acks": acks,
+        "timeout": 1000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": make_batch([b"v"])}]}
+        ],
+    }
+
+
+def test_piped_produces_are_answered_in_order_and_a_failed_one_ends_the_connection(
+    tickwheel_broker: BackgroundBroker,
+) -> None:
+    """Produces sent back to back are dispatched as read (issue 21) and answered in
+    request order; an acks=0 produce that fails closes the connection after the answers
+    before it, and a produce read after it is not appended, as on a muted connection."""
+    client = WireClient(tickwheel_broker.bootstrap_servers)
+    try:
+        create_topic(client, "piped")
+        sent = [client.send(PRODUCE, 9, produce_values("piped", 1)) for _ in range(3)]
+        client.send(PRODUCE, 9, produce_values("no-such-topic", 0))
+        client.send(PRODUCE, 9, produce_values("piped", 1))
+        answers = [client.receive(PRODUCE, 9) for _ in sent]
+        assert [correlation_id for correlation_id, _ in answers] == sent
+        offsets = [body.responses[0].partition_responses[0].base_offset for _, body in answers]
+        assert offsets == [0, 1, 2]
+        assert client.is_closed_by_broker()
+    finally:
+        client.close()
+    again = WireClient(tickwheel_broker.bootstrap_servers)
+    try:
+        body = again.call(PRODUCE, 9, produce_values("piped", 1))
+        assert body.responses[0].partition_responses[0].base_offset == 3
+    finally:
+        again.close()

@@ -25,9 +25,11 @@ read_committed fetches, and DeleteRecords wakes fetches too, since a log start m
 move the LSO.
 
 The events that wake them (Kafka's ``tryCompleteDelayedRequests``): an append wakes
-fetches on its partition (followers wait for the LEO); a high-watermark increase wakes
-produces, fetches and delete-records on it; a follower's fetch may move the HW; a
-leadership change, a deleted partition or a failed log directory wakes everything on it.
+fetches on its partition (followers wait for the LEO; checked once the appends of the
+loop turn are all in, so that piped produces reach a follower in one answer); a
+high-watermark increase wakes produces, fetches and delete-records on it; a follower's
+fetch may move the HW; a leadership change, a deleted partition or a failed log
+directory wakes everything on it.
 Each of those high-watermark and leadership events is also told to
 ``high_watermark_listener`` (the share-partition manager's ShareFetch purgatory waits on
 them too, and this package does not import it).
@@ -49,6 +51,7 @@ another thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -160,6 +163,8 @@ class ReplicaManager:
         self.high_watermark_listener: Callable[[TopicPartition], None] | None = None
         self._clock_ms = clock_ms or system_clock_ms
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Partitions appended to in this loop turn whose waiting fetches are not checked yet.
+        self._fetch_wakeups: set[TopicPartition] = set()
         # The owner starts and stops shared timers; a private set is started here.
         self._owns_timers = timers is None
         self._timers = LoopTimers() if timers is None else timers
@@ -315,6 +320,29 @@ class ReplicaManager:
                 partition.log.update_config(log_config)
                 partition.min_insync_replicas = log_config.min_insync_replicas
 
+    def _wake_follower_fetches(self, tp: TopicPartition) -> None:
+        """Check the fetches waiting on ``tp`` once the appends of this loop turn are in.
+
+        Piped Produce requests read together are appended one after another in one turn
+        of the event loop; completing a follower's parked fetch at the first would send
+        it one batch and leave the others to its next fetch, a round trip later. So the
+        check runs at the start of the next turn (``call_soon``), still before anything
+        else waits; without a running loop (unit tests) it runs at once.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.fetch_purgatory.check_and_complete(_key(tp))
+            return
+        if not self._fetch_wakeups:
+            loop.call_soon(self._check_woken_fetches)
+        self._fetch_wakeups.add(tp)
+
+    def _check_woken_fetches(self) -> None:
+        woken, self._fetch_wakeups = self._fetch_wakeups, set()
+        for tp in woken:
+            self.fetch_purgatory.check_and_complete(_key(tp))
+
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
         key = _key(tp)
         self.produce_purgatory.check_and_complete(key)
@@ -386,7 +414,7 @@ class ReplicaManager:
             self._complete_delayed_requests(tp)
         else:
             # Followers wait for the LEO, which every append moves.
-            self.fetch_purgatory.check_and_complete(_key(tp))
+            self._wake_follower_fetches(tp)
         result = ProducePartitionResult(
             ErrorCode.none,
             base_offset=info.first_offset,

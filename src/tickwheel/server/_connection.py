@@ -1,4 +1,4 @@
-"""``Connection``: one client's TCP connection, served strictly in order.
+"""``Connection``: one client's TCP connection, answered strictly in order.
 
 The loop reads one frame (4-byte size, then the request), dispatches it, writes the
 response, and only then reads the next: a request that waits in a purgatory keeps
@@ -6,6 +6,24 @@ the connection muted until it is answered, which is what Kafka does
 (``Selector.mute``), so responses always leave in request order. acks=0 produces
 are answered with nothing; a handler that raises ``CloseConnectionError`` (a failed
 acks=0 produce) gets the connection closed instead.
+
+Produce requests are the one exception to the muting: a Produce is dispatched as soon
+as it is read, even while earlier Produces of the connection wait in the Produce
+purgatory for their acks=all, and each answer waits for the one before it, so the
+responses still leave in request order. Muted, an acks=all producer sending one
+message per request could not go faster than one replication round trip per request
+(a follower fetch, the append, the follower's next fetch): past that rate its
+requests queued on the socket and the latency grew with the rate (issue 21). Piped,
+every append made meanwhile rides on the same follower fetches, so one round trip
+acknowledges them all. The appends keep the request order: a Produce handler appends
+before its first ``await`` and each dispatch is a task started in read order, whose
+first steps the event loop runs in the order they were scheduled (FIFO). Any other
+request waits until the Produces before it are answered and is then served muted, as
+before; on a SASL listener only an authenticated connection's Produces are piped. At
+most ``MAX_PIPED_PRODUCES`` are in flight per connection (the reader waits for the
+answerer), beside the memory pool's bound on their bytes. One answerer task writes the
+piped responses: whatever is ready when the oldest is goes out in one write, so the
+produces that one high-watermark move completed cost one system call, not one each.
 
 Fetch responses arrive as chunks: fixed fields as ``bytes``, records as the log's
 ``FileRecordsSlice``. A small slice is read (``pread``) and written with the bytes
@@ -56,6 +74,7 @@ Concurrency: each connection runs as one task on the broker's event loop; the
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import struct
@@ -88,7 +107,7 @@ from tickwheel.server._dispatch import Dispatcher
 from tickwheel.server._listener_config import ListenerSpec
 from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server._sasl import SaslListener
-from tickwheel.server.apis import CloseConnectionError, Response
+from tickwheel.server.apis import PRODUCE, CloseConnectionError, Response
 from tickwheel.timer import Clock, SystemClock
 
 _log = logging.getLogger(__name__)
@@ -99,6 +118,10 @@ _client_errors = RateLimitedLog(_log)
 SENDFILE_MIN_BYTES = 64 * 1024
 """Slices smaller than this are read and written: a ``loop.sendfile`` call costs more
 than copying a few pages, and it waits for the write buffer to empty first."""
+
+
+MAX_PIPED_PRODUCES = 64
+"""Produce requests of one connection dispatched and not yet answered, at most."""
 
 
 def _shrunk(records: FileRecordsSlice, got_bytes: int) -> CloseConnectionError:
@@ -198,7 +221,14 @@ class Connection:
         else:
             self.client_host = self.peer = str(peername)
         self.last_active_ms = self._clock.now_ms()
-        self.busy = False
+        self._serving = False
+        # Piped Produces not yet answered, oldest first, and the task that answers them.
+        self._piped: collections.deque[asyncio.Task[Response]] = collections.deque()
+        self._answerer: asyncio.Task[None] | None = None
+        # Set each time the answerer wrote (the reader may be waiting for room).
+        self._answered = asyncio.Event()
+        # The error that ended a piped Produce: it closes the connection as ``run`` would.
+        self._piped_failure: Exception | None = None
         # A TLS transport cannot sendfile: its bytes are encrypted in user space.
         self._sendfile_ok = writer.get_extra_info("sslcontext") is None
         self.listener = ListenerSpec(PLAINTEXT, PLAINTEXT, "", 0) if listener is None else listener
@@ -210,57 +240,183 @@ class Connection:
             None if sasl is None else sasl.new_authenticator(self.session)
         )
 
+    @property
+    def busy(self) -> bool:
+        """Whether a request is being served (the connection is not idle)."""
+        return (
+            self._serving
+            or bool(self._piped)
+            or not (self._answerer is None or self._answerer.done())
+        )
+
     async def run(self) -> None:
         """Serve until the client leaves, sends something unanswerable, or ``close``."""
         enter_connection(self.connection_id)
         enter_session(self.session)
         enter_authenticator(self.authenticator)
         try:
-            while True:
-                prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
-                size = read_frame_size(prefix, self._max_request_bytes)
-                await self._memory_pool.reserve(size)
-                try:
-                    await self._serve(await self._reader.readexactly(size))
-                finally:
-                    self._memory_pool.release(size)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        except TlsHandshakeError:
+            await self._serve_requests()
+        except Exception as exc:
+            self._report(exc)
+        finally:
+            self.close()
+            for task in self._piped:
+                task.cancel()
+            if self._answerer is not None:
+                self._answerer.cancel()
+            if self._on_closed is not None:
+                self._on_closed(self.connection_id)
+
+    def _report(self, exc: Exception) -> None:
+        """Log why the connection closes (a client that left needs no line)."""
+        if isinstance(exc, (asyncio.IncompleteReadError, ConnectionError)):
+            return
+        if isinstance(exc, TlsHandshakeError):
             self._warn(
                 "TLS handshake on a PLAINTEXT listener from %s; "
                 "is the client configured with security.protocol=SSL?",
                 self.peer,
             )
-        except ProtocolError as exc:
+        elif isinstance(exc, ProtocolError):
             self._warn("closing connection from %s: %s", self.peer, exc)
-        except CloseConnectionError as exc:
+        elif isinstance(exc, CloseConnectionError):
             _log.info("closing connection from %s: %s", self.peer, exc)
-        except Exception:
-            _log.exception("unexpected error serving %s; closing its connection", self.peer)
+        else:
+            _log.error(
+                "unexpected error serving %s; closing its connection", self.peer, exc_info=exc
+            )
+
+    async def _serve_requests(self) -> None:
+        """Read and serve frames until the connection ends."""
+        while True:
+            prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
+            size = read_frame_size(prefix, self._max_request_bytes)
+            await self._memory_pool.reserve(size)
+            try:
+                frame = await self._reader.readexactly(size)
+            except BaseException:
+                self._memory_pool.release(size)
+                raise
+            if self._pipes(frame):
+                await self._pipe(frame, size)
+                continue
+            try:
+                await self._answer_piped()
+                await self._serve(frame)
+            finally:
+                self._memory_pool.release(size)
+
+    def _pipes(self, frame: bytes) -> bool:
+        """Whether ``frame`` is a Produce that may be dispatched before earlier answers."""
+        try:
+            api_key = peek_request_key(frame).api_key
+        except struct.error:
+            return False  # _serve refuses it
+        authenticator = self.authenticator
+        return api_key == PRODUCE.api_key and (
+            authenticator is None
+            or (authenticator.authenticated and authenticator.admit(api_key) is None)
+        )
+
+    async def _pipe(self, frame: bytes, size: int) -> None:
+        """Dispatch a Produce now; the answerer writes its response in turn."""
+        if self._piped_failure is not None:
+            # A piped Produce failed: the answerer closes the connection after the
+            # answers before it; nothing read after it is served, as when muted.
+            self._memory_pool.release(size)
+            return
+        while len(self._piped) >= MAX_PIPED_PRODUCES:
+            self._answered.clear()
+            await self._answered.wait()
+        self.last_active_ms = self._clock.now_ms()
+        self._piped.append(self._loop.create_task(self._dispatch_piped(frame, size)))
+        if self._answerer is None or self._answerer.done():
+            self._answerer = self._loop.create_task(self._answer())
+            self._answerer.add_done_callback(self._answerer_done)
+
+    async def _dispatch_piped(self, frame: bytes, size: int) -> Response:
+        try:
+            if self._piped_failure is not None:
+                return None  # read before an earlier piped Produce failed: not served
+            return await self._dispatch(frame)
+        except Exception as exc:
+            if self._piped_failure is None:
+                self._piped_failure = exc
+            raise
         finally:
+            self._memory_pool.release(size)
+
+    async def _answer(self) -> None:
+        """Write the piped responses in request order until none is left: every one
+        ready when the oldest is goes out in the same write (one system call for the
+        produces a high-watermark move completed together)."""
+        while self._piped:
+            oldest = self._piped[0]
+            if not oldest.done():
+                await asyncio.wait([oldest])
+            ready: list[bytes] = []
+            while self._piped and self._piped[0].done():
+                task = self._piped.popleft()
+                if ready and (task.cancelled() or task.exception() is not None):
+                    # The answers before a failed request still go out, then it raises.
+                    await self._send(b"".join(ready))
+                    ready.clear()
+                response = task.result()
+                if isinstance(response, bytes):
+                    ready.append(response)
+                elif response is not None:
+                    if ready:
+                        await self._send(b"".join(ready))
+                        ready.clear()
+                    await self._send(response)
+            if ready:
+                await self._send(b"".join(ready))
+            self.last_active_ms = self._clock.now_ms()
+            self._answered.set()
+
+    def _answerer_done(self, task: asyncio.Task[None]) -> None:
+        self._answered.set()
+        if task.cancelled():
+            return
+        failure = task.exception()
+        if isinstance(failure, Exception):
+            # Answered up to the failed request: report it and close the connection, so
+            # the reader's next read ends.
+            if self._piped_failure is None:
+                self._piped_failure = failure
+            self._report(failure)
             self.close()
-            if self._on_closed is not None:
-                self._on_closed(self.connection_id)
+
+    async def _answer_piped(self) -> None:
+        """Wait until every piped Produce is answered; ``ConnectionAbortedError`` if one
+        failed (the answerer reported it and closed the connection)."""
+        if self._answerer is not None and not self._answerer.done():
+            await asyncio.wait([self._answerer])
+        if self._piped_failure is not None:
+            raise ConnectionAbortedError("a piped Produce failed")
+
+    async def _dispatch(self, frame: bytes) -> Response:
+        """The handler's response; INVALID_REQUEST where the API has one."""
+        try:
+            return await self._dispatcher.dispatch(frame)
+        except InvalidRequestError as exc:
+            if exc.response is None:
+                raise
+            self._warn("answering INVALID_REQUEST to %s: %s", self.peer, exc)
+            return exc.response
 
     async def _serve(self, frame: bytes) -> None:
-        self.busy = True
+        self._serving = True
         self.last_active_ms = self._clock.now_ms()
         authenticator = self.authenticator
         response: Response = None
         if authenticator is None or self._admit(authenticator, frame):
-            try:
-                response = await self._dispatcher.dispatch(frame)
-            except InvalidRequestError as exc:
-                if exc.response is None:
-                    raise
-                self._warn("answering INVALID_REQUEST to %s: %s", self.peer, exc)
-                response = exc.response
+            response = await self._dispatch(frame)
         if authenticator is not None and authenticator.failed:
             await self._fail_authentication(authenticator, response)
         if response is not None:
             await self._send(response)
-        self.busy = False
+        self._serving = False
         self.last_active_ms = self._clock.now_ms()
 
     def _admit(self, authenticator: SaslServerAuthenticator, frame: bytes) -> bool:

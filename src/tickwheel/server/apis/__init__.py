@@ -75,6 +75,7 @@ SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for s
 
 __all__ = [
     "API_SPECS",
+    "PRODUCE",
     "SUPPORTED_VERSIONS",
     "ApiSpec",
     "CloseConnectionError",
