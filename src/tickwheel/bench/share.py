@@ -609,6 +609,21 @@ class _Churn:
     locks_taken: list[int]
 
 
+class _CountingTimer:
+    """A timer that counts its ``add`` calls into ``taken[0]`` and passes every call on."""
+
+    def __init__(self, timer: object, taken: list[int]) -> None:
+        self._timer = timer
+        self._taken = taken
+
+    def add(self, task: TimerTask) -> None:
+        self._taken[0] += 1
+        self._timer.add(task)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._timer, name)
+
+
 def _prepare_churn(broker: BackgroundBroker, topic: str, group: str) -> _Churn:
     """Create ``topic``, count the share timer's adds, load ``group``'s share-partition
     of it (at the high watermark, as a first ShareFetch would)."""
@@ -620,13 +635,9 @@ def _prepare_churn(broker: BackgroundBroker, topic: str, group: str) -> _Churn:
         topic_id = b.context.topic_id(topic)
         if manager is None or topic_id is None:
             raise RuntimeError("share groups are not started")
-        add = manager.lock_timer.add
-
-        def counted_add(task: TimerTask) -> None:
-            taken[0] += 1
-            add(task)
-
-        setattr(manager.lock_timer, "add", counted_add)  # noqa: B010 - mypy forbids assigning a method
+        # Share-partitions loaded from here on take this timer: a counting proxy (the
+        # compiled SystemTimer's methods cannot be replaced on the instance).
+        setattr(manager, "lock_timer", _CountingTimer(manager.lock_timer, taken))  # noqa: B010 - mypy forbids assigning another type
         return _Churn(SharePartitionKey(group, topic_id, 0), threading.get_ident(), taken)
 
     churn = broker.call(prepare)
