@@ -31,6 +31,7 @@ runs one task at a time.
 
 from __future__ import annotations
 
+import atexit
 import socket
 import struct
 import threading
@@ -340,4 +341,6 @@ def wire_fetcher(client_config: ClientConfig) -> WireFetcher:
         if fetcher is None:
             fetcher = WireFetcher(client_config)
             _fetchers[client_config] = fetcher
+            # Kept for the worker's life; its sockets close when the process exits.
+            atexit.register(fetcher.close)
         return fetcher
