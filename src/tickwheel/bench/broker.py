@@ -102,6 +102,14 @@ def _free_port() -> int:
         return port
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process ``pid`` (all its threads) has used so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    ticks = int(fields[_UTIME_FIELD]) + int(fields[_STIME_FIELD])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class BrokerProcess:
     """A broker subprocess and how to reach it."""
@@ -112,10 +120,7 @@ class BrokerProcess:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time the broker process has used so far."""
-        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        ticks = int(fields[_UTIME_FIELD]) + int(fields[_STIME_FIELD])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.process.pid)
 
     def stop(self) -> None:
         """SIGTERM, then wait."""

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import statistics
 import tempfile
 import time
@@ -47,6 +46,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tickwheel.bench._chart import Bars, Lines, add_png_argument, save_png
+from tickwheel.bench.broker import process_cpu_seconds
 from tickwheel.cluster import LocalCluster
 
 _TMPFS = "/dev/shm"
@@ -66,10 +66,6 @@ _CPU_TARGET_RATIO = 3.0
 _RATES = (10, 100, 1000, 4000, 10000)
 """Measurement 3's default rates, messages/s: the issue's sweep from idle to 10,000."""
 _MIN_RATE_MESSAGES = 100
-_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-_UTIME_FIELD = 13
-"""``utime`` is field 14 of ``/proc/PID/stat`` (``stime`` follows): index 13 once the
-fields are split, counting the pid and the command as one each."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +87,7 @@ class Throughput:
 
 def cpu_seconds(pids: list[int]) -> float:
     """User plus system CPU seconds the processes ``pids`` have used so far."""
-    total_ticks = 0
-    for pid in pids:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-        # The command (field 2) is in parentheses and may hold spaces: split after it.
-        fields = ["pid", "comm", *stat.rsplit(")", 1)[1].split()]
-        total_ticks += int(fields[_UTIME_FIELD]) + int(fields[_UTIME_FIELD + 1])
-    return total_ticks / _CLOCK_TICKS_PER_S
+    return sum(process_cpu_seconds(pid) for pid in pids)
 
 
 def _percentile(sorted_values: list[float], fraction: float) -> float:
