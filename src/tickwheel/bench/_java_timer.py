@@ -151,7 +151,7 @@ def _git(repository: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _copy_sources(source: Path, rev: str, into: Path) -> str:
+def copy_sources(source: Path, rev: str, into: Path) -> str:
     """Write KAFKA_FILES under ``into``; returns the commit they were read at."""
     if not source.exists():
         raise JavaUnavailableError(f"no Kafka source at {source}")
@@ -193,7 +193,7 @@ def build(source: Path, rev: str, work_dir: Path) -> KafkaTimerBuild:
         raise JavaUnavailableError(f"no {SLF4J_API_JAR} (Debian: apt-get install libslf4j-java)")
     sources_dir = work_dir / "kafka-src"
     classes_dir = work_dir / "classes"
-    commit = _copy_sources(source, rev, sources_dir)
+    commit = copy_sources(source, rev, sources_dir)
     files = [sources_dir / path for path in KAFKA_FILES] + [*SHIM_SOURCES, DRIVER_SOURCE]
     options = ["-nowarn", "-encoding", "UTF-8", "-d", str(classes_dir), "-cp", str(SLF4J_API_JAR)]
     compiled = subprocess.run(

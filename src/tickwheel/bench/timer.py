@@ -1,4 +1,4 @@
-"""``tickwheel bench timer``: tickwheel's timers against the timers Python already has.
+"""``tickwheel bench timer``: tickwheel's timers against Python's timers and Kafka's own.
 
 Method. One process, a fixed seed, a *simulated* clock for every peer (nothing sleeps),
 and the same pre-drawn random numbers for every peer, so only the timer code differs:
@@ -1044,7 +1044,10 @@ def _panels(medians: dict[str, dict[str, float]]) -> list[Panel]:
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="tickwheel bench timer",
-        description="SystemTimer against RoundWheelTimer, asyncio, a heapq timer and sched.",
+        description=(
+            "SystemTimer against RoundWheelTimer, asyncio, a heapq timer, sched and "
+            "(with --kafka-source) Apache Kafka's Java SystemTimer."
+        ),
     )
     parser.add_argument("--n", type=int, default=DEFAULT_N, help="timers in (a), (b), (d)")
     parser.add_argument("--pending", type=int, default=DEFAULT_PENDING, help="pending in (c)")
