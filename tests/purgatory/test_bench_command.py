@@ -22,6 +22,7 @@ def test_both_modes_run_and_account_for_every_request(
     assert "unthrottled" in printed
     assert "threaded" in printed
     assert "loop" in printed
+    assert bench.KAFKA_ANCHOR_SKIPPED in printed
     results = json.loads(out.read_text())
     medians = results["medians"]
     assert [(m["mode"], m["requested_rate"]) for m in medians] == [
