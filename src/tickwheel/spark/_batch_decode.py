@@ -68,7 +68,7 @@ from tickwheel.log import (
     records_section,
 )
 from tickwheel.spark._errors import SparkKafkaError
-from tickwheel.spark._record_scan import RecordScanError, scan_records
+from tickwheel.spark._scan_build import RecordScanError, scan_records
 from tickwheel.spark._schema import source_schema
 
 # Spark takes Arrow batches of tens of thousands of rows fastest: smaller ones pay its
