@@ -6,9 +6,10 @@ the module itself, and its *compiled twin* ``tickwheel.spark._mypyc._record_scan
 extension module that the build hook (``hatch_build.py``, ``STANDALONE_TWINS``) compiled
 from a copy of the same source, under a name of its own so that both stay importable.
 The hook writes the sha256 of the source it compiled beside the twin
-(``_mypyc/_record_scan.sha256``). The choice, made once at the first import, in every
-process that imports the source (Spark's Python workers run the driver's interpreter and
-``PYTHONPATH``, so they see the same files and choose the same way):
+(``_mypyc/_record_scan.sha256``). The choice is made once, at the first import, by
+every process that imports the source, from the files it sees (Spark's Python workers
+under ``local_session`` run the driver's interpreter and environment, so they choose
+as the driver does):
 
 - ``TICKWHEEL_PURE_PYTHON=1`` (any value but empty or ``0``) forces pure Python, for
   the core and the scan alike;
