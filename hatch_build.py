@@ -158,7 +158,7 @@ def compile_core(out: Path, log: Any = print) -> bool:
 
 
 def built_files(out: Path) -> list[Path]:
-    """The compiled modules and the hash file under ``out``."""
+    """The compiled modules and the hash files under ``out``."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     return [
         *out.rglob(f"*{suffix}"),
