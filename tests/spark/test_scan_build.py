@@ -3,7 +3,10 @@ with the build the driver chose (the compiled twin when the build made one)."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -57,6 +60,31 @@ def test_both_builds_walk_records_alike(bodies: list[bytes], prefix: bytes, cut:
             outcome = type(exc).__name__
         outcomes.append((outcome, starts))
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_twin_built_from_other_source_or_forced_off_is_not_used(tmp_path: Path) -> None:
+    source = Path(_record_scan.__file__).read_bytes()
+    (tmp_path / _scan_build.SOURCE).write_bytes(source)
+    assert _scan_build.select(tmp_path, {}) == (False, "pure Python")
+    (tmp_path / "_mypyc").mkdir()
+    hash_file = tmp_path / "_mypyc" / _scan_build.HASH_FILE
+    hash_file.write_text(hashlib.sha256(source + b"# changed").hexdigest() + "\n")
+    compiled, build = _scan_build.select(tmp_path, {})
+    assert not compiled
+    assert "stale" in build
+    hash_file.write_text(hashlib.sha256(source).hexdigest() + "\n")
+    forced = _scan_build.select(tmp_path, {_scan_build.PURE_PYTHON_ENV: "1"})
+    assert forced == (False, f"pure Python, forced by {_scan_build.PURE_PYTHON_ENV}")
+    # With a matching hash the twin is used if it loads (the package's own, here).
+    assert _scan_build.select(tmp_path, {})[0] == _twin_loads()
+
+
+def _twin_loads() -> bool:
+    try:
+        importlib.import_module(_scan_build.TWIN_MODULE)
+    except ImportError:
+        return False
+    return True
 
 
 def probe_source() -> type[KafkaDataSource]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -41,10 +42,11 @@ HASH_FILE: Final = "_record_scan.sha256"
 """Written by the build beside the twin: the sha256 of the source compiled."""
 
 
-def _select() -> tuple[bool, str]:
-    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+def select(spark_dir: Path, environ: Mapping[str, str]) -> tuple[bool, str]:
+    """Whether to use the twin, and the build's name, for the package at ``spark_dir``
+    in a process with ``environ`` (see the module doc)."""
+    if environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return False, f"pure Python, forced by {PURE_PYTHON_ENV}"
-    spark_dir = Path(__file__).resolve().parent
     try:
         built_from = (spark_dir / TWIN_PACKAGE / HASH_FILE).read_text().strip()
     except OSError:
@@ -58,7 +60,7 @@ def _select() -> tuple[bool, str]:
     return True, "compiled: mypyc"
 
 
-COMPILED, BUILD = _select()
+COMPILED, BUILD = select(Path(__file__).resolve().parent, os.environ)
 """Whether the compiled twin is in use, and the build's name."""
 
 if TYPE_CHECKING or not COMPILED:
