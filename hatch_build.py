@@ -17,6 +17,12 @@ writes ``sources.sha256``, the hash of the sources compiled, beside them: the se
 uses the compiled build only while that hash matches the sources, so a stale build is
 never used.
 
+A few modules outside the core (``STANDALONE_TWINS``: the Spark source's record scan)
+are compiled in the same group, each into a ``_mypyc`` folder beside it, with a hash
+file of its own (``<module>.sha256``, the hash of that one source): they import nothing
+of the core, and their package chooses between its two builds itself
+(``tickwheel/spark/_scan_build.py``).
+
 The compilation runs in a child process. Whatever stops it -- no C compiler, no
 Python headers, a mypyc error -- is reported as a warning and the install goes on
 with the pure-Python modules only. ``TICKWHEEL_NO_COMPILE=1`` skips it.
@@ -24,6 +30,7 @@ with the pure-Python modules only. ``TICKWHEEL_NO_COMPILE=1`` skips it.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -41,6 +48,8 @@ PACKAGES = ("timer", "purgatory")
 TWIN = "_mypyc"
 GROUP = f"tickwheel.timer.{TWIN}.core"
 """mypyc's group name: its shared library is ``tickwheel/timer/_mypyc/core__mypyc``."""
+STANDALONE_TWINS = (Path("tickwheel") / "spark" / "_record_scan.py",)
+"""Modules compiled as twins outside the core, as paths under ``src``."""
 BUILD_DIR = ROOT / "build" / "mypyc"
 COMPILE_TIMEOUT_S = 900
 NO_COMPILE_ENV = "TICKWHEEL_NO_COMPILE"
@@ -78,7 +87,18 @@ def _write_twins(tree: Path) -> list[Path]:
             copy = twin_dir / source.name
             copy.write_text(text)
             copies.append(copy)
+    for module in STANDALONE_TWINS:
+        twin_dir = tree / module.parent / TWIN
+        twin_dir.mkdir(parents=True, exist_ok=True)
+        (tree / module.parent / "__init__.py").write_text("")
+        (twin_dir / "__init__.py").write_text("")
+        copies.append(Path(shutil.copy2(SRC / module, twin_dir / module.name)))
     return copies
+
+
+def _standalone_hash_file(root: Path, module: Path) -> Path:
+    """Where the hash of a standalone twin's source goes, under ``root``."""
+    return root / module.parent / TWIN / f"{module.stem}.sha256"
 
 
 _COMPILE = textwrap.dedent(
@@ -131,13 +151,20 @@ def compile_core(out: Path, log: Any = print) -> bool:
     for package in PACKAGES:
         (out / "tickwheel" / package / TWIN).mkdir(parents=True, exist_ok=True)
     (out / "tickwheel" / "timer" / TWIN / "sources.sha256").write_text(digest + "\n")
+    for module in STANDALONE_TWINS:
+        source_digest = hashlib.sha256((SRC / module).read_bytes()).hexdigest()
+        _standalone_hash_file(out, module).write_text(source_digest + "\n")
     return True
 
 
 def built_files(out: Path) -> list[Path]:
-    """The compiled modules and the hash file under ``out``."""
+    """The compiled modules and the hash files under ``out``."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    return [*out.rglob(f"*{suffix}"), out / "tickwheel" / "timer" / TWIN / "sources.sha256"]
+    return [
+        *out.rglob(f"*{suffix}"),
+        out / "tickwheel" / "timer" / TWIN / "sources.sha256",
+        *(_standalone_hash_file(out, module) for module in STANDALONE_TWINS),
+    ]
 
 
 def clean_in_place() -> None:
@@ -148,6 +175,10 @@ def clean_in_place() -> None:
         for path in twin_dir.glob(f"*{suffix}"):
             path.unlink()
     (SRC / "tickwheel" / "timer" / TWIN / "sources.sha256").unlink(missing_ok=True)
+    for module in STANDALONE_TWINS:
+        for path in (SRC / module.parent / TWIN).glob(f"{module.stem}*{suffix}"):
+            path.unlink()
+        _standalone_hash_file(SRC, module).unlink(missing_ok=True)
 
 
 def install_in_place(out: Path) -> None:

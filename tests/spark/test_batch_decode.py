@@ -264,7 +264,8 @@ def test_decoding_gives_the_rows_a_consumer_reads(
     # A broker may cut its answer inside the last batch: only whole batches count.
     end = len(stream.data) if cut > 0.8 else int(cut / 0.8 * len(stream.data))
     decoded = decode_fetch(bytes(stream.data[:end]), stream.aborted, window, max_rows=max_rows)
-    assert decoded_rows(decoded.batches, include_headers) == reference_rows(stream, window, end)
+    batches = list(decoded.batches)
+    assert decoded_rows(batches, include_headers) == reference_rows(stream, window, end)
     positions = [info.position for info in stream.batches]
     whole = [p for p in positions if p + parse_header(stream.data, p).size_bytes <= end]
     last_whole = max(
@@ -274,7 +275,7 @@ def test_decoding_gives_the_rows_a_consumer_reads(
     if last_whole is not None:
         expected_next = max(first, parse_header(stream.data, last_whole).last_offset + 1)
     assert decoded.next_offset == expected_next
-    for batch in decoded.batches:
+    for batch in batches:
         assert batch.column(2).to_pylist() == ["t"] * batch.num_rows
         assert batch.column(3).to_pylist() == [3] * batch.num_rows
 
@@ -311,4 +312,4 @@ def test_lengths_that_leave_their_record_are_an_error() -> None:
     forged[61 + 4] = 60
     struct.pack_into(">I", forged, 17, crc32c.crc32c(bytes(forged[21:])))
     with pytest.raises(SparkKafkaError, match="runs past the record"):
-        decode_fetch(bytes(forged), [], FetchWindow("t", 0, 0, 1, True, False))
+        list(decode_fetch(bytes(forged), [], FetchWindow("t", 0, 0, 1, True, False)).batches)

@@ -27,11 +27,13 @@ for read_committed readers (one transaction per task and micro-batch, see
 ``KafkaDataSource``.
 
 Layering: imports pyspark, pyarrow, numpy and confluent-kafka, and of tickwheel only
-``log`` (record batch framing and codecs) and ``protocol`` (kio's schemas).
+``log`` (record batch framing and codecs), ``protocol`` (kio's schemas) and
+``timer._build`` (the switch to pure Python and the twins' folder name).
 Module roles: ``_options`` (parse), ``_offsets`` (checkpoint offsets, admission
 control), ``_clients`` (librdkafka clients), ``_reader`` (driver planning), ``_fetch``
 (executor reads: ``_wire_fetch`` fetches record batches, ``_batch_decode`` and
-``_record_scan`` turn them into Arrow; ``_consumer_fetch`` is the librdkafka fallback),
+``_record_scan`` turn them into Arrow, ``_scan_build`` picks the scan's compiled twin or
+the pure module; ``_consumer_fetch`` is the librdkafka fallback),
 ``_writer`` (sink), ``_produce`` (rows to records),
 ``_exactly_once`` (the transactional sink), ``_schema`` (columns), ``_source`` (the data
 source), ``_session`` (a loopback local session).

@@ -15,7 +15,8 @@ per record on the way (headers excepted, below). Three steps:
    ABORT marker goes by. Batches wholly before the range and empty batches (a
    compacted log keeps some) are dropped too. The offset to fetch next is the one after
    the last whole batch, kept or not, so markers and aborted batches move a read on.
-2. Records (``_record_scan.scan_records``), one loop step per record: where each
+2. Records (``_record_scan.scan_records``, its compiled twin when the build made one:
+   ``_scan_build``), one loop step per record: where each
    record's body starts and ends. Compressed batches are decompressed once each
    (``tickwheel.log.records_section``) into one buffer per output chunk (an "arena");
    uncompressed ones are read in place from the response's bytes.
@@ -31,6 +32,11 @@ per record on the way (headers excepted, below). Three steps:
    Arrow's ``take`` of the even elements copies them into the contiguous binary column
    Spark needs, in C. A null key or value (length -1) is a null.
 
+Step 1 runs when a fetch is decoded (it gives the offset to fetch next); steps 2 and 3
+run one chunk at a time, as the caller takes the Arrow batches. The Spark task's JVM
+thread, which waits while its Python worker fetches and decodes, so gets the first
+rows of a fetch after one chunk is decoded rather than all of them.
+
 Headers (``includeHeaders``) are the exception: records with headers are decoded one
 by one into Python values; a record without headers gets a null ``headers``, as from
 librdkafka's ``Message.headers()`` and Spark's connector.
@@ -44,7 +50,7 @@ Concurrency: pure functions over immutable bytes; thread-safe.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -68,7 +74,7 @@ from tickwheel.log import (
     records_section,
 )
 from tickwheel.spark._errors import SparkKafkaError
-from tickwheel.spark._record_scan import RecordScanError, scan_records
+from tickwheel.spark._scan_build import RecordScanError, scan_records
 from tickwheel.spark._schema import source_schema
 
 # Spark takes Arrow batches of tens of thousands of rows fastest: smaller ones pay its
@@ -114,9 +120,13 @@ class FetchWindow:
 
 @dataclass(frozen=True, slots=True)
 class DecodedFetch:
-    """The rows of one fetch and the offset to fetch next (after the last whole batch)."""
+    """The rows of one fetch and the offset to fetch next (after the last whole batch).
 
-    batches: list[pa.RecordBatch]
+    ``batches`` decodes one Arrow batch at a time, as it is taken, so that Spark gets the
+    first rows of a fetch while the rest is still bytes; it raises ``SparkKafkaError``
+    at a chunk it finds corrupt. Take it once."""
+
+    batches: Iterator[pa.RecordBatch]
     next_offset: int
 
 
@@ -129,24 +139,42 @@ def decode_fetch(
 ) -> DecodedFetch:
     """The rows of ``records`` inside ``window``, in Arrow batches of about ``max_rows``
     rows (a batch is never split); ``aborted`` is the response's (producer id, first
-    offset) list, used when ``window.read_committed``."""
+    offset) list, used when ``window.read_committed``. The batches' headers are checked
+    here, their records as ``batches`` is taken."""
     view = memoryview(records)
     try:
         kept, next_offset = select_batches(view, aborted, window)
-        out: list[pa.RecordBatch] = []
-        chunk: list[tuple[int, BatchHeader]] = []
-        rows = 0
-        for entry in kept:
-            chunk.append(entry)
-            rows += entry[1].records_count
-            if rows >= max_rows:
-                out.append(_decode_chunk(records, view, chunk, window))
-                chunk, rows = [], 0
-        if chunk:
-            out.append(_decode_chunk(records, view, chunk, window))
-    except (LogError, RecordScanError, IndexError, ValueError) as exc:
-        raise SparkKafkaError(f"corrupt records in {window.describe()}: {exc}") from exc
-    return DecodedFetch([batch for batch in out if batch.num_rows], next_offset)
+    except (LogError, IndexError, ValueError) as exc:
+        raise _corrupt(window, exc) from exc
+    return DecodedFetch(_decode_chunks(records, view, kept, window, max_rows), next_offset)
+
+
+def _decode_chunks(
+    records: bytes,
+    view: memoryview,
+    kept: list[tuple[int, BatchHeader]],
+    window: FetchWindow,
+    max_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    """One Arrow batch per run of whole batches of ``kept`` holding ``max_rows`` rows or
+    more (the last run fewer), empty ones left out."""
+    begin = 0
+    while begin < len(kept):
+        end, rows = begin, 0
+        while end < len(kept) and rows < max_rows:
+            rows += kept[end][1].records_count
+            end += 1
+        try:
+            batch = _decode_chunk(records, view, kept[begin:end], window)
+        except (LogError, RecordScanError, IndexError, ValueError) as exc:
+            raise _corrupt(window, exc) from exc
+        if batch.num_rows:
+            yield batch
+        begin = end
+
+
+def _corrupt(window: FetchWindow, exc: Exception) -> SparkKafkaError:
+    return SparkKafkaError(f"corrupt records in {window.describe()}: {exc}")
 
 
 def select_batches(
