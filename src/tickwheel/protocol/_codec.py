@@ -43,9 +43,11 @@ from tickwheel.protocol._errors import (
     UnsupportedVersionError,
 )
 from tickwheel.protocol._framing import RequestKey, peek_request_key, size_prefix
+from tickwheel.protocol._produce import check_produce_body
 from tickwheel.protocol._schemas import reader_for, request_schema, response_schema, writer_for
 from tickwheel.protocol._validate import LengthError, check_lengths, null_field, without_none
 
+PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 # The response header of a flexible version carries a tagged-field section: empty.
 _EMPTY_TAGGED_FIELDS = b"\x00"
@@ -111,13 +113,17 @@ def decode_request(frame: bytes, supported: Mapping[int, VersionRange]) -> Decod
     try:
         header, header_size = reader_for(header_cls)(frame, 0)
         # Before kio reads the body: it reserves memory for each count it reads.
-        check_lengths(body_cls, frame, header_size)
+        if key.api_key == PRODUCE_KEY:
+            # The hot path's own walk, which also refuses the nulls null_field finds.
+            check_produce_body(frame, header_size, key.api_version)
+        else:
+            check_lengths(body_cls, frame, header_size)
         body, _ = reader_for(body_cls)(frame, header_size)
     except LengthError as exc:
         raise _invalid_request(key, str(exc)) from exc
     except Exception as exc:
         raise _invalid_request(key, f"does not decode: {exc!r}") from exc
-    null = null_field(body)
+    null = None if key.api_key == PRODUCE_KEY else null_field(body)
     if null is not None:
         raise _invalid_request(key, f"non-nullable field {null} is null")
     # Bytes after the body are ignored, as Kafka's generated readers do: librdkafka 2.16
