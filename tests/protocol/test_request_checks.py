@@ -1,52 +1,43 @@
-"""Produce's hot-path codec against kio, the reference it must match byte for byte.
+"""The hot path's hand-written request checks against the generic path.
 
-The reference decoder is the generic path every other API takes: kio's header and body
-readers with ``check_lengths`` before and ``null_field`` after. The reference encoder
-is kio's writer of the entity ``build_entity`` makes from the values the handler used
-to build. Requests and answers are generated, and requests are also cut short, have
-bytes replaced, and go through the fuzzer's schema-breaking frames: the hand-written
-check must accept and refuse exactly what the generic path does, and the decoded
-request must be kio's.
+The reference is the path every other API takes: kio's header and body readers with
+``check_lengths`` before and ``null_field`` after. Produce and Fetch requests are
+generated and kio-encoded, then also cut short, have bytes replaced or inserted, and
+go through the fuzzer's schema-breaking frames: the hand-written checks must accept
+and refuse exactly what the generic path does, and the decoded request must be kio's.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.schema.errors import ErrorCode
 
 from tickwheel.bench.fuzz import all_schema_breaking_frames
 from tickwheel.protocol import (
     DecodedRequest,
     InvalidRequestError,
-    TopicAnswer,
     VersionRange,
     build_entity,
     decode_request,
-    encode_produce_response,
     encode_request,
     invalid_request_response,
     peek_request_key,
     request_schema,
-    response_schema,
 )
-from tickwheel.protocol import encode_response as kio_encode_response
 from tickwheel.protocol._schemas import reader_for
 from tickwheel.protocol._validate import check_lengths, null_field
 
 PRODUCE = 0
-VERSIONS = {PRODUCE: VersionRange(3, 9)}
-# Timestamps a broker writes: up to the year 2109 (kio goes through a datetime).
-MAX_TIMESTAMP_MS = 2**42
+FETCH = 1
+VERSIONS = {PRODUCE: VersionRange(3, 9), FETCH: VersionRange(4, 12)}
 
 names = st.text(max_size=12)
 nullable_text = st.none() | st.text(max_size=12)
 int16s = st.integers(-(2**15), 2**15 - 1)
 int32s = st.integers(-(2**31), 2**31 - 1)
 int64s = st.integers(-(2**63), 2**63 - 1)
+int8s = st.integers(-(2**7), 2**7 - 1)
 
 
 def kio_decode(frame: bytes) -> DecodedRequest | bytes | None:
@@ -96,21 +87,66 @@ def produce_frames(draw: st.DrawFn) -> bytes:
     return encode_request(draw(int32s), body, client_id=client_id)[4:]
 
 
+@st.composite
+def fetch_frames(draw: st.DrawFn) -> bytes:
+    """A FetchRequest frame (no size prefix) that kio encodes."""
+    version = draw(st.integers(4, 12))
+    partition = st.fixed_dictionaries(
+        {
+            "partition": int32s,
+            "current_leader_epoch": int32s,
+            "fetch_offset": int64s,
+            "last_fetched_epoch": int32s,
+            "log_start_offset": int64s,
+            "partition_max_bytes": int32s,
+        }
+    )
+    values = {
+        "replica_id": draw(int32s),
+        "max_wait": draw(st.integers(0, 2**31 - 1)),
+        "min_bytes": draw(int32s),
+        "max_bytes": draw(int32s),
+        "isolation_level": draw(int8s),
+        "session_id": draw(int32s),
+        "session_epoch": draw(int32s),
+        "topics": draw(
+            st.lists(
+                st.fixed_dictionaries(
+                    {"topic": names, "partitions": st.lists(partition, max_size=3)}
+                ),
+                max_size=3,
+            )
+        ),
+        "forgotten_topics_data": draw(
+            st.lists(
+                st.fixed_dictionaries({"topic": names, "partitions": st.lists(int32s, max_size=3)}),
+                max_size=2,
+            )
+        ),
+        "rack_id": draw(names),
+    }
+    body = build_entity(request_schema(FETCH, version), values)
+    return encode_request(draw(int32s), body, client_id=draw(st.text(max_size=8)))[4:]
+
+
+requests = produce_frames() | fetch_frames()
+
+
 @settings(max_examples=300, deadline=None)
-@given(produce_frames())
-def test_a_produce_request_decodes_to_what_kio_decodes(frame: bytes) -> None:
+@given(requests)
+def test_a_request_decodes_to_what_kio_decodes(frame: bytes) -> None:
     decoded = fast_decode(frame)
     assert isinstance(decoded, DecodedRequest)
     assert decoded == kio_decode(frame)
 
 
 @settings(max_examples=300, deadline=None)
-@given(produce_frames(), st.data())
-def test_a_broken_produce_request_is_refused_exactly_when_kio_refuses_it(
+@given(requests, st.data())
+def test_a_broken_request_is_refused_exactly_when_kio_refuses_it(
     frame: bytes, data: st.DataObject
 ) -> None:
     broken = bytearray(frame)
-    # Keep the API key and version (bytes 0-3): the frame stays a Produce v3-v9.
+    # Keep the API key and version (bytes 0-3): the frame stays a Produce or a Fetch.
     for _ in range(data.draw(st.integers(1, 4))):
         if len(broken) <= 4:
             break
@@ -129,8 +165,10 @@ def test_a_broken_produce_request_is_refused_exactly_when_kio_refuses_it(
     assert fast_decode(bytes(broken)) == kio_decode(bytes(broken))
 
 
-def test_the_fuzzers_schema_breaking_produce_frames_are_refused_as_kio_refuses_them() -> None:
-    frames = [f[4:] for f in all_schema_breaking_frames() if peek_request_key(f[4:]).api_key == 0]
+def test_the_fuzzers_schema_breaking_frames_are_refused_as_kio_refuses_them() -> None:
+    frames = [
+        f[4:] for f in all_schema_breaking_frames() if peek_request_key(f[4:]).api_key in VERSIONS
+    ]
     assert frames
     refused = 0
     for frame in frames:
@@ -150,59 +188,19 @@ def test_a_null_topic_list_is_refused_by_name() -> None:
     assert exc.value.response is None
 
 
-@st.composite
-def answers(draw: st.DrawFn) -> list[TopicAnswer]:
-    return [
-        (
-            draw(names),
-            [
-                (
-                    draw(int32s),
-                    draw(st.sampled_from(ErrorCode)).value,
-                    draw(int64s),
-                    draw(st.just(-1) | st.integers(0, MAX_TIMESTAMP_MS)),
-                    draw(int64s),
-                    draw(nullable_text),
-                )
-                for _ in range(draw(st.integers(0, 3)))
-            ],
-        )
-        for _ in range(draw(st.integers(0, 3)))
-    ]
-
-
-def kio_values(topics: list[TopicAnswer]) -> dict[str, Any]:
-    """The values the handler used to give ``build_entity``."""
-    return {
-        "responses": [
-            {
-                "name": name,
-                "partition_responses": [
-                    {
-                        "index": index,
-                        "error_code": error_code,
-                        "base_offset": base_offset,
-                        "log_append_time": None if append_time_ms < 0 else append_time_ms,
-                        "log_start_offset": start_offset,
-                        "record_errors": [],
-                        "error_message": message,
-                    }
-                    for index, error_code, base_offset, append_time_ms, start_offset, message in (
-                        partitions
-                    )
-                ],
-            }
-            for name, partitions in topics
-        ],
-        "throttle_time": 0,
-    }
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(3, 9), int32s, answers())
-def test_a_produce_response_is_the_bytes_kio_writes(
-    version: int, correlation_id: int, topics: list[TopicAnswer]
-) -> None:
-    entity = build_entity(response_schema(PRODUCE, version), kio_values(topics))
-    expected = kio_encode_response(correlation_id, entity)
-    assert encode_produce_response(correlation_id, version, topics) == expected
+def test_a_null_partition_list_of_a_fetch_is_refused_by_name() -> None:
+    body = build_entity(
+        request_schema(FETCH, 12),
+        {
+            "max_wait": 500,
+            "min_bytes": 1,
+            "topics": [{"topic": "t", "partitions": []}],
+            "forgotten_topics_data": [],
+        },
+    )
+    frame = encode_request(9, body, client_id="c")[4:]
+    # The topic's partitions (compact 1: empty) become compact 0: null.
+    at = frame.index(b"\x02t\x01") + 2
+    broken = frame[:at] + b"\x00" + frame[at + 1 :]
+    with pytest.raises(InvalidRequestError, match="non-nullable field partitions is null"):
+        decode_request(broken, VERSIONS)
