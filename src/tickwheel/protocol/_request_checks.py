@@ -75,6 +75,12 @@ def _short(what: str, position: int, size: int, frame: bytes) -> LengthError:
 
 def _uvarint(frame: bytes, position: int, what: str) -> tuple[int, int]:
     """An unsigned varint and the position after it."""
+    if position < len(frame) and frame[position] < 0x80:
+        return frame[position], position + 1  # One byte: every length below 128.
+    return _long_uvarint(frame, position, what)
+
+
+def _long_uvarint(frame: bytes, position: int, what: str) -> tuple[int, int]:
     value = shift = 0
     for index in range(_VARINT_MAX_BYTES):
         if position + index >= len(frame):
@@ -189,10 +195,15 @@ def _skip_fetch_partitions(frame: bytes, position: int, version: int) -> int:
         if position + partitions * partition_bytes > len(frame):
             raise _short("partitions", position, partitions * partition_bytes, frame)
         return position + partitions * partition_bytes
+    end = len(frame)
     for _ in range(partitions):
-        if position + partition_bytes > len(frame):
-            raise _short("partitions", position, partition_bytes, frame)
-        position = _skip_tagged_fields(frame, position + partition_bytes)
+        position += partition_bytes
+        if position < end and frame[position] == 0:
+            position += 1  # No tagged fields: nearly always.
+            continue
+        if position > end:
+            raise _short("partitions", position - partition_bytes, partition_bytes, frame)
+        position = _skip_tagged_fields(frame, position)
     return position
 
 
