@@ -9,10 +9,12 @@ module knows nothing of handlers.
 A request is checked against the schema rules kio leaves to its caller
 (``_validate``): its counts and lengths before kio reads it, its nulls after, so a
 handler never meets a None its schema forbids and no count reserves memory the frame
-cannot fill. A request that fails to decode or fails those checks raises
-``InvalidRequestError`` carrying Kafka's answer, INVALID_REQUEST (42), built for any
-API whose response has a top-level error code (every other field null, empty or
-zero); the others have no way to say it, and their connection is closed.
+cannot fill. Produce and Fetch, sent once per message and once per replication round
+trip, are checked by hand instead (``_request_checks``: the same rules in one walk).
+A request that fails to decode or fails those checks raises ``InvalidRequestError``
+carrying Kafka's answer, INVALID_REQUEST (42), built for any API whose response has a
+top-level error code (every other field null, empty or zero); the others have no way
+to say it, and their connection is closed.
 
 Response headers are written by hand: v0 is the correlation id, v1 adds an empty
 tagged-field section; kio's encoder is used for bodies. kio never writes a tagged
@@ -48,11 +50,13 @@ from tickwheel.protocol._schemas import reader_for, request_schema, response_sch
 from tickwheel.protocol._validate import LengthError, check_lengths, null_field, without_none
 
 API_VERSIONS_KEY = 18
+_PRODUCE_KEY = 0
+_FETCH_KEY = 1
 # The requests a producer or a follower sends once per message or per round trip:
 # their bodies are checked by hand (``_request_checks``), not by the schema walk.
 _HOT_PATH_CHECKS: dict[int, Callable[[bytes, int, int], None]] = {
-    0: check_produce_body,
-    1: check_fetch_body,
+    _PRODUCE_KEY: check_produce_body,
+    _FETCH_KEY: check_fetch_body,
 }
 # The response header of a flexible version carries a tagged-field section: empty.
 _EMPTY_TAGGED_FIELDS = b"\x00"

@@ -24,7 +24,7 @@ from typing import Final
 
 from tickwheel.protocol._framing import uvarint
 
-FIRST_FLEXIBLE_VERSION: Final = 9
+_FIRST_FLEXIBLE_VERSION: Final = 9
 _FIRST_LOG_START_OFFSET_VERSION: Final = 5
 _FIRST_ERROR_MESSAGE_VERSION: Final = 8
 
@@ -71,7 +71,7 @@ def encode_produce_response(
     correlation_id: int, version: int, topics: Sequence[TopicAnswer]
 ) -> bytes:
     """The ProduceResponse frame of ``version`` (3-9), size prefix included."""
-    flexible = version >= FIRST_FLEXIBLE_VERSION
+    flexible = version >= _FIRST_FLEXIBLE_VERSION
     with_error_message = version >= _FIRST_ERROR_MESSAGE_VERSION
     with_log_start = version >= _FIRST_LOG_START_OFFSET_VERSION
     parts: list[bytes] = [b"", _EMPTY_TAGGED_FIELDS] if flexible else [b""]
