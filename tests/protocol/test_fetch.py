@@ -1,4 +1,5 @@
-"""The hand-written Fetch response encoder writes exactly what kio's encoder writes."""
+"""The hand-written Fetch encoders (the response, the follower's request) write exactly
+what kio's encoder writes."""
 
 from __future__ import annotations
 
@@ -14,10 +15,15 @@ from kio.serial import entity_writer
 from tickwheel.protocol import (
     FETCH_MAX_VERSION,
     FETCH_MIN_VERSION,
+    FOLLOWER_FETCH_VERSION,
     FetchPartitionData,
     FetchTopicData,
+    FollowerFetchPartitionData,
     build_entity,
     encode_fetch_response,
+    encode_follower_fetch_request,
+    encode_request,
+    request_schema,
     response_schema,
 )
 
@@ -130,3 +136,69 @@ def test_record_slices_are_chunks_of_their_own() -> None:
 def test_versions_outside_4_to_12_are_refused() -> None:
     with pytest.raises(ValueError, match="v13"):
         encode_fetch_response(1, 13, [])
+
+
+follower_partitions = st.lists(st.tuples(int32, int32, int64, int64, int32), max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    int32,
+    st.text(max_size=10),
+    int32,
+    int32,
+    int32,
+    int32,
+    st.lists(st.tuples(st.text(max_size=10), follower_partitions), max_size=3),
+)
+def test_a_follower_fetch_request_is_the_bytes_kio_writes(
+    correlation_id: int,
+    client_id: str,
+    replica_id: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    topics: list[tuple[str, list[FollowerFetchPartitionData]]],
+) -> None:
+    values = {
+        "replica_id": replica_id,
+        "max_wait": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": leader_epoch,
+                        "fetch_offset": fetch_offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": log_start_offset,
+                        "partition_max_bytes": part_max,
+                    }
+                    for partition, leader_epoch, fetch_offset, log_start_offset, part_max in (
+                        partitions
+                    )
+                ],
+            }
+            for topic, partitions in topics
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    entity = build_entity(request_schema(1, FOLLOWER_FETCH_VERSION), values)
+    expected = encode_request(correlation_id, entity, client_id=client_id)
+    encoded = encode_follower_fetch_request(
+        correlation_id,
+        client_id=client_id,
+        replica_id=replica_id,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        topics=topics,
+    )
+    assert encoded == expected

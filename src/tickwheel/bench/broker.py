@@ -2,7 +2,7 @@
 
 Both brokers run as subprocesses on loopback for the whole run and face the same
 confluent-kafka (librdkafka) clients in this process. ``--rounds`` (5) rounds of
-benchmarks 1 and 2 run every pass against each broker back to back, the broker that
+benchmarks 1, 2 and 3 run every pass against each broker back to back, the broker that
 goes first alternating from round to round, so that each pair of figures is taken
 under the same load of a shared machine; the report gives each broker's median over
 the rounds and the median and range of the per-round ratios.
@@ -27,7 +27,14 @@ the rounds and the median and range of the per-round ratios.
    the figure that compares brokers); the cores' worth of CPU the rest of the machine used
    meanwhile (``/proc/stat``), which explains a noisy rate; and each broker's best
    round, the one least disturbed by the rest of the machine.
-3. **Idle cost.** ``--consumers`` (50) consumers long-poll one empty partition each
+3. **Cost of a request.** ``--request-messages`` (2,000) messages of 100 bytes, one
+   at a time (acks=all, ``linger.ms=0``, each delivery awaited before the next send),
+   to one partition: one Produce request per message, the traffic of a low-latency
+   producer below its batching rate. The broker's CPU per request (µs; its
+   ``/proc`` CPU over the pass, divided by the requests) and the round trip the
+   client saw. This is the figure the broker's per-request hot path moves (request
+   decoding, the append, the response), which the batched passes of benchmark 2 hide.
+4. **Idle cost.** ``--consumers`` (50) consumers long-poll one empty partition each
    for ``--idle-seconds`` (30), once per broker after the rounds: the broker's CPU
    use, in % of one core.
 
@@ -78,6 +85,7 @@ _THROUGHPUT_PARTITIONS = 6
 _MESSAGE_BYTES = 100
 _PERCENT = 100.0
 _MILLION = 1_000_000
+_REQUEST_MESSAGES = 2000
 _MB = 1_000_000
 _NS_PER_MS = 1_000_000
 _P99 = 99
@@ -444,7 +452,32 @@ def consume_all(broker: BrokerProcess, topic: str, messages: int) -> ThroughputR
     return result
 
 
-# -- 3. idle cost ---------------------------------------------------------------------
+# -- 3. the cost of a request ----------------------------------------------------------
+
+
+def produce_one_at_a_time(broker: BrokerProcess, topic: str, messages: int) -> ThroughputResult:
+    """``messages`` messages of 100 B, each sent once the one before is acknowledged."""
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "linger.ms": 0}
+    )
+    payload = b"x" * _MESSAGE_BYTES
+
+    def send_one() -> None:
+        producer.produce(topic, payload, partition=0)
+        if producer.flush(_CLIENT_TIMEOUT_S) != 0:
+            raise RuntimeError("a message was left undelivered")
+
+    send_one()  # Connected, metadata known: the pass measures requests only.
+
+    def run() -> int:
+        for _ in range(messages):
+            send_one()
+        return messages
+
+    return _measure(broker, run)
+
+
+# -- 4. idle cost ---------------------------------------------------------------------
 
 
 def idle_cost(broker: BrokerProcess, consumers: int, seconds: float) -> float:
@@ -479,17 +512,23 @@ class BrokerFigures:
     produce_acks_1: list[ThroughputResult] = field(default_factory=list)
     produce_acks_all: list[ThroughputResult] = field(default_factory=list)
     consume: list[ThroughputResult] = field(default_factory=list)
+    one_at_a_time: list[ThroughputResult] = field(default_factory=list)
     idle_cpu_percent: float | None = None
 
 
 def run_round(
-    brokers: list[BrokerProcess], figures: dict[str, BrokerFigures], round_index: int, messages: int
+    brokers: list[BrokerProcess],
+    figures: dict[str, BrokerFigures],
+    round_index: int,
+    messages: int,
+    request_messages: int,
 ) -> None:
-    """Benchmarks 1 and 2 once: each pass against every broker, back to back."""
+    """Benchmarks 1, 2 and 3 once: each pass against every broker, back to back."""
     # Alternate which broker goes first, so that neither always runs in the other's
     # wake (its garbage, its page cache, the load other work puts on the machine).
     order = brokers if round_index % 2 == 0 else brokers[::-1]
     acks_1, acks_all = f"bench-acks1-{round_index}", f"bench-acksall-{round_index}"
+    one_at_a_time = f"bench-one-{round_index}"
 
     def announce(broker: BrokerProcess, label: str) -> BrokerFigures:
         print(f"[round {round_index + 1}] {broker.name}: {label}", file=sys.stderr)
@@ -498,6 +537,8 @@ def run_round(
     for broker in order:
         _create_topic(broker, acks_1, _THROUGHPUT_PARTITIONS)
         _create_topic(broker, acks_all, _THROUGHPUT_PARTITIONS)
+        if request_messages:
+            _create_topic(broker, one_at_a_time, 1)
     for broker in order:
         announce(broker, "long-poll latency").latency.append(
             long_poll_latency(broker, f"bench-latency-{round_index}")
@@ -512,6 +553,10 @@ def run_round(
         )
     for broker in order:
         announce(broker, "consume").consume.append(consume_all(broker, acks_1, messages))
+    for broker in order if request_messages else ():
+        announce(broker, "one message per request").one_at_a_time.append(
+            produce_one_at_a_time(broker, one_at_a_time, request_messages)
+        )
 
 
 @contextlib.contextmanager
@@ -566,6 +611,20 @@ def _rows(figures: BrokerFigures) -> list[_Row]:
                 [r.client_busy_percent for r in results],
             ),
             (f"{label}: rest of machine (cores busy)", "{:.2f}", [r.others_cores for r in results]),
+        ]
+    if figures.one_at_a_time:
+        rows += [
+            (
+                "one message per request: broker CPU (µs per request)",
+                "{:.0f}",
+                # CPU-seconds per million requests are µs per request.
+                [r.cpu_s_per_million for r in figures.one_at_a_time],
+            ),
+            (
+                "one message per request: round trip (µs)",
+                "{:.0f}",
+                [r.seconds / r.messages * _MILLION for r in figures.one_at_a_time],
+            ),
         ]
     if figures.idle_cpu_percent is not None:
         rows.append(("idle: broker CPU (% of a core)", "{:.1f}", [figures.idle_cpu_percent]))
@@ -658,7 +717,13 @@ def _parser() -> argparse.ArgumentParser:
         "--rounds",
         type=int,
         default=_DEFAULT_ROUNDS,
-        help="rounds of benchmarks 1 and 2, the brokers alternating (default 5)",
+        help="rounds of benchmarks 1, 2 and 3, the brokers alternating (default 5)",
+    )
+    parser.add_argument(
+        "--request-messages",
+        type=int,
+        default=_REQUEST_MESSAGES,
+        help="messages of benchmark 3, one per request (default 2,000; 0 skips it)",
     )
     parser.add_argument("--consumers", type=int, default=50)
     parser.add_argument(
@@ -694,7 +759,7 @@ def main(argv: list[str]) -> int:
             brokers.append(stack.enter_context(_running(lambda: start_tansu(binary))))
         results = {broker.name: BrokerFigures() for broker in brokers}
         for round_index in range(args.rounds):
-            run_round(brokers, results, round_index, args.messages)
+            run_round(brokers, results, round_index, args.messages, args.request_messages)
         if args.idle_seconds > 0:
             for broker in brokers:
                 print(f"[{broker.name}] idle cost", file=sys.stderr)

@@ -6,7 +6,9 @@ hands its bytes to ``decode_request``, which refuses what breaks the schema
 handlers describe responses as plain values that ``build_entity`` turns into the kio
 class of the requested version, and ``encode_response`` makes the frame. Fetch
 responses are the exception: ``encode_fetch_response`` writes them by hand as chunks,
-so record bytes go from the log to the socket without passing through an encoder.
+so record bytes go from the log to the socket without passing through an encoder;
+Produce, the request a ``linger.ms=0`` producer sends once per message, has its own
+length check and ``encode_produce_response`` (``_produce``), written for the hot path.
 
 Everything here is pure or cached; safe from any thread.
 """
@@ -36,11 +38,14 @@ from tickwheel.protocol._errors import (
 from tickwheel.protocol._fetch import (
     FETCH_MAX_VERSION,
     FETCH_MIN_VERSION,
+    FOLLOWER_FETCH_VERSION,
     FetchPartitionData,
     FetchResponseFrame,
     FetchTopicData,
+    FollowerFetchPartitionData,
     RecordsSource,
     encode_fetch_response,
+    encode_follower_fetch_request,
 )
 from tickwheel.protocol._framing import (
     SIZE_PREFIX_BYTES,
@@ -50,6 +55,7 @@ from tickwheel.protocol._framing import (
     size_prefix,
     uvarint,
 )
+from tickwheel.protocol._produce import PartitionAnswer, TopicAnswer, encode_produce_response
 from tickwheel.protocol._schemas import request_schema, response_schema
 from tickwheel.protocol._topic_id import decode_topic_id, encode_topic_id
 
@@ -57,18 +63,22 @@ __all__ = [
     "API_VERSIONS_KEY",
     "FETCH_MAX_VERSION",
     "FETCH_MIN_VERSION",
+    "FOLLOWER_FETCH_VERSION",
     "SIZE_PREFIX_BYTES",
     "DecodedRequest",
     "FetchPartitionData",
     "FetchResponseFrame",
     "FetchTopicData",
+    "FollowerFetchPartitionData",
     "FrameTooLargeError",
     "InvalidRequestError",
     "MalformedFrameError",
+    "PartitionAnswer",
     "ProtocolError",
     "RecordsSource",
     "RequestKey",
     "TlsHandshakeError",
+    "TopicAnswer",
     "UnknownApiKeyError",
     "UnsupportedVersionError",
     "VersionRange",
@@ -77,6 +87,8 @@ __all__ = [
     "decode_topic_id",
     "encode_api_versions_fallback",
     "encode_fetch_response",
+    "encode_follower_fetch_request",
+    "encode_produce_response",
     "encode_request",
     "encode_response",
     "encode_topic_id",

@@ -9,10 +9,12 @@ module knows nothing of handlers.
 A request is checked against the schema rules kio leaves to its caller
 (``_validate``): its counts and lengths before kio reads it, its nulls after, so a
 handler never meets a None its schema forbids and no count reserves memory the frame
-cannot fill. A request that fails to decode or fails those checks raises
-``InvalidRequestError`` carrying Kafka's answer, INVALID_REQUEST (42), built for any
-API whose response has a top-level error code (every other field null, empty or
-zero); the others have no way to say it, and their connection is closed.
+cannot fill. Produce and Fetch, sent once per message and once per replication round
+trip, are checked by hand instead (``_request_checks``: the same rules in one walk).
+A request that fails to decode or fails those checks raises ``InvalidRequestError``
+carrying Kafka's answer, INVALID_REQUEST (42), built for any API whose response has a
+top-level error code (every other field null, empty or zero); the others have no way
+to say it, and their connection is closed.
 
 Response headers are written by hand: v0 is the correlation id, v1 adds an empty
 tagged-field section; kio's encoder is used for bodies. kio never writes a tagged
@@ -28,7 +30,7 @@ import functools
 import io
 import struct
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -43,10 +45,19 @@ from tickwheel.protocol._errors import (
     UnsupportedVersionError,
 )
 from tickwheel.protocol._framing import RequestKey, peek_request_key, size_prefix
+from tickwheel.protocol._request_checks import check_fetch_body, check_produce_body
 from tickwheel.protocol._schemas import reader_for, request_schema, response_schema, writer_for
 from tickwheel.protocol._validate import LengthError, check_lengths, null_field, without_none
 
 API_VERSIONS_KEY = 18
+_PRODUCE_KEY = 0
+_FETCH_KEY = 1
+# The requests a producer or a follower sends once per message or per round trip:
+# their bodies are checked by hand (``_request_checks``), not by the schema walk.
+_HOT_PATH_CHECKS: dict[int, Callable[[bytes, int, int], None]] = {
+    _PRODUCE_KEY: check_produce_body,
+    _FETCH_KEY: check_fetch_body,
+}
 # The response header of a flexible version carries a tagged-field section: empty.
 _EMPTY_TAGGED_FIELDS = b"\x00"
 _RESPONSE_HEADER_V0 = struct.Struct(">i")
@@ -111,13 +122,18 @@ def decode_request(frame: bytes, supported: Mapping[int, VersionRange]) -> Decod
     try:
         header, header_size = reader_for(header_cls)(frame, 0)
         # Before kio reads the body: it reserves memory for each count it reads.
-        check_lengths(body_cls, frame, header_size)
+        hot_check = _HOT_PATH_CHECKS.get(key.api_key)
+        if hot_check is None:
+            check_lengths(body_cls, frame, header_size)
+        else:
+            # Written by hand; it also refuses the nulls null_field finds.
+            hot_check(frame, header_size, key.api_version)
         body, _ = reader_for(body_cls)(frame, header_size)
     except LengthError as exc:
         raise _invalid_request(key, str(exc)) from exc
     except Exception as exc:
         raise _invalid_request(key, f"does not decode: {exc!r}") from exc
-    null = null_field(body)
+    null = null_field(body) if hot_check is None else None
     if null is not None:
         raise _invalid_request(key, f"non-nullable field {null} is null")
     # Bytes after the body are ignored, as Kafka's generated readers do: librdkafka 2.16

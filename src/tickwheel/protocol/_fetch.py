@@ -1,4 +1,5 @@
-"""The Fetch response, encoded by hand so record bytes are never copied by an encoder.
+"""Fetch encoded by hand: the response, so record bytes are never copied by an
+encoder, and the follower's request, which a follower sends once per round trip.
 
 A Fetch response is mostly record batches read from the log. kio's encoder would
 push them through an in-memory buffer (two copies of every byte, ~200 µs per MB);
@@ -17,6 +18,23 @@ fields is ever written, so old librdkafka has nothing to mis-skip)::
        last_stable_offset int64 | log_start_offset int64 (v5+)
        aborted_transactions [producer_id int64 | first_offset int64] (nullable)
        preferred_read_replica int32 (v11+) | records bytes (nullable)]]
+
+The follower's request (``encode_follower_fetch_request``) is Fetch v12 as Kafka's
+followers send it: request header v2, the follower's id as ``replica_id``, no fetch
+session, read_uncommitted, no forgotten topics, no rack, no tagged field (its only one
+at v12, ``cluster_id``, is null). Built as a kio entity and written by kio's Python
+writer it cost 75-130 µs per fetch (one to six partitions), on every follower for
+every replication round trip: most of the difference between the CPU of a replicated
+message and of an unreplicated one (issue 21). Written with ``struct`` it is the same
+bytes (``tests/protocol/test_fetch.py`` compares them with kio's over generated
+requests) for a few µs::
+
+    replica_id int32 | max_wait_ms int32 | min_bytes int32 | max_bytes int32
+    isolation_level int8 | session_id int32 | session_epoch int32
+    [topic string
+      [partition int32 | current_leader_epoch int32 | fetch_offset int64
+       last_fetched_epoch int32 | log_start_offset int64 | partition_max_bytes int32]]
+    forgotten_topics_data [] | rack_id string
 
 Pure functions over immutable inputs; safe from any thread.
 """
@@ -48,6 +66,22 @@ _INT64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
 _NULL_LEGACY_ARRAY = _INT32.pack(-1)
 _NULL_COMPACT = b"\x00"
+
+FOLLOWER_FETCH_VERSION = 12
+_FETCH_KEY = 1
+_REQUEST_HEADER_PREFIX = struct.Struct(">ihhi")
+_FOLLOWER_FETCH_TOP = struct.Struct(">iiiibii")
+_FOLLOWER_FETCH_PARTITION = struct.Struct(">iiqiqib")
+_READ_UNCOMMITTED = 0
+_NO_SESSION = 0
+_FULL_FETCH_EPOCH = -1
+_NO_LAST_FETCHED_EPOCH = -1
+# forgotten_topics_data [] | rack_id "" | the request's empty tagged fields
+_FOLLOWER_FETCH_TAIL = b"\x01\x01\x00"
+
+FollowerFetchPartitionData = tuple[int, int, int, int, int]
+"""One partition of a follower's fetch: partition, current leader epoch, fetch offset,
+log start offset, partition max bytes."""
 
 
 class RecordsSource(Protocol):
@@ -176,3 +210,55 @@ def encode_fetch_response(
     out.flush()
     prefix = size_prefix(out.total)
     return FetchResponseFrame(chunks=[prefix, *out.chunks], total_bytes=out.total + len(prefix))
+
+
+def encode_follower_fetch_request(
+    correlation_id: int,
+    *,
+    client_id: str,
+    replica_id: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    topics: Sequence[tuple[str, Sequence[FollowerFetchPartitionData]]],
+) -> bytes:
+    """A follower's Fetch v12 request frame, size prefix included."""
+    client = client_id.encode()
+    parts: list[bytes] = [
+        b"",
+        _INT16.pack(len(client)),
+        client,
+        _EMPTY_TAGGED_FIELDS,
+        _FOLLOWER_FETCH_TOP.pack(
+            replica_id,
+            max_wait_ms,
+            min_bytes,
+            max_bytes,
+            _READ_UNCOMMITTED,
+            _NO_SESSION,
+            _FULL_FETCH_EPOCH,
+        ),
+        uvarint(len(topics) + 1),
+    ]
+    for topic, partitions in topics:
+        name = topic.encode()
+        parts.append(uvarint(len(name) + 1))
+        parts.append(name)
+        parts.append(uvarint(len(partitions) + 1))
+        for partition, leader_epoch, fetch_offset, log_start_offset, partition_max in partitions:
+            parts.append(
+                _FOLLOWER_FETCH_PARTITION.pack(
+                    partition,
+                    leader_epoch,
+                    fetch_offset,
+                    _NO_LAST_FETCHED_EPOCH,
+                    log_start_offset,
+                    partition_max,
+                    0,  # the partition's empty tagged fields
+                )
+            )
+        parts.append(_EMPTY_TAGGED_FIELDS)
+    parts.append(_FOLLOWER_FETCH_TAIL)
+    size = sum(map(len, parts)) + _REQUEST_HEADER_PREFIX.size - _INT32.size
+    parts[0] = _REQUEST_HEADER_PREFIX.pack(size, _FETCH_KEY, FOLLOWER_FETCH_VERSION, correlation_id)
+    return b"".join(parts)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
@@ -79,7 +78,7 @@ class DelayedProduce(DelayedOperation):
                 )
             if error != ErrorCode.none or has_enough:
                 status.acks_pending = False
-                status.result = replace(status.result, error_code=error)
+                status.result = status.result.with_error_code(error)
         if any_pending(self.statuses.values()):
             return False
         return self.force_complete()

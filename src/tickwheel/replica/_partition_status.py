@@ -14,7 +14,7 @@ operation's lock, on the ReplicaManager's event-loop thread.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -38,7 +38,7 @@ def preset_timeouts(statuses: Iterable[PartitionStatus[ResultT]]) -> None:
     for status in statuses:
         status.acks_pending = status.result.error_code == ErrorCode.none
         if status.acks_pending:
-            status.result = replace(status.result, error_code=ErrorCode.request_timed_out)
+            status.result = status.result.with_error_code(ErrorCode.request_timed_out)
 
 
 def any_pending(statuses: Iterable[PartitionStatus[ResultT]]) -> bool:

@@ -20,6 +20,11 @@ the transactional id, else the whole request is refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its partitions are
 answered TOPIC_AUTHORIZATION_FAILED and not appended.
 
+The response is written by ``encode_produce_response`` straight from the results (the
+same bytes as kio's entity for the version; ``tickwheel.protocol._produce`` tells why):
+with one message per request, building and encoding kio's entity cost a third of the
+broker's CPU per request.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
@@ -30,7 +35,12 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import (
+    DecodedRequest,
+    PartitionAnswer,
+    VersionRange,
+    encode_produce_response,
+)
 from tickwheel.replica import ACKS_NONE, ProducePartitionResult, TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
@@ -40,7 +50,6 @@ from tickwheel.server.apis._common import (
     CloseConnectionError,
     Pending,
     Response,
-    reply,
     to_ms,
 )
 
@@ -144,34 +153,31 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
         if failed:
             raise CloseConnectionError(f"acks=0 produce failed for {', '.join(failed)}")
         return None
-    return reply(
-        request,
-        {
-            "responses": [
-                {
-                    "name": topic.name,
-                    "partition_responses": [
-                        _partition_response(p.index, results[TopicPartition(topic.name, p.index)])
-                        for p in topic.partition_data
-                    ],
-                }
-                for topic in body.topic_data
-            ],
-            "throttle_time": 0,
-        },
+    return encode_produce_response(
+        request.correlation_id,
+        request.api_version,
+        [
+            (
+                topic.name,
+                [
+                    _partition_answer(p.index, results[TopicPartition(topic.name, p.index)])
+                    for p in topic.partition_data
+                ],
+            )
+            for topic in body.topic_data
+        ],
     )
 
 
-def _partition_response(index: int, result: ProducePartitionResult) -> dict[str, Any]:
-    return {
-        "index": index,
-        "error_code": result.error_code,
-        "base_offset": result.base_offset,
-        "log_append_time": None if result.log_append_time_ms < 0 else result.log_append_time_ms,
-        "log_start_offset": result.log_start_offset,
-        "record_errors": [],
-        "error_message": result.error_message,
-    }
+def _partition_answer(index: int, result: ProducePartitionResult) -> PartitionAnswer:
+    return (
+        index,
+        result.error_code,
+        result.base_offset,
+        result.log_append_time_ms if result.log_append_time_ms >= 0 else -1,
+        result.log_start_offset,
+        result.error_message,
+    )
 
 
 PRODUCE = ApiSpec(0, "Produce", VersionRange(3, 9), handle_produce)

@@ -1,0 +1,101 @@
+"""The ProduceResponse, written by hand for the broker's hot path.
+
+A producer with ``linger.ms=0`` (librdkafka's choice for low latency) sends one
+Produce request per message while it can, so the broker's cost per request is what
+bounds the rate it can acknowledge (issue 21). Building kio's entity from plain values
+and writing it with kio's Python writer took ~35-55 µs of a request's ~175 µs.
+``encode_produce_response`` writes the frame (size prefix, response header, body) from
+plain tuples with ``struct`` in a few µs: the same bytes kio writes for the entity the
+handler used to build (v3-v4: index, error code, base offset, log append time; v5-v7
+add the log start offset; v8 adds the empty record errors and the error message; v9 is
+flexible: compact lengths, empty tagged-field sections and response header v1). Every
+partition is answered with no record errors, as the handler always did.
+``tests/protocol/test_produce_codec.py`` compares the bytes with kio's over generated
+answers. (The request's own hot-path check is ``_request_checks``.)
+
+Pure functions; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Final
+
+from tickwheel.protocol._framing import uvarint
+
+_FIRST_FLEXIBLE_VERSION: Final = 9
+_FIRST_LOG_START_OFFSET_VERSION: Final = 5
+_FIRST_ERROR_MESSAGE_VERSION: Final = 8
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+# index, error code, base offset, log append time: every version.
+_PARTITION_V3 = struct.Struct(">ihqq")
+# ... and the log start offset (v5 on).
+_PARTITION_V5 = struct.Struct(">ihqqq")
+_EMPTY_TAGGED_FIELDS: Final = b"\x00"
+_NULL_LEGACY_STRING: Final = _INT16.pack(-1)
+_NULL_COMPACT_STRING: Final = b"\x00"
+_EMPTY_LEGACY_ARRAY: Final = _INT32.pack(0)
+_EMPTY_COMPACT_ARRAY: Final = b"\x01"
+_NO_THROTTLE: Final = _INT32.pack(0)
+
+PartitionAnswer = tuple[int, int, int, int, int, str | None]
+"""One partition's answer: index, error code, base offset, log append time in ms (-1:
+none), log start offset, error message (None: none)."""
+
+TopicAnswer = tuple[str, Sequence[PartitionAnswer]]
+"""One topic's name and its partitions' answers, in the request's order."""
+
+
+def _string(value: str, *, flexible: bool) -> bytes:
+    encoded = value.encode()
+    if flexible:
+        return uvarint(len(encoded) + 1) + encoded
+    return _INT16.pack(len(encoded)) + encoded
+
+
+def _nullable_string(value: str | None, *, flexible: bool) -> bytes:
+    if value is None:
+        return _NULL_COMPACT_STRING if flexible else _NULL_LEGACY_STRING
+    return _string(value, flexible=flexible)
+
+
+def _array_length(count: int, *, flexible: bool) -> bytes:
+    return uvarint(count + 1) if flexible else _INT32.pack(count)
+
+
+def encode_produce_response(
+    correlation_id: int, version: int, topics: Sequence[TopicAnswer]
+) -> bytes:
+    """The ProduceResponse frame of ``version`` (3-9), size prefix included."""
+    flexible = version >= _FIRST_FLEXIBLE_VERSION
+    with_error_message = version >= _FIRST_ERROR_MESSAGE_VERSION
+    with_log_start = version >= _FIRST_LOG_START_OFFSET_VERSION
+    parts: list[bytes] = [b"", _EMPTY_TAGGED_FIELDS] if flexible else [b""]
+    parts.append(_array_length(len(topics), flexible=flexible))
+    for name, partitions in topics:
+        parts.append(_string(name, flexible=flexible))
+        parts.append(_array_length(len(partitions), flexible=flexible))
+        for index, error_code, base_offset, append_time_ms, start_offset, message in partitions:
+            if with_log_start:
+                parts.append(
+                    _PARTITION_V5.pack(index, error_code, base_offset, append_time_ms, start_offset)
+                )
+            else:
+                parts.append(_PARTITION_V3.pack(index, error_code, base_offset, append_time_ms))
+            if with_error_message:
+                parts.append(_EMPTY_COMPACT_ARRAY if flexible else _EMPTY_LEGACY_ARRAY)
+                parts.append(_nullable_string(message, flexible=flexible))
+            if flexible:
+                parts.append(_EMPTY_TAGGED_FIELDS)
+        if flexible:
+            parts.append(_EMPTY_TAGGED_FIELDS)
+    parts.append(_NO_THROTTLE)
+    if flexible:
+        parts.append(_EMPTY_TAGGED_FIELDS)
+    body_bytes = sum(map(len, parts))
+    parts[0] = _SIZE_AND_CORRELATION.pack(body_bytes + _INT32.size, correlation_id)
+    return b"".join(parts)

@@ -1,0 +1,84 @@
+"""The hand-written ProduceResponse encoder writes exactly what kio writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
+
+from tickwheel.protocol import (
+    TopicAnswer,
+    build_entity,
+    encode_produce_response,
+    encode_response,
+    response_schema,
+)
+
+PRODUCE = 0
+# Timestamps a broker writes: up to the year 2109 (kio goes through a datetime).
+MAX_TIMESTAMP_MS = 2**42
+
+names = st.text(max_size=12)
+nullable_text = st.none() | st.text(max_size=12)
+int32s = st.integers(-(2**31), 2**31 - 1)
+int64s = st.integers(-(2**63), 2**63 - 1)
+
+
+@st.composite
+def answers(draw: st.DrawFn) -> list[TopicAnswer]:
+    return [
+        (
+            draw(names),
+            [
+                (
+                    draw(int32s),
+                    draw(st.sampled_from(ErrorCode)).value,
+                    draw(int64s),
+                    draw(st.just(-1) | st.integers(0, MAX_TIMESTAMP_MS)),
+                    draw(int64s),
+                    draw(nullable_text),
+                )
+                for _ in range(draw(st.integers(0, 3)))
+            ],
+        )
+        for _ in range(draw(st.integers(0, 3)))
+    ]
+
+
+def kio_values(topics: list[TopicAnswer]) -> dict[str, Any]:
+    """The values the handler used to give ``build_entity``."""
+    return {
+        "responses": [
+            {
+                "name": name,
+                "partition_responses": [
+                    {
+                        "index": index,
+                        "error_code": error_code,
+                        "base_offset": base_offset,
+                        "log_append_time": None if append_time_ms < 0 else append_time_ms,
+                        "log_start_offset": start_offset,
+                        "record_errors": [],
+                        "error_message": message,
+                    }
+                    for index, error_code, base_offset, append_time_ms, start_offset, message in (
+                        partitions
+                    )
+                ],
+            }
+            for name, partitions in topics
+        ],
+        "throttle_time": 0,
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(3, 9), int32s, answers())
+def test_a_produce_response_is_the_bytes_kio_writes(
+    version: int, correlation_id: int, topics: list[TopicAnswer]
+) -> None:
+    entity = build_entity(response_schema(PRODUCE, version), kio_values(topics))
+    expected = encode_response(correlation_id, entity)
+    assert encode_produce_response(correlation_id, version, topics) == expected
