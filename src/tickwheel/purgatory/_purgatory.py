@@ -11,12 +11,14 @@ structures hold it meanwhile:
 - **The timer**, a ``SystemTimer`` holding each operation as a ``TimerTask`` until its
   ``delay_ms`` passes.
 
-``try_complete_else_watch`` follows Kafka 2.x: try once (no other thread can see the
-operation yet); watch it under each key, stopping early if it got completed meanwhile;
-then ``maybe_try_complete`` once more -- an event that fired while we were watching is
-seen now, and every later event finds the operation on its key's list; then add it to
-the timer, and take it off again at once if it completed in between (its
-``force_complete`` may have run ``cancel()`` before the timer bound it).
+``try_complete_else_watch`` follows Kafka's ``safeTryCompleteOrElse``: holding the
+operation's lock, try once (no other thread can see the operation yet); watch it under
+each key, stopping early if it got completed meanwhile; try once more -- an event that
+fired while we were watching is seen now, and every later event finds the operation on
+its key's list; then add it to the timer, still under the lock. A check that found the
+operation watched while we held the lock sets its pending flag (see ``_operation``), and
+we try once more after unlocking. If a direct ``force_complete`` slipped in before the
+timer bound the operation, its ``cancel()`` found nothing, so we take it off the timer.
 
 **Purge.** Completing an operation removes it from the list of the key whose check
 completed it, and from the timer, but not from its other keys' lists. Millions of
@@ -67,11 +69,12 @@ Each shard's lock guards its dict and its lists; ``_stats_lock`` guards
 ``_purge_cursor``. Lock order: ``_purge_lock`` before a shard's lock or ``_stats_lock``;
 those two are never held while taking another lock, and none of the three is held
 while calling operation code or adding to or advancing the timer (reading its ``size``
-takes no lock). An operation's own lock is held around ``try_complete`` and around the
-timer's ``add`` of that operation (so that a check cannot complete it while the timer
-links its entry; the timer's lock nests inside). Operation code (``try_complete``,
-``on_complete``, ``on_expiration``) runs on the calling thread, the timer's executor, or
-the loop thread, and may call back into the purgatory.
+takes no lock). An operation's own lock is held around ``try_complete``, and by
+``try_complete_else_watch`` around its watch and its timer ``add`` too (so that a check
+cannot complete it while the timer links its entry); the shards', ``_stats_lock`` and the
+timer's locks nest inside it. Operation code (``try_complete``, ``on_complete``,
+``on_expiration``) runs on the calling thread, the timer's executor, or the loop thread,
+and may call back into the purgatory.
 """
 
 from __future__ import annotations
@@ -162,27 +165,46 @@ class DelayedOperationPurgatory(Generic[T]):
         if self._closed:
             raise RuntimeError(f"purgatory {self.name!r} is shut down")
         # Every call takes a purge step in event-loop mode, whichever way it ends: an
-        # operation completed while being watched (the early returns below) leaves
-        # stale entries like any other, and the steps must keep pace with them.
+        # operation completed while being watched leaves stale entries like any other,
+        # and the steps must keep pace with them.
         try:
-            # First try: no other thread can see the operation yet, so a completable one
-            # is neither watched nor timed.
+            completed = False
+            timed = False
+            # The operation's lock is held throughout (Kafka's safeTryCompleteOrElse), one
+            # acquire for the whole call: a check that finds the operation watched meanwhile
+            # cannot try it, and leaves the pending flag for us instead.
             lock = operation._lock
             lock.acquire()
             try:
+                # First try: no other thread can see the operation yet, so a completable
+                # one is neither watched nor timed.
                 if operation.try_complete():
-                    return True
+                    completed = True
+                elif self._watch(operation, keys):
+                    # Watched under every key now: a later event will find it, and this
+                    # try sees any event that fired while we were watching.
+                    operation._try_complete_pending = False
+                    if operation.try_complete():
+                        completed = True
+                    elif self._timer_enabled and not operation._completed:
+                        # Timed under the lock: a check cannot complete it while the timer
+                        # links its entry, so the cancel() of that completion always finds
+                        # the entry in its bucket.
+                        operation._expiration_hook = self._expiration_hook
+                        self._timer.add(operation)
+                        timed = True
             finally:
                 lock.release()
-            if not self._watch(operation, keys):
-                return False
-            # Watched under every key now: a later event will find it, and this try sees
-            # any event that fired while we were watching.
-            if operation.maybe_try_complete():
-                return True
-            if self._timer_enabled and not operation._completed:
-                self._time(operation)
-            return False
+            # A check that missed the lock while we held it relies on us to try again.
+            if operation._try_complete_pending and not operation._completed:
+                completed = operation.maybe_try_complete()
+            if timed and operation._completed:
+                # Completed by a direct force_complete (which ignores the lock) before
+                # add() bound the entry: its cancel() found nothing, so un-time it here.
+                # (The timer's wheel also re-checks the binding after linking, so the
+                # entry never stays counted; Kafka's timer leaves it until it falls due.)
+                operation.cancel()
+            return completed
         finally:
             if not self._reaper_enabled:
                 self._purge_step()
@@ -214,29 +236,6 @@ class DelayedOperationPurgatory(Generic[T]):
             finally:
                 lock_release(self._stats_lock)
         return not operation._completed
-
-    def _time(self, operation: T) -> None:
-        # Add to the timer holding the operation's lock: a check cannot complete it
-        # while the timer links its entry, so the cancel() of that completion always
-        # finds the entry in its bucket. (A completion that ignores the lock -- a direct
-        # force_complete from another thread -- can still slip in while the entry is
-        # being linked; the timer's wheel re-checks the binding after linking, so the
-        # entry never stays counted. Kafka's timer leaves it until it falls due.)
-        operation._expiration_hook = self._expiration_hook
-        lock = operation._lock
-        lock.acquire()
-        try:
-            if not operation._completed:
-                self._timer.add(operation)
-        finally:
-            lock.release()
-        # We held the lock: a check that missed it relies on us to try again.
-        if operation._try_complete_pending:
-            operation.maybe_try_complete()
-        if operation.is_completed:
-            # Completed before add() bound the entry: its force_complete found nothing
-            # to cancel, so un-time it here.
-            operation.cancel()
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete the operations watched under ``key``; returns how many it did."""
@@ -315,11 +314,11 @@ class DelayedOperationPurgatory(Generic[T]):
     def _purge_step(self) -> None:
         if self._purge_cursor == _NO_PASS and not self._purge_due():
             return
-        if self._purge_lock.acquire(blocking=False):  # else another thread is purging
+        if lock_acquire(self._purge_lock, False):  # else another thread is purging
             try:
                 self._sweep(PURGE_SHARDS_PER_STEP)
             finally:
-                self._purge_lock.release()
+                lock_release(self._purge_lock)
 
     def _sweep(self, max_shards: int) -> None:
         # Purge up to max_shards shards of the pass in progress, first starting a pass
