@@ -47,6 +47,7 @@ import argparse
 import asyncio
 import gc
 import heapq
+import itertools
 import json
 import math
 import platform
@@ -138,20 +139,23 @@ class Workload:
 
 
 class _Countdown:
-    """Kafka's CountDownLatch over the requests: calls ``on_zero`` when all completed."""
+    """Kafka's CountDownLatch over the requests: calls ``on_zero`` when all completed.
 
-    __slots__ = ("_lock", "_on_zero", "_remaining")
+    Lock-free, as Kafka's (its ``countDown`` is a compare-and-set): the count is an
+    ``itertools.count``, whose ``next`` is one call into C, atomic under the GIL, so of
+    threads counting down at once exactly one sees the last number.
+    """
+
+    __slots__ = ("_count", "_next", "_on_zero")
 
     def __init__(self, count: int, on_zero: Callable[[], None]) -> None:
-        self._lock = threading.Lock()
-        self._remaining = count
+        self._next = itertools.count(1).__next__
+        self._count = count
         self._on_zero = on_zero
 
     def count_down(self) -> None:
-        with self._lock:
-            self._remaining -= 1
-            if self._remaining == 0:
-                self._on_zero()
+        if self._next() == self._count:
+            self._on_zero()
 
 
 class FakeOperation(DelayedOperation):
