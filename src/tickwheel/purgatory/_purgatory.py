@@ -63,26 +63,27 @@ and closes the timer.
 
 Concurrency: every public method may be called from any thread, concurrently (in event
 loop mode they are all called on the loop thread, and the locks are never contended).
-Each shard's lock guards its dict and its lists; ``_stats_lock`` guards
-``_estimated_total`` and ``_expired``; ``_purge_lock`` lets one thread purge at a time
-(the reaper blocks on it, a purge step skips when it is taken) and guards
-``_purge_cursor``. Lock order: ``_purge_lock`` before a shard's lock or ``_stats_lock``;
-those two are never held while taking another lock, and none of the three is held
-while calling operation code or adding to or advancing the timer (reading its ``size``
-takes no lock). An operation's own lock is held around ``try_complete``, and by
-``try_complete_else_watch`` around its watch and its timer ``add`` too (so that a check
-cannot complete it while the timer links its entry); the shards', ``_stats_lock`` and the
-timer's locks nest inside it. Operation code (``try_complete``, ``on_complete``,
-``on_expiration``) runs on the calling thread, the timer's executor, or the loop thread,
-and may call back into the purgatory.
+Each shard's lock guards its dict and its lists; ``_stats_lock`` guards ``_expired``;
+``_purge_lock`` lets one thread purge at a time (the reaper blocks on it, a purge step
+skips when it is taken) and guards ``_purge_cursor`` and ``_estimate_base``; the count
+of watched operations takes no lock (see ``__init__``). Lock order: ``_purge_lock``
+before a shard's lock or ``_stats_lock``; those two are never held while taking another
+lock, and none of the three is held while calling operation code or adding to or
+advancing the timer (reading its ``size`` takes no lock). An operation's own lock is
+held around ``try_complete``, and by ``try_complete_else_watch`` around its watch and
+its timer ``add`` too (so that a check cannot complete it while the timer links its
+entry); the shards' and the timer's locks nest inside it. Operation code
+(``try_complete``, ``on_complete``, ``on_expiration``) runs on the calling thread, the
+timer's executor, or the loop thread, and may call back into the purgatory.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Collection, Hashable
+from collections.abc import Callable, Collection, Hashable
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from tickwheel.purgatory._operation import DelayedOperation
 from tickwheel.purgatory._reaper import ExpirationReaper
@@ -92,17 +93,17 @@ from tickwheel.timer._system_timer import SystemTimer
 
 T = TypeVar("T", bound=DelayedOperation)
 
-SHARD_COUNT = 512
+SHARD_COUNT: Final = 512
 """Watcher shards, each with its own lock (Kafka's ``Shards``)."""
 
-DEFAULT_PURGE_INTERVAL = 1000
+DEFAULT_PURGE_INTERVAL: Final = 1000
 """Completed-but-listed operations tolerated before a purge (Kafka's default, and
 ``{producer,fetch}.purgatory.purge.interval.requests``)."""
 
-PURGE_SHARDS_PER_STEP = 16
+PURGE_SHARDS_PER_STEP: Final = 16
 """Shards one piggy-backed purge step sweeps in event-loop mode (a pass is 32 steps)."""
 
-_NO_PASS = SHARD_COUNT
+_NO_PASS: Final = SHARD_COUNT
 """``_purge_cursor`` when no piggy-backed purge pass is in progress."""
 
 
@@ -130,8 +131,15 @@ class DelayedOperationPurgatory(Generic[T]):
         self._shards: tuple[WatcherShard[T], ...] = tuple(
             WatcherShard() for _ in range(SHARD_COUNT)
         )
+        # The estimate is _watched_total - _estimate_base: _watched_total counts the
+        # watched operations through an itertools.count (one call into C, atomic under
+        # the GIL, so no lock on the hot path; a thread that stores its number after a
+        # later one leaves the total a little low until the next watch), and a purge
+        # moves the base rather than resetting a shared counter.
+        self._count_watched: Callable[[], int] = itertools.count(1).__next__
+        self._watched_total = 0
+        self._estimate_base = 0
         self._stats_lock = threading.Lock()
-        self._estimated_total = 0
         self._expired = 0
         self._purge_lock = threading.Lock()
         self._purge_cursor = _NO_PASS
@@ -230,11 +238,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 lock_release(shard.lock)
             watched = True
         if watched:
-            lock_acquire(self._stats_lock)
-            try:
-                self._estimated_total += 1
-            finally:
-                lock_release(self._stats_lock)
+            self._watched_total = self._count_watched()
         return not operation._completed
 
     def check_and_complete(self, key: Hashable) -> int:
@@ -309,7 +313,8 @@ class DelayedOperationPurgatory(Generic[T]):
         return expired
 
     def _purge_due(self) -> bool:
-        return self._estimated_total - self._timer.size > self.purge_interval
+        estimated_total = self._watched_total - self._estimate_base
+        return estimated_total - self._timer.size > self.purge_interval
 
     def _purge_step(self) -> None:
         if self._purge_cursor == _NO_PASS and not self._purge_due():
@@ -330,8 +335,7 @@ class DelayedOperationPurgatory(Generic[T]):
             # Every completed operation is about to leave the lists, so the estimate
             # restarts from the live ones. Operations completed during the pass may be
             # missed and stay counted: a slight overestimate, never a leak.
-            with self._stats_lock:
-                self._estimated_total = self._timer.size
+            self._estimate_base = self._watched_total - self._timer.size
             start = 0
         end = min(start + max_shards, SHARD_COUNT)
         for shard in self._shards[start:end]:
