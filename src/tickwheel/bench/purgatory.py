@@ -27,6 +27,9 @@ draws one set of keys for the whole run, so every request shares the same three
 lists); a request completes ``latency`` after its arrival (the Java port measures from
 ``timeout``, a slip); samples are drawn up front from a seeded generator instead of
 picked at random from a pool of a million; arrival times are not rounded to whole ms.
+Where the port matches Kafka's costs rather than its types: the latch counts down
+without a lock (Kafka's is a compare-and-set), and the completion queue's heap orders
+one int per entry (Kafka's ``Scheduled.compareTo`` compares one long) rather than tuples.
 
 Reported per run: target rate (what the drawn arrival schedule asks for), achieved
 rate (requests / time to enqueue them all), CPU per request (process CPU time, all
