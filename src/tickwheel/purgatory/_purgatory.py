@@ -224,7 +224,9 @@ class DelayedOperationPurgatory(Generic[T]):
         # here rather than in a WatcherShard method, as a call per key costs ~3% of it.
         shards = self._shards
         watched = False
-        for key in keys:
+        # Over a tuple (tuple() of a tuple is the tuple itself): the compiled build walks it
+        # by index, where an iterator object per request would feed the cyclic GC.
+        for key in tuple(keys):
             if operation._completed:
                 break
             shard = shards[hash(key) % SHARD_COUNT]
