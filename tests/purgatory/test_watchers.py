@@ -52,6 +52,18 @@ def test_remove_completed_spares_a_newer_watchers_of_the_same_key() -> None:
     assert old.watchers_by_key["k"] is newer
 
 
+def test_remove_completed_leaves_a_taken_list_to_its_owner() -> None:
+    # A check's snapshot outlives a cancel_for_key: the list it took is the caller's now.
+    a, b = FlagOperation(10), FlagOperation(10)
+    shard = _shard_with({"k": [a, b]})
+    snapshot = shard.snapshot("k")
+    assert snapshot is not None
+    taken = shard.take_all("k")
+    a.force_complete()
+    shard.remove_completed(snapshot[0])
+    assert taken == [a, b]
+
+
 def test_take_all_removes_the_key() -> None:
     ops = [FlagOperation(10)]
     shard = _shard_with({"k": ops})

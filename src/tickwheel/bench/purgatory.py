@@ -27,6 +27,9 @@ draws one set of keys for the whole run, so every request shares the same three
 lists); a request completes ``latency`` after its arrival (the Java port measures from
 ``timeout``, a slip); samples are drawn up front from a seeded generator instead of
 picked at random from a pool of a million; arrival times are not rounded to whole ms.
+Where the port matches Kafka's costs rather than its types: the latch counts down
+without a lock (Kafka's is a compare-and-set), and the completion queue's heap orders
+one int per entry (Kafka's ``Scheduled.compareTo`` compares one long) rather than tuples.
 
 Reported per run: target rate (what the drawn arrival schedule asks for), achieved
 rate (requests / time to enqueue them all), CPU per request (process CPU time, all
@@ -51,6 +54,7 @@ import argparse
 import asyncio
 import gc
 import heapq
+import itertools
 import json
 import math
 import platform
@@ -106,8 +110,27 @@ COMPLETION_WAIT_MAX_S = 0.1
 RUN_TIMEOUT_S = 600.0
 """A run that has not seen every request finish by then is reported as stuck."""
 
+SEQUENCE_SPAN = 1 << 32
+"""Completion keys are ``completes_at`` in µs times this, plus a sequence number modulo
+this: unique unless two requests 2**32 apart complete in the same µs."""
+
 _MS_PER_S = 1000.0
 _US_PER_S = 1e6
+
+
+def _completion_key(at_s: float, sequence: int) -> int:
+    """The completion queues' key: orders by time (µs), then by arrival."""
+    return int(at_s * _US_PER_S) * SEQUENCE_SPAN + sequence % SEQUENCE_SPAN
+
+
+def _key_time_s(key: int) -> float:
+    """The time a completion key stands for."""
+    return key // SEQUENCE_SPAN / _US_PER_S
+
+
+def _last_key_at(now_s: float) -> int:
+    """The greatest key due at ``now_s``."""
+    return int(now_s * _US_PER_S) * SEQUENCE_SPAN + SEQUENCE_SPAN - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,20 +170,23 @@ class Workload:
 
 
 class _Countdown:
-    """Kafka's CountDownLatch over the requests: calls ``on_zero`` when all completed."""
+    """Kafka's CountDownLatch over the requests: calls ``on_zero`` when all completed.
 
-    __slots__ = ("_lock", "_on_zero", "_remaining")
+    Lock-free, as Kafka's (its ``countDown`` is a compare-and-set): the count is an
+    ``itertools.count``, whose ``next`` is one call into C, atomic under the GIL, so of
+    threads counting down at once exactly one sees the last number.
+    """
+
+    __slots__ = ("_count", "_next", "_on_zero")
 
     def __init__(self, count: int, on_zero: Callable[[], None]) -> None:
-        self._lock = threading.Lock()
-        self._remaining = count
+        self._next = itertools.count(1).__next__
+        self._count = count
         self._on_zero = on_zero
 
     def count_down(self) -> None:
-        with self._lock:
-            self._remaining -= 1
-            if self._remaining == 0:
-                self._on_zero()
+        if self._next() == self._count:
+            self._on_zero()
 
 
 class FakeOperation(DelayedOperation):
@@ -169,7 +195,9 @@ class FakeOperation(DelayedOperation):
     __slots__ = ("_latch", "completes_at_s")
 
     def __init__(self, timeout_ms: int, completes_at_s: float, latch: _Countdown) -> None:
-        super().__init__(timeout_ms)
+        # The base class named, not super(): the same call without a super object and a
+        # bound wrapper allocated per request (two more objects for the cyclic GC).
+        DelayedOperation.__init__(self, timeout_ms)
         self.completes_at_s = completes_at_s
         self._latch = latch
 
@@ -188,10 +216,16 @@ class _CompletionQueue:
 
     A heap ordered by completion time; the thread sleeps until the head is due (or a
     new, earlier head arrives) and completes every due operation in one batch.
+
+    The heap holds int keys (``_completion_key``) and a dict maps each key to its
+    operation: Kafka's queue compares one long per step (``Scheduled.compareTo`` reads
+    ``completesAt``), and so does this one, where a heap of ``(time, sequence,
+    operation)`` tuples paid two comparisons and a walk of both tuples per step.
     """
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, FakeOperation]] = []
+        self._heap: list[int] = []
+        self._operations: dict[int, FakeOperation] = {}
         self._sequence = 0
         self._condition = threading.Condition()
         self._running = True
@@ -201,9 +235,10 @@ class _CompletionQueue:
     def add(self, operation: FakeOperation) -> None:
         with self._condition:
             self._sequence += 1
-            item = (operation.completes_at_s, self._sequence, operation)
-            heapq.heappush(self._heap, item)
-            if self._heap[0] is item:
+            key = _completion_key(operation.completes_at_s, self._sequence)
+            self._operations[key] = operation
+            heapq.heappush(self._heap, key)
+            if self._heap[0] == key:
                 self._condition.notify()
 
     def shutdown(self) -> None:
@@ -214,19 +249,21 @@ class _CompletionQueue:
 
     def _run(self) -> None:
         heap = self._heap
+        operations = self._operations
         while True:
             with self._condition:
                 while self._running:
                     now_s = time.monotonic()
-                    if heap and heap[0][0] <= now_s:
+                    last_due = _last_key_at(now_s)
+                    if heap and heap[0] <= last_due:
                         break
-                    wait_s = heap[0][0] - now_s if heap else COMPLETION_WAIT_MAX_S
+                    wait_s = _key_time_s(heap[0]) - now_s if heap else COMPLETION_WAIT_MAX_S
                     self._condition.wait(min(wait_s, COMPLETION_WAIT_MAX_S))
                 if not self._running:
                     return
                 due: list[FakeOperation] = []
-                while heap and heap[0][0] <= now_s:
-                    due.append(heapq.heappop(heap)[2])
+                while heap and heap[0] <= last_due:
+                    due.append(operations.pop(heapq.heappop(heap)))
             for operation in due:
                 operation.force_complete()
 
@@ -235,20 +272,22 @@ class _LoopCompletionQueue:
     """The completion queue on an event loop: a heap and one ``call_at`` armed for its head.
 
     (A ``call_at`` per request would measure asyncio's timer heap, whose Python-level
-    comparisons cost more than the purgatory itself.)
+    comparisons cost more than the purgatory itself.) Keys as ``_CompletionQueue``'s.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._heap: list[tuple[float, int, FakeOperation]] = []
+        self._heap: list[int] = []
+        self._operations: dict[int, FakeOperation] = {}
         self._sequence = 0
         self._armed: asyncio.TimerHandle | None = None
 
     def add(self, operation: FakeOperation) -> None:
         self._sequence += 1
-        item = (operation.completes_at_s, self._sequence, operation)
-        heapq.heappush(self._heap, item)
-        if self._heap[0] is item:
+        key = _completion_key(operation.completes_at_s, self._sequence)
+        self._operations[key] = operation
+        heapq.heappush(self._heap, key)
+        if self._heap[0] == key:
             self._arm(operation.completes_at_s)
 
     def _arm(self, at_s: float) -> None:
@@ -260,11 +299,12 @@ class _LoopCompletionQueue:
     def _fire(self) -> None:
         self._armed = None
         heap = self._heap
-        now_s = time.monotonic()
-        while heap and heap[0][0] <= now_s:
-            heapq.heappop(heap)[2].force_complete()
+        operations = self._operations
+        last_due = _last_key_at(time.monotonic())
+        while heap and heap[0] <= last_due:
+            operations.pop(heapq.heappop(heap)).force_complete()
         if heap:
-            self._arm(heap[0][0])
+            self._arm(_key_time_s(heap[0]))
 
     def close(self) -> None:
         if self._armed is not None:

@@ -54,10 +54,15 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Callable
+from typing import Final
 
 from tickwheel.timer._build import mypyc_attr
 from tickwheel.timer._locks import lock_acquire, lock_release
 from tickwheel.timer._task import TimerTask
+
+_RLOCK: Final = type(threading.RLock())
+"""The C ``RLock`` type that ``threading.RLock()`` returns, called without that Python-level
+factory function in between (an interpreted call per operation)."""
 
 _FLAG_LOCK = threading.Lock()
 """Makes the compare-and-set of ``_completed`` and the get-and-set of
@@ -75,7 +80,7 @@ class DelayedOperation(TimerTask, abc.ABC):
         super().__init__(delay_ms)
         self._completed = False
         self._try_complete_pending = False
-        self._lock = threading.RLock() if lock is None else lock
+        self._lock = _RLOCK() if lock is None else lock
         # Set by the purgatory that times this operation: it counts expirations.
         self._expiration_hook: Callable[[], None] | None = None
 
@@ -129,7 +134,7 @@ class DelayedOperation(TimerTask, abc.ABC):
         lock = self._lock
         done = False
         while True:
-            if lock.acquire(blocking=False):
+            if lock.acquire(False):
                 try:
                     self._try_complete_pending = False
                     done = self.try_complete()

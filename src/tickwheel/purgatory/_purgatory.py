@@ -11,12 +11,14 @@ structures hold it meanwhile:
 - **The timer**, a ``SystemTimer`` holding each operation as a ``TimerTask`` until its
   ``delay_ms`` passes.
 
-``try_complete_else_watch`` follows Kafka 2.x: try once (no other thread can see the
-operation yet); watch it under each key, stopping early if it got completed meanwhile;
-then ``maybe_try_complete`` once more -- an event that fired while we were watching is
-seen now, and every later event finds the operation on its key's list; then add it to
-the timer, and take it off again at once if it completed in between (its
-``force_complete`` may have run ``cancel()`` before the timer bound it).
+``try_complete_else_watch`` follows Kafka's ``safeTryCompleteOrElse``: holding the
+operation's lock, try once (no other thread can see the operation yet); watch it under
+each key, stopping early if it got completed meanwhile; try once more -- an event that
+fired while we were watching is seen now, and every later event finds the operation on
+its key's list; then add it to the timer, still under the lock. A check that found the
+operation watched while we held the lock sets its pending flag (see ``_operation``), and
+we try once more after unlocking. If a direct ``force_complete`` slipped in before the
+timer bound the operation, its ``cancel()`` found nothing, so we take it off the timer.
 
 **Purge.** Completing an operation removes it from the list of the key whose check
 completed it, and from the timer, but not from its other keys' lists. Millions of
@@ -61,25 +63,27 @@ and closes the timer.
 
 Concurrency: every public method may be called from any thread, concurrently (in event
 loop mode they are all called on the loop thread, and the locks are never contended).
-Each shard's lock guards its dict and its lists; ``_stats_lock`` guards
-``_estimated_total`` and ``_expired``; ``_purge_lock`` lets one thread purge at a time
-(the reaper blocks on it, a purge step skips when it is taken) and guards
-``_purge_cursor``. Lock order: ``_purge_lock`` before a shard's lock or ``_stats_lock``;
-those two are never held while taking another lock, and none of the three is held
-while calling operation code or adding to or advancing the timer (reading its ``size``
-takes no lock). An operation's own lock is held around ``try_complete`` and around the
-timer's ``add`` of that operation (so that a check cannot complete it while the timer
-links its entry; the timer's lock nests inside). Operation code (``try_complete``,
-``on_complete``, ``on_expiration``) runs on the calling thread, the timer's executor, or
-the loop thread, and may call back into the purgatory.
+Each shard's lock guards its dict and its lists; ``_stats_lock`` guards ``_expired``;
+``_purge_lock`` lets one thread purge at a time (the reaper blocks on it, a purge step
+skips when it is taken) and guards ``_purge_cursor`` and ``_estimate_base``; the count
+of watched operations takes no lock (see ``__init__``). Lock order: ``_purge_lock``
+before a shard's lock or ``_stats_lock``; those two are never held while taking another
+lock, and none of the three is held while calling operation code or adding to or
+advancing the timer (reading its ``size`` takes no lock). An operation's own lock is
+held around ``try_complete``, and by ``try_complete_else_watch`` around its watch and
+its timer ``add`` too (so that a check cannot complete it while the timer links its
+entry); the shards' and the timer's locks nest inside it. Operation code
+(``try_complete``, ``on_complete``, ``on_expiration``) runs on the calling thread, the
+timer's executor, or the loop thread, and may call back into the purgatory.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Collection, Hashable
+from collections.abc import Callable, Collection, Hashable
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from tickwheel.purgatory._operation import DelayedOperation
 from tickwheel.purgatory._reaper import ExpirationReaper
@@ -89,17 +93,17 @@ from tickwheel.timer._system_timer import SystemTimer
 
 T = TypeVar("T", bound=DelayedOperation)
 
-SHARD_COUNT = 512
+SHARD_COUNT: Final = 512
 """Watcher shards, each with its own lock (Kafka's ``Shards``)."""
 
-DEFAULT_PURGE_INTERVAL = 1000
+DEFAULT_PURGE_INTERVAL: Final = 1000
 """Completed-but-listed operations tolerated before a purge (Kafka's default, and
 ``{producer,fetch}.purgatory.purge.interval.requests``)."""
 
-PURGE_SHARDS_PER_STEP = 16
+PURGE_SHARDS_PER_STEP: Final = 16
 """Shards one piggy-backed purge step sweeps in event-loop mode (a pass is 32 steps)."""
 
-_NO_PASS = SHARD_COUNT
+_NO_PASS: Final = SHARD_COUNT
 """``_purge_cursor`` when no piggy-backed purge pass is in progress."""
 
 
@@ -127,8 +131,15 @@ class DelayedOperationPurgatory(Generic[T]):
         self._shards: tuple[WatcherShard[T], ...] = tuple(
             WatcherShard() for _ in range(SHARD_COUNT)
         )
+        # The estimate is _watched_total - _estimate_base: _watched_total counts the
+        # watched operations through an itertools.count (one call into C, atomic under
+        # the GIL, so no lock on the hot path; a thread that stores its number after a
+        # later one leaves the total a little low until the next watch), and a purge
+        # moves the base rather than resetting a shared counter.
+        self._count_watched: Callable[[], int] = itertools.count(1).__next__
+        self._watched_total = 0
+        self._estimate_base = 0
         self._stats_lock = threading.Lock()
-        self._estimated_total = 0
         self._expired = 0
         self._purge_lock = threading.Lock()
         self._purge_cursor = _NO_PASS
@@ -162,27 +173,46 @@ class DelayedOperationPurgatory(Generic[T]):
         if self._closed:
             raise RuntimeError(f"purgatory {self.name!r} is shut down")
         # Every call takes a purge step in event-loop mode, whichever way it ends: an
-        # operation completed while being watched (the early returns below) leaves
-        # stale entries like any other, and the steps must keep pace with them.
+        # operation completed while being watched leaves stale entries like any other,
+        # and the steps must keep pace with them.
         try:
-            # First try: no other thread can see the operation yet, so a completable one
-            # is neither watched nor timed.
+            completed = False
+            timed = False
+            # The operation's lock is held throughout (Kafka's safeTryCompleteOrElse), one
+            # acquire for the whole call: a check that finds the operation watched meanwhile
+            # cannot try it, and leaves the pending flag for us instead.
             lock = operation._lock
             lock.acquire()
             try:
+                # First try: no other thread can see the operation yet, so a completable
+                # one is neither watched nor timed.
                 if operation.try_complete():
-                    return True
+                    completed = True
+                elif self._watch(operation, keys):
+                    # Watched under every key now: a later event will find it, and this
+                    # try sees any event that fired while we were watching.
+                    operation._try_complete_pending = False
+                    if operation.try_complete():
+                        completed = True
+                    elif self._timer_enabled and not operation._completed:
+                        # Timed under the lock: a check cannot complete it while the timer
+                        # links its entry, so the cancel() of that completion always finds
+                        # the entry in its bucket.
+                        operation._expiration_hook = self._expiration_hook
+                        self._timer.add(operation)
+                        timed = True
             finally:
                 lock.release()
-            if not self._watch(operation, keys):
-                return False
-            # Watched under every key now: a later event will find it, and this try sees
-            # any event that fired while we were watching.
-            if operation.maybe_try_complete():
-                return True
-            if self._timer_enabled and not operation._completed:
-                self._time(operation)
-            return False
+            # A check that missed the lock while we held it relies on us to try again.
+            if operation._try_complete_pending and not operation._completed:
+                completed = operation.maybe_try_complete()
+            if timed and operation._completed:
+                # Completed by a direct force_complete (which ignores the lock) before
+                # add() bound the entry: its cancel() found nothing, so un-time it here.
+                # (The timer's wheel also re-checks the binding after linking, so the
+                # entry never stays counted; Kafka's timer leaves it until it falls due.)
+                operation.cancel()
+            return completed
         finally:
             if not self._reaper_enabled:
                 self._purge_step()
@@ -194,7 +224,9 @@ class DelayedOperationPurgatory(Generic[T]):
         # here rather than in a WatcherShard method, as a call per key costs ~3% of it.
         shards = self._shards
         watched = False
-        for key in keys:
+        # Over a tuple (tuple() of a tuple is the tuple itself): the compiled build walks it
+        # by index, where an iterator object per request would feed the cyclic GC.
+        for key in tuple(keys):
             if operation._completed:
                 break
             shard = shards[hash(key) % SHARD_COUNT]
@@ -208,35 +240,8 @@ class DelayedOperationPurgatory(Generic[T]):
                 lock_release(shard.lock)
             watched = True
         if watched:
-            lock_acquire(self._stats_lock)
-            try:
-                self._estimated_total += 1
-            finally:
-                lock_release(self._stats_lock)
+            self._watched_total = self._count_watched()
         return not operation._completed
-
-    def _time(self, operation: T) -> None:
-        # Add to the timer holding the operation's lock: a check cannot complete it
-        # while the timer links its entry, so the cancel() of that completion always
-        # finds the entry in its bucket. (A completion that ignores the lock -- a direct
-        # force_complete from another thread -- can still slip in while the entry is
-        # being linked; the timer's wheel re-checks the binding after linking, so the
-        # entry never stays counted. Kafka's timer leaves it until it falls due.)
-        operation._expiration_hook = self._expiration_hook
-        lock = operation._lock
-        lock.acquire()
-        try:
-            if not operation._completed:
-                self._timer.add(operation)
-        finally:
-            lock.release()
-        # We held the lock: a check that missed it relies on us to try again.
-        if operation._try_complete_pending:
-            operation.maybe_try_complete()
-        if operation.is_completed:
-            # Completed before add() bound the entry: its force_complete found nothing
-            # to cancel, so un-time it here.
-            operation.cancel()
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete the operations watched under ``key``; returns how many it did."""
@@ -310,16 +315,17 @@ class DelayedOperationPurgatory(Generic[T]):
         return expired
 
     def _purge_due(self) -> bool:
-        return self._estimated_total - self._timer.size > self.purge_interval
+        estimated_total = self._watched_total - self._estimate_base
+        return estimated_total - self._timer.size > self.purge_interval
 
     def _purge_step(self) -> None:
         if self._purge_cursor == _NO_PASS and not self._purge_due():
             return
-        if self._purge_lock.acquire(blocking=False):  # else another thread is purging
+        if lock_acquire(self._purge_lock, False):  # else another thread is purging
             try:
                 self._sweep(PURGE_SHARDS_PER_STEP)
             finally:
-                self._purge_lock.release()
+                lock_release(self._purge_lock)
 
     def _sweep(self, max_shards: int) -> None:
         # Purge up to max_shards shards of the pass in progress, first starting a pass
@@ -331,8 +337,7 @@ class DelayedOperationPurgatory(Generic[T]):
             # Every completed operation is about to leave the lists, so the estimate
             # restarts from the live ones. Operations completed during the pass may be
             # missed and stay counted: a slight overestimate, never a leak.
-            with self._stats_lock:
-                self._estimated_total = self._timer.size
+            self._estimate_base = self._watched_total - self._timer.size
             start = 0
         end = min(start + max_shards, SHARD_COUNT)
         for shard in self._shards[start:end]:

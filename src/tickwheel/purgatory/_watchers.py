@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from tickwheel.purgatory._operation import DelayedOperation
 from tickwheel.timer._locks import lock_acquire, lock_release
 
 T = TypeVar("T", bound=DelayedOperation)
 
-COMPACT_MIN_KEYS = 64
+COMPACT_MIN_KEYS: Final = 64
 """A purge rebuilds a shard's dict only past this many removed keys (cheap otherwise)."""
 
 
@@ -46,10 +46,20 @@ class Watchers(Generic[T]):
         self.operations: list[T] = []
 
     def remove_completed(self) -> int:
-        """Drop every completed operation; returns how many were dropped."""
-        before = len(self.operations)
-        self.operations = [op for op in self.operations if not op._completed]
-        return before - len(self.operations)
+        """Drop every completed operation; returns how many were dropped.
+
+        In place, keeping the order: a purge walks every list, so it allocates no copy.
+        """
+        operations = self.operations
+        kept = 0
+        for operation in operations:
+            if not operation._completed:
+                operations[kept] = operation
+                kept += 1
+        dropped = len(operations) - kept
+        if dropped:
+            del operations[kept:]
+        return dropped
 
     def __repr__(self) -> str:
         return f"<Watchers key={self.key!r} operations={len(self.operations)}>"
@@ -76,12 +86,17 @@ class WatcherShard(Generic[T]):
             lock_release(self.lock)
 
     def remove_completed(self, watchers: Watchers[T]) -> None:
-        """Drop the completed operations of ``watchers``, and the key if it is left empty."""
+        """Drop the completed operations of ``watchers``, and the key if it is left empty.
+
+        Nothing to do once ``watchers`` has left the shard: ``take_all`` gave its list to
+        a caller, who owns it now.
+        """
         lock_acquire(self.lock)
         try:
-            watchers.remove_completed()
-            if not watchers.operations and self.watchers_by_key.get(watchers.key) is watchers:
-                del self.watchers_by_key[watchers.key]
+            if self.watchers_by_key.get(watchers.key) is watchers:
+                watchers.remove_completed()
+                if not watchers.operations:
+                    del self.watchers_by_key[watchers.key]
         finally:
             lock_release(self.lock)
 
