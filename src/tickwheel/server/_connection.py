@@ -17,7 +17,14 @@ requests queued on the socket and the latency grew with the rate (issue 21). Pip
 every append made meanwhile rides on the same follower fetches, so one round trip
 acknowledges them all. The appends keep the request order: a Produce handler appends
 before its first ``await`` and each dispatch is a task started in read order, whose
-first steps the event loop runs in the order they were scheduled (FIFO). Any other
+first steps the event loop runs in the order they were scheduled (FIFO). With no
+Produce in flight (none piped, no answerer at work), the reader runs the handler's
+first steps itself (``coroutine.send``), appending in its own step: an answer the
+handler has at once (acks=1, acks=all with the leader alone in the ISR) is written by
+the reader, with no task started; a handler that waits in the purgatory is handed to
+a task (``_resume``) that the answerer waits on like any piped one, and that passes a
+cancellation on to the handler. That saves the dispatch task, the answerer and their
+event-loop steps of a one-message producer's every request. Any other
 request waits until the Produces before it are answered and is then served muted, as
 before; on a SASL listener only an authenticated connection's Produces are piped. At
 most ``MAX_PIPED_PRODUCES`` are in flight per connection (the reader waits for the
@@ -78,8 +85,8 @@ import collections
 import contextlib
 import logging
 import struct
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, cast
 
 from tickwheel._ratelimit import RateLimitedLog
 from tickwheel.log import FileRecordsSlice
@@ -160,6 +167,38 @@ class _SliceFile:
 
     def seek(self, position: int) -> int:
         return position
+
+
+class _Resumed:
+    """The rest of a coroutine that was started by hand and is waiting on ``waiting``
+    (what it yielded), to be awaited by the task that takes it over: the task waits on
+    ``waiting``, then resumes the coroutine, and passes it whatever the task is sent or
+    thrown (a cancellation reaches the handler as it would in its own task)."""
+
+    def __init__(self, coroutine: Coroutine[Any, None, Response], waiting: object) -> None:
+        self._coroutine = coroutine
+        self._waiting = waiting
+
+    def __await__(self) -> Generator[object, None, Response]:
+        coroutine = self._coroutine
+        waiting = self._waiting
+        while True:
+            try:
+                yield waiting
+            except BaseException as exc:  # each belongs to the coroutine
+                try:
+                    waiting = coroutine.throw(exc)
+                except StopIteration as done:
+                    return cast(Response, done.value)
+            else:
+                try:
+                    waiting = coroutine.send(None)
+                except StopIteration as done:
+                    return cast(Response, done.value)
+
+
+async def _resume(coroutine: Coroutine[Any, None, Response], waiting: object) -> Response:
+    return await _Resumed(coroutine, waiting)
 
 
 class ConnectionProtocol(asyncio.StreamReaderProtocol):
@@ -319,17 +358,34 @@ class Connection:
         )
 
     async def _pipe(self, frame: bytes, size: int) -> None:
-        """Dispatch a Produce now; the answerer writes its response in turn."""
+        """Dispatch a Produce now; the answerer writes its response in turn. With no
+        Produce in flight, the handler runs here, in the reader's step, and a response
+        it has at once is written here too: no task is started unless it waits."""
         if self._piped_failure is not None:
             # A piped Produce failed: the answerer closes the connection after the
             # answers before it; nothing read after it is served, as when muted.
             self._memory_pool.release(size)
             return
-        while len(self._piped) >= MAX_PIPED_PRODUCES:
-            self._answered.clear()
-            await self._answered.wait()
         self.last_active_ms = self._clock.now_ms()
-        self._piped.append(self._loop.create_task(self._dispatch_piped(frame, size)))
+        if not self._piped and (self._answerer is None or self._answerer.done()):
+            handling = self._dispatch_piped(frame, size)
+            try:
+                waiting = handling.send(None)
+            except StopIteration as done:
+                response: Response = done.value
+                if response is not None:
+                    self._serving = True
+                    await self._send(response)
+                    self._serving = False
+                    self.last_active_ms = self._clock.now_ms()
+                return
+            piped = self._loop.create_task(_resume(handling, waiting))
+        else:
+            while len(self._piped) >= MAX_PIPED_PRODUCES:
+                self._answered.clear()
+                await self._answered.wait()
+            piped = self._loop.create_task(self._dispatch_piped(frame, size))
+        self._piped.append(piped)
         if self._answerer is None or self._answerer.done():
             self._answerer = self._loop.create_task(self._answer())
             self._answerer.add_done_callback(self._answerer_done)
