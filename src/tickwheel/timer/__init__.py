@@ -111,8 +111,8 @@ if TYPE_CHECKING or not COMPILED:
     from tickwheel.timer._round_wheel import RoundWheelTimer
     from tickwheel.timer._scheduler import Scheduler
     from tickwheel.timer._system_timer import Driver, SystemTimer, WakeupListener
-    from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
-    from tickwheel.timer._task_list import TaskCounter, TimerTaskList
+    from tickwheel.timer._task import CallbackTask, TimerTask
+    from tickwheel.timer._task_list import TaskCounter, TimerTaskEntry, TimerTaskList
     from tickwheel.timer._wheel import TimingWheel
 else:
     from tickwheel.timer._mypyc._asyncio_driver import AsyncioTimerDriver
@@ -124,8 +124,8 @@ else:
     from tickwheel.timer._mypyc._round_wheel import RoundWheelTimer
     from tickwheel.timer._mypyc._scheduler import Scheduler
     from tickwheel.timer._mypyc._system_timer import Driver, SystemTimer, WakeupListener
-    from tickwheel.timer._mypyc._task import CallbackTask, TimerTask, TimerTaskEntry
-    from tickwheel.timer._mypyc._task_list import TaskCounter, TimerTaskList
+    from tickwheel.timer._mypyc._task import CallbackTask, TimerTask
+    from tickwheel.timer._mypyc._task_list import TaskCounter, TimerTaskEntry, TimerTaskList
     from tickwheel.timer._mypyc._wheel import TimingWheel
 
 __all__ = [

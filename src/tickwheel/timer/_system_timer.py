@@ -51,8 +51,8 @@ from tickwheel.timer._build import mypyc_attr
 from tickwheel.timer._clock import NS_PER_MS, Clock, ManualClock, SystemClock
 from tickwheel.timer._executor import Executor, InlineExecutor, ThreadExecutor
 from tickwheel.timer._locks import rlock_acquire, rlock_release
-from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
-from tickwheel.timer._task_list import TaskCounter, TimerTaskList
+from tickwheel.timer._task import CallbackTask, TimerTask
+from tickwheel.timer._task_list import TaskCounter, TimerTaskEntry, TimerTaskList
 from tickwheel.timer._wheel import TimingWheel
 
 _log = logging.getLogger(__name__)
