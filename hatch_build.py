@@ -6,8 +6,9 @@ each module ``tickwheel/timer/_X.py`` is copied to ``tickwheel/timer/_mypyc/_X.p
 (likewise for the purgatory), its imports of ``tickwheel.timer._Y`` and
 ``tickwheel.purgatory._Y`` rewritten to the twins, and mypyc compiles the copies into
 one group of extension modules. A module named in ``TWIN_SOURCES`` (``_build.py``) gets
-its twin from its stand-in instead: ``_task_list.py``'s is ``_task_list_linked.py``, the
-bucket as Kafka's linked list, faster compiled and slower interpreted than the ``set``.
+its twin from its stand-in instead: ``_task_list.py``'s is ``_task_list_array.py``, the
+bucket as an array of entries that know their index, faster compiled and slower
+interpreted than the ``set``.
 mypy checks the copies with ``--strict`` while mypyc compiles them, which is how the
 stand-ins (left out of the project's own mypy run: their types are those of the twins)
 are type-checked. The twins have names of their own because an

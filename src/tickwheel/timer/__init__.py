@@ -46,13 +46,13 @@ timer``; docs/benchmarks.md has the method and the figures):
   (unlinking touches both neighbours); it used 159 bytes per pending timer against the
   set's 194. The set wins on the workloads that matter most here; a ``dict`` (Kafka's
   FIFO order) used less memory (180 bytes) but was slower to cancel than the set
-  (two table lookups instead of one), so it lost too. Compiled, the balance turns: a
-  link update is a native store, and the linked list takes 12% fewer instructions per
-  add-and-fire timer, 2% fewer per churn iteration and a fifth less memory than the set
-  (the entries are out of the cyclic GC, and a chain gives it two pointers to traverse
-  where a set gives it every slot), and runs churn 10-15% faster. So the compiled build
-  keeps Kafka's list: its ``_task_list`` is built from ``_task_list_linked.py``, the same
-  API over the other storage (``tickwheel.timer._build.TWIN_SOURCES``).
+  (two table lookups instead of one), so it lost too. Compiled, the balance turns:
+  updates are native stores, and an array of entries that know their index (append;
+  remove by moving the last entry into the hole) beats both the set and Kafka's linked
+  list -- about 12% fewer instructions per add-and-fire timer than the set, a fifth less
+  memory, and the fastest to fire (a flush of the linked list is a chain of dependent
+  loads). So the compiled build's ``_task_list`` is built from ``_task_list_array.py``,
+  the same API over that storage (``tickwheel.timer._build.TWIN_SOURCES``).
 - One re-entrant lock per timer instead of a read-write lock plus per-bucket and
   per-entry monitors: under the GIL adds cannot run in parallel anyway; an uncontended
   C-level lock is taken once per add and once per cancel, while any Python read-write

@@ -8,7 +8,7 @@ packages' ``__init__`` and this one -- exists in two builds:
   modules that mypyc built at install from copies of the same sources (the build hook,
   ``hatch_build.py`` at the project's root, tells how) -- but for the modules named in
   ``TWIN_SOURCES``, whose twin is built from another file of the package with the same
-  API (the bucket: a ``set`` in pure Python, Kafka's linked list compiled).
+  API (the bucket: a ``set`` in pure Python, an indexed array compiled).
 
 The twins have names of their own because an extension module beside a ``.py`` of the
 same name always wins at import: were the compiled ``_task`` put beside ``_task.py``,
@@ -66,7 +66,7 @@ HASH_FILE: Final = "sources.sha256"
 
 CORE_PACKAGES: Final = ("timer", "purgatory")
 
-TWIN_SOURCES: Final = {"_task_list.py": "_task_list_linked.py"}
+TWIN_SOURCES: Final = {"_task_list.py": "_task_list_array.py"}
 """Modules whose compiled twin is built from another file of the same package."""
 
 _NOT_COMPILED: Final = ("__init__.py", "_build.py")

@@ -8,13 +8,13 @@ the order in which a flush meets them carries no meaning. The linked list and a 
 were measured against it (see the ``tickwheel.timer`` docstring); the API is Kafka's
 either way.
 
-The compiled build is made from ``_task_list_linked.py`` instead of this module (the
-build hook, ``hatch_build.py``, compiles that file as this module's twin): Kafka's linked
-list, which wins once the link updates are native stores. Both have the same classes,
-attributes and methods, and the timer's inlined hot paths (``TimerTask.cancel``,
-``TimingWheel.add``, ``SystemTimer.advance_clock``) use only what both have: a bucket's
-``_entries`` with ``add(entry)`` and ``remove(entry)``, its ``_counter``, and
-``detach_all()``.
+The compiled build is made from ``_task_list_array.py`` instead of this module (the
+build hook, ``hatch_build.py``, compiles that file as this module's twin): an array of
+entries that know their index, which wins once its updates are native stores. Both have
+the same classes, attributes and methods, and the timer's inlined hot paths
+(``TimerTask.cancel``, ``TimingWheel.add``, ``SystemTimer.advance_clock``) use only what
+both have: a bucket's ``_entries`` with ``add(entry)`` and ``remove(entry)``, its
+``_counter``, and ``detach_all()``.
 
 An entry is a task's place in one bucket: its ``list`` is the bucket holding it, or
 None; it lives here, beside the bucket, because its layout is the storage's.

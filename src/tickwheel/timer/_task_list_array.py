@@ -1,26 +1,26 @@
-"""The compiled build's ``TimerTaskList``: Kafka's doubly linked bucket, with its entry.
+"""The compiled build's ``TimerTaskList``: a bucket as an array of entries that know their index.
 
 The build hook (``hatch_build.py``) compiles this file as the twin of ``_task_list.py``
 (``tickwheel.timer._mypyc._task_list``); it is never imported as itself, and it has the
 same classes, attributes and methods, so the rest of the core and the same tests run on
-either. Only the storage differs: here a bucket's ``_entries`` is an ``EntryChain``, a
-doubly linked list threaded through the entries' own ``prev``/``next`` links (Kafka's
-``TimerTaskList``, with head and tail pointers instead of a sentinel root); in the
-pure-Python build it is a ``set``.
+either. Only the storage differs: here a bucket's ``_entries`` is an ``EntryArray``, a
+``list`` of entries in which each entry keeps its own position (``index``): adding
+appends, removing moves the last entry into the hole (O(1), order not kept -- entries of
+one bucket share one expiration, so order carries no meaning), a flush takes the list
+whole. In the pure-Python build the bucket is a ``set``.
 
-Why two storages. Compiled, a link update is a native store: appending touches the tail
-entry, unlinking the two neighbours, with no hashing and no table, and nothing for the
-cyclic GC to traverse (the entries are untracked and the chain holds two pointers, where a
-set of a million entries is traversed slot by slot). Interpreted, the same updates are
-Python attribute stores and the set's single C call is cheaper: the linked list was
-9-10% more instructions per operation in the pure-Python build, and 3% (churn) to 12%
-(add and fire) fewer in the compiled one (docs/benchmarks.md, "Compiled core").
+Why a storage of its own. Compiled, each of these steps is a few native loads and
+stores. Three storages were compiled and run side by side (docs/benchmarks.md,
+"Compiled core"): the ``set``, Kafka's doubly linked list threaded through the entries
+(``prev``/``next``), and this array. The linked list took fewer instructions than the set
+(no hashing, nothing for the cyclic GC to traverse) and churned faster, but fired no
+faster: a flush walks the chain one dependent pointer load after another, where the
+array's (and the set's) entry addresses are all known up front. The array is as cheap
+to churn as the list and the fastest to fire. Interpreted, the set's single C call beats
+either (the linked list took 9-10% more instructions per operation there).
 
-An entry's links are cleared whenever it leaves a chain (unlinked, or detached by a
-flush), so untracked entries never keep each other alive.
-
-Concurrency: as ``_task_list.py``'s: the timer's re-entrant lock guards every bucket and
-chain; ``TimerTaskList.remove`` takes it itself.
+Concurrency: as ``_task_list.py``'s: the timer's re-entrant lock guards every bucket;
+``TimerTaskList.remove`` takes it itself.
 """
 
 from __future__ import annotations
@@ -44,18 +44,17 @@ class TimerTaskEntry:
     """A task's membership of one bucket, with the absolute ``expiration_ms``.
 
     Creating an entry binds the task to it (removing the task's previous entry).
-    ``list`` is the bucket holding the entry, or None; ``prev`` and ``next`` are its
-    neighbours in that bucket's chain.
+    ``list`` is the bucket holding the entry, or None; ``index`` its position in that
+    bucket's array (meaningless while ``list`` is None).
     """
 
-    __slots__ = ("expiration_ms", "list", "next", "prev", "task")
+    __slots__ = ("expiration_ms", "index", "list", "task")
 
     def __init__(self, task: TimerTask, expiration_ms: int) -> None:
         self.task = task
         self.expiration_ms = expiration_ms
         self.list: TimerTaskList | None = None
-        self.prev: TimerTaskEntry | None = None
-        self.next: TimerTaskEntry | None = None
+        self.index = 0
         old = task._entry
         if old is not None:
             old.remove()
@@ -78,71 +77,38 @@ class TimerTaskEntry:
 
 
 @final
-class EntryChain:
-    """The entries of one bucket, linked through their ``prev``/``next``, oldest first.
+class EntryArray:
+    """The entries of one bucket, each at its own ``index``.
 
     ``add`` and ``remove`` are the two methods of a ``set`` that the timer's hot paths
     call on a bucket's ``_entries``; the caller holds the lock, adds only an entry that is
-    in no chain and removes only one that is in this chain.
+    in no bucket and removes only one that is in this array.
     """
 
-    __slots__ = ("head", "size", "tail")
+    __slots__ = ("entries",)
 
     def __init__(self) -> None:
-        self.head: TimerTaskEntry | None = None
-        self.tail: TimerTaskEntry | None = None
-        self.size = 0
+        self.entries: list[TimerTaskEntry] = []
 
     def add(self, entry: TimerTaskEntry) -> None:
-        """Append ``entry`` at the tail."""
-        tail = self.tail
-        entry.prev = tail
-        entry.next = None
-        if tail is None:
-            self.head = entry
-        else:
-            tail.next = entry
-        self.tail = entry
-        self.size += 1
+        """Append ``entry``."""
+        entries = self.entries
+        entry.index = len(entries)
+        entries.append(entry)
 
     def remove(self, entry: TimerTaskEntry) -> None:
-        """Unlink ``entry``, joining its neighbours, and clear its links."""
-        prev = entry.prev
-        next_ = entry.next
-        if prev is None:
-            self.head = next_
-        else:
-            prev.next = next_
-            entry.prev = None
-        if next_ is None:
-            self.tail = prev
-        else:
-            next_.prev = prev
-            entry.next = None
-        self.size -= 1
+        """Take ``entry`` out, moving the last entry into its place."""
+        entries = self.entries
+        last = entries.pop()
+        if last is not entry:
+            index = entry.index
+            entries[index] = last
+            last.index = index
 
     def take(self) -> list[TimerTaskEntry]:
-        """Empty the chain: its entries, oldest first, with their links cleared."""
-        entries: list[TimerTaskEntry] = []
-        entry = self.head
-        while entry is not None:
-            entries.append(entry)
-            next_ = entry.next
-            entry.prev = None
-            entry.next = None
-            entry = next_
-        self.head = None
-        self.tail = None
-        self.size = 0
-        return entries
-
-    def snapshot(self) -> list[TimerTaskEntry]:
-        """The entries, oldest first, left in place."""
-        entries: list[TimerTaskEntry] = []
-        entry = self.head
-        while entry is not None:
-            entries.append(entry)
-            entry = entry.next
+        """Empty the array: its entries, in no particular order."""
+        entries = self.entries
+        self.entries = []
         return entries
 
 
@@ -166,7 +132,7 @@ class TimerTaskList:
 
     def __init__(self, counter: TaskCounter, lock: threading.RLock | None = None) -> None:
         self._counter = counter
-        self._entries = EntryChain()
+        self._entries = EntryArray()
         self.expiration_ms = NO_EXPIRATION_MS
         self.lock = threading.RLock() if lock is None else lock
 
@@ -227,11 +193,11 @@ class TimerTaskList:
         return entries
 
     def __len__(self) -> int:
-        return self._entries.size
+        return len(self._entries.entries)
 
     def __iter__(self) -> Iterator[TimerTaskEntry]:
-        """A snapshot of the entries, oldest first."""
-        return iter(self._entries.snapshot())
+        """A snapshot of the entries, in no particular order."""
+        return iter(list(self._entries.entries))
 
     def __repr__(self) -> str:
-        return f"<TimerTaskList expiration_ms={self.expiration_ms} entries={self._entries.size}>"
+        return f"<TimerTaskList expiration_ms={self.expiration_ms} entries={len(self)}>"
