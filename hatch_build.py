@@ -8,12 +8,11 @@ each module ``tickwheel/timer/_X.py`` is copied to ``tickwheel/timer/_mypyc/_X.p
 one group of extension modules. A module named in ``TWIN_SOURCES`` (``_build.py``) gets
 its twin from its stand-in instead: ``_task_list.py``'s is ``_task_list_array.py``, the
 bucket as an array of entries that know their index, faster compiled and slower
-interpreted than the ``set``.
-mypy checks the copies with ``--strict`` while mypyc compiles them, which is how the
-stand-ins (left out of the project's own mypy run: their types are those of the twins)
-are type-checked. The twins have names of their own because an
-extension module beside a ``.py`` of the same name always wins at import: under
-other names, the pure-Python modules stay importable, and ``tickwheel.timer``
+interpreted than the ``set``. mypy checks the copies with ``--strict`` while mypyc
+compiles them, which is how the stand-ins (left out of the project's own mypy run: their
+types are those of the twins) are type-checked. The twins have names of their own
+because an extension module beside a ``.py`` of the same name always wins at import:
+under other names, the pure-Python modules stay importable, and ``tickwheel.timer``
 chooses between the two at import (see ``tickwheel/timer/_build.py``).
 
 Where the modules go: an editable install builds them in place, into
