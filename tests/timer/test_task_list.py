@@ -126,10 +126,14 @@ def test_concurrent_removes_and_adds_keep_the_counter_exact() -> None:
     assert all(e.list is None for e in entries[0::2])
 
 
-# One step against three buckets and six entries: (operation, bucket, entry).
+# One step against three buckets and six entries: (operation, bucket, entry). Adds are
+# drawn more often than the rest, so that buckets fill and removals meet entries that an
+# earlier removal moved.
 _STEPS = st.lists(
     st.tuples(
-        st.sampled_from(["add", "remove", "cancel", "rebind", "take_all", "flush_re_add"]),
+        st.sampled_from(
+            ["add", "add", "add", "remove", "cancel", "cancel", "rebind", "take_all", "flush"]
+        ),
         st.integers(0, 2),
         st.integers(0, 5),
     ),
@@ -137,7 +141,22 @@ _STEPS = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+def test_removing_in_any_order_keeps_every_other_entry() -> None:
+    # Head, middle and tail removals, then removals of the entries those moved.
+    counter = TaskCounter()
+    bucket = TimerTaskList(counter)
+    entries = _entries(6)
+    for e in entries:
+        bucket.add(e)
+    for i in (0, 3, 5, 1, 4, 2):
+        bucket.remove(entries[i])
+        assert entries[i].list is None
+        left = {id(e) for e in entries if e.list is bucket}
+        assert {id(e) for e in bucket} == left
+        assert len(bucket) == counter.value == len(left)
+
+
+@settings(max_examples=400, deadline=None)
 @given(steps=_STEPS)
 def test_buckets_behave_as_sets_of_entries(steps: list[tuple[str, int, int]]) -> None:
     # The reference model: which bucket holds each entry. Removing from the middle, the
@@ -169,7 +188,7 @@ def test_buckets_behave_as_sets_of_entries(steps: list[tuple[str, int, int]]) ->
             taken = bucket.take_all()
             assert {id(x) for x in taken} == {id(entries[i]) for i, h in holder.items() if h == b}
             holder = {i: h for i, h in holder.items() if h != b}
-        else:  # every entry flushed out and added straight back
+        else:  # flush: every entry taken out and added straight back
             bucket.flush(bucket.add)
         for i, x in enumerate(buckets):
             expected = {id(entries[j]) for j, h in holder.items() if h == i}
