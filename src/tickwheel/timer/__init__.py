@@ -94,8 +94,9 @@ purgatory's ``DelayedOperation``) are marked ``mypyc_attr(allow_interpreted_subc
 True)``; the others cannot be subclassed outside the compiled modules, and their
 instances take no attributes but their own. ``TimerTaskEntry`` is ``acyclic``: its
 instances are not tracked by the cyclic GC, which is most of the GC's work with a
-million timers pending (so ``close()`` unbinds the pending tasks: an entry and its task
-point at each other, and an untracked cycle would outlive the timer). Abstract methods
+million timers pending (so ``close()``, or ``__del__`` for a timer dropped unclosed,
+unbinds the pending tasks: an entry and its task point at each other, and an untracked
+cycle would outlive the timer). Abstract methods
 are not enforced on compiled classes (``DelayedOperation`` can be instantiated).
 
 Concurrency: ``SystemTimer.add``, ``schedule``, ``TimerTask.cancel`` and ``size`` are safe
