@@ -5,9 +5,14 @@ Hatchling runs ``CustomBuildHook`` when it builds a wheel, an editable one inclu
 each module ``tickwheel/timer/_X.py`` is copied to ``tickwheel/timer/_mypyc/_X.py``
 (likewise for the purgatory), its imports of ``tickwheel.timer._Y`` and
 ``tickwheel.purgatory._Y`` rewritten to the twins, and mypyc compiles the copies into
-one group of extension modules. The twins have names of their own because an
-extension module beside a ``.py`` of the same name always wins at import: under
-other names, the pure-Python modules stay importable, and ``tickwheel.timer``
+one group of extension modules. A module named in ``TWIN_SOURCES`` (``_build.py``) gets
+its twin from its stand-in instead: ``_task_list.py``'s is ``_task_list_array.py``, the
+bucket as an array of entries that know their index, faster compiled and slower
+interpreted than the ``set``. mypy checks the copies with ``--strict`` while mypyc
+compiles them, which is how the stand-ins (left out of the project's own mypy run: their
+types are those of the twins) are type-checked. The twins have names of their own
+because an extension module beside a ``.py`` of the same name always wins at import:
+under other names, the pure-Python modules stay importable, and ``tickwheel.timer``
 chooses between the two at import (see ``tickwheel/timer/_build.py``).
 
 Where the modules go: an editable install builds them in place, into
@@ -82,8 +87,10 @@ def _write_twins(tree: Path) -> list[Path]:
         twin_dir = tree / "tickwheel" / package / TWIN
         twin_dir.mkdir(exist_ok=True)
         (twin_dir / "__init__.py").write_text("")
-        for source in sorted(_selector().core_sources(SRC / "tickwheel" / package)):
-            text = _IMPORT.sub(rf"\1\2 tickwheel.\3.{TWIN}.\4", source.read_text())
+        selector = _selector()
+        for source in sorted(selector.core_sources(SRC / "tickwheel" / package)):
+            text = selector.twin_source(source).read_text()
+            text = _IMPORT.sub(rf"\1\2 tickwheel.\3.{TWIN}.\4", text)
             copy = twin_dir / source.name
             copy.write_text(text)
             copies.append(copy)
@@ -110,7 +117,9 @@ _COMPILE = textwrap.dedent(
     build_lib, build_temp, group, *paths = sys.argv[1:]
     setup(
         name="tickwheel-core",
-        ext_modules=mypycify(paths, opt_level="3", group_name=group),
+        ext_modules=mypycify(
+            ["--strict", "--warn-unreachable", *paths], opt_level="3", group_name=group
+        ),
         script_args=["build_ext", "--build-lib", build_lib, "--build-temp", build_temp],
     )
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -213,6 +214,25 @@ def test_close_unbinds_pending_tasks_so_they_are_freed(clock: ManualClock) -> No
     del tasks
     # Only this frame holds the task (and getrefcount's argument): its entry let go.
     assert sys.getrefcount(task) == 2
+
+
+def test_a_timer_dropped_without_close_lets_its_pending_tasks_go(clock: ManualClock) -> None:
+    # The compiled build keeps entries out of the cyclic GC, so a pending task and its
+    # entry would outlive a timer dropped without close(); the timer's __del__ unbinds them.
+    timer = SystemTimer("dropped", clock=clock, executor=InlineExecutor())
+    tasks = [timer.schedule(delay_ms, lambda: None) for delay_ms in (1, 50, 5_000, 500_000)]
+    del timer
+    gc.collect()
+    assert all(task.timer_task_entry is None for task in tasks)
+    task = tasks[0]
+    del tasks
+    assert sys.getrefcount(task) == 2
+
+
+def test_a_timer_whose_construction_failed_has_nothing_to_release(clock: ManualClock) -> None:
+    with pytest.raises(ValueError, match="wheel_size"):
+        SystemTimer("invalid", clock=clock, executor=InlineExecutor(), wheel_size=1)
+    gc.collect()  # __del__ of the half-built timer ran without raising (pytest would warn)
 
 
 def test_default_executor_runs_tasks_on_a_named_worker_thread(clock: ManualClock) -> None:

@@ -1,8 +1,15 @@
-"""TimerTaskList: expiration reporting, add/remove/flush, moving entries, shared counter."""
+"""TimerTaskList: expiration reporting, add/remove/flush, moving entries, shared counter.
+
+The same tests run on both builds' storage (a ``set`` in pure Python, Kafka's linked list
+compiled): ``./run test`` runs them once more with ``TICKWHEEL_PURE_PYTHON=1``.
+"""
 
 from __future__ import annotations
 
 import threading
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tickwheel.timer import TaskCounter, TimerTask, TimerTaskEntry, TimerTaskList
 
@@ -117,3 +124,76 @@ def test_concurrent_removes_and_adds_keep_the_counter_exact() -> None:
         t.join()
     assert counter.value == sum(len(b) for b in buckets)
     assert all(e.list is None for e in entries[0::2])
+
+
+# One step against three buckets and six entries: (operation, bucket, entry). Adds are
+# drawn more often than the rest, so that buckets fill and removals meet entries that an
+# earlier removal moved.
+_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["add", "add", "add", "remove", "cancel", "cancel", "rebind", "take_all", "flush"]
+        ),
+        st.integers(0, 2),
+        st.integers(0, 5),
+    ),
+    max_size=60,
+)
+
+
+def test_removing_in_any_order_keeps_every_other_entry() -> None:
+    # Head, middle and tail removals, then removals of the entries those moved.
+    counter = TaskCounter()
+    bucket = TimerTaskList(counter)
+    entries = _entries(6)
+    for e in entries:
+        bucket.add(e)
+    for i in (0, 3, 5, 1, 4, 2):
+        bucket.remove(entries[i])
+        assert entries[i].list is None
+        left = {id(e) for e in entries if e.list is bucket}
+        assert {id(e) for e in bucket} == left
+        assert len(bucket) == counter.value == len(left)
+
+
+@settings(max_examples=400, deadline=None)
+@given(steps=_STEPS)
+def test_buckets_behave_as_sets_of_entries(steps: list[tuple[str, int, int]]) -> None:
+    # The reference model: which bucket holds each entry. Removing from the middle, the
+    # head or the tail of a linked bucket, moving, re-binding and flushing must all leave
+    # the buckets holding exactly the model's entries, counted once each.
+    counter = TaskCounter()
+    buckets = [TimerTaskList(counter) for _ in range(3)]
+    tasks = [TimerTask(i) for i in range(6)]
+    entries = [TimerTaskEntry(task, i) for i, task in enumerate(tasks)]
+    holder: dict[int, int] = {}  # entry index -> bucket index
+    for op, b, e in steps:
+        bucket, entry = buckets[b], entries[e]
+        if op == "add":
+            if entry.cancelled:
+                entries[e] = entry = TimerTaskEntry(tasks[e], e)
+            bucket.add(entry)
+            holder[e] = b
+        elif op == "remove":
+            bucket.remove(entry)
+            if holder.get(e) == b:
+                del holder[e]
+        elif op == "cancel":
+            tasks[e].cancel()
+            holder.pop(e, None)
+        elif op == "rebind":  # a new entry for the task unlinks the old one
+            entries[e] = TimerTaskEntry(tasks[e], e)
+            holder.pop(e, None)
+        elif op == "take_all":
+            taken = bucket.take_all()
+            assert {id(x) for x in taken} == {id(entries[i]) for i, h in holder.items() if h == b}
+            holder = {i: h for i, h in holder.items() if h != b}
+        else:  # flush: every entry taken out and added straight back
+            bucket.flush(bucket.add)
+        for i, x in enumerate(buckets):
+            expected = {id(entries[j]) for j, h in holder.items() if h == i}
+            assert {id(y) for y in x} == expected
+            assert len(x) == len(expected)
+        assert counter.value == len(holder)
+        for j, x in enumerate(entries):
+            assert x.list is (buckets[holder[j]] if j in holder else None)

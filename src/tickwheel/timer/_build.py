@@ -6,7 +6,9 @@ packages' ``__init__`` and this one -- exists in two builds:
 - *pure Python*: the modules themselves, ``tickwheel/timer/_task.py`` and so on;
 - *compiled*: their twins, ``tickwheel.timer._mypyc._task`` and so on, extension
   modules that mypyc built at install from copies of the same sources (the build hook,
-  ``hatch_build.py`` at the project's root, tells how).
+  ``hatch_build.py`` at the project's root, tells how) -- but for the modules named in
+  ``TWIN_SOURCES``, whose twin is built from another file of the package with the same
+  API (the bucket: a ``set`` in pure Python, an indexed array compiled).
 
 The twins have names of their own because an extension module beside a ``.py`` of the
 same name always wins at import: were the compiled ``_task`` put beside ``_task.py``,
@@ -64,21 +66,31 @@ HASH_FILE: Final = "sources.sha256"
 
 CORE_PACKAGES: Final = ("timer", "purgatory")
 
+TWIN_SOURCES: Final = {"_task_list.py": "_task_list_array.py"}
+"""Modules whose compiled twin is built from another file of the same package."""
+
 _NOT_COMPILED: Final = ("__init__.py", "_build.py")
 
 
 def core_sources(package_dir: Path) -> Iterator[Path]:
     """The modules of one core package that have a compiled twin."""
     for path in package_dir.glob("_*.py"):
-        if path.name not in _NOT_COMPILED:
+        if path.name not in _NOT_COMPILED and path.name not in TWIN_SOURCES.values():
             yield path
 
 
+def twin_source(module: Path) -> Path:
+    """The file the compiled twin of ``module`` is built from: itself, or its stand-in."""
+    return module.with_name(TWIN_SOURCES.get(module.name, module.name))
+
+
 def sources_sha256(tickwheel_dir: Path) -> str:
-    """The hash of every core module's source, in a fixed order."""
+    """The hash of every core module's source and twin source, in a fixed order."""
     digest = hashlib.sha256()
     for package in CORE_PACKAGES:
-        for path in sorted(core_sources(tickwheel_dir / package)):
+        package_dir = tickwheel_dir / package
+        stand_ins = (package_dir / name for name in TWIN_SOURCES.values())
+        for path in sorted([*core_sources(package_dir), *(p for p in stand_ins if p.exists())]):
             digest.update(f"{package}/{path.name}\0".encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()

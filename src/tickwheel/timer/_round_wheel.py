@@ -43,8 +43,8 @@ from typing import Self, cast
 from tickwheel.timer._clock import Clock, SystemClock
 from tickwheel.timer._executor import Executor, ThreadExecutor
 from tickwheel.timer._reaper import advance_until_stopped
-from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
-from tickwheel.timer._task_list import TaskCounter, TimerTaskList
+from tickwheel.timer._task import CallbackTask, TimerTask
+from tickwheel.timer._task_list import TaskCounter, TimerTaskEntry, TimerTaskList
 
 DEFAULT_ROUND_TICK_MS = 1
 """One hand step per millisecond, the resolution of ``SystemTimer``'s finest wheel."""

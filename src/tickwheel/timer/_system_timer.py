@@ -51,8 +51,8 @@ from tickwheel.timer._build import mypyc_attr
 from tickwheel.timer._clock import NS_PER_MS, Clock, ManualClock, SystemClock
 from tickwheel.timer._executor import Executor, InlineExecutor, ThreadExecutor
 from tickwheel.timer._locks import rlock_acquire, rlock_release
-from tickwheel.timer._task import CallbackTask, TimerTask, TimerTaskEntry
-from tickwheel.timer._task_list import TaskCounter, TimerTaskList
+from tickwheel.timer._task import CallbackTask, TimerTask
+from tickwheel.timer._task_list import TaskCounter, TimerTaskEntry, TimerTaskList
 from tickwheel.timer._wheel import TimingWheel
 
 _log = logging.getLogger(__name__)
@@ -91,6 +91,9 @@ class SystemTimer:
         executor: Executor | None = None,
     ) -> None:
         self.name = name
+        # Closed until fully built: ``__del__`` of a timer whose construction failed has
+        # nothing to release.
+        self._closed = True
         self._clock: Clock = SystemClock() if clock is None else clock
         # ``add`` reads the time of this package's own clocks without a call: through the
         # ``Clock`` protocol the compiled build makes a Python-level method call (about a
@@ -386,17 +389,32 @@ class SystemTimer:
             self._closed = True
             drivers = list(self._drivers)
             self._condition.notify_all()
-            wheel: TimingWheel | None = self._wheel
-            while wheel is not None:
-                for bucket in wheel._buckets:
-                    for entry in bucket.take_all():
-                        task = entry.task
-                        if task._entry is entry:
-                            task._entry = None
-                wheel = wheel._overflow_wheel
+            self._unbind_pending()
         for driver in drivers:
             driver.stop()
         self._executor.shutdown()
+
+    def __del__(self) -> None:
+        # A timer dropped without close(): its pending tasks are unbound as close() would,
+        # or the compiled build's untracked entries would keep them, their entries and the
+        # buckets alive for good (the cyclic GC cannot see those cycles). Drivers and the
+        # executor are left to close(): a running driver holds the timer, so a timer that
+        # is being dropped has none.
+        if self._closed:
+            return
+        with self._lock:
+            self._unbind_pending()
+
+    def _unbind_pending(self) -> None:
+        # Called with the lock held: take every entry off the wheels, unbinding its task.
+        wheel: TimingWheel | None = self._wheel
+        while wheel is not None:
+            for bucket in wheel._buckets:
+                for entry in bucket.take_all():
+                    task = entry.task
+                    if task._entry is entry:
+                        task._entry = None
+            wheel = wheel._overflow_wheel
 
     def __enter__(self) -> Self:
         return self

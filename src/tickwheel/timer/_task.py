@@ -1,19 +1,20 @@
-"""``TimerTask`` (what runs at expiry) and ``TimerTaskEntry`` (its place in a bucket).
+"""``TimerTask``: what runs at expiry, bound to at most one ``TimerTaskEntry`` at a time.
 
 As in Kafka, a task is bound to at most one entry at a time: adding a task to a timer
 wraps it in a new ``TimerTaskEntry``, and binding the new entry removes the old one,
 so adding a task again *moves* it. An entry is cancelled exactly when its task no
 longer points at it (``task.cancel()`` or a newer binding), which lets the timer drop
-a cancelled entry lazily if it meets one while cascading.
+a cancelled entry lazily if it meets one while cascading. The entry -- the task's place
+in a bucket -- belongs to the bucket's module (``_task_list``), whose storage differs
+between the two builds.
 
-Concurrency: ``cancel()`` and ``TimerTaskEntry.remove()`` may be called from any thread
-at any time; ``cancel()`` racing with the timer taking the task to run is won by exactly
-one of them, and its result says which. ``remove`` loops until the entry's ``list`` is
-None because another thread may be moving the entry from one bucket to another between
-our read of ``list`` and the bucket's lock (the bucket re-checks membership under its
-lock). Binding a task to a new entry is done by the timer that adds it; two threads
-adding the *same* task to timers at the same moment is a caller race (one binding wins,
-the other entry is dropped as cancelled).
+Concurrency: ``cancel()`` may be called from any thread at any time; ``cancel()`` racing
+with the timer taking the task to run is won by exactly one of them, and its result says
+which. It loops until the entry's ``list`` is None because another thread may be moving
+the entry from one bucket to another between our read of ``list`` and the bucket's lock
+(membership is re-checked under the lock). Binding a task to a new entry is done by the
+timer that adds it; two threads adding the *same* task to timers at the same moment is a
+caller race (one binding wins, the other entry is dropped as cancelled).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tickwheel.timer._build import mypyc_attr
 from tickwheel.timer._locks import rlock_acquire, rlock_release
 
 if TYPE_CHECKING:
-    from tickwheel.timer._task_list import TimerTaskList
+    from tickwheel.timer._task_list import TimerTaskEntry
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -108,38 +109,3 @@ class CallbackTask(TimerTask):
 
     def __repr__(self) -> str:
         return f"<CallbackTask delay_ms={self.delay_ms} fn={self.fn!r}>"
-
-
-@mypyc_attr(acyclic=True, free_list_len=1)
-class TimerTaskEntry:
-    """A task's membership of one bucket, with the absolute ``expiration_ms``.
-
-    Creating an entry binds the task to it (removing the task's previous entry).
-    ``list`` is the bucket holding the entry, or None.
-    """
-
-    __slots__ = ("expiration_ms", "list", "task")
-
-    def __init__(self, task: TimerTask, expiration_ms: int) -> None:
-        self.task = task
-        self.expiration_ms = expiration_ms
-        self.list: TimerTaskList | None = None
-        old = task._entry
-        if old is not None:
-            old.remove()
-        task._entry = self
-
-    @property
-    def cancelled(self) -> bool:
-        """True when the task is bound to another entry, or to none."""
-        return self.task._entry is not self
-
-    def remove(self) -> None:
-        """Unlink the entry from whatever bucket holds it (no-op when none)."""
-        bucket = self.list
-        while bucket is not None:
-            bucket.remove(self)
-            bucket = self.list
-
-    def __repr__(self) -> str:
-        return f"<TimerTaskEntry expiration_ms={self.expiration_ms} task={self.task!r}>"

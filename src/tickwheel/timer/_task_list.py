@@ -1,11 +1,23 @@
-"""``TimerTaskList``: one bucket of a timing wheel, and the ``TaskCounter`` they share.
+"""``TimerTaskList``: one bucket of a timing wheel, its ``TimerTaskEntry``, the ``TaskCounter``.
 
-Kafka's bucket is a circular doubly linked list of entries with a sentinel root. Here a
-bucket keeps its entries in a ``set``: add, remove and membership stay O(1), and every
-link operation is one C-level set operation instead of four Python attribute stores.
-Entries of one bucket share one expiration, so the order in which a flush meets them
-carries no meaning. The linked list and a ``dict`` were measured against it (see the
-``tickwheel.timer`` docstring); the API is Kafka's either way.
+The pure-Python build's bucket storage. Kafka's bucket is a circular doubly linked list
+of entries with a sentinel root. Here a bucket keeps its entries in a ``set``: add,
+remove and membership stay O(1), and every link operation is one C-level set operation
+instead of four Python attribute stores. Entries of one bucket share one expiration, so
+the order in which a flush meets them carries no meaning. The linked list and a ``dict``
+were measured against it (see the ``tickwheel.timer`` docstring); the API is Kafka's
+either way.
+
+The compiled build is made from ``_task_list_array.py`` instead of this module (the
+build hook, ``hatch_build.py``, compiles that file as this module's twin): an array of
+entries that know their index, which wins once its updates are native stores. Both have
+the same classes, attributes and methods, and the timer's inlined hot paths
+(``TimerTask.cancel``, ``TimingWheel.add``, ``SystemTimer.advance_clock``) use only what
+both have: a bucket's ``_entries`` with ``add(entry)`` and ``remove(entry)``, its
+``_counter``, and ``detach_all()``.
+
+An entry is a task's place in one bucket: its ``list`` is the bucket holding it, or
+None; it lives here, beside the bucket, because its layout is the storage's.
 
 A bucket has an ``expiration_ms``: the start of the time span it holds, or -1 when it
 holds nothing since its last flush. ``set_expiration`` reports whether the value
@@ -25,12 +37,51 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
+from tickwheel.timer._build import mypyc_attr
 from tickwheel.timer._locks import rlock_acquire, rlock_release
-from tickwheel.timer._task import TimerTaskEntry
+
+if TYPE_CHECKING:
+    from tickwheel.timer._task import TimerTask
 
 NO_EXPIRATION_MS = -1
 """``expiration_ms`` of a bucket that holds nothing since its last flush."""
+
+
+@mypyc_attr(acyclic=True, free_list_len=1)
+class TimerTaskEntry:
+    """A task's membership of one bucket, with the absolute ``expiration_ms``.
+
+    Creating an entry binds the task to it (removing the task's previous entry).
+    ``list`` is the bucket holding the entry, or None.
+    """
+
+    __slots__ = ("expiration_ms", "list", "task")
+
+    def __init__(self, task: TimerTask, expiration_ms: int) -> None:
+        self.task = task
+        self.expiration_ms = expiration_ms
+        self.list: TimerTaskList | None = None
+        old = task._entry
+        if old is not None:
+            old.remove()
+        task._entry = self
+
+    @property
+    def cancelled(self) -> bool:
+        """True when the task is bound to another entry, or to none."""
+        return self.task._entry is not self
+
+    def remove(self) -> None:
+        """Unlink the entry from whatever bucket holds it (no-op when none)."""
+        bucket = self.list
+        while bucket is not None:
+            bucket.remove(self)
+            bucket = self.list
+
+    def __repr__(self) -> str:
+        return f"<TimerTaskEntry expiration_ms={self.expiration_ms} task={self.task!r}>"
 
 
 class TaskCounter:

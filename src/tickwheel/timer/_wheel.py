@@ -32,8 +32,7 @@ from __future__ import annotations
 import threading
 
 from tickwheel.timer._bucket_queue import BucketQueue
-from tickwheel.timer._task import TimerTaskEntry
-from tickwheel.timer._task_list import TaskCounter, TimerTaskList
+from tickwheel.timer._task_list import TaskCounter, TimerTaskEntry, TimerTaskList
 
 
 class TimingWheel:
