@@ -10,7 +10,7 @@ handler used to build (v3-v4: index, error code, base offset, log append time; v
 add the log start offset; v8 adds the empty record errors and the error message; v9 is
 flexible: compact lengths, empty tagged-field sections and response header v1). Every
 partition is answered with no record errors, as the handler always did.
-``tests/protocol/test_produce_codec.py`` compares the bytes with kio's over generated
+``tests/protocol/test_produce_response.py`` compares the bytes with kio's over generated
 answers. (The request's own hot-path check is ``_request_checks``.)
 
 Pure functions; safe from any thread.

@@ -368,29 +368,42 @@ class Connection:
             return
         self.last_active_ms = self._clock.now_ms()
         if not self._piped and (self._answerer is None or self._answerer.done()):
-            handling = self._dispatch_piped(frame, size)
+            handling = self._dispatch_piped(frame)
             try:
                 waiting = handling.send(None)
             except StopIteration as done:
+                self._memory_pool.release(size)
                 response: Response = done.value
                 if response is not None:
                     self._serving = True
-                    await self._send(response)
-                    self._serving = False
+                    try:
+                        await self._send(response)
+                    finally:
+                        self._serving = False
                     self.last_active_ms = self._clock.now_ms()
                 return
+            except BaseException:
+                self._memory_pool.release(size)
+                raise
             piped = self._loop.create_task(_resume(handling, waiting))
+            # A task cancelled before its first step never resumes the handler: close
+            # it, so that its cleanup runs (a no-op once it has finished).
+            piped.add_done_callback(lambda _: handling.close())
         else:
             while len(self._piped) >= MAX_PIPED_PRODUCES:
                 self._answered.clear()
                 await self._answered.wait()
-            piped = self._loop.create_task(self._dispatch_piped(frame, size))
+            piped = self._loop.create_task(self._dispatch_piped(frame))
+        # Released when the task is done, however it ends: a task cancelled before its
+        # first step (the connection closing) never enters the handler's own cleanup.
+        piped.add_done_callback(lambda _: self._memory_pool.release(size))
         self._piped.append(piped)
         if self._answerer is None or self._answerer.done():
             self._answerer = self._loop.create_task(self._answer())
             self._answerer.add_done_callback(self._answerer_done)
 
-    async def _dispatch_piped(self, frame: bytes, size: int) -> Response:
+    async def _dispatch_piped(self, frame: bytes) -> Response:
+        """Serve a piped Produce; its frame's memory is released by the caller."""
         try:
             if self._piped_failure is not None:
                 return None  # read before an earlier piped Produce failed: not served
@@ -399,8 +412,6 @@ class Connection:
             if self._piped_failure is None:
                 self._piped_failure = exc
             raise
-        finally:
-            self._memory_pool.release(size)
 
     async def _answer(self) -> None:
         """Write the piped responses in request order until none is left: every one

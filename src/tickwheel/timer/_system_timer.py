@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Any, Protocol, Self, cast
 
 from tickwheel.timer._bucket_queue import BucketQueue
 from tickwheel.timer._build import mypyc_attr
@@ -399,8 +399,10 @@ class SystemTimer:
         # or the compiled build's untracked entries would keep them, their entries and the
         # buckets alive for good (the cyclic GC cannot see those cycles). Drivers and the
         # executor are left to close(): a running driver holds the timer, so a timer that
-        # is being dropped has none.
-        if self._closed:
+        # is being dropped has none. A collection that ran while this thread was inside
+        # one of the timer's own methods (the lock held) leaves the tasks bound: unbinding
+        # then would take entries from under that method.
+        if self._closed or cast(Any, self._lock)._is_owned():
             return
         with self._lock:
             self._unbind_pending()
