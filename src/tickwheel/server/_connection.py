@@ -532,9 +532,13 @@ class Connection:
 
     async def wait_closed(self) -> None:
         """Wait until the socket is closed, after ``close``."""
-        # TimeoutError: a TLS client never answered our close_notify within the
-        # listener's TLS_SHUTDOWN_TIMEOUT_S, and asyncio dropped the socket.
-        with contextlib.suppress(ConnectionError, TimeoutError):
+        # What a client can make of the end of its socket is not the broker's error:
+        # ConnectionError, TimeoutError (a TLS client never answered our close_notify
+        # within the listener's TLS_SHUTDOWN_TIMEOUT_S, and asyncio dropped the socket)
+        # and ssl.SSLError (APPLICATION_DATA_AFTER_CLOSE_NOTIFY: a TLS client kept
+        # writing after our close_notify) are all OSErrors. Raised here, one would stop
+        # a broker's shutdown half-way.
+        with contextlib.suppress(OSError):
             await self._writer.wait_closed()
 
     async def _send(self, response: Response) -> None:
