@@ -28,12 +28,12 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from tickwheel.protocol._validate import LengthError
+from tickwheel.protocol._validate import LengthError, _skip_tagged_fields
+from tickwheel.protocol._validate import _uvarint as _generic_uvarint
 
 _PRODUCE_FIRST_FLEXIBLE_VERSION: Final = 9
 _FETCH_FIRST_FLEXIBLE_VERSION: Final = 12
 _LEGACY_NULL: Final = -1
-_VARINT_MAX_BYTES: Final = 5
 _ACKS_AND_TIMEOUT_BYTES: Final = 6
 _PARTITION_INDEX_BYTES: Final = 4
 _INT16 = struct.Struct(">h")
@@ -77,20 +77,7 @@ def _uvarint(frame: bytes, position: int, what: str) -> tuple[int, int]:
     """An unsigned varint and the position after it."""
     if position < len(frame) and frame[position] < 0x80:
         return frame[position], position + 1  # One byte: every length below 128.
-    return _long_uvarint(frame, position, what)
-
-
-def _long_uvarint(frame: bytes, position: int, what: str) -> tuple[int, int]:
-    value = shift = 0
-    for index in range(_VARINT_MAX_BYTES):
-        if position + index >= len(frame):
-            raise _short(what, position + index, 1, frame)
-        byte = frame[position + index]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, position + index + 1
-        shift += 7
-    raise LengthError(f"{what}: a varint longer than {_VARINT_MAX_BYTES} bytes")
+    return _generic_uvarint(frame, position, what)
 
 
 def _legacy_length(frame: bytes, position: int, form: struct.Struct, what: str) -> int:
@@ -101,21 +88,6 @@ def _legacy_length(frame: bytes, position: int, form: struct.Struct, what: str) 
     if length < _LEGACY_NULL:
         raise LengthError(f"{what} has a negative length {length}")
     return length
-
-
-def _skip_tagged_fields(frame: bytes, position: int) -> int:
-    if position < len(frame) and frame[position] == 0:
-        return position + 1  # No tagged fields: nearly always.
-    count, position = _uvarint(frame, position, "tagged fields")
-    if count > len(frame) - position:
-        raise LengthError(f"{count} tagged fields with {len(frame) - position} bytes left")
-    for _ in range(count):
-        _, position = _uvarint(frame, position, "a tag")
-        size, position = _uvarint(frame, position, "a tagged field's size")
-        if position + size > len(frame):
-            raise _short("a tagged field", position, size, frame)
-        position += size
-    return position
 
 
 def _skip_sized(
