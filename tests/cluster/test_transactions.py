@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
+from kio.serial.errors import OutOfBoundValue
 
 from server.wire import WireClient
 from tickwheel.cluster import LocalCluster
@@ -144,7 +145,13 @@ def test_a_new_coordinator_takes_over_an_open_transaction(txn_cluster: LocalClus
     _, new_servers = _coordinator(cluster, other_than=coordinator)
 
     def loaded() -> bool:
-        state = _state(new_servers)
+        try:
+            state = _state(new_servers)
+        except OutOfBoundValue:
+            # An answer before the load (COORDINATOR_LOAD_IN_PROGRESS, or no such
+            # transaction yet) carries Kafka's start time of -1, which kio's reader in
+            # this test client refuses to decode; the loaded Ongoing one has a real time.
+            return False
         return state.error_code == E.none
 
     wait_for(loaded, "the new coordinator to load the transaction", timeout_s=WAIT_S)
