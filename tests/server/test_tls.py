@@ -29,15 +29,15 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from security.certs import Certificates, write_certificates
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint
 from tickwheel.server import BackgroundBroker, BrokerConfig, ConfigError
-from tickwheel.server._listener import TLS_HANDSHAKE_TIMEOUT_S, TLS_SHUTDOWN_TIMEOUT_S
-from tickwheel.server._tls import inter_broker_ssl_context, listener_tls
+from tickwheel.server.net._listener import TLS_HANDSHAKE_TIMEOUT_S, TLS_SHUTDOWN_TIMEOUT_S
+from tickwheel.server.net._tls import inter_broker_ssl_context, listener_tls
 
 from .wire import WireClient, encode_request
 
 pytestmark = pytest.mark.integration
 
 WAIT_S = 15.0
-LISTENER_LOGGER = "tickwheel.server._listener"
+LISTENER_LOGGER = "tickwheel.server.net._listener"
 BROKER_LOGGER = "tickwheel.server._broker"
 # ApiVersions v0: what a PLAINTEXT client sends first.
 API_VERSIONS = 18

@@ -11,8 +11,8 @@ from kio.schema.errors import ErrorCode
 
 from replica.records import batch
 from tickwheel.server import BackgroundBroker
-from tickwheel.server._connection import SENDFILE_MIN_BYTES
 from tickwheel.server.apis import SUPPORTED_VERSIONS
+from tickwheel.server.net._connection import SENDFILE_MIN_BYTES
 
 from .wire import WireClient, create_topic, host_port
 

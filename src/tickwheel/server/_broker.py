@@ -61,12 +61,8 @@ from tickwheel.security import (
 from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig, ConfigError
-from tickwheel.server._connection import Connection, ConnectionProtocol
 from tickwheel.server._context import BrokerContext, Endpoint
-from tickwheel.server._dispatch import Dispatcher
-from tickwheel.server._listener import Listener
 from tickwheel.server._listener_config import ListenerSpec, parse_advertised
-from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server._meta_properties import (
     MetaProperties,
     choose_cluster_id,
@@ -74,9 +70,7 @@ from tickwheel.server._meta_properties import (
     write_meta_properties,
 )
 from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics, serve_metrics
-from tickwheel.server._sasl import DELAYED_CLOSE_TIMER, SaslListener
 from tickwheel.server._time import BrokerTime
-from tickwheel.server._tls import ListenerTls, listener_tls
 from tickwheel.server._topics import TopicRegistry
 from tickwheel.server._users import UserConfigs
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
@@ -84,6 +78,12 @@ from tickwheel.server.apis._groups import start_groups
 from tickwheel.server.apis._share import start_share
 from tickwheel.server.apis._share_state import start_share_coordinator
 from tickwheel.server.apis._transactions import start_transactions
+from tickwheel.server.net._connection import Connection, ConnectionProtocol
+from tickwheel.server.net._dispatch import Dispatcher
+from tickwheel.server.net._listener import Listener
+from tickwheel.server.net._memory_pool import MemoryPool
+from tickwheel.server.net._sasl import DELAYED_CLOSE_TIMER, SaslListener
+from tickwheel.server.net._tls import ListenerTls, listener_tls
 from tickwheel.timer import Clock, ManualClock, SystemTimer
 
 _log = logging.getLogger(__name__)

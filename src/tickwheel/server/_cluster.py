@@ -47,8 +47,8 @@ from tickwheel.security import (
 )
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext
-from tickwheel.server._tls import inter_broker_ssl_context
 from tickwheel.server._topics import legacy_topic_id
+from tickwheel.server.net._tls import inter_broker_ssl_context
 
 _log = logging.getLogger(__name__)
 _AUTO_CREATE_TIMEOUT_MS = 5000

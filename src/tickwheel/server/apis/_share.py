@@ -62,10 +62,10 @@ from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
-from tickwheel.server._connection_id import current_connection_id
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole, reply, to_ms
+from tickwheel.server.net._connection_id import current_connection_id
 from tickwheel.share import (
     FINAL_EPOCH,
     INITIAL_EPOCH,

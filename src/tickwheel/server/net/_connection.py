@@ -108,13 +108,13 @@ from tickwheel.security import (
     enter_authenticator,
     enter_session,
 )
-from tickwheel.server._connection_id import enter_connection, new_connection_id
-from tickwheel.server._delayed_close import hold_failed_authentication
-from tickwheel.server._dispatch import Dispatcher
 from tickwheel.server._listener_config import ListenerSpec
-from tickwheel.server._memory_pool import MemoryPool
-from tickwheel.server._sasl import SaslListener
 from tickwheel.server.apis import PRODUCE, CloseConnectionError, Response
+from tickwheel.server.net._connection_id import enter_connection, new_connection_id
+from tickwheel.server.net._delayed_close import hold_failed_authentication
+from tickwheel.server.net._dispatch import Dispatcher
+from tickwheel.server.net._memory_pool import MemoryPool
+from tickwheel.server.net._sasl import SaslListener
 from tickwheel.timer import Clock, SystemClock
 
 _log = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from server.wire import WireClient, host_port
 from tickwheel.bench._batches import make_batch
 from tickwheel.bench.fuzz import (
     all_schema_breaking_frames,
@@ -27,15 +28,13 @@ from tickwheel.bench.fuzz import (
 )
 from tickwheel.server import BackgroundBroker
 
-from .wire import WireClient, host_port
-
 pytestmark = pytest.mark.integration
 
 FETCH = 1
 PRODUCE = 0
 API_VERSIONS = 18
 CREATE_TOPICS = 19
-CONNECTION_LOGGER = "tickwheel.server._connection"
+CONNECTION_LOGGER = "tickwheel.server.net._connection"
 TLS_CLIENT_HELLO = bytes.fromhex("16030100a5010000a10303") + bytes(32)
 WAIT_S = 10.0
 SENDFILE_VALUE = b"v" * 100_000  # above the server's 64 KiB sendfile threshold

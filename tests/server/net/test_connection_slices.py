@@ -10,9 +10,9 @@ import pytest
 
 from tickwheel.bench._batches import make_batch
 from tickwheel.log import FileRecordsSlice, Log, LogConfig
-from tickwheel.server._connection import Connection, _slice_bytes
-from tickwheel.server._memory_pool import UNBOUNDED, MemoryPool
 from tickwheel.server.apis import CloseConnectionError
+from tickwheel.server.net._connection import Connection, _slice_bytes
+from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
 
 BIG_VALUE = b"v" * (80 * 1024)  # above SENDFILE_MIN_BYTES, so the sendfile path is taken
 

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tickwheel.server._listener import Listener
+from tickwheel.server.net._listener import Listener
 
 CLIENTS = 20
 

@@ -16,10 +16,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from server.wire import WireClient, host_port
 from tickwheel.server import BackgroundBroker
-from tickwheel.server._memory_pool import UNBOUNDED, MemoryPool
-
-from .wire import WireClient, host_port
+from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
 
 MIB = 1024 * 1024
 HOLDERS = 8

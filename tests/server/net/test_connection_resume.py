@@ -11,9 +11,9 @@ import struct
 
 import pytest
 
-from tickwheel.server._connection import Connection, _resume
-from tickwheel.server._memory_pool import MemoryPool
 from tickwheel.server.apis import Response
+from tickwheel.server.net._connection import Connection, _resume
+from tickwheel.server.net._memory_pool import MemoryPool
 
 
 async def _handler(waited: asyncio.Future[bytes], cleaned: list[str]) -> Response:
