@@ -82,6 +82,7 @@ from tickwheel.server.net._connection import Connection, ConnectionProtocol
 from tickwheel.server.net._dispatch import Dispatcher
 from tickwheel.server.net._listener import Listener
 from tickwheel.server.net._memory_pool import MemoryPool
+from tickwheel.server.net._quotas import ConnectionQuotas
 from tickwheel.server.net._sasl import DELAYED_CLOSE_TIMER, SaslListener
 from tickwheel.server.net._tls import ListenerTls, listener_tls
 from tickwheel.timer import Clock, ManualClock, SystemTimer
@@ -120,6 +121,9 @@ class Broker:
         self._ready = False  # /readyz: listening, logs loaded, registered in a cluster
         # Request bytes being read or served, over all connections (queued.max.request.bytes).
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
+        # How many connections the listeners take, from whom, how fast (max.connections...).
+        self.connection_quotas = ConnectionQuotas(self.config.connection_quotas(), self.time.clock)
+        self.connection_quotas.close_excess = self._close_excess_connection
 
     @property
     def clock(self) -> Clock:
@@ -252,6 +256,7 @@ class Broker:
             partitions=lambda: list(replica_manager.partitions.values()),
             controller_active=lambda: cluster is None or cluster.controller.active,
             cleaner=lambda: None if cleaner is None else cleaner.metrics,
+            network=lambda: (self.connection_quotas, self.memory_pool),
         )
         users = UserConfigs(self.log_dir)
         if not config.zookeeper_connect:
@@ -322,6 +327,7 @@ class Broker:
         """Bind every listener (not accepting yet) and tell ``context`` where each is
         advertised."""
         advertised = parse_advertised(self.config.advertised_listeners)
+        inter_broker = self.config.inter_broker_listener().name
         for spec in self.config.listener_specs():
             tls = listener_tls(self.config, spec)
             sasl = (
@@ -338,6 +344,14 @@ class Broker:
                 ),
                 tls=None if tls is None else tls.context,
                 name=spec.name,
+                quotas=(
+                    self.connection_quotas,
+                    self.connection_quotas.add_listener(
+                        spec.name,
+                        *self.config.listener_connection_limits(spec.name),
+                        inter_broker=spec.name == inter_broker,
+                    ),
+                ),
             )
             self._listeners.append((spec, listener))
             self._endpoints[spec.name] = self._advertised(spec, listener.port, advertised)
@@ -358,6 +372,7 @@ class Broker:
             self.time.clock,
             self._close_timer,
             self.config.connection_failed_authentication_delay_ms,
+            self.config.sasl_server_max_receive_size,
         )
 
     @staticmethod
@@ -486,6 +501,24 @@ class Broker:
         log_manager = self.replica_manager.log_manager
         failures = await asyncio.to_thread(log_manager.checkpoint, log_manager.logs(), write)
         log_manager.fail_logs(failures)
+
+    def _close_excess_connection(self) -> bool:
+        """The inter-broker listener took the broker past ``max.connections``: close the
+        least recently active connection of another listener, as Kafka does."""
+        inter_broker = self.config.inter_broker_listener().name
+        candidates = [c for c in self._connections.values() if c.listener.name != inter_broker]
+        if not candidates:
+            return False
+        victim = min(candidates, key=lambda connection: connection.last_active_ms)
+        _log.info(
+            "closing connection from %s on listener %s: max.connections=%d reached and an "
+            "inter-broker connection came in",
+            victim.peer,
+            victim.listener.name,
+            self.config.max_connections,
+        )
+        victim.close()
+        return True
 
     def _close_idle_connections(self) -> None:
         deadline_ms = self.time.clock.now_ms() - self.config.connections_max_idle_ms

@@ -49,6 +49,13 @@ from tickwheel.server._listener_config import (
 )
 from tickwheel.server._meta_properties import cluster_id_error
 from tickwheel.server._properties import parse_properties
+from tickwheel.server.net._quotas import (
+    NO_LIMIT,
+    QuotaConfigError,
+    QuotaSettings,
+    check_limit,
+    parse_per_ip_overrides,
+)
 from tickwheel.share import ShareConfig
 
 __all__ = [
@@ -164,12 +171,24 @@ class BrokerConfig:
     socket_request_max_bytes: int = field(
         default=104_857_600, metadata=_kafka("socket.request.max.bytes")
     )
-    # Kafka's default is -1, no bound: a few clients announcing large frames and
-    # sending them slowly hold that much memory until connections.max.idle.ms. Here the
-    # default is one largest request (socket.request.max.bytes): any request the broker
-    # accepts can be read, and frames being read or served never hold more than that.
-    queued_max_request_bytes: int = field(
-        default=104_857_600, metadata=_kafka("queued.max.request.bytes")
+    # Kafka's default, -1: no bound. Bytes are held as they arrive, never as announced
+    # (server.net._memory_pool), so a client that announces a large frame and goes quiet
+    # holds only what it sent, bounded or not.
+    queued_max_request_bytes: int = field(default=-1, metadata=_kafka("queued.max.request.bytes"))
+    # Frames a SASL client may send before it has authenticated (Kafka's default, 512 KiB).
+    sasl_server_max_receive_size: int = field(
+        default=524_288, metadata=_kafka("sasl.server.max.receive.size")
+    )
+    # Connection quotas (server.net._quotas), Kafka's defaults: no limit. The listener
+    # forms (listener.name.<l>.max.connections, ...max.connection.creation.rate) are
+    # read by ``listener_connection_limits``.
+    max_connections: int = field(default=NO_LIMIT, metadata=_kafka("max.connections"))
+    max_connections_per_ip: int = field(default=NO_LIMIT, metadata=_kafka("max.connections.per.ip"))
+    max_connections_per_ip_overrides: str = field(
+        default="", metadata=_kafka("max.connections.per.ip.overrides")
+    )
+    max_connection_creation_rate: int = field(
+        default=NO_LIMIT, metadata=_kafka("max.connection.creation.rate")
     )
     connections_max_idle_ms: int = field(
         default=600_000, metadata=_kafka("connections.max.idle.ms")
@@ -557,6 +576,11 @@ class BrokerConfig:
             raise ConfigError("socket.request.max.bytes must be positive")
         if self.queued_max_request_bytes < 1 and self.queued_max_request_bytes != -1:
             raise ConfigError("queued.max.request.bytes must be positive, or -1 for no bound")
+        if self.sasl_server_max_receive_size < 1:
+            raise ConfigError("sasl.server.max.receive.size must be positive")
+        self.connection_quotas()
+        for spec in self.listener_specs():
+            self.listener_connection_limits(spec.name)
         if self.cluster_id and (problem := cluster_id_error(self.cluster_id)) is not None:
             raise ConfigError(f"cluster.id: {problem}")
         if self.connection_failed_authentication_delay_ms < 0:
@@ -691,6 +715,32 @@ class BrokerConfig:
             self.inter_broker_listener_name,
             self.security_inter_broker_protocol,
         )
+
+    def connection_quotas(self) -> QuotaSettings:
+        """The broker-wide connection limits (``ConfigError`` names a bad property)."""
+        try:
+            return QuotaSettings(
+                max_connections=self.max_connections,
+                max_connections_per_ip=self.max_connections_per_ip,
+                per_ip_overrides=parse_per_ip_overrides(self.max_connections_per_ip_overrides),
+                max_connection_creation_rate=self.max_connection_creation_rate,
+            )
+        except QuotaConfigError as exc:
+            raise ConfigError(str(exc)) from exc
+
+    def listener_connection_limits(self, listener_name: str) -> tuple[int, int]:
+        """``listener.name.<l>.max.connections`` and ``...max.connection.creation.rate``
+        of one listener (no limit when unset; the broker-wide ones apply besides)."""
+        prefix = listener_prefix(listener_name)
+        limits = []
+        for name in ("max.connections", "max.connection.creation.rate"):
+            raw = self.listener_properties.get(prefix + name)
+            value = NO_LIMIT if raw is None else _parse_int(prefix + name, raw)
+            try:
+                limits.append(check_limit(prefix + name, value))
+            except QuotaConfigError as exc:
+                raise ConfigError(str(exc)) from exc
+        return limits[0], limits[1]
 
     def listener_view(self, listener_name: str) -> dict[str, str]:
         """Every property as ``listener_name`` sees it: the broker's, with the listener's

@@ -43,6 +43,15 @@ rest):
   ``..._max_buffer_utilization_percent`` and
   ``kafka_log_LogCleanerManager_uncleanable_partitions_count``. Absent when
   ``log.cleaner.enable=false``.
+- The network door's (``tickwheel.server.net``), read when scraped: per listener,
+  Kafka's socket-server-metrics ``connection-count``, ``connection-creation-rate``
+  (per second, over the last ``RATE_WINDOW_S`` seconds) and
+  ``connection-creation-total``, as
+  ``kafka_server_socket_server_metrics_connection_count{listener}`` and so on;
+  ``tickwheel_connections_refused_total{listener,limit}``, connections closed or held
+  back by a connection quota, by the limit's property name; and the request memory
+  pool's ``kafka_network_SocketServer_MemoryPoolUsed`` and ``..._MemoryPoolAvailable``
+  (-1 when ``queued.max.request.bytes`` is unbounded).
 - ``process_*`` and ``python_info``: prometheus_client's process and platform
   collectors, in the broker's registry.
 
@@ -84,6 +93,8 @@ from prometheus_client.registry import Collector
 from tickwheel.log import CleanerMetrics
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import Partition
+from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
+from tickwheel.server.net._quotas import ConnectionQuotas
 
 _MS_PER_S = 1000.0
 # Request latency buckets in ms: long polls sit in the purgatory up to max_wait_ms.
@@ -199,6 +210,53 @@ class _CleanerCollector(Collector):
             ),
         ):
             yield GaugeMetricFamily("kafka_log_" + name, help_text, value=value)
+
+
+class _NetworkCollector(Collector):
+    def __init__(self, network: Callable[[], tuple[ConnectionQuotas, MemoryPool] | None]) -> None:
+        self._network = network
+
+    def collect(self) -> Iterator[Metric]:
+        network = self._network()
+        if network is None:
+            return
+        quotas, pool = network
+        prefix = "kafka_server_socket_server_metrics_"
+        count = GaugeMetricFamily(
+            prefix + "connection_count", "Open connections", labels=["listener"]
+        )
+        rate = GaugeMetricFamily(
+            prefix + "connection_creation_rate",
+            "Connections created per second (recent)",
+            labels=["listener"],
+        )
+        total = CounterMetricFamily(
+            prefix + "connection_creation", "Connections created", labels=["listener"]
+        )
+        now_ms = quotas.now_ms()
+        for name, quota in quotas.listeners.items():
+            count.add_metric([name], quota.count)
+            rate.add_metric([name], quota.creation.rate(now_ms))
+            total.add_metric([name], quota.creation.total)
+        refused = CounterMetricFamily(
+            "tickwheel_connections_refused",
+            "Connections closed or held back by a connection quota",
+            labels=["listener", "limit"],
+        )
+        for (listener, limit), times in sorted(quotas.refused.items()):
+            refused.add_metric([listener, limit], times)
+        used = GaugeMetricFamily(
+            "kafka_network_SocketServer_MemoryPoolUsed",
+            "Request bytes held (queued.max.request.bytes)",
+            value=pool.held_bytes,
+        )
+        capacity = pool.capacity_bytes
+        available = GaugeMetricFamily(
+            "kafka_network_SocketServer_MemoryPoolAvailable",
+            "Request bytes the pool can still grant (-1: unbounded)",
+            value=-1 if capacity == UNBOUNDED else max(0, capacity - pool.held_bytes),
+        )
+        yield from (count, rate, total, refused, used, available)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -358,6 +416,7 @@ class BrokerMetrics:
         partitions: PartitionList = _no_partitions,
         controller_active: ControllerActive = _always,
         cleaner: CleanerGauges = _no_cleaner,
+        network: Callable[[], tuple[ConnectionQuotas, MemoryPool] | None] = lambda: None,
     ) -> None:
         self._purgatories = purgatories
         self._partitions = partitions
@@ -368,6 +427,7 @@ class BrokerMetrics:
         self._topic_rates = _BrokerTopicCollector(partitions)
         self.registry.register(self._topic_rates)
         self.registry.register(_CleanerCollector(cleaner))
+        self.registry.register(_NetworkCollector(network))
         # The same collectors prometheus_client puts in its global registry; each
         # broker's registry gets its own instances (the process is shared, so
         # several brokers in one process report the same figures).

@@ -27,7 +27,7 @@ async def test_close_waits_until_every_accepted_socket_is_handed_over() -> None:
             connected.append(transport)
             transport.close()
 
-    listener = Listener("127.0.0.1", 0, Closing)
+    listener = Listener("127.0.0.1", 0, lambda _on_lost: Closing())
     listener.start()
     clients = [socket.create_connection(("127.0.0.1", listener.port)) for _ in range(CLIENTS)]
     try:
@@ -45,7 +45,7 @@ async def test_close_waits_until_every_accepted_socket_is_handed_over() -> None:
 
 @pytest.mark.asyncio
 async def test_close_is_idempotent() -> None:
-    listener = Listener("127.0.0.1", 0, asyncio.Protocol)
+    listener = Listener("127.0.0.1", 0, lambda _on_lost: asyncio.Protocol())
     listener.start()
     await listener.close()
     await listener.close()
@@ -66,7 +66,7 @@ async def test_accepted_sockets_send_without_nagle() -> None:
             transport.close()
             accepted.set()
 
-    listener = Listener("127.0.0.1", 0, Probe)
+    listener = Listener("127.0.0.1", 0, lambda _on_lost: Probe())
     listener.start()
     client = socket.create_connection(("127.0.0.1", listener.port))
     try:

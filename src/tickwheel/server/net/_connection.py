@@ -44,11 +44,20 @@ consumed ~800 MB/s through TLS (PLAINTEXT with sendfile: ~2 GB/s), where asyncio
 sendfile fallback, which reads 256 KiB pieces on a worker thread and drains each, gave
 ~100 MB/s; Python 3.11 has no kernel TLS.
 
-Memory: before reading a frame's body, the connection reserves the size its prefix
-announced in the broker's ``MemoryPool`` (``queued.max.request.bytes``) and gives it
-back once the request is answered. While the pool cannot grant it, the connection
-reads nothing more (asyncio's stream stops reading the socket once its small buffer
-is full), as Kafka mutes a channel when its memory pool runs out.
+Memory: a frame is read whole when it is at most ``SLICE_BYTES``, and slice by slice
+as its bytes arrive when it is larger; each slice is held in the broker's
+``MemoryPool`` (``queued.max.request.bytes``) once it has arrived, never before, and
+the frame's bytes go back when its request is answered. While the pool holds a slice
+back, the connection reads nothing more (asyncio's stream stops reading the socket once
+its small buffer is full), as Kafka mutes a channel when its memory pool runs out; the
+pool's docstring tells who waits and why nobody waits forever. A connection that waits
+for the pool is busy (the broker holds it back); one that waits for its client's bytes,
+in the middle of a frame or between frames, is idle, and ``connections.max.idle.ms``
+closes it.
+
+Before a client on a SASL listener has authenticated, a frame may announce at most
+``sasl.server.max.receive.size`` bytes (Kafka's pre-authentication limit); a larger one
+closes the connection at once, with one rate-limited WARNING.
 
 Clients that send garbage: a request that breaks its schema is answered
 INVALID_REQUEST where the API has a top-level error code (the connection goes on),
@@ -93,6 +102,7 @@ from tickwheel.log import FileRecordsSlice
 from tickwheel.protocol import (
     SIZE_PREFIX_BYTES,
     FetchResponseFrame,
+    FrameTooLargeError,
     InvalidRequestError,
     MalformedFrameError,
     ProtocolError,
@@ -113,7 +123,7 @@ from tickwheel.server.apis import PRODUCE, CloseConnectionError, Response
 from tickwheel.server.net._connection_id import enter_connection, new_connection_id
 from tickwheel.server.net._delayed_close import hold_failed_authentication
 from tickwheel.server.net._dispatch import Dispatcher
-from tickwheel.server.net._memory_pool import MemoryPool
+from tickwheel.server.net._memory_pool import SLICE_BYTES, FrameHold, MemoryPool, PoolAccount
 from tickwheel.server.net._sasl import SaslListener
 from tickwheel.timer import Clock, SystemClock
 
@@ -202,7 +212,8 @@ async def _resume(coroutine: Coroutine[Any, None, Response], waiting: object) ->
 
 
 class ConnectionProtocol(asyncio.StreamReaderProtocol):
-    """The listener's protocol: hands each socket to ``on_accept`` once it is connected.
+    """The listener's protocol: hands each socket to ``on_accept`` once it is connected,
+    and calls ``on_lost`` once it is gone (the listener's connection count).
 
     ``asyncio.start_server`` would start a task per connection itself, one loop
     iteration later; a broker stopping in between could then neither see nor close
@@ -210,12 +221,19 @@ class ConnectionProtocol(asyncio.StreamReaderProtocol):
     """
 
     def __init__(
-        self, on_accept: Callable[[asyncio.StreamReader, asyncio.StreamWriter], None]
+        self,
+        on_accept: Callable[[asyncio.StreamReader, asyncio.StreamWriter], None],
+        on_lost: Callable[[], None],
     ) -> None:
         # StreamReaderProtocol keeps only a weak reference to its reader.
         self._reader = asyncio.StreamReader()
         super().__init__(self._reader)
         self._on_accept = on_accept
+        self._on_lost = on_lost
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._on_lost()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -261,6 +279,9 @@ class Connection:
             self.client_host = self.peer = str(peername)
         self.last_active_ms = self._clock.now_ms()
         self._serving = False
+        # This connection's bytes in the memory pool, and whether it waits for the pool.
+        self._pool_account = PoolAccount()
+        self._waiting_for_pool = False
         # Piped Produces not yet answered, oldest first, and the task that answers them.
         self._piped: collections.deque[asyncio.Task[Response]] = collections.deque()
         self._answerer: asyncio.Task[None] | None = None
@@ -284,6 +305,7 @@ class Connection:
         """Whether a request is being served (the connection is not idle)."""
         return (
             self._serving
+            or self._waiting_for_pool
             or bool(self._piped)
             or not (self._answerer is None or self._answerer.done())
         )
@@ -330,20 +352,60 @@ class Connection:
         while True:
             prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
             size = read_frame_size(prefix, self._max_request_bytes)
-            await self._memory_pool.reserve(size)
+            authenticator = self.authenticator
+            if (
+                authenticator is not None
+                and not authenticator.authenticated
+                and self._sasl is not None
+                and size > self._sasl.max_receive_bytes
+            ):
+                raise FrameTooLargeError(
+                    f"a frame of {size} bytes before SASL authentication exceeds "
+                    f"sasl.server.max.receive.size={self._sasl.max_receive_bytes}"
+                )
+            hold = FrameHold(self._pool_account)
             try:
-                frame = await self._reader.readexactly(size)
+                frame = await self._read_frame(size, hold)
             except BaseException:
-                self._memory_pool.release(size)
+                self._memory_pool.release(hold)
                 raise
             if self._pipes(frame):
-                await self._pipe(frame, size)
+                await self._pipe(frame, hold)
                 continue
             try:
                 await self._answer_piped()
                 await self._serve(frame)
             finally:
-                self._memory_pool.release(size)
+                self._memory_pool.release(hold)
+
+    async def _read_frame(self, size: int, hold: FrameHold) -> bytes:
+        """The frame's ``size`` bytes, each slice held in the pool once it has arrived."""
+        reader = self._reader
+        if size <= SLICE_BYTES:
+            frame = await reader.readexactly(size)
+            if not self._memory_pool.try_hold(hold, size):
+                await self._wait_for_pool(hold, size)
+            return frame
+        slices: list[bytes] = []
+        remaining = size
+        while remaining:
+            piece = await reader.read(min(remaining, SLICE_BYTES))
+            if not piece:
+                raise asyncio.IncompleteReadError(b"".join(slices), size)
+            self.last_active_ms = self._clock.now_ms()
+            if not self._memory_pool.try_hold(hold, len(piece)):
+                await self._wait_for_pool(hold, len(piece))
+            slices.append(piece)
+            remaining -= len(piece)
+        return b"".join(slices)
+
+    async def _wait_for_pool(self, hold: FrameHold, size: int) -> None:
+        self._waiting_for_pool = True
+        try:
+            await self._memory_pool.hold(hold, size)
+        finally:
+            self._waiting_for_pool = False
+            self.last_active_ms = self._clock.now_ms()
 
     def _pipes(self, frame: bytes) -> bool:
         """Whether ``frame`` is a Produce that may be dispatched before earlier answers."""
@@ -357,14 +419,14 @@ class Connection:
             or (authenticator.authenticated and authenticator.admit(api_key) is None)
         )
 
-    async def _pipe(self, frame: bytes, size: int) -> None:
+    async def _pipe(self, frame: bytes, hold: FrameHold) -> None:
         """Dispatch a Produce now; the answerer writes its response in turn. With no
         Produce in flight, the handler runs here, in the reader's step, and a response
         it has at once is written here too: no task is started unless it waits."""
         if self._piped_failure is not None:
             # A piped Produce failed: the answerer closes the connection after the
             # answers before it; nothing read after it is served, as when muted.
-            self._memory_pool.release(size)
+            self._memory_pool.release(hold)
             return
         self.last_active_ms = self._clock.now_ms()
         if not self._piped and (self._answerer is None or self._answerer.done()):
@@ -372,7 +434,7 @@ class Connection:
             try:
                 waiting = handling.send(None)
             except StopIteration as done:
-                self._memory_pool.release(size)
+                self._memory_pool.release(hold)
                 response: Response = done.value
                 if response is not None:
                     self._serving = True
@@ -383,7 +445,7 @@ class Connection:
                     self.last_active_ms = self._clock.now_ms()
                 return
             except BaseException:
-                self._memory_pool.release(size)
+                self._memory_pool.release(hold)
                 raise
             piped = self._loop.create_task(_resume(handling, waiting))
             # A task cancelled before its first step never resumes the handler: close
@@ -396,7 +458,7 @@ class Connection:
             piped = self._loop.create_task(self._dispatch_piped(frame))
         # Released when the task is done, however it ends: a task cancelled before its
         # first step (the connection closing) never enters the handler's own cleanup.
-        piped.add_done_callback(lambda _: self._memory_pool.release(size))
+        piped.add_done_callback(lambda _: self._memory_pool.release(hold))
         self._piped.append(piped)
         if self._answerer is None or self._answerer.done():
             self._answerer = self._loop.create_task(self._answer())

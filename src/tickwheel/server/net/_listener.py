@@ -27,6 +27,15 @@ under way (the cancelled task closes its socket) instead of waiting out slow cli
 Closing a TLS connection waits at most ``TLS_SHUTDOWN_TIMEOUT_S`` for the client's
 close_notify.
 
+Connection quotas (``_quotas``): before each accept the listener asks its
+``ConnectionQuotas`` whether it may take one more connection now; while a count limit
+is reached it stops watching its socket until a connection closes, and while a creation
+rate is spent it stops until the next token, so new connections wait in the kernel's
+backlog, as Kafka's acceptor blocks. A socket from a host over
+``max.connections.per.ip`` is closed as soon as it is accepted. Each counted socket is
+uncounted exactly once: by its protocol's ``connection_lost`` (the ``on_lost`` the
+factory is given), or here when its hand-over fails before the protocol heard of it.
+
 When ``accept`` fails for want of resources (no file descriptors or buffers left),
 the listener stops watching for ``ACCEPT_RETRY_DELAY_S`` instead of spinning on a
 socket that stays readable, as asyncio's own server does, and keeps listening.
@@ -39,12 +48,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
+import math
 import socket
 import ssl
 from collections.abc import Callable
 
 from tickwheel._ratelimit import RateLimitedLog
+from tickwheel.server.net._quotas import ConnectionQuotas, ListenerQuota
 
 _log = logging.getLogger(__name__)
 # Failed TLS handshakes, one key per client host (a client that keeps reconnecting with
@@ -73,6 +85,31 @@ def _disable_nagle(conn: socket.socket) -> None:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+ProtocolFactory = Callable[[Callable[[], None]], asyncio.Protocol]
+"""Makes the protocol of one accepted socket, given the ``on_lost`` its
+``connection_lost`` must call (asyncio calls that once, after ``connection_made``)."""
+
+
+class _Uncount:
+    """Uncounts one accepted socket from the quotas, once, however it ends."""
+
+    __slots__ = ("_host", "_quota", "_quotas")
+
+    def __init__(self, quotas: ConnectionQuotas, quota: ListenerQuota, host: str) -> None:
+        self._quotas: ConnectionQuotas | None = quotas
+        self._quota = quota
+        self._host = host
+
+    def __call__(self) -> None:
+        quotas, self._quotas = self._quotas, None
+        if quotas is not None:
+            quotas.closed(self._quota, self._host)
+
+
+def _nothing_to_uncount() -> None:
+    """``on_lost`` of a listener without quotas."""
+
+
 class Listener:
     """A listening TCP socket that hands each accepted socket's transport to a protocol."""
 
@@ -80,14 +117,16 @@ class Listener:
         self,
         host: str,
         port: int,
-        protocol_factory: Callable[[], asyncio.Protocol],
+        protocol_factory: ProtocolFactory,
         *,
         tls: ssl.SSLContext | None = None,
         name: str = "",
+        quotas: tuple[ConnectionQuotas, ListenerQuota] | None = None,
     ) -> None:
         """Bind and listen on ``host:port`` (port 0: a free port); not yet accepting.
 
-        ``tls``: serve TLS with this context; ``name``: the listener's name, for log lines.
+        ``tls``: serve TLS with this context; ``name``: the listener's name, for log
+        lines; ``quotas``: the broker's connection quotas and this listener's share.
         """
         family, _, _, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -103,6 +142,10 @@ class Listener:
         self._handshakes: dict[asyncio.Task[object], tuple[str, str]] = {}
         self._retry: asyncio.TimerHandle | None = None
         self._closed = False
+        self._watching = False
+        self._quotas = quotas
+        # Each hand-over's uncount, until the protocol has it.
+        self._uncounts: dict[asyncio.Task[object], Callable[[], None]] = {}
 
     @property
     def port(self) -> int:
@@ -111,39 +154,69 @@ class Listener:
 
     def start(self) -> None:
         """Start accepting connections."""
-        self._loop.add_reader(self._sock.fileno(), self._accept_ready)
+        if not self._watching and not self._closed:
+            self._watching = True
+            self._loop.add_reader(self._sock.fileno(), self._accept_ready)
+
+    def _pause(self, delay_s: float) -> None:
+        """Stop watching the socket for ``delay_s`` (``inf``: until ``_resume``)."""
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self._sock.fileno())
+        if not math.isinf(delay_s) and self._retry is None:
+            self._retry = self._loop.call_later(delay_s, self._resume)
 
     def _accept_ready(self) -> None:
+        quotas = self._quotas
         for _ in range(LISTEN_BACKLOG):
+            if quotas is not None:
+                wait_ms = quotas[0].accept_wait_ms(quotas[1], self._resume)
+                if wait_ms > 0:
+                    self._pause(wait_ms / 1000)
+                    return
             try:
                 conn, _ = self._sock.accept()
             except OSError as exc:
+                if quotas is not None:
+                    quotas[0].refund(quotas[1])
                 if exc.errno in _OUT_OF_RESOURCES:
                     _log.error("accept failed (%s); retrying in %.1f s", exc, ACCEPT_RETRY_DELAY_S)
-                    self._loop.remove_reader(self._sock.fileno())
-                    self._retry = self._loop.call_later(ACCEPT_RETRY_DELAY_S, self._resume)
+                    self._pause(ACCEPT_RETRY_DELAY_S)
                     return
                 if exc.errno in _GONE_BEFORE_ACCEPT:
                     return  # Nothing (more) to accept right now.
                 raise
+            host, peer = _peer(conn)
+            uncount: Callable[[], None] = _nothing_to_uncount
+            if quotas is not None:
+                if not quotas[0].admit(quotas[1], host):
+                    conn.close()
+                    continue
+                uncount = _Uncount(quotas[0], quotas[1], host)
             conn.setblocking(False)
             _disable_nagle(conn)
+            factory = functools.partial(self._protocol_factory, uncount)
             if self._tls is None:
-                handover = self._loop.connect_accepted_socket(self._protocol_factory, conn)
+                handover = self._loop.connect_accepted_socket(factory, conn)
             else:
                 handover = self._loop.connect_accepted_socket(
-                    self._protocol_factory,
+                    factory,
                     conn,
                     ssl=self._tls,
                     ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
                     ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT_S,
                 )
             task = self._loop.create_task(handover)
-            self._handshakes[task] = _peer(conn)
+            self._handshakes[task] = (host, peer)
+            self._uncounts[task] = uncount
             task.add_done_callback(self._handshake_done)
 
     def _handshake_done(self, task: asyncio.Task[object]) -> None:
         host, peer = self._handshakes.pop(task)
+        uncount = self._uncounts.pop(task)
+        if task.cancelled() or task.exception() is not None:
+            # The protocol never heard of the socket: it is closed, and uncounted here.
+            uncount()
         if task.cancelled() or task.exception() is None:
             return
         error = task.exception()
@@ -163,9 +236,10 @@ class Listener:
         _log.warning("could not set up an accepted connection: %r", error)
 
     def _resume(self) -> None:
-        self._retry = None
-        if not self._closed:
-            self.start()
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        self.start()
 
     async def close(self) -> None:
         """Stop accepting, close the socket, and wait until every accepted one is handed over."""
@@ -175,7 +249,9 @@ class Listener:
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None
-        self._loop.remove_reader(self._sock.fileno())
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self._sock.fileno())
         self._sock.close()
         handshakes = list(self._handshakes)
         if self._tls is not None:

@@ -43,8 +43,11 @@ class SaslListener:
         clock: Clock,
         close_timer: SystemTimer,
         failed_authentication_delay_ms: int,
+        max_receive_bytes: int,
     ) -> None:
         self.config = config
+        # sasl.server.max.receive.size: the largest frame before authentication.
+        self.max_receive_bytes = max_receive_bytes
         self.close_timer = close_timer
         self.failed_authentication_delay_ms = failed_authentication_delay_ms
         self._clock = clock
