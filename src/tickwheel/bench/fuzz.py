@@ -34,11 +34,11 @@ server's sendfile threshold, so answers also meet closing sockets on the sendfil
 path. Every ``_LIVENESS_EVERY_CONNECTIONS`` connections a fresh
 connection must get an ApiVersions answer.
 
-Then **memory**: ``_HOLD_CONNECTIONS`` (8) sockets each announce a 24 MiB frame and
-send half of it; the broker's RSS growth is measured (``/proc/<pid>/status``) while
-a normal request on another connection must still be answered.
-``queued.max.request.bytes`` bounds it; ``--broker-override
-queued.max.request.bytes=-1`` shows it unbounded.
+Then **the connection defences** (``tickwheel.bench.defences``): slow announcers of
+100 MB requests, tricklers of 24 MB frames, a frame too large before SASL
+authentication, a connection flood above a creation rate and a host over
+``max.connections.per.ip``, each against a broker of its own, with what a new client and
+an existing producer saw meanwhile and the broker's peak RSS growth.
 Last, a real client (confluent-kafka) produces a message and consumes it back, on the
 PLAINTEXT listener and, logged in with PLAIN, on the SASL one.
 
@@ -67,19 +67,16 @@ import datetime
 import functools
 import io
 import random
-import re
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import types
 import typing
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +86,17 @@ from kio.static.protocol import Entity, RequestPayload
 
 from tickwheel.bench._batches import make_batch
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
+from tickwheel.bench._served import (
+    LOOPBACK,
+    SASL_MECHANISMS,
+    SASL_PASSWORD,
+    SASL_USER,
+    BrokerUnderTest,
+    answers_api_versions,
+    receive,
+)
+from tickwheel.bench.defences import SCENARIOS, run_scenario
+from tickwheel.bench.defences import report as defences_report
 from tickwheel.protocol import build_entity, request_header_bytes, request_schema, uvarint
 from tickwheel.security import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
@@ -99,7 +107,6 @@ FUZZ_GROUP = "fuzz-group"
 SENDFILE_BATCH_BYTES = 100_000
 """The first batch in ``FUZZ_TOPIC``: above the server's 64 KiB sendfile threshold."""
 
-_LOOPBACK = "127.0.0.1"
 _TMPFS = "/dev/shm"
 _DEFAULT_FRAMES = 100_000
 _DEFAULT_CONCURRENCY = 16
@@ -111,36 +118,16 @@ _TLS_HELLO_ONE_IN = 200
 _RANDOM_FRAME_ONE_IN = 3
 _LIVENESS_EVERY_CONNECTIONS = 500
 _LIVENESS_TIMEOUT_S = 10.0
-_READY_TIMEOUT_S = 30.0
 _CLIENT_TIMEOUT_S = 30.0
-_STOP_TIMEOUT_S = 30.0
-_HOLD_CONNECTIONS = 8
-_HOLD_FRAME_BYTES = 24 * 1024 * 1024
-_RSS_SETTLE_S = 1.0
-_RSS_POLL_S = 0.1
 _MIB = 1024 * 1024
 _MAX_TRACEBACKS_SHOWN = 3
 _API_VERSIONS_KEY = 18
 _PRODUCE_KEY = 0
 # Frames of kind 3 use these keys too: served ones, and ones no broker serves.
 _UNKNOWN_API_KEYS = (-1, 99, 32767)
-_LISTENING = re.compile(r"listening on \S+:(\d+)")
-_SASL_LISTENING = re.compile(r":(\d+) \(SASL_PLAINTEXT\)")
-SASL_USER, SASL_PASSWORD = "fuzz-user", "fuzz-secret"
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-SASL_BROKER_PROPERTIES: Mapping[str, str] = {
-    "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'user_{SASL_USER}="{SASL_PASSWORD}";'
-    ),
-}
-"""What the SASL listener of the broker under test accepts (listener ``SASL_PLAINTEXT``)."""
 _SASL_CONNECTION_ONE_IN_FRAMES = 20
 _MAX_SASL_TOKENS = 4
 _NOT_BEFORE_LOGIN_KEYS = (0, 1, 3, 19, 51)
-_LOG_LEVEL = re.compile(r"^\S+ \S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
-_TRACEBACK = "Traceback (most recent call last)"
 # A TLS 1.2 ClientHello's record header and the start of its handshake message.
 _TLS_CLIENT_HELLO = bytes.fromhex("160301020001000200fc0303") + bytes(32)
 
@@ -548,149 +535,6 @@ def seed_frames_by_key() -> dict[int, bytes]:
     }
 
 
-# -- the broker under test ----------------------------------------------------------------
-
-
-@dataclass
-class BrokerLog:
-    """What the broker wrote to stderr: counts by level, and its tracebacks."""
-
-    lines: int = 0
-    by_level: dict[str, int] = field(default_factory=dict)
-    tracebacks: list[list[str]] = field(default_factory=list)
-    _in_traceback: bool = False
-
-    def feed(self, line: str) -> None:
-        """Count one line of the broker's stderr."""
-        self.lines += 1
-        if _TRACEBACK in line:
-            self.tracebacks.append([line])
-            self._in_traceback = True
-            return
-        level = _LOG_LEVEL.match(line)
-        if level is not None:
-            self._in_traceback = False
-            self.by_level[level[1]] = self.by_level.get(level[1], 0) + 1
-        elif self._in_traceback:
-            self.tracebacks[-1].append(line)
-
-
-class BrokerUnderTest:
-    """``tickwheel serve`` as a subprocess; restarted after a death, its stderr counted."""
-
-    def __init__(self, log_dir: Path, overrides: list[str]) -> None:
-        self._log_dir = log_dir
-        self._overrides = overrides
-        self.log = BrokerLog()
-        self.deaths = 0
-        self.process: subprocess.Popen[bytes] | None = None
-        self._drainer: threading.Thread | None = None
-        self.port = 0
-        self.sasl_port = 0
-        self.peak_rss_bytes = 0
-
-    def start(self) -> None:
-        """Start the broker and wait until it answers."""
-        command = [sys.executable, "-m", "tickwheel.cli", "serve"]
-        for override in (
-            f"listeners=PLAINTEXT://{_LOOPBACK}:0,SASL_PLAINTEXT://{_LOOPBACK}:0",
-            *(f"{name}={value}" for name, value in SASL_BROKER_PROPERTIES.items()),
-            f"log.dirs={self._log_dir}",
-            "offsets.topic.num.partitions=1",
-            "group.initial.rebalance.delay.ms=0",
-            *self._overrides,
-        ):
-            command += ["--override", override]
-        process = subprocess.Popen(command, stderr=subprocess.PIPE)
-        self.process = process
-        listening = threading.Event()
-        self._drainer = threading.Thread(target=self._drain, args=(process, listening), daemon=True)
-        self._drainer.start()
-        if not listening.wait(_READY_TIMEOUT_S):
-            raise RuntimeError("tickwheel serve did not start listening")
-        if not answers_api_versions(self.port, _READY_TIMEOUT_S):
-            raise RuntimeError("tickwheel serve does not answer")
-
-    def _drain(self, process: subprocess.Popen[bytes], listening: threading.Event) -> None:
-        assert process.stderr is not None
-        with process.stderr:
-            for raw in process.stderr:
-                line = raw.decode(errors="replace").rstrip("\n")
-                self.log.feed(line)
-                found = _LISTENING.search(line)
-                if found and not listening.is_set():
-                    self.port = int(found[1])
-                    sasl = _SASL_LISTENING.search(line)
-                    self.sasl_port = int(sasl[1]) if sasl else 0
-                    listening.set()
-
-    @property
-    def bootstrap_servers(self) -> str:
-        """``host:port`` of the broker."""
-        return f"{_LOOPBACK}:{self.port}"
-
-    @property
-    def sasl_bootstrap_servers(self) -> str:
-        """``host:port`` of the broker's SASL_PLAINTEXT listener."""
-        return f"{_LOOPBACK}:{self.sasl_port}"
-
-    def alive(self) -> bool:
-        """Whether the process runs; a dead one is counted and started again."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            return True
-        self.deaths += 1
-        self.start()
-        return False
-
-    def rss_bytes(self) -> int:
-        """The broker's resident memory now (and the peak seen, in ``peak_rss_bytes``)."""
-        assert self.process is not None
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        rss = int(fields["VmRSS"].split()[0]) * 1024
-        self.peak_rss_bytes = max(self.peak_rss_bytes, int(fields["VmHWM"].split()[0]) * 1024)
-        return rss
-
-    def stop(self) -> None:
-        """SIGTERM, then wait."""
-        if self.process is None:
-            return
-        self.rss_bytes()
-        self.process.terminate()
-        try:
-            self.process.wait(_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self._drainer is not None:
-            self._drainer.join(_STOP_TIMEOUT_S)
-
-
-def answers_api_versions(port: int, timeout_s: float) -> bool:
-    """Whether a fresh connection gets an answer to ApiVersions v0 within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((_LOOPBACK, port), timeout=timeout_s) as sock:
-                sock.sendall(encode_request(_API_VERSIONS_KEY, 0, {}, 1))
-                size: int = struct.unpack(">i", _receive(sock, 4))[0]
-                return len(_receive(sock, size)) == size
-        except OSError:
-            time.sleep(_RSS_POLL_S)
-    return False
-
-
-def _receive(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionResetError("the broker closed the connection")
-        chunks += chunk
-    return bytes(chunks)
-
-
 # -- the fuzzing ----------------------------------------------------------------------
 
 
@@ -705,8 +549,6 @@ class FuzzFigures:
     connections: int = 0
     liveness_misses: int = 0
     seconds: float = 0.0
-    hold_rss_growth_bytes: int = 0
-    hold_answered: bool = False
     client_round_trip: bool = False
     sasl_round_trip: bool = False
 
@@ -714,7 +556,7 @@ class FuzzFigures:
 async def _send_connection(port: int, frames: list[bytes], *, abort: bool) -> int | None:
     """Send ``frames`` on a new connection; the answers read, None if it did not open."""
     try:
-        reader, writer = await asyncio.open_connection(_LOOPBACK, port)
+        reader, writer = await asyncio.open_connection(LOOPBACK, port)
     except OSError:
         return None
     answers = 0
@@ -810,48 +652,6 @@ async def _check_liveness(broker: BrokerUnderTest, figures: FuzzFigures) -> None
     )
 
 
-def _settled_rss(broker: BrokerUnderTest) -> int:
-    """The broker's RSS once it has not grown for ``_RSS_SETTLE_S``."""
-    rss = broker.rss_bytes()
-    steady_since = time.monotonic()
-    deadline = steady_since + _READY_TIMEOUT_S
-    while time.monotonic() - steady_since < _RSS_SETTLE_S and time.monotonic() < deadline:
-        time.sleep(_RSS_POLL_S)
-        now = broker.rss_bytes()
-        if now > rss:
-            rss, steady_since = now, time.monotonic()
-    return rss
-
-
-def _hold_large_frames(broker: BrokerUnderTest, figures: FuzzFigures) -> None:
-    """8 connections announce a 24 MiB frame and send half of it; RSS growth measured."""
-    before = _settled_rss(broker)
-    header = _header(_PRODUCE_KEY, 9, 1)
-    half = b"\x00" * (_HOLD_FRAME_BYTES // 2 - len(header))
-    holders = []
-    try:
-        for _ in range(_HOLD_CONNECTIONS):
-            sock = socket.create_connection((_LOOPBACK, broker.port))
-            sock.setblocking(False)
-            holders.append((sock, memoryview(struct.pack(">i", _HOLD_FRAME_BYTES) + header + half)))
-        # Send until all is sent or nothing moves for a while: the kernel buffers of
-        # the connections the broker does not read fill up and stay full.
-        progressed_at = time.monotonic()
-        while any(data for _, data in holders) and time.monotonic() - progressed_at < _RSS_SETTLE_S:
-            for index, (sock, data) in enumerate(holders):
-                with contextlib.suppress(BlockingIOError):
-                    sent = sock.send(data[:_MIB])
-                    holders[index] = (sock, data[sent:])
-                    if sent:
-                        progressed_at = time.monotonic()
-            time.sleep(_RSS_POLL_S / 10)
-        figures.hold_rss_growth_bytes = _settled_rss(broker) - before
-        figures.hold_answered = answers_api_versions(broker.port, _LIVENESS_TIMEOUT_S)
-    finally:
-        for sock, _ in holders:
-            sock.close()
-
-
 def sasl_client_config(bootstrap_servers: str) -> dict[str, str]:
     """confluent-kafka's settings for the SASL listener's PLAIN user."""
     return {
@@ -898,13 +698,13 @@ def _prepare_topic(broker: BrokerUnderTest) -> None:
             }
         ],
     }
-    with socket.create_connection((_LOOPBACK, broker.port), timeout=_CLIENT_TIMEOUT_S) as sock:
+    with socket.create_connection((LOOPBACK, broker.port), timeout=_CLIENT_TIMEOUT_S) as sock:
         # Metadata v1 creates the topic (before v4 a client cannot opt out).
         sock.sendall(encode_request(3, 1, {"topics": [{"name": FUZZ_TOPIC}]}, 1))
         sock.sendall(encode_request(_PRODUCE_KEY, 9, values, 2))
         for _ in range(2):
-            (size,) = struct.unpack(">i", _receive(sock, 4))
-            _receive(sock, size)
+            (size,) = struct.unpack(">i", receive(sock, 4))
+            receive(sock, size)
 
 
 def report(figures: FuzzFigures, broker: BrokerUnderTest) -> str:
@@ -926,12 +726,6 @@ def report(figures: FuzzFigures, broker: BrokerUnderTest) -> str:
         ("broker deaths", str(broker.deaths)),
         ("liveness checks unanswered", str(figures.liveness_misses)),
         ("broker peak RSS (MiB)", f"{broker.peak_rss_bytes / _MIB:.0f}"),
-        (
-            f"RSS growth, {_HOLD_CONNECTIONS} x {_HOLD_FRAME_BYTES // _MIB} MiB frames "
-            "half sent (MiB)",
-            f"{figures.hold_rss_growth_bytes / _MIB:.0f}",
-        ),
-        ("another client answered meanwhile", "yes" if figures.hold_answered else "NO"),
         (
             "confluent-kafka produce + consume afterwards",
             "ok" if figures.client_round_trip else "FAILED",
@@ -984,7 +778,6 @@ def main(argv: list[str]) -> int:
         try:
             _prepare_topic(broker)
             asyncio.run(_fuzz(broker, figures, args))
-            _hold_large_frames(broker, figures)
             broker.alive()
             figures.client_round_trip = _client_round_trip(broker.bootstrap_servers)
             figures.sasl_round_trip = _client_round_trip(
@@ -994,7 +787,10 @@ def main(argv: list[str]) -> int:
             )
         finally:
             broker.stop()
+    defences = [run_scenario(name, args.log_parent) for name in SCENARIOS]
     print(report(figures, broker))
+    print()
+    print(defences_report(defences))
     save_png(
         args.png,
         f"tickwheel bench fuzz - {figures.frames:,} mutated frames, seed {args.seed}",
@@ -1019,5 +815,6 @@ def main(argv: list[str]) -> int:
         or figures.liveness_misses
         or not figures.client_round_trip
         or not figures.sasl_round_trip
+        or not all(result.met for result in defences)
     )
     return 1 if failed else 0
