@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -90,11 +91,51 @@ def test_bad_values_are_refused(properties: dict[str, str]) -> None:
         BrokerConfig.from_properties(properties)
 
 
-def test_queued_request_bytes_default_to_one_largest_request_and_may_be_unbounded() -> None:
-    # Kafka's default is -1 (no bound); ours bounds the frames held to one largest request.
-    assert BrokerConfig().queued_max_request_bytes == BrokerConfig().socket_request_max_bytes
-    unbounded = BrokerConfig.from_properties({"queued.max.request.bytes": "-1"})
-    assert unbounded.queued_max_request_bytes == -1
+def test_the_connection_defences_default_to_kafkas_values() -> None:
+    config = BrokerConfig()
+    assert config.queued_max_request_bytes == -1  # no bound, as Kafka
+    assert config.sasl_server_max_receive_size == 524_288
+    quotas = config.connection_quotas()
+    assert quotas.max_connections == quotas.max_connections_per_ip == 2_147_483_647
+    assert quotas.max_connection_creation_rate == 2_147_483_647
+    assert quotas.per_ip_overrides == {}
+    bounded = BrokerConfig.from_properties({"queued.max.request.bytes": "1048576"})
+    assert bounded.queued_max_request_bytes == 1_048_576
+
+
+def test_per_ip_overrides_are_parsed_by_address() -> None:
+    config = BrokerConfig.from_properties(
+        {
+            "max.connections.per.ip": "0",
+            "max.connections.per.ip.overrides": "127.0.0.1:5, localhost:7 ,::1:3",
+        }
+    )
+    overrides = config.connection_quotas().per_ip_overrides
+    assert overrides["::1"] == 3
+    assert overrides["127.0.0.1"] in (5, 7)  # localhost resolves to one of the two
+
+
+@pytest.mark.parametrize(
+    ("properties", "named"),
+    [
+        ({"max.connections": "-1"}, "max.connections"),
+        ({"max.connections.per.ip": "-5"}, "max.connections.per.ip"),
+        ({"max.connection.creation.rate": "-1"}, "max.connection.creation.rate"),
+        ({"max.connections.per.ip.overrides": "127.0.0.1:x"}, "max.connections.per.ip.overrides"),
+        ({"max.connections.per.ip.overrides": "127.0.0.1"}, "max.connections.per.ip.overrides"),
+        ({"max.connections.per.ip.overrides": "10.0.0.1:-2"}, "max.connections.per.ip.overrides"),
+        ({"max.connections.per.ip": "0"}, "max.connections.per.ip"),
+        ({"listener.name.plaintext.max.connections": "-2"}, "listener.name.plaintext"),
+        ({"listener.name.plaintext.max.connection.creation.rate": "x"}, "listener.name"),
+        ({"sasl.server.max.receive.size": "0"}, "sasl.server.max.receive.size"),
+        ({"queued.max.request.bytes": "0"}, "queued.max.request.bytes"),
+    ],
+)
+def test_bad_connection_limits_are_refused_naming_the_property(
+    properties: dict[str, str], named: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        BrokerConfig.from_properties(properties)
 
 
 def test_unknown_properties_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from tickwheel.bench import fuzz
+from tickwheel.bench import _served, fuzz
 from tickwheel.pytest_plugin import TEST_BROKER_PROPERTIES
 from tickwheel.security import PlainClient
 from tickwheel.server import BackgroundBroker, BrokerConfig
@@ -131,7 +131,7 @@ def _logs_in(bootstrap_servers: str) -> bool:
     client = WireClient(bootstrap_servers)
     try:
         handshake = client.call(17, 1, {"mechanism": "PLAIN"})
-        token = PlainClient(fuzz.SASL_USER, fuzz.SASL_PASSWORD).initial_response()
+        token = PlainClient(_served.SASL_USER, _served.SASL_PASSWORD).initial_response()
         answer = client.call(36, 2, {"auth_bytes": token})
         return bool(handshake.error_code == ErrorCode.none and answer.error_code == ErrorCode.none)
     finally:
@@ -141,7 +141,7 @@ def _logs_in(bootstrap_servers: str) -> bool:
 def test_sasl_frames_never_stop_the_broker(tmp_path: Path) -> None:
     properties = {
         **TEST_BROKER_PROPERTIES,
-        **fuzz.SASL_BROKER_PROPERTIES,
+        **_served.SASL_BROKER_PROPERTIES,
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(tmp_path),
         # Failed logins still wait on the wheel, only briefly, so the test stays short.
@@ -193,8 +193,9 @@ def test_the_fuzz_command_finds_no_traceback_and_no_death(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``tickwheel bench fuzz``, bounded: a broker subprocess, every schema-breaking
-    request, mutated and random frames, held large frames, then a real client."""
-    assert fuzz.main(["--frames", str(BENCH_FRAMES)]) == 0
+    request, mutated and random frames, then a real client (the attacks on the connection
+    defences it also runs are the defence tier's, tests/server/net/test_defences.py)."""
+    assert fuzz.main(["--frames", str(BENCH_FRAMES), "--skip-defences"]) == 0
     report = capsys.readouterr().out
     figures = {
         cells[1].strip(): cells[2].strip()
@@ -203,7 +204,6 @@ def test_the_fuzz_command_finds_no_traceback_and_no_death(
     assert int(figures["frames sent"].replace(",", "")) >= BENCH_FRAMES
     assert figures["broker tracebacks"] == "0"
     assert figures["broker deaths"] == "0"
-    assert figures["another client answered meanwhile"] == "yes"
     assert figures["confluent-kafka produce + consume afterwards"] == "ok"
     assert int(figures["SASL conversations (SASL_PLAINTEXT listener)"].replace(",", "")) > 0
     assert figures["confluent-kafka SASL PLAIN login, produce + consume afterwards"] == "ok"

@@ -764,6 +764,11 @@ def _parser() -> argparse.ArgumentParser:
         default=_TMPFS if Path(_TMPFS).is_dir() else None,
         help="where the broker's temporary log directory goes (default /dev/shm)",
     )
+    parser.add_argument(
+        "--skip-defences",
+        action="store_true",
+        help="leave out the attacks on the connection defences (tickwheel.bench.defences)",
+    )
     add_png_argument(parser)
     return parser
 
@@ -787,10 +792,13 @@ def main(argv: list[str]) -> int:
             )
         finally:
             broker.stop()
-    defences = [run_scenario(name, args.log_parent) for name in SCENARIOS]
+    defences = (
+        [] if args.skip_defences else [run_scenario(name, args.log_parent) for name in SCENARIOS]
+    )
     print(report(figures, broker))
-    print()
-    print(defences_report(defences))
+    if defences:
+        print()
+        print(defences_report(defences))
     save_png(
         args.png,
         f"tickwheel bench fuzz - {figures.frames:,} mutated frames, seed {args.seed}",
