@@ -19,6 +19,9 @@ block needs decides where it runs, and under which marker:
 
 A block that reads a topic the documents filled before it (``events``, from the kcat
 example) gets that topic filled first, as the reader's shell did. No block is skipped.
+
+The README's relative links must lead to files and headings that exist: the site's
+strict build (``mkdocs build --strict``) checks those between the pages, not the README's.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from tickwheel.server import BackgroundBroker, BrokerConfig, parse_properties
 
 ROOT = Path(__file__).resolve().parents[1]
 # The documents whose blocks run: the README, then every page of the site.
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README = ROOT / "README.md"
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 SINGLE = "127.0.0.1:9092"
 THREE = "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
 SECURED = "SASL_SSL"
@@ -138,6 +142,28 @@ def _fill_topics_it_reads(block: Block, bootstrap: str) -> None:
 def test_the_documents_have_python_blocks_of_every_kind() -> None:
     kinds = {block.kind for block in _blocks()}
     assert kinds == {"none", "broker", "cluster", "spark", "secured"}
+
+
+def _anchor(heading: str) -> str:
+    """A heading's anchor, as the site (mkdocs' toc) and GitHub make it."""
+    words = re.sub(r"[^\w\s-]", "", heading.strip().lower())
+    return re.sub(r"\s+", "-", words)
+
+
+def test_the_readmes_links_lead_to_pages_and_headings_that_exist() -> None:
+    """The site's strict build checks the links between pages; this checks the README's,
+    which the site does not contain."""
+    text = README.read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [link for link in links if "://" not in link]
+    assert local
+    for link in local:
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        assert target.exists(), link
+        if anchor:
+            headings = re.findall(r"^#+ (.*)$", target.read_text(), re.MULTILINE)
+            assert anchor in {_anchor(h) for h in headings}, link
 
 
 @pytest.mark.parametrize("block", _params("none"))
