@@ -46,7 +46,7 @@ OFFSETS_RETENTION_MS = 60_000
 CONNECTIONS_MAX_IDLE_MS = 600_000  # Kafka's default; checked every tenth of it
 API_VERSIONS = 18
 WAIT_S = 20.0
-README = Path(__file__).resolve().parents[1] / "README.md"
+TESTING_PAGE = Path(__file__).resolve().parents[1] / "docs" / "testing.md"
 SRC = Path(__file__).resolve().parents[1] / "src"
 _POLL_S = 0.01
 
@@ -229,13 +229,12 @@ def test_an_idle_connection_is_closed_when_the_clock_passes_connections_max_idle
         client.close()
 
 
-def test_the_readme_example_runs_as_a_test_of_its_own(tmp_path: Path) -> None:
-    """The README's manual-clock example, run by pytest with the installed plugin."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("\n## Testing your code against tickwheel\n") :]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+def test_the_testing_page_example_runs_as_a_test_of_its_own(tmp_path: Path) -> None:
+    """The manual-clock example of docs/testing.md, run by pytest with the installed plugin."""
+    text = TESTING_PAGE.read_text(encoding="utf-8")
+    match = re.search(r"```python\n(.*?)```", text, re.DOTALL)
     assert match is not None
-    example = tmp_path / "test_readme_example.py"
+    example = tmp_path / "test_testing_page_example.py"
     example.write_text(match.group(1), encoding="utf-8")
     path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(

@@ -1,14 +1,15 @@
-"""Every ```python block of README.md runs as written, against real brokers.
+"""Every ```python block of README.md and of the pages in docs/ runs as written,
+against real brokers.
 
-Each block is one test, named by its line in the README. The only change made to a
-block is the broker address: the README's ``127.0.0.1:9092`` (or its three-broker
-list) becomes the address of a broker started for the test. What a block needs decides
-where it runs, and under which marker:
+Each block is one test, named by its file and line (``docs/broker.md:52``). The only
+change made to a block is the broker address: the documents' ``127.0.0.1:9092`` (or
+their three-broker list) becomes the address of a broker started for the test. What a
+block needs decides where it runs, and under which marker:
 
 - it names ``tickwheel.spark``: a fixture broker and a local Spark session (``spark``);
 - it names the three-broker list: a ZooKeeper and three brokers (``cluster``);
-- it names ``SASL_SSL``: the Security section's walk-through (``secured``), against a
-  broker made from that section itself -- its ``openssl`` commands make the
+- it names ``SASL_SSL``: the Security page's walk-through (``secured``), against a
+  broker made from that page itself -- its ``openssl`` commands make the
   certificates and its ``server.properties`` block is the broker's configuration, with
   ``/etc/tickwheel`` and ``/var/lib/tickwheel`` moved to a temporary directory and the
   listener on a free port;
@@ -16,8 +17,11 @@ where it runs, and under which marker:
   ``tickwheel_broker`` fixture (``integration``), and such a test is called with it;
 - otherwise nothing (the fast tier).
 
-A block that reads a topic the README filled before it (``events``, from the kcat
+A block that reads a topic the documents filled before it (``events``, from the kcat
 example) gets that topic filled first, as the reader's shell did. No block is skipped.
+
+The README's relative links must lead to files and headings that exist: the site's
+strict build (``mkdocs build --strict``) checks those between the pages, not the README's.
 """
 
 from __future__ import annotations
@@ -35,27 +39,36 @@ from confluent_kafka import Producer
 
 from tickwheel.server import BackgroundBroker, BrokerConfig, parse_properties
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+# The documents whose blocks run: the README, then every page of the site.
+README = ROOT / "README.md"
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 SINGLE = "127.0.0.1:9092"
 THREE = "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
 SECURED = "SASL_SSL"
 SECURED_ADDRESS = "127.0.0.1:9093"
-# The Security section's directories -> where the test puts them, under its tmp_path.
+# The Security page's directories -> where the test puts them, under its tmp_path.
 SECURED_DIRS = {"/etc/tickwheel": "etc", "/var/lib/tickwheel": "data"}
 _SHELL_FENCE = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _PROPERTIES_FENCE = re.compile(r"^```properties\n(.*?)^```", re.MULTILINE | re.DOTALL)
 TIMEOUT_S = 30
 _FENCE = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
-# Topics the README's shell examples fill before a block reads them: name -> values.
+# Topics the documents' shell examples fill before a block reads them: name -> values.
 _FILLED_BEFORE = {"events": [str(n).encode() for n in range(1, 9)]}
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """One ```python block: its first line in README.md and its code."""
+    """One ```python block: its document (relative to the checkout), its first line
+    there, and its code."""
 
+    document: str
     line: int
     code: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.document}:{self.line}"
 
     @property
     def kind(self) -> str:
@@ -72,31 +85,33 @@ class Block:
 
 
 def _blocks() -> list[Block]:
-    text = README.read_text()
-    return [
-        Block(text.count("\n", 0, match.start()) + 1, match.group(1))
-        for match in _FENCE.finditer(text)
-    ]
+    blocks = []
+    for document in DOCUMENTS:
+        text = document.read_text()
+        name = str(document.relative_to(ROOT))
+        blocks += [
+            Block(name, text.count("\n", 0, match.start()) + 1, match.group(1))
+            for match in _FENCE.finditer(text)
+        ]
+    return blocks
 
 
 def _params(kind: str, *marks: pytest.MarkDecorator) -> list[object]:
     return [
-        pytest.param(block, id=f"README.md:{block.line}", marks=marks)
-        for block in _blocks()
-        if block.kind == kind
+        pytest.param(block, id=block.name, marks=marks) for block in _blocks() if block.kind == kind
     ]
 
 
 def _run(block: Block, bootstrap: str | None = None) -> str:
-    """Run ``block`` as a script of its own, the README's address replaced by
+    """Run ``block`` as a script of its own, the documents' address replaced by
     ``bootstrap``; returns what it printed."""
     code = block.code
     if bootstrap is not None:
         code = code.replace(THREE, bootstrap).replace(SINGLE, bootstrap)
     printed = io.StringIO()
-    namespace: dict[str, object] = {"__name__": f"readme_line_{block.line}"}
+    namespace: dict[str, object] = {"__name__": f"block_line_{block.line}"}
     with redirect_stdout(printed):
-        exec(compile(code, f"README.md:{block.line}", "exec"), namespace)
+        exec(compile(code, block.name, "exec"), namespace)
     _call_its_tests(namespace, bootstrap)
     return printed.getvalue()
 
@@ -124,9 +139,31 @@ def _fill_topics_it_reads(block: Block, bootstrap: str) -> None:
             assert producer.flush(TIMEOUT_S) == 0
 
 
-def test_the_readme_has_python_blocks_of_every_kind() -> None:
+def test_the_documents_have_python_blocks_of_every_kind() -> None:
     kinds = {block.kind for block in _blocks()}
     assert kinds == {"none", "broker", "cluster", "spark", "secured"}
+
+
+def _anchor(heading: str) -> str:
+    """A heading's anchor, as the site (mkdocs' toc) and GitHub make it."""
+    words = re.sub(r"[^\w\s-]", "", heading.strip().lower())
+    return re.sub(r"\s+", "-", words)
+
+
+def test_the_readmes_links_lead_to_pages_and_headings_that_exist() -> None:
+    """The site's strict build checks the links between pages; this checks the README's,
+    which the site does not contain."""
+    text = README.read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [link for link in links if "://" not in link]
+    assert local
+    for link in local:
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        assert target.exists(), link
+        if anchor:
+            headings = re.findall(r"^#+ (.*)$", target.read_text(), re.MULTILINE)
+            assert anchor in {_anchor(h) for h in headings}, link
 
 
 @pytest.mark.parametrize("block", _params("none"))
@@ -162,9 +199,14 @@ def test_block_with_spark(block: Block, tickwheel_broker: BackgroundBroker) -> N
     _run(block, tickwheel_broker.bootstrap_servers)
 
 
-def _readme_fence(fence: re.Pattern[str], marker: str) -> str:
-    """The README's one block of ``fence`` that contains ``marker``."""
-    found = [m.group(1) for m in fence.finditer(README.read_text()) if marker in m.group(1)]
+def _document_fence(fence: re.Pattern[str], marker: str) -> str:
+    """The one block of ``fence``, in all the documents, that contains ``marker``."""
+    found = [
+        m.group(1)
+        for document in DOCUMENTS
+        for m in fence.finditer(document.read_text())
+        if marker in m.group(1)
+    ]
     assert len(found) == 1, f"expected one block with {marker!r}, found {len(found)}"
     return found[0]
 
@@ -177,10 +219,10 @@ def _moved(text: str, base: Path) -> str:
 
 @pytest.fixture
 def secured_broker(tmp_path: Path) -> Iterator[str]:
-    """The Security section's broker, made by its own commands; yields its address."""
-    certificates = _moved(_readme_fence(_SHELL_FENCE, "openssl req"), tmp_path)
+    """The Security page's broker, made by its own commands; yields its address."""
+    certificates = _moved(_document_fence(_SHELL_FENCE, "openssl req"), tmp_path)
     subprocess.run(["sh", "-e", "-c", certificates], check=True, capture_output=True)
-    text = _readme_fence(_PROPERTIES_FENCE, "authorizer.class.name")
+    text = _document_fence(_PROPERTIES_FENCE, "authorizer.class.name")
     properties = parse_properties(_moved(text.replace(SECURED_ADDRESS, "127.0.0.1:0"), tmp_path))
     Path(properties["log.dirs"]).mkdir()
     with BackgroundBroker(BrokerConfig.from_properties(properties)) as broker:
@@ -191,4 +233,4 @@ def secured_broker(tmp_path: Path) -> Iterator[str]:
 @pytest.mark.parametrize("block", _params("secured"))
 def test_security_walk_through(block: Block, secured_broker: str, tmp_path: Path) -> None:
     code = _moved(block.code.replace(SECURED_ADDRESS, secured_broker), tmp_path)
-    _run(Block(block.line, code))
+    _run(Block(block.document, block.line, code))

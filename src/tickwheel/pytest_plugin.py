@@ -153,7 +153,10 @@ def tickwheel_manual_broker(
 
 def _cluster_or_skip(base_dir: Path, properties: Mapping[str, str]) -> LocalCluster:
     if importlib.util.find_spec("kazoo") is None:
-        pytest.skip("the cluster fixtures need the cluster extra: pip install 'tickwheel[cluster]'")
+        pytest.skip(
+            "the cluster fixtures need the cluster extra: "
+            "pip install './[cluster]' in a checkout of tickwheel"
+        )
     from tickwheel.cluster import LocalCluster  # noqa: PLC0415 - imported only when used
 
     return LocalCluster(

@@ -121,7 +121,11 @@ def save_png(path: str | Path | None, title: str, panels: Sequence[Panel]) -> bo
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # noqa: PLC0415
     except ImportError:
-        print("matplotlib is missing (pip install 'tickwheel[bench]'): no chart", file=sys.stderr)
+        print(
+            "matplotlib is missing (the bench extra: pip install './[bench]' in a checkout "
+            "of tickwheel): no chart",
+            file=sys.stderr,
+        )
         return False
     columns = min(len(panels), _MAX_COLUMNS)
     rows = -(-len(panels) // columns)

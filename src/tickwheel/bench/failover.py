@@ -12,7 +12,7 @@ broker is then restarted, the ISRs fill up again and a preferred election
 
 Printed: p50 and max of the failover times, and how much of it is detection (the
 session expiring: from the kill to the new leader in ZooKeeper) against the rest
-(the new leader serving and the producer finding it). Target (issue 15): p50 ≤ 8 s,
+(the new leader serving and the producer finding it). Target: p50 ≤ 8 s,
 max ≤ 10 s at a 6 s session timeout. No peer runs here: tansu has no replication to
 fail over, and Kafka itself is not installable on this machine.
 """

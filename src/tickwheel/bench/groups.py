@@ -17,7 +17,7 @@ librdkafka's defaults otherwise):
 
 Consumers are polled every ``POLL_S``; times are wall-clock from the bench process and
 B's process (same machine, same monotonic-comparable ``time.time``). Medians over the
-rounds; ratios are tansu / tickwheel (above 1: tickwheel is faster). Targets (issue 8):
+rounds; ratios are tansu / tickwheel (above 1: tickwheel is faster). Targets:
 first join within the initial delay + 100 ms; the second member placed within one
 heartbeat interval + 500 ms. Results go to stdout and to JSON (``--out``).
 """

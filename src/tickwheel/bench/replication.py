@@ -27,7 +27,7 @@ this process:
 
 ``--png PATH`` draws (1) and (2) as bars and (3) as lines.
 
-Targets (issue 21): RF 3 p99 ≤ 10 ms at every rate of (3), RF 3 throughput at least
+Targets: RF 3 p99 ≤ 10 ms at every rate of (3), RF 3 throughput at least
 0.7 of RF 1's, and RF 3's broker CPU per message at most three times RF 1's. The machine is
 shared: run it twice before trusting a small difference.
 """

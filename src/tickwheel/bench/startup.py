@@ -20,7 +20,7 @@ The clock stops when the delivery report of one acks=all confluent-kafka produce
 arrives; the producer is created once the broker listens (as a fixture hands it over),
 and the topic is created by that produce (auto-create) or, in the cluster, by the admin
 client first. Log directories go under ``--log-parent`` (``/dev/shm`` when present).
-Targets (issue 20): in-process ≤ 100 ms, process ≤ 500 ms, cluster ≤ 6 s.
+Targets: in-process ≤ 100 ms, process ≤ 500 ms, cluster ≤ 6 s.
 """
 
 from __future__ import annotations

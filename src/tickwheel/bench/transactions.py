@@ -25,7 +25,7 @@ transaction's cost is the client's round trips rather than the broker:
    broker's DelayedFetch purgatory; the commit marker moves the last stable offset,
    which completes it.
 
-Targets (issue 16): transactions of 1,000 messages at 0.8x the idempotent rate or
+Targets: transactions of 1,000 messages at 0.8x the idempotent rate or
 better; p99 commit-to-delivery at most 10 ms. The machine is shared: run it twice
 before trusting a small difference.
 """

@@ -89,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as exc:
         extra = _EXTRAS.get(str(exc.name), "dev")
         print(
-            f"tickwheel {verb}: needs {exc.name}: pip install 'tickwheel[{extra}]'",
+            f"tickwheel {verb}: needs {exc.name}, of the {extra} extra: "
+            f"pip install './[{extra}]' in a checkout of tickwheel",
             file=sys.stderr,
         )
         return 2

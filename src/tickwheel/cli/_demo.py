@@ -27,7 +27,7 @@ whose records the final check compares with the produced ones row by row (each
 
 ``--bootstrap`` runs the same pipeline against another cluster (tickwheel or Apache
 Kafka), and ``--master`` on a Spark cluster; the module also runs under
-``spark-submit`` (see the README). Everything the demo starts it stops, and its
+``spark-submit`` (see docs/spark.md). Everything the demo starts it stops, and its
 temporary directory is removed, also on Ctrl-C or failure.
 
 Concurrency: one thread drives everything; the broker runs on its own thread, Spark in

@@ -40,12 +40,11 @@ when an index is full, or when relative offsets would overflow 32 bits.
 Append cost. ``append_as_leader`` runs for every produce request, so its Python is kept
 lean where that costs no clarity: one pass of client checks that unpacks each header
 once, plain comparisons instead of ``max()`` calls, result tuples built with
-``tuple.__new__`` (a NamedTuple's generated ``__new__`` is a Python function), no
+``tuple.__new__`` (a NamedTuple's generated ``__new__`` is a Python function), and no
 per-append syscall besides the one ``os.writev`` (indexes live in memory and reach
-their files on flush and roll; the clock is read once). What remains -- about 4 µs a
-16 KiB batch on the 2-core test box, beside about 1.7 µs for the CRC-32C that every
-produced batch must pass -- is fixed per request, so it weighs less as batches grow
-(``docs/benchmarks.md``, "Log").
+their files on flush and roll; the clock is read once). What remains is a fixed cost
+per request beside the CRC-32C every produced batch must pass, so it weighs less as
+batches grow (docs/benchmarks.md, "Log").
 
 Durability follows Kafka: writes land in the page cache; ``flush.messages``,
 ``flush.ms`` (checked on append and by ``maybe_flush``) or ``flush()`` fsync the dirty
@@ -84,26 +83,9 @@ and recovery accepts them (``_recovery``). Retention skips a log whose policy la
 ``delete``. The producer state is left as it is after a swap: the cleaner keeps each
 producer's last batch, the one its state rests on.
 
-Where this log departs from Kafka's, and why:
-
-- offsets are contiguous in a log that was never compacted and is not compactable (a
-  follower batch that leaves a gap is an error, which also lets recovery catch a
-  flipped byte in a base offset, a field the CRC does not cover); Kafka never checks;
-- ``truncate_to`` removes a batch straddling the offset whole and the log end becomes
-  its base offset (Kafka sets the log end to the offset regardless);
-- producer state: a ``<offset>.snapshot`` (Kafka's format) is taken at every roll
-  and at close, deleted with truncations past it and log start moves past it; open
-  and truncation load the newest one at or below the recovery point and the high
-  watermark (so no transaction completed before it awaits replication: a snapshot
-  does not keep those) and replay the batches after it, rewriting each
-  ``.txnindex`` that disagrees; with no usable snapshot everything is replayed.
-  Kafka takes the newest snapshot below the log end and trusts its index files;
-  ``remove_expired_producers`` applies ``producer.id.expiration.ms``;
-- the leader epoch cache is rebuilt from the batch headers on open, in the same pass,
-  and its file checked against it (Kafka trusts its file and re-reads only recovered
-  segments); truncations write the file at once (Kafka writes them in the background);
-- indexes are sorted arrays in memory written to their files on flush and roll, not
-  memory-mapped files; checkpoint files are kept per partition directory.
+Where this log departs from Kafka's (contiguous offsets, whole-batch truncation, when
+producer-state snapshots are trusted, a leader epoch cache rebuilt on open, indexes in
+memory), and why: docs/log.md, "Where the log differs from Kafka".
 
 Concurrency: thread-safe. One lock (``_lock``) guards all state; every public method
 that reads or changes more than one field takes it, so appends, reads, truncations and

@@ -31,7 +31,7 @@ a query and asks it, per trigger:
    Python source no way to report progress ``metrics`` (its JVM stream does not
    implement ``ReportsSourceMetrics`` and the Python runner has no call for them), so
    Spark's ``avg/max/minOffsetsBehindLatest`` are computed by the user from
-   ``endOffset`` and ``latestOffset`` (README).
+   ``endOffset`` and ``latestOffset`` (docs/spark.md).
 
 Offsets that went backwards (a deleted and re-created topic) or partitions that
 vanished are data loss: the query fails when ``failOnDataLoss`` is true, and otherwise

@@ -33,44 +33,29 @@ expires, so it runs within one 1 ms tick of its expiration::
     6      17.8 h                  14.8 days
 
 Python is not Java: three choices differ from Kafka's code (never from its behaviour),
-each measured on CPython 3.11 on the project's shared 2-core machine (``tickwheel bench
-timer``; docs/benchmarks.md has the method and the figures):
+each the faster one on CPython (the measurements are in docs/benchmarks.md, "Timer"):
 
-- A bucket keeps its entries in a ``set`` instead of Kafka's hand-linked circular list
-  (add, remove and move stay O(1); entries of a bucket share one expiration, so flush
-  order carries no meaning). Both were built and run side by side in one process
-  (n = 300,000 timers, 100,000 pending in (c), median of 5, gc on; before the tuning of
-  the (c) path): the linked list was 16% faster on (c) cancel+add, because a
-  tail append touches no hash table, but 26% slower on (b) add-and-fire (every cascade
-  walks the chain and relinks node by node) and 46% slower on cancel in random order
-  (unlinking touches both neighbours); it used 159 bytes per pending timer against the
-  set's 194. The set wins on the workloads that matter most here; a ``dict`` (Kafka's
-  FIFO order) used less memory (180 bytes) but was slower to cancel than the set
-  (two table lookups instead of one), so it lost too. Compiled, the balance turns:
-  updates are native stores, and an array of entries that know their index (append;
-  remove by moving the last entry into the hole) beats both the set and Kafka's linked
-  list -- about 12% fewer instructions per add-and-fire timer than the set, a fifth less
-  memory, and the fastest to fire (a flush of the linked list is a chain of dependent
-  loads). So the compiled build's ``_task_list`` is built from ``_task_list_array.py``,
-  the same API over that storage (``tickwheel.timer._build.TWIN_SOURCES``).
+- A bucket keeps its entries in a ``set`` instead of Kafka's hand-linked circular list:
+  add, remove and move stay O(1), and entries of a bucket share one expiration, so
+  flush order carries no meaning. Interpreted, a set is one C call where a linked list
+  is several attribute stores and a flush that relinks node by node. Compiled, where
+  attribute stores are native, the bucket is an array of entries that know their index
+  (append; remove by moving the last entry into the hole): the compiled build's
+  ``_task_list`` is built from ``_task_list_array.py``, the same API over that storage
+  (``tickwheel.timer._build.TWIN_SOURCES``).
 - One re-entrant lock per timer instead of a read-write lock plus per-bucket and
-  per-entry monitors: under the GIL adds cannot run in parallel anyway; an uncontended
-  C-level lock is taken once per add and once per cancel, while any Python read-write
-  lock costs several times that. On the hot path it is taken with ``acquire()`` and
-  released in ``try``/``finally`` rather than with ``with``: under callgrind (CPython
-  3.11, 10,000 pending, (c) cancel+add) a ``with`` block cost about 2,000 machine
-  instructions (it looks up and binds ``__enter__``/``__exit__`` and calls ``__exit__``
-  with three arguments), ``acquire``/``release`` about 950 -- together 9% of a (c)
-  iteration. ``threading.Lock`` measured the same as ``RLock``, so the lock stays
-  re-entrant. Bound methods kept in attributes (``self._now_ms = clock.now_ms``) were
-  dropped too: CPython 3.11 cannot specialize a call through an instance attribute,
-  and ``self._clock.now_ms()`` is 1.5% cheaper per iteration.
+  per-entry monitors: under the GIL adds cannot run in parallel anyway, and an
+  uncontended C-level lock taken once per add and once per cancel costs a fraction of
+  any Python read-write lock. On the hot path it is taken with ``acquire()`` and
+  released in ``try``/``finally`` (cheaper than ``with``, which binds and calls
+  ``__enter__``/``__exit__``), and calls go through ``self._clock.now_ms()`` rather
+  than bound methods kept in attributes, which CPython 3.11 cannot specialize.
 - The cyclic garbage collector: a task and its entry point at each other, so the timer
   unbinds a task when it runs or is cancelled -- they are then freed by reference
   counting, never left as cyclic garbage. The collector still traverses every live
-  timer: with a million pending it is about half of the cost of ``add`` (for asyncio's
-  timers too). Programs that hold millions of timers may ``gc.freeze()`` after start-up
-  or raise ``gc.set_threshold``; the library leaves that choice to them.
+  timer (about half of the cost of ``add`` with a million pending, for asyncio's timers
+  too); programs that hold millions of timers may ``gc.freeze()`` after start-up or
+  raise ``gc.set_threshold``, a choice the library leaves to them.
 
 Two builds of the same modules. The hot path (``add``, ``TimingWheel.add``,
 ``TimerTask.cancel``, ``advance_clock``) is plain typed Python -- slotted classes, no

@@ -17,7 +17,7 @@ stores. Three storages were compiled and run side by side (docs/benchmarks.md,
 faster: a flush walks the chain one dependent pointer load after another, where the
 array's (and the set's) entry addresses are all known up front. The array is as cheap
 to churn as the list and the fastest to fire. Interpreted, the set's single C call beats
-either (the linked list took 9-10% more instructions per operation there).
+either.
 
 Concurrency: as ``_task_list.py``'s: the timer's re-entrant lock guards every bucket;
 ``TimerTaskList.remove`` takes it itself.
