@@ -220,3 +220,18 @@ def receive(sock: socket.socket, size: int) -> bytes:
             raise ConnectionResetError("the broker closed the connection")
         chunks += chunk
     return bytes(chunks)
+
+
+def closed_within(sock: socket.socket, timeout_s: float) -> bool:
+    """Whether the broker closes ``sock`` within ``timeout_s`` (what it sent is read)."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while (left_s := deadline - time.monotonic()) > 0:
+            sock.settimeout(left_s)
+            if sock.recv(4096) == b"":
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+    return False

@@ -45,7 +45,12 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from tickwheel.bench._served import LOOPBACK, BrokerUnderTest, answers_api_versions
+from tickwheel.bench._served import (
+    LOOPBACK,
+    BrokerUnderTest,
+    answers_api_versions,
+    closed_within,
+)
 
 API_VERSIONS_TARGET_MS = 500.0
 ACK_TARGET_MS = 2000.0
@@ -109,17 +114,6 @@ def _frame_prefix(size_bytes: int) -> bytes:
 
 def _connect(port: int, source_host: str = LOOPBACK) -> socket.socket:
     return socket.create_connection((LOOPBACK, port), source_address=(source_host, 0))
-
-
-def _closed_within(sock: socket.socket, timeout_s: float) -> bool:
-    """Whether the broker closes ``sock`` within ``timeout_s`` (answering nothing)."""
-    sock.settimeout(timeout_s)
-    try:
-        return sock.recv(1) == b""
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
 
 
 class _Producer:
@@ -234,7 +228,7 @@ def _announcers_and_tricklers(broker: BrokerUnderTest, result: DefenceResult) ->
 def _pre_auth_frame(broker: BrokerUnderTest, result: DefenceResult) -> Iterator[None]:
     with _connect(broker.sasl_port) as sock:
         sock.sendall(_frame_prefix(_PRE_AUTH_FRAME_BYTES) + bytes(_SENT_BYTES))
-        result.facts["closed at once"] = _closed_within(sock, _CLOSED_WITHIN_S)
+        result.facts["closed at once"] = closed_within(sock, _CLOSED_WITHIN_S)
         yield
     result.facts["a WARNING names sasl.server.max.receive.size"] = any(
         "sasl.server.max.receive.size" in line for line in broker.log.warnings
@@ -294,7 +288,7 @@ def _per_ip_limit(broker: BrokerUnderTest, result: DefenceResult) -> Iterator[No
         extra = _connect(broker.port, _OTHER_HOST)
         held.append(extra)
         result.facts[f"the first {_PER_IP_LIMIT} are served"] = served == _PER_IP_LIMIT
-        result.facts[f"connection {_PER_IP_LIMIT + 1} is closed at once"] = _closed_within(
+        result.facts[f"connection {_PER_IP_LIMIT + 1} is closed at once"] = closed_within(
             extra, _CLOSED_WITHIN_S
         )
         yield
