@@ -138,14 +138,13 @@ class Listener:
         self._loop = asyncio.get_running_loop()
         self._tls = tls
         self._name = name
-        # Each accepted socket's hand-over (and TLS handshake), with the client's address.
-        self._handshakes: dict[asyncio.Task[object], tuple[str, str]] = {}
+        # Each accepted socket's hand-over (and TLS handshake), with the client's address
+        # and what uncounts the socket if the hand-over fails.
+        self._handshakes: dict[asyncio.Task[object], tuple[str, str, Callable[[], None]]] = {}
         self._retry: asyncio.TimerHandle | None = None
         self._closed = False
         self._watching = False
         self._quotas = quotas
-        # Each hand-over's uncount, until the protocol has it.
-        self._uncounts: dict[asyncio.Task[object], Callable[[], None]] = {}
 
     @property
     def port(self) -> int:
@@ -207,13 +206,11 @@ class Listener:
                     ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT_S,
                 )
             task = self._loop.create_task(handover)
-            self._handshakes[task] = (host, peer)
-            self._uncounts[task] = uncount
+            self._handshakes[task] = (host, peer, uncount)
             task.add_done_callback(self._handshake_done)
 
     def _handshake_done(self, task: asyncio.Task[object]) -> None:
-        host, peer = self._handshakes.pop(task)
-        uncount = self._uncounts.pop(task)
+        host, peer, uncount = self._handshakes.pop(task)
         if task.cancelled() or task.exception() is not None:
             # The protocol never heard of the socket: it is closed, and uncounted here.
             uncount()
