@@ -1,12 +1,20 @@
-"""Suite-wide test configuration: hypothesis profiles.
+"""Suite-wide test configuration: hypothesis profiles, and nothing left running.
 
 ``ci`` (chosen when the CI environment variable is set) runs more examples with no
 per-example deadline, since CI shares a noisy 2-core machine; ``dev`` is the quick
 default. ``HYPOTHESIS_PROFILE`` overrides either.
+
+When the session ends (every fixture torn down), no process the suite started may still
+run: brokers, ZooKeeper, Spark's JVM and client processes are each stopped by the test
+or fixture that started them. A process left behind fails the run, named with its
+command line, so a leak is found where it is made rather than as a slow CI or a port
+still taken by the next run.
 """
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -18,3 +26,36 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid``, and theirs, from ``/proc``."""
+    children = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(
+                line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line
+            )
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields.get("PPid", "0")) == pid and not fields.get("State", "").startswith("Z"):
+            child = int(status.parent.name)
+            children += [child, *_children(child)]
+    return children
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return "(gone)"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not Path("/proc").is_dir() or hasattr(session.config, "workerinput"):
+        return
+    left = _children(os.getpid())
+    if left:
+        lines = "\n".join(f"  {pid}: {_command_line(pid)}" for pid in left)
+        print(f"\nprocesses the suite started are still running:\n{lines}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
