@@ -20,25 +20,9 @@ compressed batches); no network, no replication.
 Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
 """
 
-from tickwheel.log._batch import (
-    CONTROL_FLAG_MASK,
-    LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_FLAG_MASK,
-    BatchHeader,
-    check_batch,
-)
 from tickwheel.log._checkpoint import write_atomically
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
 from tickwheel.log._config import LogConfig
-from tickwheel.log._control import (
-    ControlType,
-    EndTxnMarker,
-    build_end_txn_marker,
-    parse_end_txn_marker,
-    read_control_batch,
-)
 from tickwheel.log._errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -65,9 +49,25 @@ from tickwheel.log._log import (
 )
 from tickwheel.log._offset_metadata import LogOffsetMetadata
 from tickwheel.log._producer_state import AppendOrigin, ProducerStateSummary
-from tickwheel.log._record_codec import read_varint, records_section, write_varint
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._txn_index import AbortedTxn
+from tickwheel.record import (
+    CONTROL_FLAG_MASK,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    ControlType,
+    EndTxnMarker,
+    build_end_txn_marker,
+    check_batch,
+    parse_end_txn_marker,
+    read_control_batch,
+    read_varint,
+    records_section,
+    write_varint,
+)
 
 __all__ = [
     "CONTROL_FLAG_MASK",

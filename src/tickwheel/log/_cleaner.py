@@ -88,7 +88,21 @@ from typing import BinaryIO, Final
 
 import crc32c
 
-from tickwheel.log._batch import (
+from tickwheel.log._config import LogConfig
+from tickwheel.log._errors import LogError, LogStorageError
+from tickwheel.log._log import CleaningView, Log, system_clock_ms
+from tickwheel.log._offset_map import OffsetMap
+from tickwheel.log._recovery import CLEANED_SUFFIX
+from tickwheel.log._segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    TIME_INDEX_SUFFIX,
+    BatchEntry,
+    LogSegment,
+    segment_file_name,
+)
+from tickwheel.record import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
     COMPRESSION_CODEC_MASK,
@@ -101,28 +115,12 @@ from tickwheel.log._batch import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
-    parse_header,
-)
-from tickwheel.log._config import LogConfig
-from tickwheel.log._errors import LogError, LogStorageError
-from tickwheel.log._log import CleaningView, Log, system_clock_ms
-from tickwheel.log._offset_map import OffsetMap
-from tickwheel.log._record_codec import (
     Record,
     compress,
     decode_records,
     encode_record,
+    parse_header,
     record_keys,
-)
-from tickwheel.log._recovery import CLEANED_SUFFIX
-from tickwheel.log._segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    MAX_RELATIVE_OFFSET,
-    TIME_INDEX_SUFFIX,
-    BatchEntry,
-    LogSegment,
-    segment_file_name,
 )
 
 # KIP-534: attribute bit 6 says the base timestamp is the batch's delete horizon.

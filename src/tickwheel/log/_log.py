@@ -136,20 +136,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, NamedTuple, Self
 
-from tickwheel.log._batch import (
-    CONTROL_FLAG_MASK,
-    LEADER_PREFIX,
-    LOG_OVERHEAD,
-    PREFIX_BYTES,
-    RECORD_BATCH_OVERHEAD,
-    BatchHeader,
-    check_client_batches,
-    log_append_time_header,
-    parse_batches,
-)
 from tickwheel.log._checkpoint import fsync_dir, topic_partition_of, write_checkpoints
 from tickwheel.log._config import LOG_APPEND_TIME, LogConfig
-from tickwheel.log._control import EndTxnMarker, read_control_batch
 from tickwheel.log._errors import (
     InvalidRecordError,
     LogStorageError,
@@ -168,7 +156,6 @@ from tickwheel.log._producer_state import (
     ProducerStateManager,
     ProducerStateSummary,
 )
-from tickwheel.log._record_codec import has_null_key
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._recovery import (
     CLEANED_SUFFIX,
@@ -182,6 +169,20 @@ from tickwheel.log._recovery import (
 )
 from tickwheel.log._segment import BatchEntry, LogSegment
 from tickwheel.log._txn_index import AbortedTxn
+from tickwheel.log._validator import check_client_batches
+from tickwheel.record import (
+    CONTROL_FLAG_MASK,
+    LEADER_PREFIX,
+    LOG_OVERHEAD,
+    PREFIX_BYTES,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    EndTxnMarker,
+    has_null_key,
+    log_append_time_header,
+    parse_batches,
+    read_control_batch,
+)
 
 # ListOffsets' special timestamps.
 LATEST_TIMESTAMP: Final = -1

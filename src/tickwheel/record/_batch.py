@@ -32,8 +32,7 @@ from typing import Final, NamedTuple
 
 import crc32c
 
-from tickwheel.log._errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from tickwheel.log._index import NO_TIMESTAMP
+from tickwheel.record._errors import CorruptRecordError, InvalidRecordError
 
 LOG_OVERHEAD: Final = 12
 MAGIC_OFFSET: Final = 16
@@ -43,16 +42,14 @@ MAX_TIMESTAMP_OFFSET: Final = 35
 RECORD_BATCH_OVERHEAD: Final = 61
 CURRENT_MAGIC: Final = 2
 NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+NO_PARTITION_LEADER_EPOCH: Final = -1
 
 COMPRESSION_CODEC_MASK: Final = 0x07
-# none, gzip, snappy, lz4, zstd
-MAX_COMPRESSION_CODEC: Final = 4
 TIMESTAMP_TYPE_MASK: Final = 0x08
 TRANSACTIONAL_FLAG_MASK: Final = 0x10
 CONTROL_FLAG_MASK: Final = 0x20
-# The smallest record: length, attributes, timestamp delta, offset delta, key length,
-# value length and header count, one byte each.
-MIN_RECORD_BYTES: Final = 7
 
 # The 61-byte header, field by field as ``BatchHeader`` names them.
 BATCH_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
@@ -139,54 +136,6 @@ def parse_batches(data: memoryview) -> list[tuple[int, BatchHeader]]:
         batches.append((position, header))
         position += header.batch_length + LOG_OVERHEAD
     return batches
-
-
-def check_client_batches(
-    batches: list[tuple[int, BatchHeader]], max_message_bytes: int, *, allow_control: bool = False
-) -> tuple[int, int, bool]:
-    """Apply the rules a leader enforces on producers' batches; raise the Kafka error.
-
-    Returns the payload's offset count (records, and a marker's one record), its
-    largest max timestamp (-1 if none) and whether any batch carries a producer id.
-    Transactional batches need a producer id; control batches (transaction markers)
-    are refused unless ``allow_control`` (the broker's own coordinators append them):
-    "clients are not allowed to write control records", as Kafka's validator says.
-    """
-    num_messages = 0
-    max_timestamp = NO_TIMESTAMP
-    idempotent = False
-    for _, header in batches:
-        # One unpack instead of a field lookup per rule: this runs for every produced batch.
-        _, length, _, _, _, attributes, delta, _, timestamp, producer, _, sequence, count = header
-        size_bytes = length + LOG_OVERHEAD
-        if size_bytes > max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {size_bytes} bytes exceeds max.message.bytes {max_message_bytes}"
-            )
-        codec = attributes & COMPRESSION_CODEC_MASK
-        if codec > MAX_COMPRESSION_CODEC:
-            raise CorruptRecordError(f"unknown compression codec {codec}")
-        if count <= 0 or delta + 1 != count:
-            raise InvalidRecordError(
-                f"record count {count} is not positive or disagrees with the last offset "
-                f"delta {delta}"
-            )
-        if codec == 0 and size_bytes - RECORD_BATCH_OVERHEAD < count * MIN_RECORD_BYTES:
-            raise InvalidRecordError(f"{count} records cannot fit in a {size_bytes}-byte batch")
-        control = attributes & CONTROL_FLAG_MASK
-        if control and not allow_control:
-            raise InvalidRecordError("clients may not write control batches")
-        if attributes & TRANSACTIONAL_FLAG_MASK and producer <= NO_PRODUCER_ID:
-            raise InvalidRecordError("a transactional batch must carry a producer id")
-        if producer > NO_PRODUCER_ID:
-            if sequence < 0 and not control:
-                raise InvalidRecordError(f"invalid base sequence {sequence}")
-            idempotent = True
-        num_messages += count
-        # A comparison, not max(): the builtin call would cost more than the test.
-        if timestamp > max_timestamp:  # noqa: PLR1730
-            max_timestamp = timestamp
-    return num_messages, max_timestamp, idempotent
 
 
 def log_append_time_header(
