@@ -86,8 +86,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO, Final
 
-import crc32c
-
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import LogError, LogStorageError
 from tickwheel.log._log import CleaningView, Log, system_clock_ms
@@ -103,14 +101,8 @@ from tickwheel.log._segment import (
     segment_file_name,
 )
 from tickwheel.record import (
-    ATTRIBUTES_OFFSET,
-    BATCH_HEADER,
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
-    CRC_FIELD,
-    CRC_OFFSET,
-    CURRENT_MAGIC,
-    LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
@@ -118,6 +110,7 @@ from tickwheel.record import (
     Record,
     compress,
     decode_records,
+    encode_batch,
     encode_record,
     parse_header,
     record_keys,
@@ -697,26 +690,19 @@ def _encode_batch(
     records_count: int,
     payload: bytes,
 ) -> tuple[BatchHeader, bytes]:
-    batch = bytearray(
-        BATCH_HEADER.pack(
-            header.base_offset,
-            RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
-            header.partition_leader_epoch,
-            CURRENT_MAGIC,
-            0,
-            attributes,
-            header.last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            header.producer_id,
-            header.producer_epoch,
-            header.base_sequence,
-            records_count,
-        )
+    data = encode_batch(
+        payload,
+        records_count=records_count,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp_ms=base_timestamp,
+        max_timestamp_ms=max_timestamp,
+        attributes=attributes,
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
     )
-    batch += payload
-    CRC_FIELD.pack_into(batch, CRC_OFFSET, crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
-    data = bytes(batch)
     return parse_header(data, 0), data
 
 
