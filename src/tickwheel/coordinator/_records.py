@@ -22,15 +22,16 @@ length and UTF-8 (length -1 for null), byte arrays an int32 length, all big-endi
 the same bytes Kafka's GroupMetadataManager writes, so the topic is readable by Kafka's
 own tools.
 
-Records travel in uncompressed record batches of format v2 (magic 2, CRC-32C from the
-attributes on). The log assigns offsets by rewriting the base offset, so a batch is built
-with base offset 0. A transactional offset commit (TxnOffsetCommit) is the same offset
-records in a batch marked transactional and carrying the producer's id and epoch, with
-base sequence 0 on every batch (Kafka's ``generateOffsetRecords``); the transaction's
-commit or abort marker, a control batch, follows it later in the partition.
-``read_record_batches`` reads batch by batch, telling transactional batches and markers
-apart (the loader needs both); ``read_batches`` is its flat view of the offset and group
-records alone. A compressed batch is refused, since this coordinator never writes one.
+Records travel in uncompressed record batches of format v2, built, walked and checked
+(magic 2, CRC-32C) by ``tickwheel.record``. The log assigns offsets by rewriting the
+base offset, so a batch is built with base offset 0. A transactional offset commit
+(TxnOffsetCommit) is the same offset records in a batch marked transactional and
+carrying the producer's id and epoch, with base sequence 0 on every batch (Kafka's
+``generateOffsetRecords``); the transaction's commit or abort marker, a control batch,
+follows it later in the partition. ``read_record_batches`` reads batch by batch, telling
+transactional batches and markers apart (the loader needs both); ``read_batches`` is its
+flat view of the offset and group records alone. A compressed batch is refused, since
+this coordinator never writes one.
 
 Pure functions over bytes; safe from any thread.
 """

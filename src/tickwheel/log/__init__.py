@@ -1,21 +1,29 @@
 """``tickwheel.log``: a partition's segmented, durable log of Kafka record batches.
 
-The log stores record batches (format v2) as opaque bytes: it validates their headers
-and CRCs, assigns offsets by patching each batch's base offset and leader epoch, and
-never decodes records. Segments of ``segment.bytes`` carry sparse offset and time
+The log stores record batches (format v2, ``tickwheel.record``) as opaque bytes: it
+validates their headers and CRCs, assigns offsets by patching each batch's base offset
+and leader epoch, and decodes records only where Kafka's log does (the cleaner, a
+compacted topic's keys, ListOffsets by time). A leader's rules for producers' batches
+are ``_validator``. Segments of ``segment.bytes`` carry sparse offset and time
 indexes; reads hand out file slices for ``os.sendfile``; idempotent producers are
 deduplicated; ``flush()`` and the recovery-point checkpoint follow Kafka's durability
 model, and ``Log.open`` recovers a crashed directory to its longest valid prefix. A
 leader epoch cache (``_leader_epoch``, Kafka's ``leader-epoch-checkpoint``) records
 where each leader epoch starts and answers OffsetsForLeaderEpoch
-(``Log.end_offset_for_epoch``). Transactions: markers (``_control``), open transactions and the last
-stable offset (``_producer_state``), aborted-transaction indexes (``_txn_index``).
-``LogCleaner`` (``_cleaner``) compacts logs with
-``cleanup.policy=compact``, keeping the latest record of each key. ``Log`` (``_log``)
-documents the directory layout and ``_recovery`` the procedure.
+(``Log.end_offset_for_epoch``). Transactions: markers (control batches of
+``tickwheel.record``), open transactions and the last stable offset
+(``_producer_state``), aborted-transaction indexes (``_txn_index``). ``LogCleaner``
+(``_cleaner``) compacts logs with ``cleanup.policy=compact``, keeping the latest record
+of each key. ``Log`` (``_log``) documents the directory layout and ``_recovery`` the
+procedure.
 
-Depends on the standard library, ``crc32c`` and ``cramjam`` (the cleaner reads
-compressed batches); no network, no replication.
+The batch-format names exported here (``BatchHeader``, ``check_batch``, the attribute
+masks, ``build_end_txn_marker`` and the rest) are ``tickwheel.record``'s, re-exported
+for the log's users; ``LogError`` is the record format's ``RecordError``, so it covers
+a corrupt or invalid batch too.
+
+Depends on ``tickwheel.record``, the standard library, ``crc32c`` and ``cramjam``; no
+network, no replication.
 
 Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
 """

@@ -39,7 +39,7 @@ function of plain values (a ``CleaningJob``) that touches only files, steps 3-4 
    the last batch of a group (so the cleaned segment ends where the group ended,
    which tells recovery what a swap replaced): those stay as empty batches, records
    count 0, as Kafka keeps a producer's. Compressed batches are decompressed and
-   written back with the same codec (``_record_codec``). Control batches are copied
+   written back with the same codec (``tickwheel.record``). Control batches are copied
    untouched, and so are aborted transactions' batches: read_committed readers skip
    them through the ``.txnindex`` entries, which the swapped-in segment inherits
    (Kafka's cleaner may remove both; that is optional and not done here).
@@ -103,6 +103,7 @@ from tickwheel.log._segment import (
 from tickwheel.record import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
+    DELETE_HORIZON_FLAG_MASK,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
@@ -116,8 +117,6 @@ from tickwheel.record import (
     record_keys,
 )
 
-# KIP-534: attribute bit 6 says the base timestamp is the batch's delete horizon.
-DELETE_HORIZON_FLAG_MASK: Final = 0x40
 _NO_OFFSET: Final = -1
 _MS_PER_S: Final = 1000.0
 _PERCENT: Final = 100.0

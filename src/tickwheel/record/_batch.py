@@ -1,26 +1,40 @@
-"""Record batch v2 headers: reading, validating and patching them, never decoding records.
+"""Record batch v2 headers: their layout, reading, validating and patching them.
 
-A v2 batch (KIP-98) is a 61-byte header followed by its records::
+A v2 batch (KIP-98, Kafka's ``DefaultRecordBatch``) is a 61-byte header followed by its
+records (``_codec``), all big-endian:
 
-    bytes  0-7   base offset            (rewritten by the leader)
-    bytes  8-11  batch length           (bytes after this field: size = length + 12)
-    bytes 12-15  partition leader epoch (rewritten by the leader)
-    byte  16     magic (2)
-    bytes 17-20  CRC-32C of bytes 21..end
-    bytes 21-22  attributes: codec (bits 0-2), LogAppendTime (3), transactional (4),
-                 control (5: a transaction marker, ``_control``)
-    bytes 23-26  last offset delta      (last offset = base offset + delta)
-    bytes 27-34  base timestamp
-    bytes 35-42  max timestamp
-    bytes 43-50  producer id, 51-52 producer epoch, 53-56 base sequence
-    bytes 57-60  record count, then the records
+=======  =====  ======================  ===============================================
+offset   bytes  field                   notes
+=======  =====  ======================  ===============================================
+0        8      base offset             rewritten by the leader that appends the batch
+8        4      batch length            bytes after this field: size = length + 12
+                                        (``LOG_OVERHEAD``)
+12       4      partition leader epoch  rewritten by the leader
+16       1      magic                   2 (``CURRENT_MAGIC``)
+17       4      CRC                     CRC-32C (Castagnoli) of bytes 21 to the end
+21       2      attributes              codec (bits 0-2), LogAppendTime (3),
+                                        transactional (4), control (5: a transaction
+                                        marker, ``_control``), delete horizon (6)
+23       4      last offset delta       last offset = base offset + delta
+27       8      base timestamp          records store their timestamp as a delta
+35       8      max timestamp           the batch's largest (or the LogAppendTime)
+43       8      producer id             -1: none
+51       2      producer epoch
+53       4      base sequence           -1: none
+57       4      record count            then the records, from byte 61
+=======  =====  ======================  ===============================================
 
-Because the CRC starts at byte 21, rewriting the base offset and leader epoch keeps it
-valid: a leader assigns offsets by sending a patched 16-byte prefix followed by the
-client's own bytes (``os.writev``), so the payload is never copied. Only
+The CRC covers the batch from its attributes (byte 21) to its end, and so excludes the
+three fields a leader changes: base offset, batch length and partition leader epoch.
+That is why a leader assigns offsets without recomputing it: it writes a patched
+16-byte prefix followed by the client's own bytes (``os.writev``), so the payload is
+never copied and the producer's CRC stays valid end to end. Only
 ``message.timestamp.type=LogAppendTime`` changes covered bytes (attributes and max
 timestamp); then the 61-byte header is patched and the CRC recomputed over it and the
-untouched records.
+untouched records (``log_append_time_header``).
+
+``check_batch`` validates one batch's framing, magic and CRC; ``parse_batches`` every
+batch of a payload that came from outside (a produce, a replica fetch).
 
 Concurrency: pure functions over immutable or caller-owned buffers; thread-safe.
 """
@@ -50,6 +64,8 @@ COMPRESSION_CODEC_MASK: Final = 0x07
 TIMESTAMP_TYPE_MASK: Final = 0x08
 TRANSACTIONAL_FLAG_MASK: Final = 0x10
 CONTROL_FLAG_MASK: Final = 0x20
+# KIP-534: the base timestamp is the batch's delete horizon (set by the log cleaner).
+DELETE_HORIZON_FLAG_MASK: Final = 0x40
 
 # The 61-byte header, field by field as ``BatchHeader`` names them.
 BATCH_HEADER: Final = struct.Struct(">qiibIhiqqqhii")

@@ -12,8 +12,8 @@ Transactional batches (Kafka's ``handleProduceRequest`` and ``handleProduceAppen
 request whose partitions' first batch is transactional but which names no
 ``transactional_id`` is refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and
 one whose transactional batches carry more than one (producer id, epoch) with
-INVALID_PRODUCER_ID_MAPPING. The handler peeks at the batch headers for that; the log
-validates everything else.
+INVALID_PRODUCER_ID_MAPPING. The handler peeks at the headers of the whole batches for
+that (``tickwheel.record.iter_batches``); the log validates everything else.
 
 Authorization (Kafka's ``handleProduceRequest``): transactional batches need WRITE on
 the transactional id, else the whole request is refused with
