@@ -49,7 +49,6 @@ _BATCH_OPTIONS = st.fixed_dictionaries(
         "codec": st.sampled_from([NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD]),
         "transactional": st.booleans(),
         "control": st.booleans(),
-        "partition_leader_epoch": st.integers(-1, 2**31 - 1),
         "producer_id": st.integers(-1, 2**63 - 1),
         "producer_epoch": st.integers(-1, 2**15 - 1),
         "base_sequence": st.integers(-1, 2**31 - 1),
@@ -85,7 +84,7 @@ def test_built_batches_are_walked_and_decoded_back(
         assert at == position
         assert header.size_bytes == len(batch)
         assert check_batch(memoryview(payload), at, len(payload) - at) == header
-        assert header.base_offset == 0
+        assert (header.base_offset, header.partition_leader_epoch) == (0, -1)
         assert header.records_count == len(records)
         assert header.last_offset_delta == len(records) - 1
         assert header.base_timestamp == records[0].timestamp_ms
@@ -93,13 +92,7 @@ def test_built_batches_are_walked_and_decoded_back(
         assert header.attributes & COMPRESSION_CODEC_MASK == options["codec"]
         assert bool(header.attributes & TRANSACTIONAL_FLAG_MASK) == options["transactional"]
         assert bool(header.attributes & CONTROL_FLAG_MASK) == options["control"]
-        assert (
-            header.partition_leader_epoch,
-            header.producer_id,
-            header.producer_epoch,
-            header.base_sequence,
-        ) == (
-            options["partition_leader_epoch"],
+        assert (header.producer_id, header.producer_epoch, header.base_sequence) == (
             options["producer_id"],
             options["producer_epoch"],
             options["base_sequence"],

@@ -54,8 +54,6 @@ NO_LEADER_EPOCH = -1
 
 # Kafka writes every TxnOffsetCommit batch with this base sequence.
 TXN_OFFSET_COMMIT_SEQUENCE = 0
-# The partition leader epoch a batch is built with (the log's append rewrites it).
-_LEADER_EPOCH = 0
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -335,7 +333,6 @@ def build_batch(
     return record.build_batch(
         [record.SimpleRecord(key, value, timestamp_ms) for key, value in entries],
         transactional=transactional,
-        partition_leader_epoch=_LEADER_EPOCH,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,

@@ -98,13 +98,15 @@ def build_batch(
     codec: int = NO_COMPRESSION,
     transactional: bool = False,
     control: bool = False,
-    base_offset: int = 0,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
 ) -> bytes:
-    """One batch of ``records`` (at least one), compressed with ``codec``."""
+    """One batch of ``records`` (at least one), compressed with ``codec``.
+
+    Base offset 0 and partition leader epoch -1, as a producer writes them: the leader
+    that appends the batch sets both.
+    """
     if not records:
         raise ValueError("a record batch needs at least one record")
     base_timestamp_ms = records[0].timestamp_ms
@@ -131,8 +133,6 @@ def build_batch(
         base_timestamp_ms=base_timestamp_ms,
         max_timestamp_ms=max(record.timestamp_ms for record in records),
         attributes=attributes,
-        base_offset=base_offset,
-        partition_leader_epoch=partition_leader_epoch,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
