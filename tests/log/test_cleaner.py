@@ -15,7 +15,6 @@ import pytest
 
 from tickwheel.bench._batches import make_keyed_batch
 from tickwheel.log import AppendOrigin, InvalidRecordError, Log, LogConfig, build_end_txn_marker
-from tickwheel.log._batch import COMPRESSION_CODEC_MASK, parse_header
 from tickwheel.log._cleaner import (
     DELETE_HORIZON_FLAG_MASK,
     CleanerConfig,
@@ -26,7 +25,7 @@ from tickwheel.log._cleaner import (
     swap_cleaned,
     write_cleaned,
 )
-from tickwheel.log._record_codec import decode_records
+from tickwheel.record import COMPRESSION_CODEC_MASK, decode_records, parse_header
 
 from .batches import split_batches
 from .helpers import START_MS, FakeClock, crash

@@ -22,11 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickwheel.log import LogConfig
-from tickwheel.log._batch import (
-    RECORD_BATCH_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    log_append_time_header,
-)
 from tickwheel.log._index import NO_TIMESTAMP
 from tickwheel.log._segment import (
     INDEX_SUFFIX,
@@ -35,6 +30,11 @@ from tickwheel.log._segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
     segment_file_name,
+)
+from tickwheel.record import (
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    log_append_time_header,
 )
 
 from .batches import header_of, make_batch, with_offsets

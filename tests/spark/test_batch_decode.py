@@ -18,8 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickwheel.log import build_end_txn_marker, write_varint
-from tickwheel.log._batch import parse_header
-from tickwheel.log._record_codec import compress, decode_records
+from tickwheel.record import compress, decode_records, parse_header
 from tickwheel.spark._batch_decode import FetchWindow, decode_fetch
 from tickwheel.spark._errors import SparkKafkaError
 from tickwheel.spark._record_scan import scan_records

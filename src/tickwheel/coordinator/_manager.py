@@ -71,8 +71,6 @@ from tickwheel.coordinator._group import (
 from tickwheel.coordinator._hashing import partition_for
 from tickwheel.coordinator._offsets_log import OFFSETS_TOPIC, OffsetsLog
 from tickwheel.coordinator._records import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
     TXN_OFFSET_COMMIT_SEQUENCE,
     GroupKey,
     GroupValue,
@@ -88,7 +86,7 @@ from tickwheel.coordinator._records import (
     encode_offset_value,
     read_record_batches,
 )
-from tickwheel.log import ControlType
+from tickwheel.record import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlType
 
 _log = logging.getLogger(__name__)
 

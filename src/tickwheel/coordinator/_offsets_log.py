@@ -17,7 +17,6 @@ and reads of a partition with one lock per instance and calls ``on_appended`` be
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
@@ -25,14 +24,11 @@ from typing import Protocol
 from kio.schema.errors import ErrorCode
 
 from tickwheel.log import Log, LogError
+from tickwheel.record import whole_batches_end
 
 OFFSETS_TOPIC = "__consumer_offsets"
 UNKNOWN_OFFSET = -1
 _LOAD_READ_BYTES = 1024 * 1024
-_BATCH_PREFIX = struct.Struct(">qi")  # base offset, batch length
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-_LAST_OFFSET_DELTA_AT = 23
-_LOG_OVERHEAD = 12
 # Appends to __consumer_offsets carry no leader epoch of their own on a single node.
 _LOCAL_LEADER_EPOCH = 0
 
@@ -98,21 +94,7 @@ def read_log_batches(log: Log, lock: threading.Lock | None = None) -> Iterator[b
         with guard:
             fetched = log.read(next_offset, _LOAD_READ_BYTES, max_offset=end_offset)
             data = bytes(fetched.records.read_bytes())
-        whole, next_offset = _whole_batches(data, next_offset)
-        if not whole:
+        whole_bytes, next_offset = whole_batches_end(data)
+        if not whole_bytes:
             return
-        yield whole
-
-
-def _whole_batches(data: bytes, next_offset: int) -> tuple[bytes, int]:
-    """Cut ``data`` after its last whole batch; return it and the offset after it."""
-    position = 0
-    while position + _LAST_OFFSET_DELTA_AT + _LAST_OFFSET_DELTA.size <= len(data):
-        base_offset, batch_length = _BATCH_PREFIX.unpack_from(data, position)
-        end = position + _LOG_OVERHEAD + batch_length
-        if end > len(data):
-            break
-        (last_delta,) = _LAST_OFFSET_DELTA.unpack_from(data, position + _LAST_OFFSET_DELTA_AT)
-        next_offset = base_offset + last_delta + 1
-        position = end
-    return data[:position], next_offset
+        yield data[:whole_bytes]

@@ -22,15 +22,16 @@ length and UTF-8 (length -1 for null), byte arrays an int32 length, all big-endi
 the same bytes Kafka's GroupMetadataManager writes, so the topic is readable by Kafka's
 own tools.
 
-Records travel in uncompressed record batches of format v2 (magic 2, CRC-32C from the
-attributes on). The log assigns offsets by rewriting the base offset, so a batch is built
-with base offset 0. A transactional offset commit (TxnOffsetCommit) is the same offset
-records in a batch marked transactional and carrying the producer's id and epoch, with
-base sequence 0 on every batch (Kafka's ``generateOffsetRecords``); the transaction's
-commit or abort marker, a control batch, follows it later in the partition.
-``read_record_batches`` reads batch by batch, telling transactional batches and markers
-apart (the loader needs both); ``read_batches`` is its flat view of the offset and group
-records alone. A compressed batch is refused, since this coordinator never writes one.
+Records travel in uncompressed record batches of format v2, built, walked and checked
+(magic 2, CRC-32C) by ``tickwheel.record``. The log assigns offsets by rewriting the
+base offset, so a batch is built with base offset 0. A transactional offset commit
+(TxnOffsetCommit) is the same offset records in a batch marked transactional and
+carrying the producer's id and epoch, with base sequence 0 on every batch (Kafka's
+``generateOffsetRecords``); the transaction's commit or abort marker, a control batch,
+follows it later in the partition. ``read_record_batches`` reads batch by batch, telling
+transactional batches and markers apart (the loader needs both); ``read_batches`` is its
+flat view of the offset and group records alone. A compressed batch is refused, since
+this coordinator never writes one.
 
 Pure functions over bytes; safe from any thread.
 """
@@ -41,16 +42,9 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-import crc32c
-
+from tickwheel import record
 from tickwheel.coordinator._errors import CorruptOffsetsRecordError
-from tickwheel.log import (
-    CorruptRecordError,
-    EndTxnMarker,
-    parse_end_txn_marker,
-    read_varint,
-    write_varint,
-)
+from tickwheel.record import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, EndTxnMarker
 
 OFFSET_COMMIT_KEY_VERSION = 1
 OFFSET_COMMIT_VALUE_VERSION = 3
@@ -58,22 +52,8 @@ GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
 NO_LEADER_EPOCH = -1
 
-_MAGIC_V2 = 2
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
 # Kafka writes every TxnOffsetCommit batch with this base sequence.
 TXN_OFFSET_COMMIT_SEQUENCE = 0
-_COMPRESSION_MASK = 0x07
-_TRANSACTIONAL_FLAG = 0x10
-_CONTROL_FLAG = 0x20
-# baseOffset(8) batchLength(4): the part of the header before the counted length.
-_LOG_OVERHEAD = 12
-# Fixed part of a v2 batch header, baseOffset through records count.
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC_START = 21  # the CRC covers the batch from its attributes on
-_CRC_FIELD = struct.Struct(">I")
-_CRC_OFFSET = 17
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -337,13 +317,6 @@ def decode_group_value(data: bytes) -> GroupValue:
 # --- record batches v2 -----------------------------------------------------------------
 
 
-def _read_varint(data: bytes, position: int) -> tuple[int, int]:
-    try:
-        return read_varint(data, position)
-    except CorruptRecordError as error:
-        raise CorruptOffsetsRecordError(str(error)) from error
-
-
 def build_batch(
     entries: Sequence[tuple[bytes, bytes | None]],
     timestamp_ms: int,
@@ -357,41 +330,13 @@ def build_batch(
 
     A transactional batch carries its producer's id, epoch and ``base_sequence``.
     """
-    if not entries:
-        raise ValueError("a record batch needs at least one record")
-    records = bytearray()
-    for offset_delta, (key, value) in enumerate(entries):
-        body = (
-            b"\x00"  # record attributes: unused
-            + write_varint(0)  # timestamp delta: every record shares the batch timestamp
-            + write_varint(offset_delta)
-            + write_varint(len(key))
-            + key
-            + (write_varint(-1) if value is None else write_varint(len(value)) + value)
-            + write_varint(0)  # no headers
-        )
-        records += write_varint(len(body)) + body
-    batch_length = _BATCH_HEADER.size - _LOG_OVERHEAD + len(records)
-    header = bytearray(
-        _BATCH_HEADER.pack(
-            0,
-            batch_length,
-            0,
-            _MAGIC_V2,
-            0,
-            _TRANSACTIONAL_FLAG if transactional else 0,
-            len(entries) - 1,
-            timestamp_ms,
-            timestamp_ms,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(entries),
-        )
+    return record.build_batch(
+        [record.SimpleRecord(key, value, timestamp_ms) for key, value in entries],
+        transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
     )
-    batch = header + records
-    _CRC_FIELD.pack_into(batch, _CRC_OFFSET, crc32c.crc32c(bytes(batch[_CRC_START:])))
-    return bytes(batch)
 
 
 def _decode_value(
@@ -430,46 +375,28 @@ def read_record_batches(
     an undecodable record is reported and skipped, and so is the rest of a batch whose
     header or record framing is broken (or a control batch that is no transaction marker).
     """
-    position = 0
-    while position + _BATCH_HEADER.size <= len(data):
-        (
-            base_offset,
-            batch_length,
-            _epoch,
-            magic,
-            crc,
-            attributes,
-            _last_delta,
-            _base_ts,
-            _max_ts,
-            producer_id,
-            _pepoch,
-            _seq,
-            count,
-        ) = _BATCH_HEADER.unpack_from(data, position)
-        end = position + _LOG_OVERHEAD + batch_length
-        if end > len(data):
-            return
+    view = memoryview(data)
+    for position, header in record.iter_batches(data):
+        base_offset = header.base_offset
+        end = position + header.size_bytes
         records: list[OffsetsRecord | OtherRecord] = []
+        is_control = bool(header.attributes & record.CONTROL_FLAG_MASK)
+        marker = None
         try:
-            if magic != _MAGIC_V2:
-                raise CorruptOffsetsRecordError(f"record batch magic {magic}, expected 2")
-            if crc32c.crc32c(data[position + _CRC_START : end]) != crc:
-                raise CorruptOffsetsRecordError(
-                    f"record batch at offset {base_offset} fails its CRC"
-                )
-            if attributes & _COMPRESSION_MASK:
+            try:
+                record.check_batch(view, position, header.size_bytes)
+            except record.RecordError as error:
+                raise CorruptOffsetsRecordError(str(error)) from error
+            if header.attributes & record.COMPRESSION_CODEC_MASK:
                 raise CorruptOffsetsRecordError(
                     "compressed __consumer_offsets batches are not read"
                 )
-            body = data[position + _BATCH_HEADER.size : end]
-            is_control = bool(attributes & _CONTROL_FLAG)
-            marker = None
+            batch = data[position:end]
             if is_control:
-                marker = _read_marker(body, base_offset, count)
+                marker = _read_marker(batch, header)
             else:
                 # extend keeps the records read before a broken one raises.
-                records.extend(_read_records(body, base_offset, count, on_undecodable))
+                records.extend(_read_records(batch, header, on_undecodable))
         except CorruptOffsetsRecordError as exc:
             if on_undecodable is None:
                 raise
@@ -477,51 +404,40 @@ def read_record_batches(
             is_control, marker = False, None
         yield OffsetsBatch(
             base_offset,
-            producer_id,
-            bool(attributes & _TRANSACTIONAL_FLAG),
+            header.producer_id,
+            bool(header.attributes & record.TRANSACTIONAL_FLAG_MASK),
             is_control,
             marker,
             tuple(r for r in records if isinstance(r, OffsetsRecord)),
             tuple(r for r in records if isinstance(r, OtherRecord)),
         )
-        position = end
 
 
 def _raw_records(
-    body: bytes, base_offset: int, count: int
+    batch: bytes, header: record.BatchHeader
 ) -> Iterator[tuple[int, bytes, bytes | None]]:
     """Each record's offset, key and value (None: null), framing checked."""
-    position = 0
-    for _ in range(count):
-        length, position = _read_varint(body, position)
-        record_end = position + length
-        position += 1  # record attributes
-        _timestamp_delta, position = _read_varint(body, position)
-        offset_delta, position = _read_varint(body, position)
-        key_length, position = _read_varint(body, position)
-        if key_length < 0:
+    try:
+        decoded = record.decode_records(batch, header)
+    except record.RecordError as error:
+        raise CorruptOffsetsRecordError(str(error)) from error
+    for each in decoded:
+        if each.key is None:
             raise CorruptOffsetsRecordError("__consumer_offsets record without a key")
-        key_bytes = body[position : position + key_length]
-        position += key_length
-        value_length, position = _read_varint(body, position)
-        value_bytes = None if value_length < 0 else body[position : position + value_length]
-        position = record_end
-        yield base_offset + offset_delta, key_bytes, value_bytes
+        yield header.base_offset + each.offset_delta, each.key, each.value
 
 
-def _read_marker(body: bytes, base_offset: int, count: int) -> EndTxnMarker | None:
-    for _offset, key, value in _raw_records(body, base_offset, min(count, 1)):
-        try:
-            return parse_end_txn_marker(key, value)
-        except ValueError as error:
-            raise CorruptOffsetsRecordError(str(error)) from error
-    return None
+def _read_marker(batch: bytes, header: record.BatchHeader) -> EndTxnMarker | None:
+    try:
+        return record.read_control_batch(batch, header)
+    except (record.RecordError, ValueError) as error:
+        raise CorruptOffsetsRecordError(str(error)) from error
 
 
 def _read_records(
-    body: bytes, base_offset: int, count: int, on_undecodable: UndecodableCallback | None
+    batch: bytes, header: record.BatchHeader, on_undecodable: UndecodableCallback | None
 ) -> Iterator[OffsetsRecord | OtherRecord]:
-    for offset, key_bytes, value_bytes in _raw_records(body, base_offset, count):
+    for offset, key_bytes, value_bytes in _raw_records(batch, header):
         if len(key_bytes) >= _INT16.size:
             (key_version,) = _INT16.unpack_from(key_bytes)
             if key_version > GROUP_METADATA_KEY_VERSION:

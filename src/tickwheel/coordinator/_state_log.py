@@ -6,29 +6,24 @@ each in an uncompressed v2 batch of its own, the last value of a key winning and
 value (a tombstone) removing it. When a broker becomes the leader of one of their
 partitions it reads the partition from its log start to its log **end** -- not the high
 watermark: a new leader's high watermark may lag records it already holds -- and
-rebuilds its cache. ``read_to_end`` is that read; ``iter_records`` and
-``next_batch_offset`` take a chunk of the log apart.
+rebuilds its cache. ``read_to_end`` is that read; ``iter_records`` takes a chunk of the
+log apart with the record format's batch walk and record decoder (``tickwheel.record``).
 
 Pure functions over bytes and a ``Log`` read; the caller owns the log's thread.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
-from tickwheel.log import Log, read_varint
-
-_BATCH_PREFIX = struct.Struct(">qi")  # base offset, batch length
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_LOG_OVERHEAD = 12
-_ATTRIBUTES_AT = 21
-_LAST_OFFSET_DELTA_AT = 23
-_RECORD_COUNT_AT = 57
-_RECORDS_AT = 61
-_CONTROL_FLAG = 0x20
-_COMPRESSION_MASK = 0x07
+from tickwheel.log import Log
+from tickwheel.record import (
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    decode_records,
+    iter_batches,
+    whole_batches_end,
+)
 
 
 class StateLogError(ValueError):
@@ -41,53 +36,14 @@ def iter_records(data: bytes) -> Iterator[tuple[int, bytes, bytes | None]]:
     Control batches are skipped; a compressed batch raises ``StateLogError`` (Kafka
     writes its state topics uncompressed).
     """
-    position = 0
-    while position + _RECORDS_AT <= len(data):
-        base_offset, batch_length = _BATCH_PREFIX.unpack_from(data, position)
-        end = position + _LOG_OVERHEAD + batch_length
-        if end > len(data):
-            return
-        (attributes,) = _I16.unpack_from(data, position + _ATTRIBUTES_AT)
-        if attributes & _COMPRESSION_MASK:
-            raise StateLogError(f"compressed state batch at offset {base_offset}")
-        if not attributes & _CONTROL_FLAG:
-            (count,) = _I32.unpack_from(data, position + _RECORD_COUNT_AT)
-            yield from _records(data[position + _RECORDS_AT : end], base_offset, count)
-        position = end
-
-
-def _records(
-    body: bytes, base_offset: int, count: int
-) -> Iterator[tuple[int, bytes, bytes | None]]:
-    position = 0
-    for _ in range(count):
-        length, position = read_varint(body, position)
-        record_end = position + length
-        position += 1  # attributes
-        _timestamp_delta, position = read_varint(body, position)
-        offset_delta, position = read_varint(body, position)
-        key_length, position = read_varint(body, position)
-        key = body[position : position + max(key_length, 0)]
-        position += max(key_length, 0)
-        value_length, position = read_varint(body, position)
-        value = None if value_length < 0 else body[position : position + value_length]
-        position = record_end
-        yield base_offset + offset_delta, key, value
-
-
-def next_batch_offset(data: bytes) -> int:
-    """The offset after the last whole batch of ``data`` (control batches too), or -1."""
-    position = 0
-    next_offset = -1
-    while position + _LAST_OFFSET_DELTA_AT + _I32.size <= len(data):
-        base_offset, batch_length = _BATCH_PREFIX.unpack_from(data, position)
-        end = position + _LOG_OVERHEAD + batch_length
-        if end > len(data):
-            break
-        (last_delta,) = _I32.unpack_from(data, position + _LAST_OFFSET_DELTA_AT)
-        next_offset = base_offset + last_delta + 1
-        position = end
-    return next_offset
+    for position, header in iter_batches(data):
+        if header.attributes & COMPRESSION_CODEC_MASK:
+            raise StateLogError(f"compressed state batch at offset {header.base_offset}")
+        if not header.attributes & CONTROL_FLAG_MASK:
+            batch = data[position : position + header.size_bytes]
+            for record in decode_records(batch, header):
+                key = b"" if record.key is None else record.key
+                yield header.base_offset + record.offset_delta, key, record.value
 
 
 def read_to_end(log: Log, chunk_bytes: int) -> Iterator[tuple[int, bytes, bytes | None]]:
@@ -104,4 +60,4 @@ def read_to_end(log: Log, chunk_bytes: int) -> Iterator[tuple[int, bytes, bytes 
             last = offset
             if offset >= next_offset:
                 yield offset, key, value
-        next_offset = max(last + 1, next_batch_offset(data))
+        next_offset = max(last + 1, whole_batches_end(data)[1])

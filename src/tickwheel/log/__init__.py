@@ -1,44 +1,36 @@
 """``tickwheel.log``: a partition's segmented, durable log of Kafka record batches.
 
-The log stores record batches (format v2) as opaque bytes: it validates their headers
-and CRCs, assigns offsets by patching each batch's base offset and leader epoch, and
-never decodes records. Segments of ``segment.bytes`` carry sparse offset and time
+The log stores record batches (format v2, ``tickwheel.record``) as opaque bytes: it
+validates their headers and CRCs, assigns offsets by patching each batch's base offset
+and leader epoch, and decodes records only where Kafka's log does (the cleaner, a
+compacted topic's keys, ListOffsets by time). A leader's rules for producers' batches
+are ``_validator``. Segments of ``segment.bytes`` carry sparse offset and time
 indexes; reads hand out file slices for ``os.sendfile``; idempotent producers are
 deduplicated; ``flush()`` and the recovery-point checkpoint follow Kafka's durability
 model, and ``Log.open`` recovers a crashed directory to its longest valid prefix. A
 leader epoch cache (``_leader_epoch``, Kafka's ``leader-epoch-checkpoint``) records
 where each leader epoch starts and answers OffsetsForLeaderEpoch
-(``Log.end_offset_for_epoch``). Transactions: markers (``_control``), open transactions and the last
-stable offset (``_producer_state``), aborted-transaction indexes (``_txn_index``).
-``LogCleaner`` (``_cleaner``) compacts logs with
-``cleanup.policy=compact``, keeping the latest record of each key. ``Log`` (``_log``)
-documents the directory layout and ``_recovery`` the procedure.
+(``Log.end_offset_for_epoch``). Transactions: markers (control batches of
+``tickwheel.record``), open transactions and the last stable offset
+(``_producer_state``), aborted-transaction indexes (``_txn_index``). ``LogCleaner``
+(``_cleaner``) compacts logs with ``cleanup.policy=compact``, keeping the latest record
+of each key. ``Log`` (``_log``) documents the directory layout and ``_recovery`` the
+procedure.
 
-Depends on the standard library, ``crc32c`` and ``cramjam`` (the cleaner reads
-compressed batches); no network, no replication.
+The batch-format names exported here (``BatchHeader``, ``check_batch``, the attribute
+masks, ``build_end_txn_marker`` and the rest) are ``tickwheel.record``'s, re-exported
+for the log's users; ``LogError`` is the record format's ``RecordError``, so it covers
+a corrupt or invalid batch too.
+
+Depends on ``tickwheel.record``, the standard library, ``crc32c`` and ``cramjam``; no
+network, no replication.
 
 Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
 """
 
-from tickwheel.log._batch import (
-    CONTROL_FLAG_MASK,
-    LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_FLAG_MASK,
-    BatchHeader,
-    check_batch,
-)
 from tickwheel.log._checkpoint import write_atomically
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
 from tickwheel.log._config import LogConfig
-from tickwheel.log._control import (
-    ControlType,
-    EndTxnMarker,
-    build_end_txn_marker,
-    parse_end_txn_marker,
-    read_control_batch,
-)
 from tickwheel.log._errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -65,9 +57,25 @@ from tickwheel.log._log import (
 )
 from tickwheel.log._offset_metadata import LogOffsetMetadata
 from tickwheel.log._producer_state import AppendOrigin, ProducerStateSummary
-from tickwheel.log._record_codec import read_varint, records_section, write_varint
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._txn_index import AbortedTxn
+from tickwheel.record import (
+    CONTROL_FLAG_MASK,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    ControlType,
+    EndTxnMarker,
+    build_end_txn_marker,
+    check_batch,
+    parse_end_txn_marker,
+    read_control_batch,
+    read_varint,
+    records_section,
+    write_varint,
+)
 
 __all__ = [
     "CONTROL_FLAG_MASK",

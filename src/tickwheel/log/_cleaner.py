@@ -39,7 +39,7 @@ function of plain values (a ``CleaningJob``) that touches only files, steps 3-4 
    the last batch of a group (so the cleaned segment ends where the group ended,
    which tells recovery what a swap replaced): those stay as empty batches, records
    count 0, as Kafka keeps a producer's. Compressed batches are decompressed and
-   written back with the same codec (``_record_codec``). Control batches are copied
+   written back with the same codec (``tickwheel.record``). Control batches are copied
    untouched, and so are aborted transactions' batches: read_committed readers skip
    them through the ``.txnindex`` entries, which the swapped-in segment inherits
    (Kafka's cleaner may remove both; that is optional and not done here).
@@ -86,34 +86,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO, Final
 
-import crc32c
-
-from tickwheel.log._batch import (
-    ATTRIBUTES_OFFSET,
-    BATCH_HEADER,
-    COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
-    CRC_FIELD,
-    CRC_OFFSET,
-    CURRENT_MAGIC,
-    LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_FLAG_MASK,
-    BatchHeader,
-    parse_header,
-)
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import LogError, LogStorageError
 from tickwheel.log._log import CleaningView, Log, system_clock_ms
 from tickwheel.log._offset_map import OffsetMap
-from tickwheel.log._record_codec import (
-    Record,
-    compress,
-    decode_records,
-    encode_record,
-    record_keys,
-)
 from tickwheel.log._recovery import CLEANED_SUFFIX
 from tickwheel.log._segment import (
     INDEX_SUFFIX,
@@ -124,9 +100,23 @@ from tickwheel.log._segment import (
     LogSegment,
     segment_file_name,
 )
+from tickwheel.record import (
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    DELETE_HORIZON_FLAG_MASK,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    Record,
+    compress,
+    decode_records,
+    encode_batch,
+    encode_record,
+    parse_header,
+    record_keys,
+)
 
-# KIP-534: attribute bit 6 says the base timestamp is the batch's delete horizon.
-DELETE_HORIZON_FLAG_MASK: Final = 0x40
 _NO_OFFSET: Final = -1
 _MS_PER_S: Final = 1000.0
 _PERCENT: Final = 100.0
@@ -699,26 +689,19 @@ def _encode_batch(
     records_count: int,
     payload: bytes,
 ) -> tuple[BatchHeader, bytes]:
-    batch = bytearray(
-        BATCH_HEADER.pack(
-            header.base_offset,
-            RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
-            header.partition_leader_epoch,
-            CURRENT_MAGIC,
-            0,
-            attributes,
-            header.last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            header.producer_id,
-            header.producer_epoch,
-            header.base_sequence,
-            records_count,
-        )
+    data = encode_batch(
+        payload,
+        records_count=records_count,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp_ms=base_timestamp,
+        max_timestamp_ms=max_timestamp,
+        attributes=attributes,
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
     )
-    batch += payload
-    CRC_FIELD.pack_into(batch, CRC_OFFSET, crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
-    data = bytes(batch)
     return parse_header(data, 0), data
 
 

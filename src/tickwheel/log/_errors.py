@@ -2,17 +2,34 @@
 
 A subclass exists for each Kafka error a client or the broker can get from the log, so
 the broker answers with ``error.error_code`` without a mapping table of its own.
+``LogError`` is the record format's ``RecordError`` (``tickwheel.record``), and the
+format's ``CorruptRecordError`` and ``InvalidRecordError`` are the log's: one
+hierarchy, so ``except LogError`` also catches a bad batch the format code found.
 
 Concurrency: exceptions are immutable values; any thread may raise or read them.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from tickwheel.record import CorruptRecordError, InvalidRecordError
+from tickwheel.record import RecordError as LogError
 
-UNKNOWN_SERVER_ERROR = -1
+__all__ = [
+    "CorruptRecordError",
+    "InvalidProducerEpochError",
+    "InvalidRecordError",
+    "InvalidTxnStateError",
+    "LogError",
+    "LogStorageError",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+    "TransactionCoordinatorFencedError",
+    "UnexpectedAppendOffsetError",
+]
+
 OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
 MESSAGE_TOO_LARGE = 10
 RECORD_LIST_TOO_LARGE = 18
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -20,25 +37,12 @@ INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 TRANSACTION_COORDINATOR_FENCED = 52
 KAFKA_STORAGE_ERROR = 56
-INVALID_RECORD = 87
-
-
-class LogError(Exception):
-    """Base of every error the log raises; ``error_code`` is Kafka's numeric error code."""
-
-    error_code: ClassVar[int] = UNKNOWN_SERVER_ERROR
 
 
 class OffsetOutOfRangeError(LogError):
     """A read or a DeleteRecords offset outside the log's bounds (OFFSET_OUT_OF_RANGE)."""
 
     error_code = OFFSET_OUT_OF_RANGE
-
-
-class CorruptRecordError(LogError):
-    """A batch whose framing, magic or CRC is wrong (CORRUPT_MESSAGE)."""
-
-    error_code = CORRUPT_MESSAGE
 
 
 class RecordTooLargeError(LogError):
@@ -51,12 +55,6 @@ class RecordBatchTooLargeError(LogError):
     """A produce payload larger than a whole segment (RECORD_LIST_TOO_LARGE)."""
 
     error_code = RECORD_LIST_TOO_LARGE
-
-
-class InvalidRecordError(LogError):
-    """A well-framed batch that breaks a rule of the format (INVALID_RECORD)."""
-
-    error_code = INVALID_RECORD
 
 
 class OutOfOrderSequenceError(LogError):

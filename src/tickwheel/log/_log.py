@@ -29,10 +29,11 @@ drops the epochs past the new end, a log start move (DeleteRecords, retention) m
 the first epoch up to it, and emptying the log empties the cache, as Kafka's log
 does. ``end_offset_for_epoch`` answers OffsetsForLeaderEpoch from it.
 
-Appends: a leader validates the payload (``_batch``: framing, magic, CRC-32C, record
-count, ``max.message.bytes``), checks idempotent producers (``_producer_state``), then
-writes each batch with a patched 16-byte prefix (base offset and partition leader
-epoch) in one ``os.writev``: the producer's bytes are not copied. A follower writes the
+Appends: a leader validates the payload (``tickwheel.record``: framing, magic,
+CRC-32C; ``_validator``: record count, ``max.message.bytes``), checks idempotent
+producers (``_producer_state``), then writes each batch with a patched 16-byte prefix
+(base offset and partition leader epoch) in one ``os.writev``: the producer's bytes are
+not copied. A follower writes the
 batches with the offsets they carry. A segment rolls when the append would exceed
 ``segment.bytes``, when ``segment.ms`` has passed since its first batch's timestamp,
 when an index is full, or when relative offsets would overflow 32 bits.
@@ -61,18 +62,18 @@ start offset, which retention moves without a write of its own.
 Reads return whole batches as a ``FileRecordsSlice`` for ``os.sendfile``, with the fetch
 position as ``LogOffsetMetadata``.
 
-Transactions (KIP-98): a producer's transactional batches are appended like any
-others; the transaction ends with a marker (``_control``) that the coordinators append
-(``AppendOrigin.COORDINATOR``; a client's control batch is INVALID_RECORD). The
-producer state (``_producer_state``) tracks each open transaction's first offset and
-the completed ones whose marker is not yet below the high watermark; the last stable
-offset (LSO) is the first offset of the oldest of them when below the high watermark,
-else the high watermark, so a transaction's records become visible to read_committed
-readers only once the high watermark passes its marker (Kafka's
-``fetchLastStableOffsetMetadata``). It is recomputed after every append, high
-watermark move, truncation and log start move. An ABORT marker adds an entry to its
-segment's ``.txnindex`` (``_txn_index``); ``read(..., collect_aborted=True)`` returns
-the aborted transactions overlapping the read.
+Transactions (KIP-98): a producer's transactional batches are appended like any others;
+the transaction ends with a marker (a control batch, ``tickwheel.record``) that the
+coordinators append (``AppendOrigin.COORDINATOR``; a client's control batch is
+INVALID_RECORD). The producer state (``_producer_state``) tracks each open transaction's
+first offset and the completed ones whose marker is not yet below the high watermark;
+the last stable offset (LSO) is the first offset of the oldest of them when below the
+high watermark, else the high watermark, so a transaction's records become visible to
+read_committed readers only once the high watermark passes its marker (Kafka's
+``fetchLastStableOffsetMetadata``). It is recomputed after every append, high watermark
+move, truncation and log start move. An ABORT marker adds an entry to its segment's
+``.txnindex`` (``_txn_index``); ``read(..., collect_aborted=True)`` returns the aborted
+transactions overlapping the read.
 
 Compaction (``cleanup.policy=compact``; the cleaner is ``_cleaner``): a leader refuses
 records without a key (INVALID_RECORD); ``cleaning_view`` hands the cleaner the closed
@@ -118,20 +119,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, NamedTuple, Self
 
-from tickwheel.log._batch import (
-    CONTROL_FLAG_MASK,
-    LEADER_PREFIX,
-    LOG_OVERHEAD,
-    PREFIX_BYTES,
-    RECORD_BATCH_OVERHEAD,
-    BatchHeader,
-    check_client_batches,
-    log_append_time_header,
-    parse_batches,
-)
 from tickwheel.log._checkpoint import fsync_dir, topic_partition_of, write_checkpoints
 from tickwheel.log._config import LOG_APPEND_TIME, LogConfig
-from tickwheel.log._control import EndTxnMarker, read_control_batch
 from tickwheel.log._errors import (
     InvalidRecordError,
     LogStorageError,
@@ -150,7 +139,6 @@ from tickwheel.log._producer_state import (
     ProducerStateManager,
     ProducerStateSummary,
 )
-from tickwheel.log._record_codec import has_null_key
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._recovery import (
     CLEANED_SUFFIX,
@@ -164,6 +152,20 @@ from tickwheel.log._recovery import (
 )
 from tickwheel.log._segment import BatchEntry, LogSegment
 from tickwheel.log._txn_index import AbortedTxn
+from tickwheel.log._validator import check_client_batches
+from tickwheel.record import (
+    CONTROL_FLAG_MASK,
+    LEADER_PREFIX,
+    LOG_OVERHEAD,
+    PREFIX_BYTES,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    EndTxnMarker,
+    has_null_key,
+    log_append_time_header,
+    parse_batches,
+    read_control_batch,
+)
 
 # ListOffsets' special timestamps.
 LATEST_TIMESTAMP: Final = -1

@@ -53,8 +53,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from tickwheel.log._batch import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK, BatchHeader
-from tickwheel.log._control import ControlType, EndTxnMarker
 from tickwheel.log._errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -63,6 +61,13 @@ from tickwheel.log._errors import (
 )
 from tickwheel.log._producer_snapshot import SnapshotEntry
 from tickwheel.log._txn_index import AbortedTxn
+from tickwheel.record import (
+    CONTROL_FLAG_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    ControlType,
+    EndTxnMarker,
+)
 
 NUM_BATCHES_TO_RETAIN: Final = 5
 NO_PRODUCER_EPOCH: Final = -1

@@ -61,10 +61,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from tickwheel.log._batch import CONTROL_FLAG_MASK, BatchHeader
 from tickwheel.log._checkpoint import TEMP_SUFFIX, fsync_dir, read_checkpoint
 from tickwheel.log._config import LogConfig
-from tickwheel.log._control import read_control_batch
 from tickwheel.log._errors import LogError
 from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache, load_leader_epoch_cache
 from tickwheel.log._producer_snapshot import (
@@ -82,6 +80,7 @@ from tickwheel.log._segment import (
     LogSegment,
 )
 from tickwheel.log._txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from tickwheel.record import CONTROL_FLAG_MASK, BatchHeader, read_control_batch
 
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"

@@ -52,14 +52,19 @@ import os
 from collections.abc import Iterator
 from typing import Final, TypeAlias
 
-from tickwheel.log._batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader, check_batch
-from tickwheel.log._batch import parse_header as _parse_header
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import LogError, LogStorageError
 from tickwheel.log._index import NO_TIMESTAMP, OffsetIndex, TimeIndex
-from tickwheel.log._record_codec import record_timestamps
 from tickwheel.log._records import FileRecordsSlice, SegmentFile
 from tickwheel.log._txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from tickwheel.record import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    check_batch,
+    record_timestamps,
+)
+from tickwheel.record import parse_header as _parse_header
 
 LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"

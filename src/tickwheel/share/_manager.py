@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -55,6 +54,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.log import Log, LogError
 from tickwheel.purgatory import DelayedOperationPurgatory
+from tickwheel.record import iter_batches
 from tickwheel.replica import (
     FetchIsolation,
     FetchParams,
@@ -91,10 +91,6 @@ def _wall_clock_ms() -> int:
 _FENCED = frozenset({ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch})
 """Write errors after which the share-partition in memory is stale."""
 
-_BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (bytes 0-11)
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # bytes 23-26
-_LAST_OFFSET_DELTA_AT = 23
-_LOG_OVERHEAD = 12  # base offset and length, not counted in the length
 _CONSUMER_REPLICA_ID = -1
 READ_CHUNK_BYTES = 1 << 20
 FIRST_READ_BYTES = 1 << 16
@@ -118,16 +114,10 @@ def record_batches(data: bytes, until_offset: int | None = None) -> list[tuple[i
     """The whole batches in ``data``: (first offset, last offset, start, end) of each; with
     ``until_offset``, only as far as the first batch that reaches it."""
     batches = []
-    position = 0
-    while position + _LAST_OFFSET_DELTA_AT + _LAST_OFFSET_DELTA.size <= len(data):
-        base_offset, length = _BATCH_HEADER.unpack_from(data, position)
-        end = position + _LOG_OVERHEAD + length
-        if end > len(data):
-            break
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, position + _LAST_OFFSET_DELTA_AT)
-        batches.append((base_offset, base_offset + delta, position, end))
-        position = end
-        if until_offset is not None and base_offset + delta >= until_offset:
+    for position, header in iter_batches(data):
+        last_offset = header.last_offset
+        batches.append((header.base_offset, last_offset, position, position + header.size_bytes))
+        if until_offset is not None and last_offset >= until_offset:
             break
     return batches
 

@@ -12,8 +12,8 @@ Transactional batches (Kafka's ``handleProduceRequest`` and ``handleProduceAppen
 request whose partitions' first batch is transactional but which names no
 ``transactional_id`` is refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and
 one whose transactional batches carry more than one (producer id, epoch) with
-INVALID_PRODUCER_ID_MAPPING. The handler peeks at the batch headers for that; the log
-validates everything else.
+INVALID_PRODUCER_ID_MAPPING. The handler peeks at the headers of the whole batches for
+that (``tickwheel.record.iter_batches``); the log validates everything else.
 
 Authorization (Kafka's ``handleProduceRequest``): transactional batches need WRITE on
 the transactional id, else the whole request is refused with
@@ -30,8 +30,7 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
-import struct
-from typing import Any, Final
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -41,6 +40,7 @@ from tickwheel.protocol import (
     VersionRange,
     encode_produce_response,
 )
+from tickwheel.record import TRANSACTIONAL_FLAG_MASK, iter_batches
 from tickwheel.replica import ACKS_NONE, ProducePartitionResult, TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
@@ -53,35 +53,18 @@ from tickwheel.server.apis._common import (
     to_ms,
 )
 
-_LENGTH_OFFSET: Final = 8
-_ATTRIBUTES_OFFSET: Final = 21
-_PRODUCER_OFFSET: Final = 43
-_LOG_OVERHEAD: Final = 12
-_HEADER_BYTES: Final = 61
-_TRANSACTIONAL_FLAG: Final = 0x10
-_LENGTH = struct.Struct(">i")
-_ATTRIBUTES = struct.Struct(">h")
-_PRODUCER = struct.Struct(">qh")
-
 
 def _transactional_batches(records: bytes) -> tuple[bool, set[tuple[int, int]]]:
     """Whether the first batch is transactional, and the (producer id, epoch) of every
     transactional batch; a malformed tail is left to the log to refuse."""
     first = False
     producers: set[tuple[int, int]] = set()
-    position = 0
-    while position + _HEADER_BYTES <= len(records):
-        transactional = bool(
-            _ATTRIBUTES.unpack_from(records, position + _ATTRIBUTES_OFFSET)[0] & _TRANSACTIONAL_FLAG
-        )
+    for position, header in iter_batches(records):
+        transactional = bool(header.attributes & TRANSACTIONAL_FLAG_MASK)
         if position == 0:
             first = transactional
         if transactional:
-            producers.add(_PRODUCER.unpack_from(records, position + _PRODUCER_OFFSET))
-        length = _LENGTH.unpack_from(records, position + _LENGTH_OFFSET)[0]
-        if length <= 0:
-            break
-        position += length + _LOG_OVERHEAD
+            producers.add((header.producer_id, header.producer_epoch))
     return first, producers
 
 

@@ -1,57 +1,55 @@
-"""Records inside a v2 batch: decompressing, decoding, encoding and recompressing them.
+"""Records inside a v2 batch: decoding and encoding them.
 
-The log stores batches as opaque bytes (``_batch``). Three parts need the records inside:
-the cleaner (``_cleaner``), which keeps each key's latest record; a leader append to a
-compacted topic, which refuses records without a key (INVALID_RECORD, as Kafka does);
-and ListOffsets by time (``record_timestamps``), which answers the first record at or
-after a time and the record holding the largest timestamp, not their batches.
+The log stores batches as opaque bytes (``_batch``). The parts that need the records
+inside: the log cleaner, which keeps each key's latest record (``record_keys``,
+``decode_records``, ``encode_record``); a leader append to a compacted topic, which
+refuses records without a key (``has_null_key``; INVALID_RECORD, as Kafka does);
+ListOffsets by time (``record_timestamps``); transaction markers (``_control``); and
+the coordinators, which read their state topics back record by record.
 
-A record (KIP-98) is a zig-zag varint length, then: attributes (int8), timestamp delta
-(varlong), offset delta (varint), key length and key (-1: null), value length and
-value (-1: null, a tombstone), header count and headers. Headers are kept as their raw
-bytes: the cleaner never looks inside them.
+A record (KIP-98) is a zig-zag varint length, then:
 
-Compression (attributes bits 0-2) covers all records of a batch. The codecs, as Kafka
-writes them: gzip (a gzip stream), snappy (the xerial/snappy-java framing: an 8-byte
-magic, version and compatible-version int32s, then int32-length-prefixed raw snappy
-blocks; a payload without the magic is one raw snappy block, as librdkafka may write
-it), lz4 (the LZ4 frame format) and zstd (a zstd frame). ``cramjam`` does the work.
+=======================  ===========================================================
+attributes               int8, unused (0)
+timestamp delta          varlong, from the batch's base timestamp
+offset delta             varint, from the batch's base offset
+key length, key          varint (-1: null), bytes
+value length, value      varint (-1: null, a tombstone), bytes
+header count, headers    varint; each: key length and UTF-8 key, value length
+                         (-1: null) and value
+=======================  ===========================================================
+
+Decoded records keep their headers as raw bytes (the cleaner never looks inside them;
+``decode_headers`` takes them apart for a reader that does).
+
+Compression (attributes bits 0-2) covers all records of a batch (``_compression``).
 
 Concurrency: pure functions; thread-safe.
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Final, NamedTuple
 
-import cramjam
-
-from tickwheel.log._batch import (
+from tickwheel.record._batch import (
     COMPRESSION_CODEC_MASK,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
 )
-from tickwheel.log._errors import CorruptRecordError
+from tickwheel.record._compression import decompress
+from tickwheel.record._errors import CorruptRecordError
 
-NO_COMPRESSION: Final = 0
-GZIP: Final = 1
-SNAPPY: Final = 2
-LZ4: Final = 3
-ZSTD: Final = 4
 _NULL_LENGTH: Final = -1
-_XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
-_XERIAL_HEADER: Final = struct.Struct(">8sii")
-_XERIAL_VERSION: Final = 1
-_XERIAL_COMPATIBLE_VERSION: Final = 1
-# snappy-java's default block size.
-_XERIAL_BLOCK_BYTES: Final = 32 * 1024
-_INT32: Final = struct.Struct(">i")
 _VARINT_CONTINUATION: Final = 0x80
 _VARINT_PAYLOAD_MASK: Final = 0x7F
 _VARINT_PAYLOAD_BITS: Final = 7
 _SIGN_SHIFT: Final = 63
+NO_HEADERS: Final = b"\x00"
+"""A header count of zero: the headers of a record that has none."""
+
+RecordHeaders = tuple[tuple[str, bytes | None], ...]
+"""A record's headers in order: (key, value or None)."""
 
 
 # A NamedTuple rather than a frozen dataclass: the cleaner decodes every record of the
@@ -68,59 +66,6 @@ class Record(NamedTuple):
     # The whole record as stored, length prefix included: copied as is when its
     # batch's base timestamp (which its timestamp delta counts from) stays.
     raw: bytes
-
-
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    """The records section of a batch compressed with ``codec``."""
-    try:
-        if codec == NO_COMPRESSION:
-            return bytes(data)
-        if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(bytes(data)))
-        if codec == SNAPPY:
-            return _snappy_decompress(bytes(data))
-        if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(bytes(data)))
-        if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(bytes(data)))
-    except cramjam.DecompressionError as error:
-        raise CorruptRecordError(
-            f"records do not decompress with codec {codec}: {error}"
-        ) from error
-    raise CorruptRecordError(f"unknown compression codec {codec}")
-
-
-def compress(codec: int, data: bytes) -> bytes:
-    """``data`` compressed with ``codec`` the way Kafka writes it."""
-    if codec == NO_COMPRESSION:
-        return data
-    if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data))
-    if codec == SNAPPY:
-        blocks = [
-            bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK_BYTES]))
-            for start in range(0, len(data), _XERIAL_BLOCK_BYTES)
-        ]
-        header = _XERIAL_HEADER.pack(_XERIAL_MAGIC, _XERIAL_VERSION, _XERIAL_COMPATIBLE_VERSION)
-        return header + b"".join(_INT32.pack(len(block)) + block for block in blocks)
-    if codec == LZ4:
-        return bytes(cramjam.lz4.compress(data))
-    if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    raise CorruptRecordError(f"unknown compression codec {codec}")
-
-
-def _snappy_decompress(data: bytes) -> bytes:
-    if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    position = _XERIAL_HEADER.size
-    parts: list[bytes] = []
-    while position < len(data):
-        (length,) = _INT32.unpack_from(data, position)
-        position += _INT32.size
-        parts.append(bytes(cramjam.snappy.decompress_raw(data[position : position + length])))
-        position += length
-    return b"".join(parts)
 
 
 def read_varint(data: bytes, position: int) -> tuple[int, int]:
@@ -274,12 +219,65 @@ def has_null_key(batch: bytes | memoryview, header: BatchHeader) -> bool:
     return False
 
 
+def encode_record_fields(
+    attributes: int,
+    timestamp_delta: int,
+    offset_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: bytes = NO_HEADERS,
+) -> bytes:
+    """One record, length-prefixed; ``headers`` is the encoded header count and headers."""
+    body = bytearray(bytes((attributes,)))
+    body += write_varint(timestamp_delta)
+    body += write_varint(offset_delta)
+    for field in (key, value):
+        body += write_varint(_NULL_LENGTH) if field is None else write_varint(len(field)) + field
+    body += headers
+    return write_varint(len(body)) + bytes(body)
+
+
 def encode_record(record: Record, timestamp_delta: int) -> bytes:
     """One record, length-prefixed, with ``timestamp_delta`` in place of its own."""
-    body = bytearray(bytes((record.attributes,)))
-    body += write_varint(timestamp_delta)
-    body += write_varint(record.offset_delta)
-    for field in (record.key, record.value):
-        body += write_varint(_NULL_LENGTH) if field is None else write_varint(len(field)) + field
-    body += record.headers
-    return write_varint(len(body)) + bytes(body)
+    return encode_record_fields(
+        record.attributes,
+        timestamp_delta,
+        record.offset_delta,
+        record.key,
+        record.value,
+        record.headers,
+    )
+
+
+def encode_headers(headers: RecordHeaders) -> bytes:
+    """``headers`` as a record stores them: a count, then each key and value."""
+    out = bytearray(write_varint(len(headers)))
+    for key, value in headers:
+        encoded_key = key.encode()
+        out += write_varint(len(encoded_key)) + encoded_key
+        out += write_varint(_NULL_LENGTH) if value is None else write_varint(len(value)) + value
+    return bytes(out)
+
+
+def decode_headers(raw: bytes) -> RecordHeaders:
+    """The headers of a decoded record (``Record.headers``)."""
+    count, position = read_varint(raw, 0)
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        key_length, position = read_varint(raw, position)
+        if key_length < 0:
+            raise CorruptRecordError(f"a record header key of length {key_length}")
+        key = raw[position : position + key_length]
+        position += key_length
+        value_length, position = read_varint(raw, position)
+        value = None
+        if value_length >= 0:
+            value = raw[position : position + value_length]
+            position += value_length
+        if position > len(raw):
+            raise CorruptRecordError("a record header runs past the end of its record")
+        try:
+            headers.append((key.decode(), value))
+        except UnicodeDecodeError as error:
+            raise CorruptRecordError("a record header key is not UTF-8") from error
+    return tuple(headers)

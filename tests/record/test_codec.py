@@ -7,14 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tickwheel.bench._batches import make_keyed_batch
-from tickwheel.log import CorruptRecordError
-from tickwheel.log._batch import parse_header
-from tickwheel.log._record_codec import (
+from tickwheel.record import (
+    CorruptRecordError,
     compress,
     decode_records,
     decompress,
     encode_record,
     has_null_key,
+    parse_header,
     read_varint,
     record_keys,
     write_varint,

@@ -1,26 +1,40 @@
-"""Record batch v2 headers: reading, validating and patching them, never decoding records.
+"""Record batch v2 headers: their layout, reading, validating and patching them.
 
-A v2 batch (KIP-98) is a 61-byte header followed by its records::
+A v2 batch (KIP-98, Kafka's ``DefaultRecordBatch``) is a 61-byte header followed by its
+records (``_codec``), all big-endian:
 
-    bytes  0-7   base offset            (rewritten by the leader)
-    bytes  8-11  batch length           (bytes after this field: size = length + 12)
-    bytes 12-15  partition leader epoch (rewritten by the leader)
-    byte  16     magic (2)
-    bytes 17-20  CRC-32C of bytes 21..end
-    bytes 21-22  attributes: codec (bits 0-2), LogAppendTime (3), transactional (4),
-                 control (5: a transaction marker, ``_control``)
-    bytes 23-26  last offset delta      (last offset = base offset + delta)
-    bytes 27-34  base timestamp
-    bytes 35-42  max timestamp
-    bytes 43-50  producer id, 51-52 producer epoch, 53-56 base sequence
-    bytes 57-60  record count, then the records
+=======  =====  ======================  ===============================================
+offset   bytes  field                   notes
+=======  =====  ======================  ===============================================
+0        8      base offset             rewritten by the leader that appends the batch
+8        4      batch length            bytes after this field: size = length + 12
+                                        (``LOG_OVERHEAD``)
+12       4      partition leader epoch  rewritten by the leader
+16       1      magic                   2 (``CURRENT_MAGIC``)
+17       4      CRC                     CRC-32C (Castagnoli) of bytes 21 to the end
+21       2      attributes              codec (bits 0-2), LogAppendTime (3),
+                                        transactional (4), control (5: a transaction
+                                        marker, ``_control``), delete horizon (6)
+23       4      last offset delta       last offset = base offset + delta
+27       8      base timestamp          records store their timestamp as a delta
+35       8      max timestamp           the batch's largest (or the LogAppendTime)
+43       8      producer id             -1: none
+51       2      producer epoch
+53       4      base sequence           -1: none
+57       4      record count            then the records, from byte 61
+=======  =====  ======================  ===============================================
 
-Because the CRC starts at byte 21, rewriting the base offset and leader epoch keeps it
-valid: a leader assigns offsets by sending a patched 16-byte prefix followed by the
-client's own bytes (``os.writev``), so the payload is never copied. Only
+The CRC covers the batch from its attributes (byte 21) to its end, and so excludes the
+three fields a leader changes: base offset, batch length and partition leader epoch.
+That is why a leader assigns offsets without recomputing it: it writes a patched
+16-byte prefix followed by the client's own bytes (``os.writev``), so the payload is
+never copied and the producer's CRC stays valid end to end. Only
 ``message.timestamp.type=LogAppendTime`` changes covered bytes (attributes and max
 timestamp); then the 61-byte header is patched and the CRC recomputed over it and the
-untouched records.
+untouched records (``log_append_time_header``).
+
+``check_batch`` validates one batch's framing, magic and CRC; ``parse_batches`` every
+batch of a payload that came from outside (a produce, a replica fetch).
 
 Concurrency: pure functions over immutable or caller-owned buffers; thread-safe.
 """
@@ -32,8 +46,7 @@ from typing import Final, NamedTuple
 
 import crc32c
 
-from tickwheel.log._errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from tickwheel.log._index import NO_TIMESTAMP
+from tickwheel.record._errors import CorruptRecordError, InvalidRecordError
 
 LOG_OVERHEAD: Final = 12
 MAGIC_OFFSET: Final = 16
@@ -43,16 +56,16 @@ MAX_TIMESTAMP_OFFSET: Final = 35
 RECORD_BATCH_OVERHEAD: Final = 61
 CURRENT_MAGIC: Final = 2
 NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+NO_PARTITION_LEADER_EPOCH: Final = -1
 
 COMPRESSION_CODEC_MASK: Final = 0x07
-# none, gzip, snappy, lz4, zstd
-MAX_COMPRESSION_CODEC: Final = 4
 TIMESTAMP_TYPE_MASK: Final = 0x08
 TRANSACTIONAL_FLAG_MASK: Final = 0x10
 CONTROL_FLAG_MASK: Final = 0x20
-# The smallest record: length, attributes, timestamp delta, offset delta, key length,
-# value length and header count, one byte each.
-MIN_RECORD_BYTES: Final = 7
+# KIP-534: the base timestamp is the batch's delete horizon (set by the log cleaner).
+DELETE_HORIZON_FLAG_MASK: Final = 0x40
 
 # The 61-byte header, field by field as ``BatchHeader`` names them.
 BATCH_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
@@ -139,54 +152,6 @@ def parse_batches(data: memoryview) -> list[tuple[int, BatchHeader]]:
         batches.append((position, header))
         position += header.batch_length + LOG_OVERHEAD
     return batches
-
-
-def check_client_batches(
-    batches: list[tuple[int, BatchHeader]], max_message_bytes: int, *, allow_control: bool = False
-) -> tuple[int, int, bool]:
-    """Apply the rules a leader enforces on producers' batches; raise the Kafka error.
-
-    Returns the payload's offset count (records, and a marker's one record), its
-    largest max timestamp (-1 if none) and whether any batch carries a producer id.
-    Transactional batches need a producer id; control batches (transaction markers)
-    are refused unless ``allow_control`` (the broker's own coordinators append them):
-    "clients are not allowed to write control records", as Kafka's validator says.
-    """
-    num_messages = 0
-    max_timestamp = NO_TIMESTAMP
-    idempotent = False
-    for _, header in batches:
-        # One unpack instead of a field lookup per rule: this runs for every produced batch.
-        _, length, _, _, _, attributes, delta, _, timestamp, producer, _, sequence, count = header
-        size_bytes = length + LOG_OVERHEAD
-        if size_bytes > max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {size_bytes} bytes exceeds max.message.bytes {max_message_bytes}"
-            )
-        codec = attributes & COMPRESSION_CODEC_MASK
-        if codec > MAX_COMPRESSION_CODEC:
-            raise CorruptRecordError(f"unknown compression codec {codec}")
-        if count <= 0 or delta + 1 != count:
-            raise InvalidRecordError(
-                f"record count {count} is not positive or disagrees with the last offset "
-                f"delta {delta}"
-            )
-        if codec == 0 and size_bytes - RECORD_BATCH_OVERHEAD < count * MIN_RECORD_BYTES:
-            raise InvalidRecordError(f"{count} records cannot fit in a {size_bytes}-byte batch")
-        control = attributes & CONTROL_FLAG_MASK
-        if control and not allow_control:
-            raise InvalidRecordError("clients may not write control batches")
-        if attributes & TRANSACTIONAL_FLAG_MASK and producer <= NO_PRODUCER_ID:
-            raise InvalidRecordError("a transactional batch must carry a producer id")
-        if producer > NO_PRODUCER_ID:
-            if sequence < 0 and not control:
-                raise InvalidRecordError(f"invalid base sequence {sequence}")
-            idempotent = True
-        num_messages += count
-        # A comparison, not max(): the builtin call would cost more than the test.
-        if timestamp > max_timestamp:  # noqa: PLR1730
-            max_timestamp = timestamp
-    return num_messages, max_timestamp, idempotent
 
 
 def log_append_time_header(

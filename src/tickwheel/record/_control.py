@@ -23,32 +23,20 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
-import crc32c
-
-from tickwheel.log._batch import (
-    ATTRIBUTES_OFFSET,
-    BATCH_HEADER,
+from tickwheel.record._batch import (
     CONTROL_FLAG_MASK,
-    CRC_FIELD,
-    CRC_OFFSET,
-    CURRENT_MAGIC,
-    LOG_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_SEQUENCE,
     TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
 )
-from tickwheel.log._record_codec import decode_records
+from tickwheel.record._builder import encode_batch
+from tickwheel.record._codec import decode_records, encode_record_fields
 
 CONTROL_KEY_VERSION: Final = 0
 END_TXN_MARKER_VERSION: Final = 0
-NO_SEQUENCE: Final = -1
-NO_PARTITION_LEADER_EPOCH: Final = -1
 _CONTROL_KEY: Final = struct.Struct(">hh")
 _MARKER_VALUE: Final = struct.Struct(">hi")
-# The one record: attributes, timestamp delta, offset delta (one zero byte each), a
-# 4-byte key and a 6-byte value, no headers.
-_RECORD_PREFIX: Final = bytes([0x20, 0x00, 0x00, 0x00, 0x08])
-_VALUE_LENGTH: Final = bytes([0x0C])
-_NO_HEADERS: Final = bytes([0x00])
 
 
 class ControlType(enum.IntEnum):
@@ -71,35 +59,25 @@ def build_end_txn_marker(
 ) -> bytes:
     """One 78-byte control batch ending ``producer_id``'s transaction (base offset 0)."""
     control_type = ControlType.COMMIT if commit else ControlType.ABORT
-    record = (
-        _RECORD_PREFIX
-        + _CONTROL_KEY.pack(CONTROL_KEY_VERSION, control_type)
-        + _VALUE_LENGTH
-        + _MARKER_VALUE.pack(END_TXN_MARKER_VERSION, coordinator_epoch)
-        + _NO_HEADERS
+    record = encode_record_fields(
+        0,
+        0,
+        0,
+        _CONTROL_KEY.pack(CONTROL_KEY_VERSION, control_type),
+        _MARKER_VALUE.pack(END_TXN_MARKER_VERSION, coordinator_epoch),
     )
-    size = BATCH_HEADER.size + len(record)
-    batch = bytearray(size)
-    BATCH_HEADER.pack_into(
-        batch,
-        0,
-        0,
-        size - LOG_OVERHEAD,
-        NO_PARTITION_LEADER_EPOCH,
-        CURRENT_MAGIC,
-        0,
-        TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK,
-        0,
-        timestamp_ms,
-        timestamp_ms,
-        producer_id,
-        producer_epoch,
-        NO_SEQUENCE,
-        1,
+    return encode_batch(
+        record,
+        records_count=1,
+        last_offset_delta=0,
+        base_timestamp_ms=timestamp_ms,
+        max_timestamp_ms=timestamp_ms,
+        attributes=TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK,
+        partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=NO_SEQUENCE,
     )
-    batch[BATCH_HEADER.size :] = record
-    CRC_FIELD.pack_into(batch, CRC_OFFSET, crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
-    return bytes(batch)
 
 
 def parse_end_txn_marker(record_key: bytes, record_value: bytes | None) -> EndTxnMarker:

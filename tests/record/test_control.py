@@ -7,16 +7,18 @@ import struct
 import crc32c
 import pytest
 
-from tickwheel.log import (
+from tickwheel.bench._batches import make_batch
+from tickwheel.record import (
+    CONTROL_FLAG_MASK,
+    TRANSACTIONAL_FLAG_MASK,
     ControlType,
     EndTxnMarker,
     build_end_txn_marker,
+    parse_batches,
     parse_end_txn_marker,
+    parse_header,
+    read_control_batch,
 )
-from tickwheel.log._batch import parse_batches, parse_header
-from tickwheel.log._control import read_control_batch
-
-from .batches import CONTROL_FLAG, TRANSACTIONAL_FLAG, make_batch
 
 
 def _expected_marker(pid: int, epoch: int, coordinator_epoch: int, type_id: int, ts: int) -> bytes:
@@ -41,7 +43,7 @@ def test_marker_bytes_match_kafkas_layout(commit: bool, type_id: int) -> None:
     assert batch == _expected_marker(4242, 7, 3, type_id, 1_700_000_000_123)
     # It passes the log's own framing and CRC checks.
     [(_, header)] = parse_batches(memoryview(batch))
-    assert header.attributes == TRANSACTIONAL_FLAG | CONTROL_FLAG
+    assert header.attributes == TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
     assert header.batch_length == 66
 
 
@@ -77,7 +79,7 @@ def test_parse_rejects_a_bad_marker(key: bytes, value: bytes | None) -> None:
 def test_an_empty_control_batch_carries_no_marker() -> None:
     batch = make_batch(
         [],
-        attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG,
+        attributes=TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK,
         producer_id=1,
         producer_epoch=0,
         records_count=0,
@@ -109,7 +111,7 @@ def test_a_marker_with_a_timestamp_delta_is_read_with_varints() -> None:
 def test_a_control_batch_without_a_key_is_refused() -> None:
     batch = make_batch(
         [b"\x00\x00\x00\x00\x00\x07"],
-        attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG,
+        attributes=TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK,
         producer_id=1,
         producer_epoch=0,
     )
