@@ -34,7 +34,7 @@ server's sendfile threshold, so answers also meet closing sockets on the sendfil
 path. Every ``_LIVENESS_EVERY_CONNECTIONS`` connections a fresh
 connection must get an ApiVersions answer.
 
-Then **the connection defences** (``tickwheel.bench.defences``): slow announcers of
+Then **the connection defences** (``tickwheel.bench._defences``): slow announcers of
 100 MB requests, tricklers of 24 MB frames, a frame too large before SASL
 authentication, a connection flood above a creation rate and a host over
 ``max.connections.per.ip``, each against a broker of its own, with what a new client and
@@ -86,6 +86,8 @@ from kio.static.protocol import Entity, RequestPayload
 
 from tickwheel.bench._batches import make_batch
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
+from tickwheel.bench._defences import SCENARIOS, run_scenario
+from tickwheel.bench._defences import report as defences_report
 from tickwheel.bench._served import (
     LOOPBACK,
     SASL_MECHANISMS,
@@ -95,8 +97,6 @@ from tickwheel.bench._served import (
     answers_api_versions,
     receive,
 )
-from tickwheel.bench.defences import SCENARIOS, run_scenario
-from tickwheel.bench.defences import report as defences_report
 from tickwheel.protocol import build_entity, request_header_bytes, request_schema, uvarint
 from tickwheel.security import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
@@ -767,7 +767,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--skip-defences",
         action="store_true",
-        help="leave out the attacks on the connection defences (tickwheel.bench.defences)",
+        help="leave out the attacks on the connection defences (tickwheel.bench._defences)",
     )
     add_png_argument(parser)
     return parser

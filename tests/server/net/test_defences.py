@@ -1,6 +1,6 @@
 """The defence tier: one client cannot stop the broker for the others.
 
-Each scenario of ``tickwheel.bench.defences`` runs against a ``tickwheel serve`` of its
+Each scenario of ``tickwheel.bench._defences`` runs against a ``tickwheel serve`` of its
 own with the default configuration (plus the scenario's limit): while the attack stands,
 a new client's ApiVersions is answered within 500 ms, an existing confluent-kafka
 producer's acks=all record is acknowledged within 2 s, the broker's peak RSS stays
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickwheel.bench.defences import SCENARIOS, TARGETS, run_scenario
+from tickwheel.bench._defences import SCENARIOS, TARGETS, run_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.defence]
 
