@@ -386,18 +386,21 @@ class Connection:
             if not self._memory_pool.try_hold(hold, size):
                 await self._wait_for_pool(hold, size)
             return frame
-        slices: list[bytes] = []
+        # One buffer grown in place (a large one is remapped, not copied) and copied once
+        # into the frame: joining slices would hold the frame twice, and leave the heap
+        # as full as the slices were once the frame is gone.
+        arrived = bytearray()
         remaining = size
         while remaining:
             piece = await reader.read(min(remaining, SLICE_BYTES))
             if not piece:
-                raise asyncio.IncompleteReadError(b"".join(slices), size)
+                raise asyncio.IncompleteReadError(bytes(arrived), size)
             self.last_active_ms = self._clock.now_ms()
             if not self._memory_pool.try_hold(hold, len(piece)):
                 await self._wait_for_pool(hold, len(piece))
-            slices.append(piece)
+            arrived += piece
             remaining -= len(piece)
-        return b"".join(slices)
+        return bytes(arrived)
 
     async def _wait_for_pool(self, hold: FrameHold, size: int) -> None:
         self._waiting_for_pool = True
