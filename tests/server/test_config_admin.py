@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.server import BrokerConfig
-from tickwheel.server._config_admin import (
+from tickwheel.server.config._admin import (
     ConfigAlterError,
     OpType,
     incremental,
     replace_all,
 )
-from tickwheel.server._dynamic_config import (
+from tickwheel.server.config._dynamic import (
     DescribeSource,
     DynamicBrokerConfig,
 )

@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from tickwheel.server import BackgroundBroker, BrokerConfig
-from tickwheel.server._group_configs import (
+from tickwheel.server.config._groups import (
     GroupConfigError,
     GroupConfigs,
     group_defaults,

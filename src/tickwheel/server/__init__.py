@@ -17,14 +17,14 @@ Concurrency: a broker runs on one event loop; see each module.
 """
 
 from tickwheel.server._broker import BackgroundBroker, Broker
-from tickwheel.server._config import (
+from tickwheel.server._metrics import BrokerMetrics, MetricsPortError, PurgatoryMetrics
+from tickwheel.server.config._broker import (
     BrokerConfig,
     ConfigError,
     ConfigSource,
     parse_overrides,
     parse_properties,
 )
-from tickwheel.server._metrics import BrokerMetrics, MetricsPortError, PurgatoryMetrics
 
 __all__ = [
     "BackgroundBroker",

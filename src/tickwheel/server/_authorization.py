@@ -40,8 +40,8 @@ from tickwheel.security import (
     current_session,
 )
 from tickwheel.server._acl_store import AclStore
-from tickwheel.server._config import ConfigError
 from tickwheel.server._context import BrokerContext
+from tickwheel.server.config._broker import ConfigError
 
 AUTHORIZATION_FAILED: dict[ResourceType, ErrorCode] = {
     ResourceType.TOPIC: ErrorCode.topic_authorization_failed,

@@ -60,9 +60,7 @@ from tickwheel.security import (
 )
 from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
-from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext, Endpoint
-from tickwheel.server._listener_config import ListenerSpec, parse_advertised
 from tickwheel.server._meta_properties import (
     MetaProperties,
     choose_cluster_id,
@@ -78,6 +76,8 @@ from tickwheel.server.apis._groups import start_groups
 from tickwheel.server.apis._share import start_share
 from tickwheel.server.apis._share_state import start_share_coordinator
 from tickwheel.server.apis._transactions import start_transactions
+from tickwheel.server.config._broker import BrokerConfig, ConfigError
+from tickwheel.server.config._listeners import ListenerSpec, parse_advertised
 from tickwheel.server.net._connection import Connection, ConnectionProtocol
 from tickwheel.server.net._dispatch import Dispatcher
 from tickwheel.server.net._listener import Listener

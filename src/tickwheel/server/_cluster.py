@@ -45,9 +45,9 @@ from tickwheel.security import (
     SaslConfigError,
     client_credentials,
 )
-from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._topics import legacy_topic_id
+from tickwheel.server.config._broker import BrokerConfig, ConfigError
 from tickwheel.server.net._tls import inter_broker_ssl_context
 
 _log = logging.getLogger(__name__)

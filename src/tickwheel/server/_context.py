@@ -37,12 +37,12 @@ from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
 from tickwheel.security import AclAuthorizer, current_session_or_none
 from tickwheel.server._acl_store import AclStore
-from tickwheel.server._config import BrokerConfig, ConfigError
-from tickwheel.server._dynamic_config import DynamicBrokerConfig
-from tickwheel.server._group_configs import GroupConfigs
 from tickwheel.server._metrics import BrokerMetrics
 from tickwheel.server._topics import TopicInfo, TopicRegistry
 from tickwheel.server._users import UserConfigs
+from tickwheel.server.config._broker import BrokerConfig, ConfigError
+from tickwheel.server.config._dynamic import DynamicBrokerConfig
+from tickwheel.server.config._groups import GroupConfigs
 from tickwheel.share import SharePartitionManager
 
 _log = logging.getLogger(__name__)

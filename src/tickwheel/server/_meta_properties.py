@@ -35,7 +35,7 @@ from typing import Final
 
 from tickwheel.log import write_atomically
 from tickwheel.replica import LogDirError
-from tickwheel.server._properties import format_properties, parse_properties
+from tickwheel.server.config._properties import format_properties, parse_properties
 
 META_PROPERTIES: Final = "meta.properties"
 _ZK_MODE_VERSION: Final = "0"

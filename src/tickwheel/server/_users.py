@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from tickwheel.security import ScramCredentials
-from tickwheel.server._config import ConfigError
+from tickwheel.server.config._broker import ConfigError
 
 _log = logging.getLogger(__name__)
 

@@ -34,16 +34,16 @@ from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import config_refusal, refusal_message
-from tickwheel.server._config import SENSITIVE_PROPERTIES
-from tickwheel.server._config_admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server._context import BrokerContext
-from tickwheel.server._dynamic_config import (
+from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.config._admin import BROKER_RESOURCE, TOPIC_RESOURCE
+from tickwheel.server.config._broker import SENSITIVE_PROPERTIES
+from tickwheel.server.config._dynamic import (
     DYNAMIC_BROKER_CONFIGS,
     DescribeSource,
     Synonym,
 )
-from tickwheel.server._group_configs import GROUP_RESOURCE
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.config._groups import GROUP_RESOURCE
 
 _STRING_TYPE = 2
 

@@ -18,9 +18,9 @@ from typing import Any
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import config_refusal
-from tickwheel.server._config_admin import Resource, alter_each, incremental
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.config._admin import Resource, alter_each, incremental
 
 
 async def handle_incremental_alter_configs(

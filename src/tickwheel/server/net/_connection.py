@@ -118,8 +118,8 @@ from tickwheel.security import (
     enter_authenticator,
     enter_session,
 )
-from tickwheel.server._listener_config import ListenerSpec
 from tickwheel.server.apis import PRODUCE, CloseConnectionError, Response
+from tickwheel.server.config._listeners import ListenerSpec
 from tickwheel.server.net._connection_id import enter_connection, new_connection_id
 from tickwheel.server.net._delayed_close import hold_failed_authentication
 from tickwheel.server.net._dispatch import Dispatcher

@@ -31,8 +31,8 @@ from tickwheel.security import (
     SslSettings,
     listener_prefix,
 )
-from tickwheel.server._config import BrokerConfig, ConfigError
-from tickwheel.server._listener_config import ListenerSpec
+from tickwheel.server.config._broker import BrokerConfig, ConfigError
+from tickwheel.server.config._listeners import ListenerSpec
 
 TLS_PROTOCOLS = frozenset({SSL, SASL_SSL})
 """The security protocols that run over TLS."""

@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from tickwheel.server import BackgroundBroker, BrokerConfig, ConfigError
-from tickwheel.server._listener_config import DEFAULT_PROTOCOL_MAP as DEFAULT_MAP
-from tickwheel.server._listener_config import (
+from tickwheel.server.config._listeners import DEFAULT_PROTOCOL_MAP as DEFAULT_MAP
+from tickwheel.server.config._listeners import (
     ListenerError,
     ListenerSpec,
     inter_broker_listener,

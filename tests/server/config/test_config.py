@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tickwheel.server import BrokerConfig, ConfigError, parse_properties
-from tickwheel.server._config import ConfigSource, environment_properties
-from tickwheel.server._listener_config import ListenerSpec
+from tickwheel.server.config._broker import ConfigSource, environment_properties
+from tickwheel.server.config._listeners import ListenerSpec
 
 
 def test_defaults_are_kafkas() -> None:

@@ -39,7 +39,8 @@ from tickwheel.coordinator.transaction import (
     TransactionConfig,
 )
 from tickwheel.security import LISTENER_PREFIX, listener_prefix
-from tickwheel.server._listener_config import (
+from tickwheel.server._meta_properties import cluster_id_error
+from tickwheel.server.config._listeners import (
     DEFAULT_PROTOCOL_MAP,
     ListenerError,
     ListenerSpec,
@@ -47,8 +48,7 @@ from tickwheel.server._listener_config import (
     parse_advertised,
     parse_listeners,
 )
-from tickwheel.server._meta_properties import cluster_id_error
-from tickwheel.server._properties import parse_properties
+from tickwheel.server.config._properties import parse_properties
 from tickwheel.server.net._quotas import (
     NO_LIMIT,
     QuotaConfigError,

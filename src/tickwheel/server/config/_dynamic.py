@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
-from tickwheel.server._config import BROKER_TO_TOPIC_CONFIG, BrokerConfig, ConfigSource
+from tickwheel.server.config._broker import BROKER_TO_TOPIC_CONFIG, BrokerConfig, ConfigSource
 
 DYNAMIC_BROKER_CONFIGS = frozenset(BROKER_TO_TOPIC_CONFIG)
 """Broker settings that may change while the broker runs."""

@@ -41,10 +41,10 @@ from kio.schema.errors import ErrorCode
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.log import LogConfig
 from tickwheel.server._authorization import refusal_message
-from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext
-from tickwheel.server._dynamic_config import DYNAMIC_BROKER_CONFIGS
-from tickwheel.server._group_configs import (
+from tickwheel.server.config._broker import BrokerConfig, ConfigError
+from tickwheel.server.config._dynamic import DYNAMIC_BROKER_CONFIGS
+from tickwheel.server.config._groups import (
     GROUP_RESOURCE,
     GroupConfigError,
     validate_group_overrides,

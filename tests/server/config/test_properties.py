@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tickwheel.server._properties import (
+from tickwheel.server.config._properties import (
     PropertiesSyntaxError,
     format_properties,
     parse_properties,
