@@ -13,6 +13,7 @@ length check and ``encode_produce_response`` (``_produce``), written for the hot
 Everything here is pure or cached; safe from any thread.
 """
 
+from tickwheel.protocol._api_keys import ApiKey
 from tickwheel.protocol._build import build_entity
 from tickwheel.protocol._codec import (
     API_VERSIONS_KEY,
@@ -65,6 +66,7 @@ __all__ = [
     "FETCH_MIN_VERSION",
     "FOLLOWER_FETCH_VERSION",
     "SIZE_PREFIX_BYTES",
+    "ApiKey",
     "DecodedRequest",
     "FetchPartitionData",
     "FetchResponseFrame",
