@@ -700,7 +700,7 @@ def _prepare_topic(broker: BrokerUnderTest) -> None:
     }
     with socket.create_connection((LOOPBACK, broker.port), timeout=_CLIENT_TIMEOUT_S) as sock:
         # Metadata v1 creates the topic (before v4 a client cannot opt out).
-        sock.sendall(encode_request(3, 1, {"topics": [{"name": FUZZ_TOPIC}]}, 1))
+        sock.sendall(encode_request(ApiKey.METADATA, 1, {"topics": [{"name": FUZZ_TOPIC}]}, 1))
         sock.sendall(encode_request(_PRODUCE_KEY, 9, values, 2))
         for _ in range(2):
             (size,) = struct.unpack(">i", receive(sock, 4))
