@@ -35,6 +35,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint, LocalCluster
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 _TMPFS = "/dev/shm"
@@ -42,7 +43,7 @@ _BROKERS = 3
 _TOPIC = "configs"
 _CLIENT_TIMEOUT_S = 60.0
 _PROPAGATION_TIMEOUT_S = 30.0
-_DESCRIBE_CONFIGS = 32
+_DESCRIBE_CONFIGS = ApiKey.DESCRIBE_CONFIGS
 _DESCRIBE_VERSION = 4
 _TOPIC_RESOURCE = 2
 _FIRST_RETENTION_MS = 3_600_000

@@ -97,7 +97,7 @@ from tickwheel.bench._served import (
     answers_api_versions,
     receive,
 )
-from tickwheel.protocol import build_entity, request_header_bytes, request_schema, uvarint
+from tickwheel.protocol import ApiKey, build_entity, request_header_bytes, request_schema, uvarint
 from tickwheel.security import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
 
@@ -121,8 +121,8 @@ _LIVENESS_TIMEOUT_S = 10.0
 _CLIENT_TIMEOUT_S = 30.0
 _MIB = 1024 * 1024
 _MAX_TRACEBACKS_SHOWN = 3
-_API_VERSIONS_KEY = 18
-_PRODUCE_KEY = 0
+_API_VERSIONS_KEY = ApiKey.API_VERSIONS
+_PRODUCE_KEY = ApiKey.PRODUCE
 # Frames of kind 3 use these keys too: served ones, and ones no broker serves.
 _UNKNOWN_API_KEYS = (-1, 99, 32767)
 _SASL_CONNECTION_ONE_IN_FRAMES = 20
@@ -700,7 +700,7 @@ def _prepare_topic(broker: BrokerUnderTest) -> None:
     }
     with socket.create_connection((LOOPBACK, broker.port), timeout=_CLIENT_TIMEOUT_S) as sock:
         # Metadata v1 creates the topic (before v4 a client cannot opt out).
-        sock.sendall(encode_request(3, 1, {"topics": [{"name": FUZZ_TOPIC}]}, 1))
+        sock.sendall(encode_request(ApiKey.METADATA, 1, {"topics": [{"name": FUZZ_TOPIC}]}, 1))
         sock.sendall(encode_request(_PRODUCE_KEY, 9, values, 2))
         for _ in range(2):
             (size,) = struct.unpack(">i", receive(sock, 4))

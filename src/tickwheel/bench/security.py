@@ -37,10 +37,8 @@ from __future__ import annotations
 import argparse
 import functools
 import re
-import socket
 import ssl
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -63,13 +61,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     UserScramCredentialAlteration,
     UserScramCredentialUpsertion,
 )
-from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader
 
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.bench.broker import send_round_robin
-from tickwheel.bench.fuzz import encode_request
-from tickwheel.protocol import response_schema
+from tickwheel.protocol import ApiKey, BlockingClient
 from tickwheel.security import (
     MIN_ITERATIONS,
     SCRAM_MECHANISMS,
@@ -95,9 +90,8 @@ _CONSUME_TARGET = 0.5
 _WARMUP = 20
 _PBKDF2_SAMPLES = 100
 _P99 = 0.99
-_API_VERSIONS = (18, 3)
-_HANDSHAKE = (17, 1)
-_AUTHENTICATE = (36, 2)
+_CLIENT_ID = "bench"
+_API_VERSIONS_VERSION = 3
 _API_VERSIONS_VALUES = {"client_software_name": "bench", "client_software_version": "1"}
 # The broker's start-up line names each listener as ``host:port (NAME)``.
 _LISTENER = re.compile(r"(\S+):(\d+) \((\w+)\)")
@@ -293,56 +287,21 @@ def throughput_round(
 # -- logins -----------------------------------------------------------------------------
 
 
-class _Connection:
-    """One blocking connection (over TLS with ``tls``): a request, then its decoded answer."""
-
-    def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | None) -> None:
-        sock = socket.create_connection(address, timeout=_CLIENT_TIMEOUT_S)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock = sock if tls is None else tls.wrap_socket(sock, server_hostname=address[0])
-        self._next_id = 0
-
-    def call(self, key_version: tuple[int, int], values: Mapping[str, Any]) -> Any:
-        api_key, version = key_version
-        self._next_id += 1
-        self._sock.sendall(encode_request(api_key, version, values, self._next_id))
-        (size,) = struct.unpack(">i", self._read(4))
-        frame = self._read(size)
-        cls = response_schema(api_key, version)
-        header_cls: Any = cls.__header_schema__
-        _, header_size = entity_reader(header_cls)(frame, 0)
-        body, _ = entity_reader(cls)(frame, header_size)
-        return body
-
-    def _read(self, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            chunk = self._sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionResetError("the broker closed the connection")
-            data += chunk
-        return bytes(data)
-
-    def close(self) -> None:
-        self._sock.close()
-
-
 def _login(address: tuple[str, int], tls: ssl.SSLContext | None, client: SaslClient | None) -> None:
     """Connect, ApiVersions, and log in with ``client`` (none: PLAINTEXT's floor)."""
-    connection = _Connection(address, tls)
+    host, port = address
+    connection = BlockingClient(
+        host,
+        port,
+        client_id=_CLIENT_ID,
+        timeout_s=_CLIENT_TIMEOUT_S,
+        no_delay=True,
+        ssl_context=tls,
+    )
     try:
-        connection.call(_API_VERSIONS, _API_VERSIONS_VALUES)
-        if client is None:
-            return
-        handshake = connection.call(_HANDSHAKE, {"mechanism": client.mechanism})
-        if handshake.error_code != ErrorCode.none:
-            raise RuntimeError(f"SaslHandshake {client.mechanism}: {handshake.error_code}")
-        token: bytes | None = client.initial_response()
-        while token is not None:
-            answer = connection.call(_AUTHENTICATE, {"auth_bytes": token})
-            if answer.error_code != ErrorCode.none:
-                raise RuntimeError(f"SaslAuthenticate: {answer.error_message}")
-            token = client.evaluate(answer.auth_bytes)
+        connection.call(ApiKey.API_VERSIONS, _API_VERSIONS_VERSION, _API_VERSIONS_VALUES)
+        if client is not None:
+            connection.login(client, peer=f"{host}:{port}")
     finally:
         connection.close()
 

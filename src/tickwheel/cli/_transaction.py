@@ -45,16 +45,20 @@ from tickwheel.cli._client import (
 )
 from tickwheel.cli._output import Row, add_format_argument, emit
 from tickwheel.cli._wire import Api, Connection, connect_bootstrap
-from tickwheel.protocol import VersionRange
+from tickwheel.protocol import ApiKey, VersionRange
 
 T = TypeVar("T")
 
-METADATA = Api(3, "Metadata", VersionRange(4, 12))
-FIND_COORDINATOR = Api(10, "FindCoordinator", VersionRange(4, 4))
-DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", VersionRange(0, 0))
-DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", VersionRange(0, 0))
-LIST_TRANSACTIONS = Api(66, "ListTransactions", VersionRange(0, 1))
-LIST_TRANSACTIONS_BY_DURATION = Api(66, "ListTransactions", VersionRange(1, 1))
+METADATA = Api(ApiKey.METADATA, "Metadata", VersionRange(4, 12))
+FIND_COORDINATOR = Api(ApiKey.FIND_COORDINATOR, "FindCoordinator", VersionRange(4, 4))
+DESCRIBE_PRODUCERS = Api(ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", VersionRange(0, 0))
+DESCRIBE_TRANSACTIONS = Api(
+    ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", VersionRange(0, 0)
+)
+LIST_TRANSACTIONS = Api(ApiKey.LIST_TRANSACTIONS, "ListTransactions", VersionRange(0, 1))
+LIST_TRANSACTIONS_BY_DURATION = Api(
+    ApiKey.LIST_TRANSACTIONS, "ListTransactions", VersionRange(1, 1)
+)
 """With ``--duration-filter``: v1 (KIP-994, Kafka 3.8) is the first to carry it."""
 
 STATES = (

@@ -2,10 +2,10 @@
 
 Most admin verbs go through confluent-kafka; the transaction verbs need
 ListTransactions, DescribeTransactions and DescribeProducers, which no Python client
-exposes, so ``Connection`` speaks the protocol itself: a TCP socket to one broker,
-one request at a time, request and response encoded and decoded with kio through
-``tickwheel.protocol`` (size prefix, request header v1 or v2 as the version is
-flexible or not). It uses nothing of the broker's, so it works against any Kafka.
+exposes, so ``Connection`` speaks the protocol itself through ``tickwheel.protocol``'s
+``BlockingClient``: a TCP socket to one broker, one request at a time, framing,
+correlation and kio's encoding being the protocol layer's. It uses nothing of the
+broker's, so it works against any Kafka.
 
 Versions are negotiated as Kafka's clients do: the first request on a connection is
 ApiVersions v0 (every broker answers it), and each later request goes at the highest
@@ -30,31 +30,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import socket
-import struct
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self, get_args, get_origin
-
-from kio.serial import entity_reader
+from typing import Any, Self, TypeVar, get_args, get_origin
 
 from tickwheel.cli._client import TIMEOUT_S, CommandError
 from tickwheel.cli._progress import progress
 from tickwheel.protocol import (
-    SIZE_PREFIX_BYTES,
+    BlockingClient,
+    ProtocolError,
     VersionRange,
-    build_entity,
-    encode_request,
-    request_schema,
+    highest_common_version,
     response_schema,
 )
 
 CLIENT_ID = "tickwheel-cli"
-_API_VERSIONS_KEY = 18
-_API_VERSIONS_VERSION = 0  # every broker answers it, whatever versions it serves
-_SIZE = struct.Struct(">i")
-_CORRELATION_ID = struct.Struct(">i")
+_T = TypeVar("_T")
 _WAITING = "waiting for the broker"
 _TIMESTAMP = "datetime_i64"
 # What kio's readers look up on an entity class besides its fields.
@@ -86,20 +79,16 @@ class Connection:
         self.address = f"{host}:{port}"
         try:
             with progress(_WAITING):
-                self._sock = socket.create_connection((host, port), timeout=TIMEOUT_S)
+                self._client = BlockingClient(
+                    host,
+                    port,
+                    client_id=CLIENT_ID,
+                    timeout_s=TIMEOUT_S,
+                    response_class=_lenient_response,
+                )
         except OSError as exc:
             raise CommandError(f"cannot reach {self.address}: {_reason(exc)}") from exc
-        self._next_correlation_id = 0
-        self._served: dict[int, VersionRange] = {}
-        try:
-            answer = self._call(_API_VERSIONS_KEY, _API_VERSIONS_VERSION, {})
-        except CommandError:
-            self.close()
-            raise
-        self._served = {
-            int(entry.api_key): VersionRange(int(entry.min_version), int(entry.max_version))
-            for entry in answer.api_keys
-        }
+        self._wait(self._client.ask_versions)
 
     def __enter__(self) -> Self:
         return self
@@ -114,16 +103,16 @@ class Connection:
 
     def close(self) -> None:
         """Close the socket (idempotent)."""
-        self._sock.close()
+        self._client.close()
 
     def version(self, api: Api) -> int:
         """The highest version of ``api`` both sides speak; CommandError if none."""
-        served = self._served.get(api.key)
+        served = self._client.protocol.served(api.key)
         wanted = api.versions
         if served is None:
             raise CommandError(f"the broker at {self.address} does not serve {api.name}")
-        highest = min(served.max_version, wanted.max_version)
-        if highest < max(served.min_version, wanted.min_version):
+        highest = highest_common_version(served, wanted)
+        if highest is None:
             raise CommandError(
                 f"the broker at {self.address} serves {api.name} "
                 f"v{served.min_version}-{served.max_version}, "
@@ -134,46 +123,27 @@ class Connection:
     def request(self, api: Api, values: dict[str, Any]) -> Any:
         """Send ``api`` built from ``values`` (fields its version lacks are dropped);
         returns kio's response body."""
-        return self._call(api.key, self.version(api), values)
+        version = self.version(api)
+        return self._wait(lambda: self._client.call(api.key, version, values))
 
-    def _call(self, api_key: int, version: int, values: dict[str, Any]) -> Any:
-        correlation_id = self._next_correlation_id
-        self._next_correlation_id += 1
-        request = build_entity(request_schema(api_key, version), values)
-        frame = encode_request(correlation_id, request, client_id=CLIENT_ID)
+    def _wait(self, exchange: Callable[[], _T]) -> _T:
+        """Run ``exchange`` showing ``progress``, its failures as CommandErrors."""
         try:
             with progress(_WAITING):
-                self._sock.sendall(frame)
-                size = _SIZE.unpack(self._read_exactly(SIZE_PREFIX_BYTES))[0]
-                answer = self._read_exactly(size)
+                return exchange()
         except TimeoutError as exc:
             raise CommandError(
                 f"no answer from the broker at {self.address} within {TIMEOUT_S:g} s"
             ) from exc
         except OSError as exc:
             raise CommandError(f"lost the broker at {self.address}: {_reason(exc)}") from exc
-        answered = _CORRELATION_ID.unpack_from(answer, 0)[0]
-        if answered != correlation_id:
-            raise CommandError(
-                f"the broker at {self.address} answered request {answered}, "
-                f"expected {correlation_id}"
-            )
-        body_cls: Any = lenient(response_schema(api_key, version))
-        header_cls: Any = body_cls.__header_schema__
-        _, header_size = _reader(header_cls)(answer, 0)
-        body, _ = _reader(body_cls)(answer, header_size)
-        return body
+        except ProtocolError as exc:
+            raise CommandError(f"the broker at {self.address} answered wrongly: {exc}") from exc
 
-    def _read_exactly(self, size: int) -> bytes:
-        chunks = []
-        remaining = size
-        while remaining:
-            chunk = self._sock.recv(remaining)
-            if not chunk:
-                raise ConnectionError("the connection was closed")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
+
+def _lenient_response(api_key: int, api_version: int) -> Any:
+    """kio's response class of ``api_key`` at ``api_version``, made ``lenient``."""
+    return lenient(response_schema(api_key, api_version))
 
 
 def _lenient_type(field_type: Any, kafka_type: object) -> Any:
@@ -205,12 +175,6 @@ def lenient(cls: type[Any]) -> type[Any]:
     return dataclasses.make_dataclass(
         cls.__name__, fields, namespace=class_vars, frozen=True, slots=True, kw_only=True
     )
-
-
-@functools.cache
-def _reader(cls: Any) -> Any:
-    """kio's decoder for ``cls``, built once."""
-    return entity_reader(cls)
 
 
 def _reason(error: OSError) -> str:

@@ -1,16 +1,16 @@
 """Broker-to-broker requests over the Kafka protocol: the client side of the wire.
 
 ``BrokerChannel`` is one TCP connection from this broker to another, carrying one
-request at a time (a follower's fetcher never pipelines): the request is encoded
-with kio (request header v2 for flexible versions, v1 otherwise), the response's
-header and body decoded with kio. ``KafkaFetchTransport`` is the replica layer's
-``FetchTransport`` on top of it (through ``BrokerChannels``, one channel per broker
-opened with the ``ChannelSettings`` every inter-broker channel of a kind shares): a
-follower's fetch becomes a Fetch request at
-``FOLLOWER_FETCH_VERSION``, written by ``encode_follower_fetch_request`` (by hand: kio's
-Python writer cost 75-130 µs per fetch, on each follower for each round trip), the
-answer becomes ``FollowerFetchResult``s; a follower's question
-where its leader epoch ends becomes an OffsetsForLeaderEpoch v4 (with its replica id).
+request at a time (a follower's fetcher never pipelines), over ``tickwheel.protocol``'s
+``AsyncClient`` (framing, correlation and kio's encoding are the protocol layer's);
+the channel adds the timeout, reconnecting and the login. ``KafkaFetchTransport`` is
+the replica layer's ``FetchTransport`` on top of it (through ``BrokerChannels``, one
+channel per broker opened with the ``ChannelSettings`` every inter-broker channel of a
+kind shares): a follower's fetch becomes a Fetch request at ``FOLLOWER_FETCH_VERSION``,
+written by ``encode_follower_fetch_request`` (by hand: kio's Python writer cost
+75-130 µs per fetch, on each follower for each round trip), the answer becomes
+``FollowerFetchResult``s; a follower's question where its leader epoch ends becomes an
+OffsetsForLeaderEpoch v4 (with its replica id).
 ``KafkaTxnMarkerTransport`` is the transaction coordinator's ``MarkerTransport``: the
 COMMIT/ABORT markers for partitions another broker leads, as WriteTxnMarkers v1.
 
@@ -19,6 +19,8 @@ A channel to a broker's TLS listener (SSL, SASL_SSL) is given the broker's clien
 certificate (and its host name, per ``ssl.endpoint.identification.algorithm``) and
 presenting this broker's own key store where the peer asks for a client certificate.
 ``_connect`` makes a connection ready for requests: TCP, TLS, then the SASL login below.
+A channel speaks fixed versions, the ones Kafka's brokers send each other, and asks no
+ApiVersions first.
 
 Fetch v12 is the newest version that names topics (v13 uses topic ids) and carries
 the current leader epoch and the follower's log start offset, as Kafka's followers
@@ -27,12 +29,13 @@ send them.
 When the inter-broker listener is SASL_PLAINTEXT or SASL_SSL, a channel authenticates
 right after it connects, as Kafka's clients do (``ChannelSasl``: the mechanism of
 ``sasl.mechanism.inter.broker.protocol`` and the ``username``/``password`` of the
-listener's JAAS line): SaslHandshake v1, then SaslAuthenticate v2 until the mechanism's
-client (``tickwheel.security``) has nothing more to send -- for SCRAM, after it checked
-the server's signature. A session with a lifetime (``connections.max.reauth.ms`` on the
-other broker) is renewed by reconnecting once 85% of it has passed, before the other
-broker would close the connection. A failed login raises ``WireError``, like any broken
-connection: the caller reconnects later.
+listener's JAAS line), through ``AsyncClient.login`` with ``tickwheel.security``'s
+client of the mechanism: SaslHandshake v1, then SaslAuthenticate v2 until the client
+has nothing more to send -- for SCRAM, after it checked the server's signature. A
+session with a lifetime (``connections.max.reauth.ms`` on the other broker) is renewed
+by reconnecting once 85% of it has passed, before the other broker would close the
+connection. A failed login raises ``WireError``, like any broken connection: the caller
+reconnects later.
 
 Concurrency: event-loop thread only; a channel must not be used by two tasks at once
 (each leader's fetcher owns its channel).
@@ -41,26 +44,21 @@ Concurrency: event-loop thread only; a channel must not be used by two tasks at 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import ssl
-import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
 
 from tickwheel.cluster._znodes import BrokerEndpoint
 from tickwheel.protocol import (
     FOLLOWER_FETCH_VERSION,
+    ApiKey,
+    AsyncClient,
+    Encoder,
     FollowerFetchPartitionData,
-    build_entity,
+    ProtocolError,
+    SaslLoginError,
     encode_follower_fetch_request,
-    encode_request,
-    request_schema,
-    response_schema,
 )
 from tickwheel.replica import (
     EpochEndOffset,
@@ -69,28 +67,13 @@ from tickwheel.replica import (
     TopicPartition,
     TxnMarker,
 )
-from tickwheel.security import (
-    SASL_AUTHENTICATE_KEY,
-    SASL_HANDSHAKE_KEY,
-    SaslClientError,
-    sasl_client,
-)
+from tickwheel.security import SaslClientError, sasl_client
 
-FETCH_KEY = 1
-OFFSETS_FOR_LEADER_EPOCH_KEY = 23
 OFFSETS_FOR_LEADER_EPOCH_VERSION = 4
-WRITE_TXN_MARKERS_KEY = 27
 WRITE_TXN_MARKERS_VERSION = 1  # the only version Kafka 4 (and kio) still has
-SASL_HANDSHAKE_VERSION = 1
-SASL_AUTHENTICATE_VERSION = 2
 _REAUTHENTICATE_AT = 0.85
 """The share of a SASL session's lifetime after which a channel reconnects."""
-_SIZE = struct.Struct(">i")
-_CORRELATION_ID = struct.Struct(">i")
 _MS_PER_S = 1000.0
-
-Encoder = Callable[[int, str], bytes]
-"""Makes a request frame (size prefix included) from its correlation id and client id."""
 
 
 class WireError(OSError):
@@ -125,92 +108,60 @@ class BrokerChannel:
         self._timeout_s = timeout_ms / _MS_PER_S
         self._ssl_context = ssl_context
         self._sasl = sasl
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._next_correlation_id = 0
+        self._client: AsyncClient | None = None
         # Loop time at which the SASL session is renewed (None: it does not expire).
         self._renew_at: float | None = None
 
-    async def _connect(self) -> None:
+    async def _connect(self) -> AsyncClient:
         """Open the connection: TCP, the TLS handshake when the channel has TLS, then the
         SASL login when it has SASL (the peer's SASL listener answers nothing else first)."""
         endpoint = self.endpoint
-        if self._ssl_context is None:
-            self._reader, self._writer = await asyncio.open_connection(endpoint.host, endpoint.port)
-        else:
-            self._reader, self._writer = await asyncio.open_connection(
-                endpoint.host, endpoint.port, ssl=self._ssl_context, server_hostname=endpoint.host
-            )
+        client = await AsyncClient.open(
+            endpoint.host, endpoint.port, client_id=self._client_id, ssl_context=self._ssl_context
+        )
+        self._client = client
         if self._sasl is not None:
             try:
-                await self._authenticate(self._sasl)
+                await self._authenticate(client, self._sasl)
             except BaseException:
                 await self.close()
                 raise
+        return client
 
     async def request(self, api_key: int, api_version: int, values: Mapping[str, Any]) -> Any:
         """Send a request built from ``values``; returns the decoded response body."""
-        return await self.request_encoded(
-            api_key, api_version, _values_encoder(api_key, api_version, values)
-        )
+        return await self._exchange(lambda client: client.call(api_key, api_version, values))
 
     async def request_encoded(self, api_key: int, api_version: int, encode: Encoder) -> Any:
         """Send the frame ``encode(correlation_id, client_id)`` makes (a request of
         ``api_key`` at ``api_version``); returns the decoded response body."""
+        return await self._exchange(
+            lambda client: client.call_encoded(api_key, api_version, encode)
+        )
+
+    async def _exchange(self, call: Callable[[AsyncClient], Awaitable[Any]]) -> Any:
+        """``call`` on the connection, opened (or renewed) first if need be, within the
+        channel's timeout."""
         async with asyncio.timeout(self._timeout_s):
             renew_at = self._renew_at
             if renew_at is not None and asyncio.get_running_loop().time() >= renew_at:
                 await self.close()
-            if self._writer is None:
-                await self._connect()
-            return await self._exchange(api_key, api_version, encode)
-
-    async def _exchange(self, api_key: int, api_version: int, encode: Encoder) -> Any:
-        assert self._reader is not None
-        assert self._writer is not None
-        correlation_id = self._next_correlation_id
-        self._next_correlation_id += 1
-        self._writer.write(encode(correlation_id, self._client_id))
-        await self._writer.drain()
-        size = _SIZE.unpack(await self._reader.readexactly(_SIZE.size))[0]
-        frame = await self._reader.readexactly(size)
-        return _decode(api_key, api_version, frame, correlation_id)
-
-    async def _authenticate(self, sasl: ChannelSasl) -> None:
-        """SaslHandshake, then SaslAuthenticate until the mechanism is done."""
-        handshake = await self._exchange(
-            SASL_HANDSHAKE_KEY,
-            SASL_HANDSHAKE_VERSION,
-            _values_encoder(
-                SASL_HANDSHAKE_KEY, SASL_HANDSHAKE_VERSION, {"mechanism": sasl.mechanism}
-            ),
-        )
-        if handshake.error_code != ErrorCode.none:
-            raise WireError(
-                f"broker {self.endpoint.broker_id} refused SASL mechanism {sasl.mechanism} "
-                f"({handshake.error_code.name}; it offers {list(handshake.mechanisms)})"
-            )
-        client = sasl_client(sasl.mechanism, sasl.username, sasl.password)
-        token: bytes | None = client.initial_response()
-        lifetime_ms = 0
-        while token is not None:
-            answer = await self._exchange(
-                SASL_AUTHENTICATE_KEY,
-                SASL_AUTHENTICATE_VERSION,
-                _values_encoder(
-                    SASL_AUTHENTICATE_KEY, SASL_AUTHENTICATE_VERSION, {"auth_bytes": token}
-                ),
-            )
-            if answer.error_code != ErrorCode.none:
-                raise WireError(
-                    f"SASL login to broker {self.endpoint.broker_id} as {sasl.username} "
-                    f"failed: {answer.error_message}"
-                )
-            lifetime_ms = round(answer.session_lifetime.total_seconds() * _MS_PER_S)
+            client = self._client or await self._connect()
             try:
-                token = client.evaluate(answer.auth_bytes)
-            except SaslClientError as exc:
-                raise WireError(f"broker {self.endpoint.broker_id}: {exc}") from exc
+                return await call(client)
+            except ProtocolError as exc:
+                raise WireError(str(exc)) from exc
+
+    async def _authenticate(self, client: AsyncClient, sasl: ChannelSasl) -> None:
+        """The SASL login; a refusal is a ``WireError``."""
+        peer = f"broker {self.endpoint.broker_id}"
+        mechanism = sasl_client(sasl.mechanism, sasl.username, sasl.password)
+        try:
+            lifetime_ms = await client.login(mechanism, peer=peer)
+        except SaslLoginError as exc:
+            raise WireError(str(exc)) from exc
+        except SaslClientError as exc:
+            raise WireError(f"{peer}: {exc}") from exc
         self._renew_at = (
             asyncio.get_running_loop().time() + lifetime_ms * _REAUTHENTICATE_AT / _MS_PER_S
             if lifetime_ms > 0
@@ -219,43 +170,10 @@ class BrokerChannel:
 
     async def close(self) -> None:
         """Close the connection (the next request opens a new one)."""
-        writer, self._writer, self._reader = self._writer, None, None
+        client, self._client = self._client, None
         self._renew_at = None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-
-
-def _values_encoder(api_key: int, api_version: int, values: Mapping[str, Any]) -> Encoder:
-    """The encoder of the request of ``api_key`` at ``api_version`` built from ``values``."""
-    request = build_entity(request_schema(api_key, api_version), values)
-
-    def encode(correlation_id: int, client_id: str) -> bytes:
-        return encode_request(correlation_id, request, client_id=client_id)
-
-    return encode
-
-
-@functools.cache
-def _writer_for(cls: Any) -> Any:
-    return entity_writer(cls)
-
-
-@functools.cache
-def _reader_for(cls: Any) -> Any:
-    return entity_reader(cls)
-
-
-def _decode(api_key: int, api_version: int, frame: bytes, correlation_id: int) -> Any:
-    received = _CORRELATION_ID.unpack_from(frame, 0)[0]
-    if received != correlation_id:
-        raise WireError(f"response to request {received}, expected {correlation_id}")
-    body_cls = response_schema(api_key, api_version)
-    header_cls: Any = body_cls.__header_schema__
-    _, header_size = _reader_for(header_cls)(frame, 0)
-    body, _ = _reader_for(body_cls)(frame, header_size)
-    return body
+        if client is not None:
+            await client.close()
 
 
 EndpointLookup = Callable[[int], BrokerEndpoint | None]
@@ -347,7 +265,7 @@ class KafkaFetchTransport:
             )
 
         body = await self._channels.get(leader_id).request_encoded(
-            FETCH_KEY, FOLLOWER_FETCH_VERSION, encode
+            ApiKey.FETCH, FOLLOWER_FETCH_VERSION, encode
         )
         return {
             TopicPartition(topic.topic, p.partition_index): FollowerFetchResult(
@@ -374,7 +292,7 @@ class KafkaFetchTransport:
                 }
             )
         body = await self._channels.get(leader_id).request(
-            OFFSETS_FOR_LEADER_EPOCH_KEY,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
             OFFSETS_FOR_LEADER_EPOCH_VERSION,
             {
                 "replica_id": replica_id,
@@ -434,7 +352,7 @@ class KafkaTxnMarkerTransport:
             )
         try:
             body = await self._channels.get(broker_id).request(
-                WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, {"markers": entries}
+                ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, {"markers": entries}
             )
         except BaseException:
             await self._channels.drop(broker_id)

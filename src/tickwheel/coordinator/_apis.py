@@ -61,22 +61,22 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 from tickwheel.coordinator._coordinator import GroupCoordinator, JoinRequest, LeavingMember
 from tickwheel.coordinator._group import JoinGroupResult, SyncGroupResult, TopicPartition
 from tickwheel.coordinator._records import NO_LEADER_EPOCH, OffsetValue
-from tickwheel.protocol import VersionRange, build_entity, response_schema
+from tickwheel.protocol import ApiKey, VersionRange, build_entity, response_schema
 
 T = TypeVar("T")
 
-OFFSET_COMMIT_KEY = 8
-OFFSET_FETCH_KEY = 9
-FIND_COORDINATOR_KEY = 10
-JOIN_GROUP_KEY = 11
-HEARTBEAT_KEY = 12
-LEAVE_GROUP_KEY = 13
-SYNC_GROUP_KEY = 14
-DESCRIBE_GROUPS_KEY = 15
-LIST_GROUPS_KEY = 16
-DELETE_GROUPS_KEY = 42
-OFFSET_DELETE_KEY = 47
-TXN_OFFSET_COMMIT_KEY = 28
+OFFSET_COMMIT_KEY = ApiKey.OFFSET_COMMIT
+OFFSET_FETCH_KEY = ApiKey.OFFSET_FETCH
+FIND_COORDINATOR_KEY = ApiKey.FIND_COORDINATOR
+JOIN_GROUP_KEY = ApiKey.JOIN_GROUP
+HEARTBEAT_KEY = ApiKey.HEARTBEAT
+LEAVE_GROUP_KEY = ApiKey.LEAVE_GROUP
+SYNC_GROUP_KEY = ApiKey.SYNC_GROUP
+DESCRIBE_GROUPS_KEY = ApiKey.DESCRIBE_GROUPS
+LIST_GROUPS_KEY = ApiKey.LIST_GROUPS
+DELETE_GROUPS_KEY = ApiKey.DELETE_GROUPS
+OFFSET_DELETE_KEY = ApiKey.OFFSET_DELETE
+TXN_OFFSET_COMMIT_KEY = ApiKey.TXN_OFFSET_COMMIT
 
 GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     OFFSET_COMMIT_KEY: VersionRange(2, 9),
@@ -116,7 +116,7 @@ _LEAVE_BATCHED = 3
 _OFFSET_FETCH_ALL_PARTITIONS = 2
 _FIND_COORDINATOR_BATCHED = 4
 _TXN_OFFSET_COMMIT_LOAD_ERROR = 2  # from v2, COORDINATOR_LOAD_IN_PROGRESS is understood
-_COORDINATOR_TYPE_GROUP = 0
+_COORDINATOR_TYPE_GROUP = ApiKey.PRODUCE
 _NO_NODE = -1  # node id and port of "no coordinator"
 _NO_OFFSET = -1  # nothing committed
 # Kafka's "authorized operations were not asked for" marker in DescribeGroups.

@@ -1,6 +1,7 @@
 """The Kafka wire protocol, sans-IO: bytes in, kio entities out, and back.
 
-No sockets and no event loop here (the model is h11): the server reads a frame and
+No sockets and no event loop in the protocol logic (the model is h11; the two client
+shells below are the only I/O, kept in their own modules): the server reads a frame and
 hands its bytes to ``decode_request``, which refuses what breaks the schema
 (``InvalidRequestError``, carrying the INVALID_REQUEST answer where the API has one);
 handlers describe responses as plain values that ``build_entity`` turns into the kio
@@ -10,10 +11,28 @@ so record bytes go from the log to the socket without passing through an encoder
 Produce, the request a ``linger.ms=0`` producer sends once per message, has its own
 length check and ``encode_produce_response`` (``_produce``), written for the hot path.
 
-Everything here is pure or cached; safe from any thread.
+The client side is here too: ``ClientConnection`` frames requests, matches correlation
+ids and negotiates versions from the broker's ApiVersions answer, still without I/O;
+``SaslLogin`` is a client's SASL login, also sans-IO; ``BlockingClient`` (a blocking
+socket) and ``AsyncClient`` (asyncio streams), both with TLS, are the two shells,
+which only move bytes. ``ApiKey`` names every API key.
+
+Everything but the clients is pure or cached, safe from any thread; a client (its
+``ClientConnection``, ``SaslLogin`` and shell) belongs to its connection's one thread
+or task.
 """
 
+from tickwheel.protocol._api_keys import ApiKey
 from tickwheel.protocol._build import build_entity
+from tickwheel.protocol._client import (
+    ClientConnection,
+    CorrelationError,
+    Encoder,
+    Response,
+    highest_common_version,
+)
+from tickwheel.protocol._client_asyncio import AsyncClient
+from tickwheel.protocol._client_blocking import BlockingClient
 from tickwheel.protocol._codec import (
     API_VERSIONS_KEY,
     DecodedRequest,
@@ -56,6 +75,7 @@ from tickwheel.protocol._framing import (
     uvarint,
 )
 from tickwheel.protocol._produce import PartitionAnswer, TopicAnswer, encode_produce_response
+from tickwheel.protocol._sasl_login import SaslClient, SaslLogin, SaslLoginError
 from tickwheel.protocol._schemas import request_schema, response_schema
 from tickwheel.protocol._topic_id import decode_topic_id, encode_topic_id
 
@@ -65,7 +85,13 @@ __all__ = [
     "FETCH_MIN_VERSION",
     "FOLLOWER_FETCH_VERSION",
     "SIZE_PREFIX_BYTES",
+    "ApiKey",
+    "AsyncClient",
+    "BlockingClient",
+    "ClientConnection",
+    "CorrelationError",
     "DecodedRequest",
+    "Encoder",
     "FetchPartitionData",
     "FetchResponseFrame",
     "FetchTopicData",
@@ -77,6 +103,10 @@ __all__ = [
     "ProtocolError",
     "RecordsSource",
     "RequestKey",
+    "Response",
+    "SaslClient",
+    "SaslLogin",
+    "SaslLoginError",
     "TlsHandshakeError",
     "TopicAnswer",
     "UnknownApiKeyError",
@@ -93,6 +123,7 @@ __all__ = [
     "encode_response",
     "encode_topic_id",
     "error_response",
+    "highest_common_version",
     "invalid_request_response",
     "peek_request_key",
     "read_frame_size",

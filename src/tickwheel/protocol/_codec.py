@@ -32,12 +32,13 @@ import struct
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32
 from kio.static.protocol import Entity, RequestHeader, RequestPayload, ResponsePayload
 
+from tickwheel.protocol._api_keys import ApiKey
 from tickwheel.protocol._build import build_entity
 from tickwheel.protocol._errors import (
     InvalidRequestError,
@@ -49,9 +50,9 @@ from tickwheel.protocol._request_checks import check_fetch_body, check_produce_b
 from tickwheel.protocol._schemas import reader_for, request_schema, response_schema, writer_for
 from tickwheel.protocol._validate import LengthError, check_lengths, null_field, without_none
 
-API_VERSIONS_KEY = 18
-_PRODUCE_KEY = 0
-_FETCH_KEY = 1
+API_VERSIONS_KEY: Final[int] = int(ApiKey.API_VERSIONS)
+_PRODUCE_KEY: Final[int] = int(ApiKey.PRODUCE)
+_FETCH_KEY: Final[int] = int(ApiKey.FETCH)
 # The requests a producer or a follower sends once per message or per round trip:
 # their bodies are checked by hand (``_request_checks``), not by the schema walk.
 _HOT_PATH_CHECKS: dict[int, Callable[[bytes, int, int], None]] = {

@@ -1,4 +1,5 @@
-"""The protocol layer's one error type, and why a request could not be read.
+"""The protocol layer's one error type, and why a request (or, for a client, a
+response) could not be read.
 
 A ``ProtocolError`` means a frame cannot be served as sent. Most of them mean the
 bytes on the connection cannot be trusted any more: the server logs it and closes
@@ -26,7 +27,8 @@ class TlsHandshakeError(ProtocolError):
 
 
 class MalformedFrameError(ProtocolError):
-    """A size prefix too small to hold even a request header (or negative)."""
+    """A size prefix too small to hold even a request header (or negative), or a
+    response frame that ends before its header or body does."""
 
 
 class UnknownApiKeyError(ProtocolError):

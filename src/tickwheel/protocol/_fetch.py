@@ -44,8 +44,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
+from tickwheel.protocol._api_keys import ApiKey
 from tickwheel.protocol._codec import response_header_bytes
 from tickwheel.protocol._framing import size_prefix, uvarint
 
@@ -68,7 +69,7 @@ _NULL_LEGACY_ARRAY = _INT32.pack(-1)
 _NULL_COMPACT = b"\x00"
 
 FOLLOWER_FETCH_VERSION = 12
-_FETCH_KEY = 1
+_FETCH_KEY: Final[int] = int(ApiKey.FETCH)
 _REQUEST_HEADER_PREFIX = struct.Struct(">ihhi")
 _FOLLOWER_FETCH_TOP = struct.Struct(">iiiibii")
 _FOLLOWER_FETCH_PARTITION = struct.Struct(">iiqiqib")

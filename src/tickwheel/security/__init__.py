@@ -33,6 +33,7 @@ Authorization (Kafka's ACL authorizer):
 Concurrency: see each module; everything runs on the broker's event loop.
 """
 
+from tickwheel.protocol import SaslClient
 from tickwheel.security._acl import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -82,7 +83,6 @@ from tickwheel.security._principal import (
 )
 from tickwheel.security._sasl_client import (
     PlainClient,
-    SaslClient,
     SaslClientError,
     ScramClient,
     sasl_client,

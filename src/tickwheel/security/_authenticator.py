@@ -42,13 +42,14 @@ from collections.abc import Callable, Mapping
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import ApiKey
 from tickwheel.security._principal import USER_TYPE, KafkaPrincipal
 from tickwheel.security._sasl_server import SaslAuthenticationError, SaslServer
 from tickwheel.security._session import Session
 
-API_VERSIONS_KEY = 18
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
+SASL_HANDSHAKE_KEY = ApiKey.SASL_HANDSHAKE
+SASL_AUTHENTICATE_KEY = ApiKey.SASL_AUTHENTICATE
 MIN_REAUTH_INTERVAL_MS = 1000
 """Kafka's least time between two re-authentications of one connection."""
 

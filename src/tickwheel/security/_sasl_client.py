@@ -2,7 +2,8 @@
 
 When the inter-broker listener is SASL_*, a broker authenticates like any Kafka
 client: ``initial_response()`` is the first token it sends, ``evaluate(challenge)``
-the next one (None once nothing is left to send). ``PlainClient`` sends one message;
+the next one (None once nothing is left to send), which is the protocol layer's
+``SaslClient`` that ``SaslLogin`` drives. ``PlainClient`` sends one message;
 ``ScramClient`` sends client-first and client-final and then checks the server's
 signature (``v=``), so a server that does not hold the credential is refused too. A
 server-final ``e=<reason>`` (RFC 5802's error form, which other servers send) and a
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
-from typing import Protocol
 
+from tickwheel.protocol import SaslClient
 from tickwheel.security._plain import PLAIN
 from tickwheel.security._scram import (
     MAX_ITERATIONS,
@@ -39,23 +40,6 @@ _GS2_HEADER = "n,,"
 
 class SaslClientError(Exception):
     """The server's answers did not authenticate it, or could not be read."""
-
-
-class SaslClient(Protocol):
-    """The client side of one SASL exchange."""
-
-    @property
-    def mechanism(self) -> str:
-        """The SASL mechanism name."""
-        ...
-
-    def initial_response(self) -> bytes:
-        """The first token to send."""
-        ...
-
-    def evaluate(self, challenge: bytes) -> bytes | None:
-        """The next token after the server's ``challenge``; None when done."""
-        ...
 
 
 class PlainClient:

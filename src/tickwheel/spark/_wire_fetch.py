@@ -2,9 +2,10 @@
 
 librdkafka hands out one ``Message`` object per record, which is what made the source
 slow; the executors therefore fetch record batches themselves, as bytes, and decode
-them into columns (``_batch_decode``). ``WireFetcher`` speaks just enough of the
-protocol for that, with kio's schemas through ``tickwheel.protocol``: ApiVersions v0
-on each new connection (every broker answers it), Metadata (v1-12) to find a
+them into columns (``_batch_decode``). ``WireFetcher`` makes just the requests that
+takes, over ``tickwheel.protocol``'s ``BlockingClient`` (framing, correlation and
+kio's schemas are the protocol layer's): ApiVersions v0 on each new connection
+(every broker answers it), Metadata (v1-12) to find a
 partition's leader, and Fetch (v4-12: sessionless, ``replica_id`` -1, the isolation
 level of ``kafka.isolation.level``, read_committed by default as librdkafka's) to that
 leader. Versions are the highest both sides speak; Fetch stops at 12, the last version
@@ -12,11 +13,11 @@ that names topics rather than topic ids.
 
 Leaders move: a partition error that says so (NOT_LEADER_OR_FOLLOWER,
 LEADER_NOT_AVAILABLE, FENCED/UNKNOWN_LEADER_EPOCH, REPLICA_NOT_AVAILABLE,
-UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR) or a lost connection makes the fetcher
-forget the leader, look it up again from the bootstrap servers after
-``retry.backoff.ms`` and retry, until the caller's deadline (the source's
-``kafkaConsumer.pollTimeoutMs``). Other partition errors, OFFSET_OUT_OF_RANGE among
-them, are returned for the caller to judge.
+UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR), a lost connection or a garbled
+answer makes the fetcher forget the leader, look it up again from the bootstrap
+servers after ``retry.backoff.ms`` and retry, until the caller's deadline (the
+source's ``kafkaConsumer.pollTimeoutMs``). Other partition errors,
+OFFSET_OUT_OF_RANGE among them, are returned for the caller to judge.
 
 The ``kafka.*`` settings it honours: ``bootstrap.servers``, ``client.id``,
 ``isolation.level``, ``max.partition.fetch.bytes`` (default 8 MiB, as the librdkafka
@@ -32,30 +33,18 @@ runs one task at a time.
 from __future__ import annotations
 
 import atexit
-import socket
-import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import (
-    SIZE_PREFIX_BYTES,
-    build_entity,
-    encode_request,
-    request_schema,
-    response_schema,
-)
-from tickwheel.protocol._schemas import reader_for
+from tickwheel.protocol import ApiKey, BlockingClient, ProtocolError, VersionRange
 from tickwheel.spark._errors import SparkKafkaError
 
 ClientConfig = tuple[tuple[str, str], ...]
 
-_API_VERSIONS: Final = 18
-_FETCH_KEY: Final = 1
-_METADATA_KEY: Final = 3
 _METADATA_VERSIONS: Final = (1, 12)
 _FETCH_VERSIONS: Final = (4, 12)
 _PLAINTEXT: Final = "plaintext"
@@ -72,8 +61,6 @@ _DEFAULTS: Final = {
     "socket.timeout.ms": "60000",
     "retry.backoff.ms": "100",
 }
-_SIZE: Final = struct.Struct(">i")
-_CORRELATION_ID: Final = struct.Struct(">i")
 _MS_PER_S: Final = 1000
 RETRIABLE_ERRORS: Final = frozenset(
     {
@@ -108,64 +95,24 @@ class PartitionFetch:
     records: bytes
 
 
-class _Connection:
-    """A blocking socket to one broker; one request at a time."""
+def _connect(host: str, port: int, client_id: str, timeout_s: float) -> BlockingClient:
+    """A connection to ``host:port`` that has asked the broker's API versions."""
+    client = BlockingClient(host, port, client_id=client_id, timeout_s=timeout_s, no_delay=True)
+    client.ask_versions()
+    return client
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
-        self.address = f"{host}:{port}"
-        self._client_id = client_id
-        self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._next_correlation_id = 0
-        try:
-            answer = self.call(_API_VERSIONS, 0, {})
-        except BaseException:
-            self._sock.close()
-            raise
-        self.served = {
-            int(e.api_key): (int(e.min_version), int(e.max_version)) for e in answer.api_keys
-        }
 
-    def version(self, api_key: int, wanted: tuple[int, int]) -> int:
-        """The highest version of ``api_key`` both sides speak."""
-        low, high = self.served.get(api_key, (0, -1))
-        version = min(high, wanted[1])
-        if version < max(low, wanted[0]):
-            raise SparkKafkaError(
-                f"the broker at {self.address} serves API {api_key} v{low}-{high};"
-                f" the source speaks v{wanted[0]}-{wanted[1]}"
-            )
-        return version
-
-    def call(self, api_key: int, version: int, values: dict[str, Any]) -> Any:
-        """Send one request; returns kio's response body. Raises OSError when the
-        connection fails."""
-        correlation_id = self._next_correlation_id
-        self._next_correlation_id += 1
-        request = build_entity(request_schema(api_key, version), values)
-        self._sock.sendall(encode_request(correlation_id, request, client_id=self._client_id))
-        (size,) = _SIZE.unpack(self._read_exactly(SIZE_PREFIX_BYTES))
-        frame = self._read_exactly(size)
-        if _CORRELATION_ID.unpack_from(frame)[0] != correlation_id:
-            raise ConnectionError(f"{self.address} answered another request")
-        body_cls: Any = response_schema(api_key, version)
-        _, header_size = reader_for(body_cls.__header_schema__)(frame, 0)
-        body, _ = reader_for(body_cls)(frame, header_size)
-        return body
-
-    def _read_exactly(self, size: int) -> bytes:
-        buffer = bytearray(size)
-        view = memoryview(buffer)
-        done = 0
-        while done < size:
-            received = self._sock.recv_into(view[done:])
-            if not received:
-                raise ConnectionError(f"{self.address} closed the connection")
-            done += received
-        return bytes(buffer)
-
-    def close(self) -> None:
-        self._sock.close()
+def _version(client: BlockingClient, api_key: ApiKey, wanted: tuple[int, int]) -> int:
+    """The highest version of ``api_key`` both sides speak."""
+    version = client.protocol.version(api_key, VersionRange(*wanted))
+    if version is None:
+        served = client.protocol.served(api_key) or VersionRange(0, -1)
+        raise SparkKafkaError(
+            f"the broker at {client.address} serves API {int(api_key)}"
+            f" v{served.min_version}-{served.max_version};"
+            f" the source speaks v{wanted[0]}-{wanted[1]}"
+        )
+    return version
 
 
 class WireFetcher:
@@ -184,7 +131,7 @@ class WireFetcher:
         self._max_wait_ms = int(settings["fetch.wait.max.ms"])
         self._timeout_s = int(settings["socket.timeout.ms"]) / _MS_PER_S
         self._backoff_s = int(settings["retry.backoff.ms"]) / _MS_PER_S
-        self._connections: dict[tuple[str, int], _Connection] = {}
+        self._connections: dict[tuple[str, int], BlockingClient] = {}
         self._leaders: dict[tuple[str, int], tuple[str, int]] = {}
 
     @property
@@ -198,7 +145,7 @@ class WireFetcher:
         while True:
             try:
                 answer = self._fetch_once(topic, partition, offset)
-            except OSError as exc:
+            except (OSError, ProtocolError) as exc:
                 self._forget(topic, partition, drop_connection=True)
                 failure = f"connection lost ({exc})"
             else:
@@ -215,10 +162,9 @@ class WireFetcher:
 
     def _fetch_once(self, topic: str, partition: int, offset: int) -> PartitionFetch:
         connection = self._connection(self._leader(topic, partition))
-        version = connection.version(_FETCH_KEY, _FETCH_VERSIONS)
         body = connection.call(
-            _FETCH_KEY,
-            version,
+            ApiKey.FETCH,
+            _version(connection, ApiKey.FETCH, _FETCH_VERSIONS),
             {
                 "replica_id": _CONSUMER_REPLICA_ID,
                 "max_wait": self._max_wait_ms,
@@ -274,10 +220,9 @@ class WireFetcher:
         for address in self._bootstrap:
             try:
                 connection = self._connection(address)
-                version = connection.version(_METADATA_KEY, _METADATA_VERSIONS)
                 body = connection.call(
-                    _METADATA_KEY,
-                    version,
+                    ApiKey.METADATA,
+                    _version(connection, ApiKey.METADATA, _METADATA_VERSIONS),
                     {
                         "topics": [{"name": topic, "topic_id": None}],
                         "allow_auto_topic_creation": False,
@@ -285,7 +230,7 @@ class WireFetcher:
                         "include_topic_authorized_operations": False,
                     },
                 )
-            except OSError as exc:
+            except (OSError, ProtocolError) as exc:
                 self._drop(address)
                 failure = f"{address[0]}:{address[1]}: {exc}"
                 continue
@@ -300,10 +245,10 @@ class WireFetcher:
             raise ConnectionError(f"no leader known for {topic}-{partition}")
         raise ConnectionError(failure)
 
-    def _connection(self, address: tuple[str, int]) -> _Connection:
+    def _connection(self, address: tuple[str, int]) -> BlockingClient:
         connection = self._connections.get(address)
         if connection is None:
-            connection = _Connection(*address, self._client_id, self._timeout_s)
+            connection = _connect(*address, self._client_id, self._timeout_s)
             self._connections[address] = connection
         return connection
 

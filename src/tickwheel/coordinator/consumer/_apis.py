@@ -73,10 +73,10 @@ from tickwheel.coordinator.consumer._coordinator import (
     TopicCatalog,
 )
 from tickwheel.coordinator.consumer._member import Assignment, normalized
-from tickwheel.protocol import VersionRange, build_entity, response_schema
+from tickwheel.protocol import ApiKey, VersionRange, build_entity, response_schema
 
-CONSUMER_GROUP_HEARTBEAT_KEY = 68
-CONSUMER_GROUP_DESCRIBE_KEY = 69
+CONSUMER_GROUP_HEARTBEAT_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
+CONSUMER_GROUP_DESCRIBE_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 
 CONSUMER_GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     CONSUMER_GROUP_HEARTBEAT_KEY: VersionRange(0, 1),

@@ -34,14 +34,14 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tickwheel.coordinator._apis import CoordinatorNode
 from tickwheel.coordinator.share._coordinator import NO_LEADER_EPOCH, ShareCoordinator
-from tickwheel.protocol import VersionRange, build_entity, decode_topic_id, response_schema
+from tickwheel.protocol import ApiKey, VersionRange, build_entity, decode_topic_id, response_schema
 from tickwheel.share import PersisterStateBatch, RecordState, ShareGroupState, SharePartitionKey
 
-INITIALIZE_SHARE_GROUP_STATE_KEY = 83
-READ_SHARE_GROUP_STATE_KEY = 84
-WRITE_SHARE_GROUP_STATE_KEY = 85
-DELETE_SHARE_GROUP_STATE_KEY = 86
-READ_SHARE_GROUP_STATE_SUMMARY_KEY = 87
+INITIALIZE_SHARE_GROUP_STATE_KEY = ApiKey.INITIALIZE_SHARE_GROUP_STATE
+READ_SHARE_GROUP_STATE_KEY = ApiKey.READ_SHARE_GROUP_STATE
+WRITE_SHARE_GROUP_STATE_KEY = ApiKey.WRITE_SHARE_GROUP_STATE
+DELETE_SHARE_GROUP_STATE_KEY = ApiKey.DELETE_SHARE_GROUP_STATE
+READ_SHARE_GROUP_STATE_SUMMARY_KEY = ApiKey.READ_SHARE_GROUP_STATE_SUMMARY
 
 SHARE_STATE_API_VERSIONS: Mapping[int, VersionRange] = {
     INITIALIZE_SHARE_GROUP_STATE_KEY: VersionRange(0, 0),

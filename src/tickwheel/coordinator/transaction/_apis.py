@@ -42,17 +42,17 @@ from tickwheel.coordinator.transaction._coordinator import (
     TransactionCoordinator,
 )
 from tickwheel.coordinator.transaction._metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from tickwheel.protocol import VersionRange, build_entity, response_schema
+from tickwheel.protocol import ApiKey, VersionRange, build_entity, response_schema
 from tickwheel.replica import TopicPartition
 
 T = TypeVar("T")
 
-INIT_PRODUCER_ID_KEY = 22
-ADD_PARTITIONS_TO_TXN_KEY = 24
-ADD_OFFSETS_TO_TXN_KEY = 25
-END_TXN_KEY = 26
-DESCRIBE_TRANSACTIONS_KEY = 65
-LIST_TRANSACTIONS_KEY = 66
+INIT_PRODUCER_ID_KEY = ApiKey.INIT_PRODUCER_ID
+ADD_PARTITIONS_TO_TXN_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
+ADD_OFFSETS_TO_TXN_KEY = ApiKey.ADD_OFFSETS_TO_TXN
+END_TXN_KEY = ApiKey.END_TXN
+DESCRIBE_TRANSACTIONS_KEY = ApiKey.DESCRIBE_TRANSACTIONS
+LIST_TRANSACTIONS_KEY = ApiKey.LIST_TRANSACTIONS
 
 TRANSACTION_API_VERSIONS: Mapping[int, VersionRange] = {
     ADD_PARTITIONS_TO_TXN_KEY: VersionRange(0, 3),

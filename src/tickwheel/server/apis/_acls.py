@@ -29,7 +29,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import (
     AccessControlEntry,
     AclBinding,
@@ -241,7 +241,7 @@ async def _apply(
     return None
 
 
-DESCRIBE_ACLS = ApiSpec(29, "DescribeAcls", _VERSIONS, handle_describe_acls)
-CREATE_ACLS = ApiSpec(30, "CreateAcls", _VERSIONS, handle_create_acls)
-DELETE_ACLS = ApiSpec(31, "DeleteAcls", _VERSIONS, handle_delete_acls)
+DESCRIBE_ACLS = ApiSpec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", _VERSIONS, handle_describe_acls)
+CREATE_ACLS = ApiSpec(ApiKey.CREATE_ACLS, "CreateAcls", _VERSIONS, handle_create_acls)
+DELETE_ACLS = ApiSpec(ApiKey.DELETE_ACLS, "DeleteAcls", _VERSIONS, handle_delete_acls)
 ACL_SPECS = (DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import config_refusal
 from tickwheel.server._context import BrokerContext
@@ -44,4 +44,6 @@ async def handle_alter_configs(context: BrokerContext, request: DecodedRequest) 
     return reply(request, {"throttle_time": 0, "responses": responses})
 
 
-ALTER_CONFIGS = ApiSpec(33, "AlterConfigs", VersionRange(0, 2), handle_alter_configs)
+ALTER_CONFIGS = ApiSpec(
+    ApiKey.ALTER_CONFIGS, "AlterConfigs", VersionRange(0, 2), handle_alter_configs
+)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
@@ -31,4 +31,4 @@ async def handle_api_versions(context: BrokerContext, request: DecodedRequest) -
     )
 
 
-API_VERSIONS = ApiSpec(18, "ApiVersions", VersionRange(0, 3), handle_api_versions)
+API_VERSIONS = ApiSpec(ApiKey.API_VERSIONS, "ApiVersions", VersionRange(0, 3), handle_api_versions)

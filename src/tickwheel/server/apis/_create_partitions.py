@@ -20,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
@@ -103,4 +103,6 @@ async def handle_create_partitions(context: BrokerContext, request: DecodedReque
     return reply(request, {"throttle_time": 0, "results": results})
 
 
-CREATE_PARTITIONS = ApiSpec(37, "CreatePartitions", VersionRange(0, 3), handle_create_partitions)
+CREATE_PARTITIONS = ApiSpec(
+    ApiKey.CREATE_PARTITIONS, "CreatePartitions", VersionRange(0, 3), handle_create_partitions
+)

@@ -33,7 +33,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorize_cluster, authorized_names
 from tickwheel.server._cluster import create_cluster_topic
@@ -225,4 +225,6 @@ async def handle_create_topics(context: BrokerContext, request: DecodedRequest) 
     return reply(request, {"throttle_time": 0, "topics": results})
 
 
-CREATE_TOPICS = ApiSpec(19, "CreateTopics", VersionRange(2, 5), handle_create_topics)
+CREATE_TOPICS = ApiSpec(
+    ApiKey.CREATE_TOPICS, "CreateTopics", VersionRange(2, 5), handle_create_topics
+)

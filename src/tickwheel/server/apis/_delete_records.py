@@ -17,7 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import DeleteRecordsPartitionResult, TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
@@ -66,4 +66,6 @@ async def handle_delete_records(context: BrokerContext, request: DecodedRequest)
     )
 
 
-DELETE_RECORDS = ApiSpec(21, "DeleteRecords", VersionRange(0, 2), handle_delete_records)
+DELETE_RECORDS = ApiSpec(
+    ApiKey.DELETE_RECORDS, "DeleteRecords", VersionRange(0, 2), handle_delete_records
+)

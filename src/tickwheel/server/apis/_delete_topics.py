@@ -22,7 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize
@@ -92,4 +92,6 @@ def _refused_answer(
     return asked_id, None
 
 
-DELETE_TOPICS = ApiSpec(20, "DeleteTopics", VersionRange(1, 6), handle_delete_topics)
+DELETE_TOPICS = ApiSpec(
+    ApiKey.DELETE_TOPICS, "DeleteTopics", VersionRange(1, 6), handle_delete_topics
+)

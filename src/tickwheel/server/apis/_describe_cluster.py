@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import CLUSTER_NAME, AclOperation, ResourceType
 from tickwheel.server._authorization import authorize_cluster, authorized_operations
 from tickwheel.server._cluster import broker_entries
@@ -73,4 +73,6 @@ async def handle_describe_cluster(context: BrokerContext, request: DecodedReques
     return reply(request, answer)
 
 
-DESCRIBE_CLUSTER = ApiSpec(60, "DescribeCluster", VersionRange(0, 1), handle_describe_cluster)
+DESCRIBE_CLUSTER = ApiSpec(
+    ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", VersionRange(0, 1), handle_describe_cluster
+)

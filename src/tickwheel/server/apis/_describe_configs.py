@@ -31,7 +31,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import config_refusal, refusal_message
 from tickwheel.server._context import BrokerContext
@@ -188,4 +188,6 @@ async def handle_describe_configs(context: BrokerContext, request: DecodedReques
     )
 
 
-DESCRIBE_CONFIGS = ApiSpec(32, "DescribeConfigs", VersionRange(1, 4), handle_describe_configs)
+DESCRIBE_CONFIGS = ApiSpec(
+    ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", VersionRange(1, 4), handle_describe_configs
+)

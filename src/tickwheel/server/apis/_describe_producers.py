@@ -18,7 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
@@ -77,4 +77,6 @@ async def handle_describe_producers(context: BrokerContext, request: DecodedRequ
     )
 
 
-DESCRIBE_PRODUCERS = ApiSpec(61, "DescribeProducers", VersionRange(0, 0), handle_describe_producers)
+DESCRIBE_PRODUCERS = ApiSpec(
+    ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", VersionRange(0, 0), handle_describe_producers
+)

@@ -25,7 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import authorize_cluster
@@ -97,4 +97,6 @@ async def handle_elect_leaders(context: BrokerContext, request: DecodedRequest) 
     )
 
 
-ELECT_LEADERS = ApiSpec(43, "ElectLeaders", VersionRange(0, 2), handle_elect_leaders)
+ELECT_LEADERS = ApiSpec(
+    ApiKey.ELECT_LEADERS, "ElectLeaders", VersionRange(0, 2), handle_elect_leaders
+)

@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 from tickwheel.protocol import (
     FETCH_MAX_VERSION,
     FETCH_MIN_VERSION,
+    ApiKey,
     DecodedRequest,
     FetchPartitionData,
     FetchTopicData,
@@ -143,4 +144,6 @@ def _partition_data(
     )
 
 
-FETCH = ApiSpec(1, "Fetch", VersionRange(FETCH_MIN_VERSION, FETCH_MAX_VERSION), handle_fetch)
+FETCH = ApiSpec(
+    ApiKey.FETCH, "Fetch", VersionRange(FETCH_MIN_VERSION, FETCH_MAX_VERSION), handle_fetch
+)

@@ -33,6 +33,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator import GroupService
 from tickwheel.protocol import (
+    ApiKey,
     DecodedRequest,
     build_entity,
     encode_response,
@@ -43,20 +44,20 @@ from tickwheel.server._authorization import authorize, authorize_cluster, author
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import Response, refuse_whole
 
-_OFFSET_COMMIT = 8
-_OFFSET_FETCH = 9
-_JOIN_GROUP = 11
-_HEARTBEAT = 12
-_LEAVE_GROUP = 13
-_SYNC_GROUP = 14
-_DESCRIBE_GROUPS = 15
-_LIST_GROUPS = 16
-_DELETE_GROUPS = 42
+_OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
+_OFFSET_FETCH = ApiKey.OFFSET_FETCH
+_JOIN_GROUP = ApiKey.JOIN_GROUP
+_HEARTBEAT = ApiKey.HEARTBEAT
+_LEAVE_GROUP = ApiKey.LEAVE_GROUP
+_SYNC_GROUP = ApiKey.SYNC_GROUP
+_DESCRIBE_GROUPS = ApiKey.DESCRIBE_GROUPS
+_LIST_GROUPS = ApiKey.LIST_GROUPS
+_DELETE_GROUPS = ApiKey.DELETE_GROUPS
 _OFFSET_DELETE = 47
-_TXN_OFFSET_COMMIT = 28
+_TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 _OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION = 2
-_CONSUMER_GROUP_HEARTBEAT = 68
-_CONSUMER_GROUP_DESCRIBE = 69
+_CONSUMER_GROUP_HEARTBEAT = ApiKey.CONSUMER_GROUP_HEARTBEAT
+_CONSUMER_GROUP_DESCRIBE = ApiKey.CONSUMER_GROUP_DESCRIBE
 _MEMBER_GROUP_APIS = frozenset({_JOIN_GROUP, _HEARTBEAT, _LEAVE_GROUP, _SYNC_GROUP})
 _GROUP_DENIED = ErrorCode.group_authorization_failed
 _TOPIC_DENIED = ErrorCode.topic_authorization_failed

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import config_refusal
 from tickwheel.server._context import BrokerContext
@@ -49,5 +49,8 @@ async def handle_incremental_alter_configs(
 
 
 INCREMENTAL_ALTER_CONFIGS = ApiSpec(
-    44, "IncrementalAlterConfigs", VersionRange(0, 1), handle_incremental_alter_configs
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    "IncrementalAlterConfigs",
+    VersionRange(0, 1),
+    handle_incremental_alter_configs,
 )

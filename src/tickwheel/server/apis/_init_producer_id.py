@@ -20,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import (
     authorize,
@@ -72,4 +72,6 @@ async def handle_init_producer_id(context: BrokerContext, request: DecodedReques
     )
 
 
-INIT_PRODUCER_ID = ApiSpec(22, "InitProducerId", VersionRange(0, 4), handle_init_producer_id)
+INIT_PRODUCER_ID = ApiSpec(
+    ApiKey.INIT_PRODUCER_ID, "InitProducerId", VersionRange(0, 4), handle_init_producer_id
+)

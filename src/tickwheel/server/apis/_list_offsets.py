@@ -30,7 +30,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from tickwheel.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import FetchIsolation, Partition, PartitionError, TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
@@ -124,4 +124,4 @@ async def handle_list_offsets(context: BrokerContext, request: DecodedRequest) -
     )
 
 
-LIST_OFFSETS = ApiSpec(2, "ListOffsets", VersionRange(1, 7), handle_list_offsets)
+LIST_OFFSETS = ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", VersionRange(1, 7), handle_list_offsets)

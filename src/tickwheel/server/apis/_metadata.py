@@ -34,7 +34,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import NO_LEADER, TopicPartition, is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import (
@@ -227,4 +227,4 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
     )
 
 
-METADATA = ApiSpec(3, "Metadata", VersionRange(1, 12), handle_metadata)
+METADATA = ApiSpec(ApiKey.METADATA, "Metadata", VersionRange(1, 12), handle_metadata)

@@ -33,7 +33,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import Partition, TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize_cluster, authorized_names
@@ -95,5 +95,8 @@ async def handle_offsets_for_leader_epoch(
 
 
 OFFSETS_FOR_LEADER_EPOCH = ApiSpec(
-    23, "OffsetForLeaderEpoch", VersionRange(2, 4), handle_offsets_for_leader_epoch
+    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    "OffsetForLeaderEpoch",
+    VersionRange(2, 4),
+    handle_offsets_for_leader_epoch,
 )

@@ -35,6 +35,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import (
+    ApiKey,
     DecodedRequest,
     PartitionAnswer,
     VersionRange,
@@ -163,4 +164,4 @@ def _partition_answer(index: int, result: ProducePartitionResult) -> PartitionAn
     )
 
 
-PRODUCE = ApiSpec(0, "Produce", VersionRange(3, 9), handle_produce)
+PRODUCE = ApiSpec(ApiKey.PRODUCE, "Produce", VersionRange(3, 9), handle_produce)

@@ -21,7 +21,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import (
     AclOperation,
     Deletion,
@@ -132,9 +132,15 @@ async def handle_alter_user_scram_credentials(
 
 
 DESCRIBE_USER_SCRAM_CREDENTIALS = ApiSpec(
-    50, "DescribeUserScramCredentials", VersionRange(0, 0), handle_describe_user_scram_credentials
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    "DescribeUserScramCredentials",
+    VersionRange(0, 0),
+    handle_describe_user_scram_credentials,
 )
 ALTER_USER_SCRAM_CREDENTIALS = ApiSpec(
-    51, "AlterUserScramCredentials", VersionRange(0, 0), handle_alter_user_scram_credentials
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    "AlterUserScramCredentials",
+    VersionRange(0, 0),
+    handle_alter_user_scram_credentials,
 )
 SCRAM_CREDENTIAL_SPECS = (DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)

@@ -58,7 +58,7 @@ from tickwheel.coordinator.share_group import (
     ShareGroupCoordinator,
     ShareGroupTopology,
 )
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
@@ -445,8 +445,20 @@ async def handle_share_acknowledge(context: BrokerContext, request: DecodedReque
 
 
 SHARE_SPECS: tuple[ApiSpec, ...] = (
-    ApiSpec(76, "ShareGroupHeartbeat", VersionRange(1, 1), handle_share_group_heartbeat),
-    ApiSpec(77, "ShareGroupDescribe", VersionRange(1, 1), handle_share_group_describe),
-    ApiSpec(78, "ShareFetch", VersionRange(1, 2), handle_share_fetch),
-    ApiSpec(79, "ShareAcknowledge", VersionRange(1, 2), handle_share_acknowledge),
+    ApiSpec(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        "ShareGroupHeartbeat",
+        VersionRange(1, 1),
+        handle_share_group_heartbeat,
+    ),
+    ApiSpec(
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        "ShareGroupDescribe",
+        VersionRange(1, 1),
+        handle_share_group_describe,
+    ),
+    ApiSpec(ApiKey.SHARE_FETCH, "ShareFetch", VersionRange(1, 2), handle_share_fetch),
+    ApiSpec(
+        ApiKey.SHARE_ACKNOWLEDGE, "ShareAcknowledge", VersionRange(1, 2), handle_share_acknowledge
+    ),
 )

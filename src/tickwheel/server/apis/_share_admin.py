@@ -27,16 +27,16 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.share_group import ShareGroupAdmin, TopicOffsets
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 from tickwheel.server.apis._share import group_coordinator_error
 
-DESCRIBE_SHARE_GROUP_OFFSETS_KEY = 90
-ALTER_SHARE_GROUP_OFFSETS_KEY = 91
-DELETE_SHARE_GROUP_OFFSETS_KEY = 92
+DESCRIBE_SHARE_GROUP_OFFSETS_KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
+ALTER_SHARE_GROUP_OFFSETS_KEY = ApiKey.ALTER_SHARE_GROUP_OFFSETS
+DELETE_SHARE_GROUP_OFFSETS_KEY = ApiKey.DELETE_SHARE_GROUP_OFFSETS
 
 
 def _admin(context: BrokerContext) -> ShareGroupAdmin:

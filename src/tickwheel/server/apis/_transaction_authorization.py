@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.transaction import TransactionService
 from tickwheel.protocol import (
+    ApiKey,
     DecodedRequest,
     build_entity,
     encode_response,
@@ -36,11 +37,11 @@ from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import Response, refuse_whole
 
-_ADD_PARTITIONS_TO_TXN = 24
-_ADD_OFFSETS_TO_TXN = 25
-_END_TXN = 26
-_DESCRIBE_TRANSACTIONS = 65
-_LIST_TRANSACTIONS = 66
+_ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
+_ADD_OFFSETS_TO_TXN = ApiKey.ADD_OFFSETS_TO_TXN
+_END_TXN = ApiKey.END_TXN
+_DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
+_LIST_TRANSACTIONS = ApiKey.LIST_TRANSACTIONS
 _TXN_DENIED = ErrorCode.transactional_id_authorization_failed
 
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition, TxnMarker
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import authorize_cluster
@@ -109,4 +109,6 @@ def _refused(request: DecodedRequest, body: Any) -> Response:
     )
 
 
-WRITE_TXN_MARKERS = ApiSpec(27, "WriteTxnMarkers", VersionRange(1, 1), handle_write_txn_markers)
+WRITE_TXN_MARKERS = ApiSpec(
+    ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", VersionRange(1, 1), handle_write_txn_markers
+)
