@@ -5,17 +5,23 @@ per-example deadline, since CI shares a noisy 2-core machine; ``dev`` is the qui
 default. ``HYPOTHESIS_PROFILE`` overrides either.
 
 When the session ends (every fixture torn down), no process the suite started may still
-run: brokers, ZooKeeper, Spark's JVM and client processes are each stopped by the test
-or fixture that started them. A process left behind fails the run, named with its
+run: brokers, ZooKeeper and client processes are each stopped by the test or fixture
+that started them. Spark's JVM is the one exception to that rule: pyspark keeps one
+gateway JVM for the life of the process, shared by every SparkSession the suite makes
+(the Spark tests' fixture, the documentation's Spark blocks), so it is stopped here,
+once, before the check. A process left behind fails the run, named with its
 command line, so a leak is found where it is made rather than as a slow CI or a port
 still taken by the next run.
 """
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+_JVM_STOP_TIMEOUT_S = 30.0
 
 settings.register_profile(
     "ci",
@@ -51,9 +57,34 @@ def _command_line(pid: int) -> str:
         return "(gone)"
 
 
+def _stop_spark_gateway() -> None:
+    """Stop pyspark's gateway JVM, if this process started one."""
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext  # noqa: PLC0415 - only when pyspark was used
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        active.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    gateway.shutdown()
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        process.terminate()
+        process.wait(_JVM_STOP_TIMEOUT_S)
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not Path("/proc").is_dir() or hasattr(session.config, "workerinput"):
         return
+    _stop_spark_gateway()
     left = _children(os.getpid())
     if left:
         lines = "\n".join(f"  {pid}: {_command_line(pid)}" for pid in left)
