@@ -104,6 +104,7 @@ UNFLUSHED_RECOVERED: Final = "recovered unflushed"
 """Words of the INFO line of a log opened with records above its recovery point (one
 not closed cleanly): what a clean restart never logs."""
 
+
 @dataclass(slots=True)
 class LoadedLog:
     """What ``load_log`` found: the segments and the offsets to start from."""
