@@ -85,6 +85,26 @@ def test_a_bad_override_is_refused(tmp_path: Path) -> None:
     assert "num.partitions" in done.stderr
 
 
+def test_negative_controlled_shutdown_retries_are_refused_by_name() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tickwheel.cli",
+            "serve",
+            "--override",
+            "controlled.shutdown.max.retries=-1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "controlled.shutdown.max.retries must not be negative" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_a_busy_port_is_reported_without_a_traceback(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
