@@ -60,7 +60,10 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    through the state znodes whoever writes them, so the broker writes its own
    hand-over, as it writes its ISR). The same hand-over moves the leaderships of a log
    directory that fails. Unlike a controller's decision, such a write is fenced by the
-   state's version only.
+   state's version only. It is bounded as Kafka's is (attempts, each at most
+   ``request.timeout.ms``, a backoff apart), then gives up with one WARNING, and is
+   skipped when ZooKeeper is not connected: a broker always stops. ``stop`` closes the
+   ZooKeeper session within ``ZK_CLOSE_TIMEOUT_MS``.
 
 8. ACLs (``_acls``, Kafka's ``/kafka-acl`` layout): with an ``acl_listener`` set, the
    node hands it every ACL at start-up and each pattern a change notification names,
