@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Self
 
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
+from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
 
 from tickwheel.cluster._znodes import (
     CONTROLLER_PATH,
@@ -289,19 +290,19 @@ class LocalCluster:
 
     def read_znode(self, path: str) -> bytes | None:
         """The data of a znode (``path`` below the chroot), or None if it does not exist."""
-        client = self._client()
-        if client.exists(self._path(path)) is None:
+        try:
+            data: bytes = self._client().get(self._path(path))[0]
+        except NoNodeError:  # never made, or deleted (a controller dying, say)
             return None
-        data: bytes = client.get(self._path(path))[0]
         return data
 
     def partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
         """A partition's ``LeaderAndIsr`` as ZooKeeper holds it now, or None."""
         path = self._path(partition_state_path(topic, partition))
-        client = self._client()
-        if client.exists(path) is None:
+        try:
+            data, stat = self._client().get(path)
+        except NoNodeError:
             return None
-        data, stat = client.get(path)
         return decode_partition_state(path, data, int(stat.version))
 
     def controller_id(self) -> int | None:

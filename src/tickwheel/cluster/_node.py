@@ -477,7 +477,10 @@ class ClusterNode:
         closed = loop.create_future()
 
         def close() -> None:
-            self._zk.stop()
+            try:
+                self._zk.stop()
+            except Exception as exc:  # kazoo's writer did not stop: nothing left to do
+                _log.warning("closing the ZooKeeper client failed: %r", exc)
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(_resolve, closed)
 
