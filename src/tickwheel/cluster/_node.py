@@ -156,7 +156,7 @@ _log = logging.getLogger(__name__)
 _MS_PER_S = 1000.0
 _INITIAL_LEADER_EPOCH = 0
 _BACKGROUND_CREATE_TIMEOUT_MS = 30_000
-ZK_CLOSE_TIMEOUT_MS = 3000
+ZK_CLOSE_TIMEOUT_MS = 2000
 """How long ``stop`` waits for the ZooKeeper session to close: a healthy close takes
 milliseconds; one that waits for a server gone or unreachable is abandoned (its thread
 ends on its own) so that the stop stays within the few seconds past the controlled

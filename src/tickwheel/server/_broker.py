@@ -558,8 +558,6 @@ class Broker:
         if self._metrics_server is not None:
             self._metrics_server.close()
         await self.time.scheduler.shutdown()
-        if self._replica_manager is not None:
-            self._replica_manager.complete_delayed()
         await self._close_connections()
         if self._context is not None and self._context.cluster is not None:
             await self._context.cluster.stop()
@@ -574,12 +572,18 @@ class Broker:
         _log.info("tickwheel broker %d stopped", self.config.broker_id)
 
     async def _close_connections(self) -> None:
-        """Let each connection send the answer it has (``CLOSE_GRACE_S`` at most), then
-        close them all; a client that reads nothing more has its socket dropped."""
+        """Complete what waits in the purgatories and let each connection send its answer
+        (``CLOSE_GRACE_S`` at most), then close them all; a client that reads nothing
+        more has its socket dropped."""
         connections = dict(self._connections)
-        deadline_s = asyncio.get_running_loop().time() + CLOSE_GRACE_S
-        while any(c.busy for c in connections.values()):
-            if asyncio.get_running_loop().time() >= deadline_s:
+        loop = asyncio.get_running_loop()
+        deadline_s = loop.time() + CLOSE_GRACE_S
+        while True:
+            # Again each round: a follower answered fetches again at once, and that
+            # fetch must not wait in the purgatory for the rest of the grace.
+            if self._replica_manager is not None:
+                self._replica_manager.complete_delayed()
+            if not any(c.busy for c in connections.values()) or loop.time() >= deadline_s:
                 break
             await asyncio.sleep(_ANSWER_POLL_S)
         for task, connection in connections.items():
