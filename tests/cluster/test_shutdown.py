@@ -38,7 +38,7 @@ from confluent_kafka import Producer
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 
 from tickwheel.cluster import BrokerProcess, LocalCluster
-from tickwheel.log._recovery import UNFLUSHED_RECOVERED
+from tickwheel.log import UNFLUSHED_RECOVERED
 
 from .helpers import WAIT_S, create_topic, fetch_raw, local_cluster, raw_fetch, wait_for
 
