@@ -49,9 +49,11 @@ from dataclasses import dataclass, replace
 from kazoo.client import KazooClient, KazooState  # type: ignore[import-untyped]
 from kazoo.exceptions import (  # type: ignore[import-untyped]
     BadVersionError,
+    ConnectionLoss,
     NodeExistsError,
     NoNodeError,
     RolledBackError,
+    SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
 from kazoo.protocol.states import ZnodeStat  # type: ignore[import-untyped]
@@ -97,6 +99,11 @@ _STALE_REGISTRATION_GRACE_MS = 2000
 
 DataCallback = Callable[[bytes | None, ZnodeStat | None], bool | None]
 ChildrenCallback = Callable[[list[str]], bool | None]
+
+
+ZK_UNAVAILABLE: tuple[type[Exception], ...] = (ConnectionLoss, SessionExpiredError)
+"""What a call raises when ZooKeeper cannot be reached (the connection lost, the session
+expired or closed): an outage to report in one line, not a bug."""
 
 
 class TopicExistsError(Exception):
