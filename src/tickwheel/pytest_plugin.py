@@ -28,7 +28,8 @@ Installed with tickwheel (entry point ``pytest11``), so a test only names a fixt
   ``LocalCluster`` -- ZooKeeper and three ``tickwheel serve`` processes -- for tests
   that need replication, with ``tickwheel_cluster_properties``. They need the
   ``cluster`` extra (kazoo) and ZooKeeper with Java; without them the test is skipped
-  and says why.
+  and says why. Their teardown stops every process they started, within a bound, even
+  when the test stopped ZooKeeper first (``LocalCluster.stop``).
 
 The broker is imported only when a fixture is used, so the plugin costs pytest
 nothing otherwise, and it lives outside ``tickwheel.server`` so that pytest still

@@ -73,16 +73,27 @@ def test_serve_until_a_signal_then_stop_cleanly(tmp_path: Path, signum: int) -> 
     assert (tmp_path / "logs" / "cli-0" / "recovery-point-offset-checkpoint").exists()
 
 
-def test_a_bad_override_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("num.partitions=lots", "num.partitions"),
+        (
+            "controlled.shutdown.max.retries=-1",
+            "controlled.shutdown.max.retries must not be negative",
+        ),
+    ],
+)
+def test_a_bad_override_is_refused(override: str, message: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "tickwheel.cli", "serve", "--override", "num.partitions=lots"],
+        [sys.executable, "-m", "tickwheel.cli", "serve", "--override", override],
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
         check=False,
     )
     assert done.returncode == 2
-    assert "num.partitions" in done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_busy_port_is_reported_without_a_traceback(tmp_path: Path) -> None:

@@ -183,16 +183,18 @@ def produce_raw(
     return asyncio.run(raw_produce(bootstrap_servers, topic, value, timeout_ms=timeout_ms))
 
 
-async def raw_fetch(bootstrap_servers: str, topic: str, offset: int = 0) -> int:
-    """A consumer's Fetch v12 of partition 0 with no wait; returns its error code."""
+async def raw_fetch(
+    bootstrap_servers: str, topic: str, offset: int = 0, *, max_wait_ms: int = 0, min_bytes: int = 1
+) -> int:
+    """A consumer's Fetch v12 of partition 0 (no wait by default); returns its error code."""
     host, _, port = bootstrap_servers.rpartition(":")
     channel = BrokerChannel(
         BrokerEndpoint(-1, host, int(port)), client_id="cluster-test", timeout_ms=60_000
     )
     request: dict[str, Any] = {
         "replica_id": CONSUMER_REPLICA_ID,
-        "max_wait": datetime.timedelta(0),
-        "min_bytes": 1,
+        "max_wait": datetime.timedelta(milliseconds=max_wait_ms),
+        "min_bytes": min_bytes,
         "max_bytes": 1 << 20,
         "isolation_level": 0,
         "session_id": 0,

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickwheel.log import MAX_TIMESTAMP, Log, LogConfig
+from tickwheel.log import MAX_TIMESTAMP, UNFLUSHED_RECOVERED, Log, LogConfig
 from tickwheel.log._index import NO_TIMESTAMP
 
 from .batches import header_of, make_batch, with_offsets
@@ -229,6 +229,26 @@ def test_recovery_point_survives_and_reopen_after_clean_close_rescans_nothing(
     reopened = Log.open(log_dir, CONFIG, clock_ms=clock)
     assert reopened.recovery_point == reopened.log_end_offset == 10
     reopened.close()
+
+
+def test_only_a_log_not_closed_says_it_recovered_unflushed_offsets(
+    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tickwheel.log")
+    closed_dir, crashed_dir = tmp_path / "closed-0", tmp_path / "crashed-0"
+    closed = Log.open(closed_dir, CONFIG, clock_ms=clock)
+    crashed = Log.open(crashed_dir, CONFIG, clock_ms=clock)
+    for i in range(10):
+        closed.append_as_leader(make_batch([bytes([i]) * 50]), 0)
+        crashed.append_as_leader(make_batch([bytes([i]) * 50]), 0)
+    crashed.flush()
+    crashed.append_as_leader(make_batch([b"unflushed"]), 0)
+    closed.close()
+    crash(crashed)
+    Log.open(closed_dir, CONFIG, clock_ms=clock).close()
+    assert UNFLUSHED_RECOVERED not in caplog.text
+    Log.open(crashed_dir, CONFIG, clock_ms=clock).close()
+    assert f"{crashed_dir}: {UNFLUSHED_RECOVERED} offsets 10 to 10 " in caplog.text
 
 
 def test_truncation_lowers_the_recovery_point_on_disk(tmp_path: Path, clock: FakeClock) -> None:

@@ -51,7 +51,7 @@ from tickwheel.cluster._election import (
     elect_unclean,
 )
 from tickwheel.cluster._metadata import MetadataCache
-from tickwheel.cluster._zk import ControllerEpoch, ControllerMovedError, ZkClient
+from tickwheel.cluster._zk import ZK_UNAVAILABLE, ControllerEpoch, ControllerMovedError, ZkClient
 from tickwheel.replica import NO_LEADER, LeaderAndIsr, TopicPartition
 
 _log = logging.getLogger(__name__)
@@ -177,6 +177,9 @@ class Controller:
         for tp in tps:
             try:
                 decisions[tp] = await self._decide(tp, decide)
+            except ZK_UNAVAILABLE as exc:
+                _log.warning("deciding the leadership of %s failed: ZooKeeper %r", tp, exc)
+                decisions[tp] = Decision(ErrorCode.unknown_server_error)
             except Exception:
                 _log.exception("deciding the leadership of %s failed", tp)
                 decisions[tp] = Decision(ErrorCode.unknown_server_error)

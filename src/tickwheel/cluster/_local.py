@@ -10,9 +10,11 @@ The listeners are named by ``listeners`` (default one ``PLAINTEXT``); the first 
 one clients use (``bootstrap_servers``); their protocols, certificates and the
 inter-broker listener come with the extra properties.
 
-``start`` returns once every broker has registered in ZooKeeper; ``stop`` sends each
-broker SIGTERM (a clean stop: logs flushed, checkpoints written, registration
-removed) and waits for it, then stops ZooKeeper. A ``BrokerProcess`` can also be
+``start`` returns once every broker has registered in ZooKeeper; ``stop`` sends every
+broker SIGTERM at once (a clean stop: logs flushed, checkpoints written, registration
+removed) and waits for each, then stops ZooKeeper; a broker still running after the
+bound its controlled shutdown settings give (``BrokerProcess.stop_timeout_s``) is
+killed, so a stop always ends, whatever died first. A ``BrokerProcess`` can also be
 killed (SIGKILL), paused (SIGSTOP), resumed (SIGCONT) and started again on the same
 port and directory. Processes are only ever signalled by the PIDs started here.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +34,7 @@ from types import TracebackType
 from typing import Self
 
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
+from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
 
 from tickwheel.cluster._znodes import (
     CONTROLLER_PATH,
@@ -44,8 +48,17 @@ from tickwheel.replica import LeaderAndIsr
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_START_TIMEOUT_S = 60.0
-_STOP_TIMEOUT_S = 30.0
+_STOP_SLACK_S = 10.0
+"""What a broker's stop may take past its controlled shutdown (5 s, the README says)
+plus room for a slow, shared machine."""
+_CLIENT_CLOSE_TIMEOUT_S = 5.0
+_MS_PER_S = 1000.0
 _POLL_INTERVAL_S = 0.05
+
+
+def _close_client(client: KazooClient) -> None:
+    client.stop()
+    client.close()
 
 
 class BrokerProcess:
@@ -135,20 +148,36 @@ class BrokerProcess:
             process.kill()
             process.wait()
 
-    def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> int | None:
-        """Stop cleanly (SIGTERM; SIGKILL after ``timeout_s``); returns the exit status."""
-        process, self._process = self._process, None
-        if process is None:
-            return None
-        if process.poll() is None:
+    @property
+    def stop_timeout_s(self) -> float:
+        """How long a stop may take: its controlled shutdown's attempts, as its
+        properties (or Kafka's defaults) bound them, plus ``_STOP_SLACK_S``."""
+        properties = self.properties
+        retries = int(properties.get("controlled.shutdown.max.retries", "3"))
+        backoff_ms = int(properties.get("controlled.shutdown.retry.backoff.ms", "5000"))
+        request_timeout_ms = int(properties.get("request.timeout.ms", "30000"))
+        return retries * (backoff_ms + request_timeout_ms) / _MS_PER_S + _STOP_SLACK_S
+
+    def terminate(self) -> None:
+        """Ask the process to stop (SIGTERM; a paused one is resumed first), not waiting."""
+        process = self._process
+        if process is not None and process.poll() is None:
             # A paused process must run to handle SIGTERM.
             process.send_signal(signal.SIGCONT)
             process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+
+    def stop(self, timeout_s: float | None = None) -> int | None:
+        """Stop cleanly (SIGTERM; SIGKILL after ``timeout_s``, by default
+        ``stop_timeout_s``); returns the exit status."""
+        self.terminate()
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        try:
+            process.wait(self.stop_timeout_s if timeout_s is None else timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         return process.returncode
 
 
@@ -261,19 +290,19 @@ class LocalCluster:
 
     def read_znode(self, path: str) -> bytes | None:
         """The data of a znode (``path`` below the chroot), or None if it does not exist."""
-        client = self._client()
-        if client.exists(self._path(path)) is None:
+        try:
+            data: bytes = self._client().get(self._path(path))[0]
+        except NoNodeError:  # never made, or deleted (a controller dying, say)
             return None
-        data: bytes = client.get(self._path(path))[0]
         return data
 
     def partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
         """A partition's ``LeaderAndIsr`` as ZooKeeper holds it now, or None."""
         path = self._path(partition_state_path(topic, partition))
-        client = self._client()
-        if client.exists(path) is None:
+        try:
+            data, stat = self._client().get(path)
+        except NoNodeError:
             return None
-        data, stat = client.get(path)
         return decode_partition_state(path, data, int(stat.version))
 
     def controller_id(self) -> int | None:
@@ -282,11 +311,20 @@ class LocalCluster:
         return None if data is None else decode_controller(data)
 
     def stop(self) -> None:
-        """Stop every broker cleanly, then ZooKeeper; idempotent."""
-        if self._zk is not None:
-            self._zk.stop()
-            self._zk.close()
-            self._zk = None
+        """Stop every broker cleanly, all at once, then ZooKeeper; idempotent.
+
+        Bounded whatever state the cluster is in (ZooKeeper gone first included): each
+        broker is waited for its ``stop_timeout_s``, then killed.
+        """
+        client, self._zk = self._zk, None
+        if client is not None:
+            # On a thread of its own: with ZooKeeper gone, kazoo's close waits for its
+            # connection attempt in progress.
+            closer = threading.Thread(target=_close_client, args=(client,), daemon=True)
+            closer.start()
+            closer.join(_CLIENT_CLOSE_TIMEOUT_S)
+        for broker in self.brokers:
+            broker.terminate()
         for broker in self.brokers:
             broker.stop()
         self.zookeeper.stop()

@@ -60,7 +60,10 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    through the state znodes whoever writes them, so the broker writes its own
    hand-over, as it writes its ISR). The same hand-over moves the leaderships of a log
    directory that fails. Unlike a controller's decision, such a write is fenced by the
-   state's version only.
+   state's version only. It is bounded as Kafka's is (attempts, each at most
+   ``request.timeout.ms``, a backoff apart), then gives up with one WARNING, and is
+   skipped when ZooKeeper is not connected: a broker always stops. ``stop`` closes the
+   ZooKeeper session within ``ZK_CLOSE_TIMEOUT_MS``.
 
 8. ACLs (``_acls``, Kafka's ``/kafka-acl`` layout): with an ``acl_listener`` set, the
    node hands it every ACL at start-up and each pattern a change notification names,
@@ -153,6 +156,11 @@ _log = logging.getLogger(__name__)
 _MS_PER_S = 1000.0
 _INITIAL_LEADER_EPOCH = 0
 _BACKGROUND_CREATE_TIMEOUT_MS = 30_000
+ZK_CLOSE_TIMEOUT_MS = 2000
+"""How long ``stop`` waits for the ZooKeeper session to close: a healthy close takes
+milliseconds; one that waits for a server gone or unreachable is abandoned (its thread
+ends on its own) so that the stop stays within the few seconds past the controlled
+shutdown that operators are told to expect."""
 PRODUCER_ID_BLOCK_SIZE = 1000
 """Producer ids claimed per write to ZooKeeper (Kafka's block size)."""
 
@@ -168,6 +176,11 @@ _INITIAL_CONFIGS = -1
 """The notification sequence of the broker configs read at start-up."""
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 """How long a change notification is kept (Kafka's ``changeExpirationMs``)."""
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class InconsistentClusterIdError(Exception):
@@ -192,6 +205,8 @@ class ClusterSettings:
     controlled_shutdown_enable: bool = True
     controlled_shutdown_max_retries: int = 3
     controlled_shutdown_retry_backoff_ms: int = 5000
+    request_timeout_ms: int = 30_000
+    """What bounds each controlled shutdown attempt (Kafka's ``request.timeout.ms``)."""
     inter_broker_listener: str = "PLAINTEXT"
     """The listener other brokers are reached on (``inter.broker.listener.name``)."""
     inter_broker_ssl_context: ssl.SSLContext | None = None
@@ -449,7 +464,35 @@ class ClusterNode:
         await self.isr_manager.stop()
         await self._fetchers.shutdown()
         await self._transport.close()
-        await asyncio.to_thread(self._zk.stop)
+        await self._close_zookeeper()
+
+    async def _close_zookeeper(self) -> None:
+        """Close the session, waiting at most ``ZK_CLOSE_TIMEOUT_MS``.
+
+        On a daemon thread of its own, not the loop's executor: the executor's workers
+        may all be waiting in calls that only the close ends, and a close that outlives
+        the wait must not keep the process from exiting.
+        """
+        loop = asyncio.get_running_loop()
+        closed = loop.create_future()
+
+        def close() -> None:
+            try:
+                self._zk.stop()
+            except Exception as exc:  # kazoo's writer did not stop: nothing left to do
+                _log.warning("closing the ZooKeeper client failed: %r", exc)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(_resolve, closed)
+
+        threading.Thread(target=close, name="zookeeper-close", daemon=True).start()
+        try:
+            async with asyncio.timeout(ZK_CLOSE_TIMEOUT_MS / _MS_PER_S):
+                await closed
+        except TimeoutError:
+            _log.warning(
+                "the ZooKeeper client did not close within %d ms; going on without it",
+                ZK_CLOSE_TIMEOUT_MS,
+            )
 
     # -- watch callbacks (kazoo's thread) ------------------------------------------------
 
@@ -1025,34 +1068,60 @@ class ClusterNode:
             operation.try_complete()
         return await answered
 
-    async def controlled_shutdown(self) -> None:
-        """Before stopping: have the controller move this broker's leaderships away.
+    async def controlled_shutdown(self) -> bool:
+        """Before stopping: move this broker's leaderships away; whether it did.
 
-        Kafka's ``controlled.shutdown.*``: up to ``max_retries`` attempts, backing off
-        ``retry_backoff_ms`` while leaderships remain; then the broker stops anyway.
+        Kafka's ``controlled.shutdown.*``: up to ``max_retries`` attempts, each bounded
+        by ``request_timeout_ms``, ``retry_backoff_ms`` apart, while leaderships
+        remain. When they are spent, or ZooKeeper is not connected to begin with, one
+        WARNING says the broker proceeds to an unclean shutdown (its leaderships move
+        when its registration goes) and it returns False: the broker stops anyway.
         """
         settings = self.settings
         if not settings.controlled_shutdown_enable or self._apply_task is None:
             # Never started (the broker failed before joining): it leads nothing, and no
             # task would apply the barrier that an attempt waits for.
-            return
-        for attempt in range(1, settings.controlled_shutdown_max_retries + 1):
+            return True
+        if not self._zk.connected:
+            _log.warning(
+                "controlled shutdown skipped: ZooKeeper is not connected; "
+                "proceeding to do an unclean shutdown"
+            )
+            return False
+        retries = settings.controlled_shutdown_max_retries
+        for attempt in range(1, retries + 1):
             try:
-                remaining = await self._request_controlled_shutdown()
+                async with asyncio.timeout(settings.request_timeout_ms / _MS_PER_S):
+                    remaining = await self._request_controlled_shutdown()
+            except TimeoutError:
+                _log.info(
+                    "controlled shutdown attempt %d of %d: no answer within %d ms "
+                    "(request.timeout.ms)",
+                    attempt,
+                    retries,
+                    settings.request_timeout_ms,
+                )
             except Exception as exc:  # ZooKeeper gone, a topic deleted meanwhile, ...
                 # The broker must stop whatever happens here: its logs still need closing.
-                _log.warning("controlled shutdown attempt %d failed: %r", attempt, exc)
+                _log.info("controlled shutdown attempt %d of %d failed: %r", attempt, retries, exc)
             else:
                 if not remaining:
                     _log.info("controlled shutdown done: this broker leads nothing")
-                    return
-                _log.warning(
-                    "controlled shutdown attempt %d: %d leaderships remain",
+                    return True
+                _log.info(
+                    "controlled shutdown attempt %d of %d: %d leaderships remain",
                     attempt,
+                    retries,
                     len(remaining),
                 )
-            if attempt < settings.controlled_shutdown_max_retries:
+            if attempt < retries:
                 await asyncio.sleep(settings.controlled_shutdown_retry_backoff_ms / _MS_PER_S)
+        _log.warning(
+            "controlled shutdown failed after %d attempts "
+            "(controlled.shutdown.max.retries); proceeding to do an unclean shutdown",
+            retries,
+        )
+        return False
 
     async def _request_controlled_shutdown(self) -> list[TopicPartition]:
         if self.controller.active:

@@ -26,6 +26,11 @@ offers what a broker needs and nothing more:
   ``AdminZkClient.changeConfigs`` writes them; every broker watches the notifications;
 - watches (``watch_children``, ``watch_data``), which call back with fresh data.
 
+A call made while the session reconnects waits, queued in kazoo, until it is connected
+again: with the server gone it only ends (``ConnectionLoss``) when ``stop`` closes the
+client, which itself waits for the server's answer or for the connection attempt in
+progress (up to the session timeout). The broker bounds both (``ClusterNode.stop``).
+
 Concurrency: every method blocks on ZooKeeper round trips and is meant to be called
 from a worker thread (``asyncio.to_thread``), never on the event loop. Watch
 callbacks run on kazoo's callback thread; they must hand their data over to the
@@ -44,9 +49,11 @@ from dataclasses import dataclass, replace
 from kazoo.client import KazooClient, KazooState  # type: ignore[import-untyped]
 from kazoo.exceptions import (  # type: ignore[import-untyped]
     BadVersionError,
+    ConnectionLoss,
     NodeExistsError,
     NoNodeError,
     RolledBackError,
+    SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
 from kazoo.protocol.states import ZnodeStat  # type: ignore[import-untyped]
@@ -92,6 +99,11 @@ _STALE_REGISTRATION_GRACE_MS = 2000
 
 DataCallback = Callable[[bytes | None, ZnodeStat | None], bool | None]
 ChildrenCallback = Callable[[list[str]], bool | None]
+
+
+ZK_UNAVAILABLE: tuple[type[Exception], ...] = (ConnectionLoss, SessionExpiredError)
+"""What a call raises when ZooKeeper cannot be reached (the connection lost, the session
+expired or closed): an outage to report in one line, not a bug."""
 
 
 class TopicExistsError(Exception):
@@ -173,6 +185,11 @@ class ZkClient:
                 f"ZooKeeper at {self._hosts} did not answer within {timeout_ms} ms "
                 "(zookeeper.connection.timeout.ms)"
             ) from None
+
+    @property
+    def connected(self) -> bool:
+        """Whether the session is connected now (not lost, not reconnecting)."""
+        return bool(self._client.connected)
 
     def stop(self) -> None:
         """Close the session (its ephemeral nodes disappear at once)."""

@@ -58,6 +58,7 @@ from tickwheel.log._log import (
 from tickwheel.log._offset_metadata import LogOffsetMetadata
 from tickwheel.log._producer_state import AppendOrigin, ProducerStateSummary
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
+from tickwheel.log._recovery import UNFLUSHED_RECOVERED
 from tickwheel.log._txn_index import AbortedTxn
 from tickwheel.record import (
     CONTROL_FLAG_MASK,
@@ -88,6 +89,7 @@ __all__ = [
     "TRANSACTIONAL_FLAG_MASK",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
+    "UNFLUSHED_RECOVERED",
     "AbortedTxn",
     "AppendOrigin",
     "BatchHeader",

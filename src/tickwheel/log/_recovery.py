@@ -46,6 +46,10 @@ The procedure ``load_log`` follows on every open (after a clean close or a crash
 7. The log end offset is the end of the last segment; the recovery point and the high
    watermark are clamped into [log start, log end].
 
+A log closed cleanly has its recovery point at its end, so step 4 re-reads nothing;
+otherwise one INFO line (``UNFLUSHED_RECOVERED``, as Kafka's "Recovering unflushed
+segment") names the offsets that were re-verified.
+
 Nothing flushed is lost: flushed bytes lie below the recovery point or passed their
 CRC check, and a cut only removes bytes after the first bad one.
 
@@ -94,6 +98,11 @@ _LEFTOVER_SUFFIXES: Final = (TEMP_SUFFIX, ".deleted", CLEANED_SUFFIX, SWAP_SUFFI
 _FULL_SCAN_CHUNK_BYTES: Final = 64 * 1024
 
 _log = logging.getLogger(__name__)
+
+
+UNFLUSHED_RECOVERED: Final = "recovered unflushed"
+"""Words of the INFO line of a log opened with records above its recovery point (one
+not closed cleanly): what a clean restart never logs."""
 
 
 @dataclass(slots=True)
@@ -163,6 +172,14 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
     if not segments:
         segments.append(LogSegment.open_file(dir_path, log_start, config, now_ms))
     log_end = max(segments[-1].next_offset, segments[-1].base_offset)
+    if log_end > max(recovery_point, log_start):
+        _log.info(
+            "%s: %s offsets %d to %d above the recovery point",
+            dir_path,
+            UNFLUSHED_RECOVERED,
+            max(recovery_point, log_start),
+            log_end - 1,
+        )
     log_start = min(log_start, log_end)
     checkpointed[LOG_START_OFFSET_CHECKPOINT] = (
         log_start if start_checkpoint is None else start_checkpoint

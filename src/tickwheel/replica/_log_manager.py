@@ -296,7 +296,10 @@ class LogManager:
         logs, self._logs = self._logs, {}
         for tp, log in logs.items():
             try:
-                log.flush()
-            finally:
                 log.close()
-            _log.debug("closed log %s", tp)
+            except (OSError, LogStorageError) as error:
+                # A full disk, say: the other logs still close, and this one is
+                # recovered from its last flush at the next start.
+                _log.error("log %s failed to flush as it closed: %s", tp, error)
+            else:
+                _log.debug("closed log %s", tp)

@@ -201,6 +201,19 @@ class ReplicaManager:
         if self._owns_timers:
             self._timers.start()
 
+    def complete_delayed(self) -> int:
+        """Complete every operation waiting in the purgatories now, as its timeout would
+        (a stopping broker's last answers: what each has, timeouts for the rest);
+        returns how many it completed."""
+        completed = 0
+        for tp in list(self._partitions):
+            key = _key(tp)
+            for purgatory in self.purgatories:
+                for operation in purgatory.cancel_for_key(key):
+                    if operation.force_complete():
+                        completed += 1
+        return completed
+
     def shutdown(self) -> None:
         """Stop the purgatories and timers, then flush and close every log."""
         if self._owns_timers:

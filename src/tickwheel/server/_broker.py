@@ -16,11 +16,19 @@ housekeeping on its ``Scheduler``: retention and flushing every
 ``log.flush.start.offset.checkpoint.interval.ms`` (on a worker thread, since they
 fsync; a failed write takes its log directory offline); forgetting producers idle for
 ``producer.id.expiration.ms`` every ``producer.id.expiration.check.interval.ms``; and
-closing connections idle for longer than ``connections.max.idle.ms``. ``stop`` stops
-listening, closes every connection (a request waiting in a purgatory is dropped with
-its connection, as when Kafka shuts down), stops the cleaner, then flushes and closes
-the logs, which write their checkpoints. In a cluster, ``stop`` first hands this
-broker's leaderships to other in-sync replicas (Kafka's controlled shutdown).
+closing connections idle for longer than ``connections.max.idle.ms``.
+
+``stop`` is bounded in time whatever the cluster's state. In a cluster it first hands
+this broker's leaderships to other in-sync replicas (Kafka's controlled shutdown, its
+attempts bounded and retried as ``controlled.shutdown.*`` and ``request.timeout.ms``
+say; when they are spent, or ZooKeeper is unreachable, it goes on regardless: see
+``ClusterNode.controlled_shutdown``). Then it stops listening, completes every
+operation waiting in the purgatories as their timeouts would, gives connections
+``CLOSE_GRACE_S`` to send those answers and closes them (dropping a client that reads
+nothing more, or one half-way through sending a request), leaves the cluster (its
+ZooKeeper session closed within ``ZK_CLOSE_TIMEOUT_MS``), stops the coordinators and
+the cleaner, then flushes and closes the logs, which write their checkpoints: the next
+start recovers nothing. ``flush_logs`` is for a stop that cannot wait for all that.
 
 ``BackgroundBroker`` runs a ``Broker`` on an event loop in its own thread, for
 synchronous programs and tests: ``with BackgroundBroker(config) as broker``.
@@ -94,6 +102,11 @@ _IDLE_CHECKS_PER_TIMEOUT = 10
 _ANY_INTERFACE = "0.0.0.0"
 _LOOPBACK = "127.0.0.1"
 _THREAD_START_TIMEOUT_S = 30.0
+CLOSE_GRACE_S = 1.0
+"""How long a stopping broker lets its connections send the answers they have, and
+then lets their sockets close: a client that stopped reading (its socket buffer full)
+is dropped after it, unsent bytes and all, as are requests still being read."""
+_ANSWER_POLL_S = 0.01
 
 
 class Broker:
@@ -528,7 +541,8 @@ class Broker:
                 connection.close()
 
     async def stop(self) -> None:
-        """Stop listening, close connections, flush and close the logs; idempotent."""
+        """Stop listening, answer what waits, close connections, flush and close the
+        logs; idempotent. Bounded in time whatever state the cluster is in."""
         if self._stopped:
             return
         self._stopped = True
@@ -544,15 +558,7 @@ class Broker:
         if self._metrics_server is not None:
             self._metrics_server.close()
         await self.time.scheduler.shutdown()
-        connections = list(self._connections.values())
-        tasks = list(self._connections)
-        for task in tasks:
-            task.cancel()
-        for connection in connections:
-            connection.close()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for connection in connections:
-            await connection.wait_closed()
+        await self._close_connections()
         if self._context is not None and self._context.cluster is not None:
             await self._context.cluster.stop()
         if self._context is not None:
@@ -564,6 +570,47 @@ class Broker:
             self._replica_manager.shutdown()
         self.time.timers.stop()
         _log.info("tickwheel broker %d stopped", self.config.broker_id)
+
+    async def _close_connections(self) -> None:
+        """Complete what waits in the purgatories and let each connection send its answer
+        (``CLOSE_GRACE_S`` at most), then close them all; a client that reads nothing
+        more has its socket dropped."""
+        connections = dict(self._connections)
+        loop = asyncio.get_running_loop()
+        deadline_s = loop.time() + CLOSE_GRACE_S
+        while True:
+            # Again each round: a follower answered fetches again at once, and that
+            # fetch must not wait in the purgatory for the rest of the grace.
+            if self._replica_manager is not None:
+                self._replica_manager.complete_delayed()
+            if not any(c.busy for c in connections.values()) or loop.time() >= deadline_s:
+                break
+            await asyncio.sleep(_ANSWER_POLL_S)
+        for task, connection in connections.items():
+            task.cancel()
+            connection.close()
+        await asyncio.gather(*connections, return_exceptions=True)
+        closing = {
+            asyncio.ensure_future(connection.wait_closed()): connection
+            for connection in connections.values()
+        }
+        if not closing:
+            return
+        _, stuck = await asyncio.wait(closing, timeout=CLOSE_GRACE_S)
+        for waiter in stuck:
+            closing[waiter].abort()
+        if stuck:
+            await asyncio.wait(stuck)
+
+    def flush_logs(self) -> None:
+        """Flush every open log now (a stop that cannot wait); failures are logged."""
+        if self._replica_manager is None:
+            return
+        for log in self._replica_manager.log_manager.logs():
+            try:
+                log.flush()
+            except (LogError, OSError) as error:
+                _log.error("log %s failed to flush: %s", log.dir_path, error)
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -89,6 +89,7 @@ def cluster_settings(
         controlled_shutdown_enable=config.controlled_shutdown_enable,
         controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
         controlled_shutdown_retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
+        request_timeout_ms=config.request_timeout_ms,
         inter_broker_listener=config.inter_broker_listener().name,
         inter_broker_ssl_context=inter_broker_ssl_context(config),
         inter_broker_sasl=inter_broker_sasl(config),

@@ -138,6 +138,29 @@ def test_bad_connection_limits_are_refused_naming_the_property(
         BrokerConfig.from_properties(properties)
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "controlled.shutdown.max.retries",
+        "controlled.shutdown.retry.backoff.ms",
+        "connection.failed.authentication.delay.ms",
+    ],
+)
+def test_a_negative_count_or_delay_is_refused_by_name(name: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{re.escape(name)} must not be negative$"):
+        BrokerConfig.from_properties({name: "-1"})
+    assert BrokerConfig.from_properties({name: "0"})
+
+
+def test_controlled_shutdown_settings_default_to_kafka_s() -> None:
+    config = BrokerConfig()
+    assert config.controlled_shutdown_max_retries == 3
+    assert config.controlled_shutdown_retry_backoff_ms == 5000
+    assert config.request_timeout_ms == 30_000
+    with pytest.raises(ConfigError, match=r"^request\.timeout\.ms must be positive$"):
+        BrokerConfig.from_properties({"request.timeout.ms": "0"})
+
+
 def test_unknown_properties_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     BrokerConfig.from_properties({"sasl.kerberos.service.name": "kafka"})
     assert "sasl.kerberos.service.name" in caplog.text

@@ -234,6 +234,8 @@ class BrokerConfig:
     controlled_shutdown_retry_backoff_ms: int = field(
         default=5_000, metadata=_kafka("controlled.shutdown.retry.backoff.ms")
     )
+    # What bounds each controlled shutdown attempt, as Kafka's request to its controller.
+    request_timeout_ms: int = field(default=30_000, metadata=_kafka("request.timeout.ms"))
     replica_fetch_wait_max_ms: int = field(
         default=500, metadata=_kafka("replica.fetch.wait.max.ms")
     )
@@ -583,8 +585,18 @@ class BrokerConfig:
             self.listener_connection_limits(spec.name)
         if self.cluster_id and (problem := cluster_id_error(self.cluster_id)) is not None:
             raise ConfigError(f"cluster.id: {problem}")
-        if self.connection_failed_authentication_delay_ms < 0:
-            raise ConfigError("connection.failed.authentication.delay.ms must not be negative")
+        for name, value in (
+            (
+                "connection.failed.authentication.delay.ms",
+                self.connection_failed_authentication_delay_ms,
+            ),
+            ("controlled.shutdown.max.retries", self.controlled_shutdown_max_retries),
+            ("controlled.shutdown.retry.backoff.ms", self.controlled_shutdown_retry_backoff_ms),
+        ):
+            if value < 0:
+                raise ConfigError(f"{name} must not be negative")
+        if self.request_timeout_ms < 1:
+            raise ConfigError("request.timeout.ms must be positive")
 
     @classmethod
     def from_properties(

@@ -595,6 +595,10 @@ class Connection:
         """Close the socket (the ``run`` loop ends at its next read)."""
         self._writer.close()
 
+    def abort(self) -> None:
+        """Drop the socket now, unsent bytes and all (a client that stopped reading)."""
+        self._writer.transport.abort()
+
     async def wait_closed(self) -> None:
         """Wait until the socket is closed, after ``close``."""
         # What a client can make of the end of its socket is not the broker's error:
