@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from tickwheel.coordinator._apis import FIND_COORDINATOR_KEY, CoordinatorLocator
+from tickwheel.coordinator._locator import FIND_COORDINATOR_KEY, CoordinatorLocator
 from tickwheel.coordinator.transaction._coordinator import (
     InitProducerIdResult,
     TransactionCoordinator,

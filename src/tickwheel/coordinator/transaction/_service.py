@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from tickwheel.coordinator._apis import CoordinatorLocator, CoordinatorNode
+from tickwheel.coordinator._locator import CoordinatorLocator, CoordinatorNode
 from tickwheel.coordinator.transaction._apis import TransactionApis
 from tickwheel.coordinator.transaction._config import TransactionConfig
 from tickwheel.coordinator.transaction._coordinator import TransactionCoordinator

@@ -22,8 +22,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator import FIND_COORDINATOR_KEY, GROUP_API_VERSIONS
-from tickwheel.coordinator.share import COORDINATOR_TYPE_SHARE, SHARE_KEY_MIN_VERSION
+from tickwheel.coordinator import FIND_COORDINATOR_KEY
+from tickwheel.coordinator.group import GROUP_API_VERSIONS
+from tickwheel.coordinator.share_state import COORDINATOR_TYPE_SHARE, SHARE_KEY_MIN_VERSION
 from tickwheel.coordinator.transaction import COORDINATOR_TYPE_TRANSACTION
 from tickwheel.protocol import (
     DecodedRequest,

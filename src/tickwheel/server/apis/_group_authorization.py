@@ -1,6 +1,6 @@
 """Authorization of the group coordinator's APIs, as Kafka's ``KafkaApis`` does it.
 
-The coordinator (``tickwheel.coordinator``) knows nothing of principals; with an
+The coordinator (``tickwheel.coordinator.group``) knows nothing of principals; with an
 authorizer configured, ``handle_authorized_group_request`` checks a group API request
 here first and hands the coordinator only what the principal may touch, then puts the
 refusals into the coordinator's answer:
@@ -31,7 +31,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator import GroupService
+from tickwheel.coordinator.group import GroupService
 from tickwheel.protocol import (
     ApiKey,
     DecodedRequest,

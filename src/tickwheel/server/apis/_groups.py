@@ -3,7 +3,7 @@
 OffsetCommit, OffsetFetch, FindCoordinator (key_type 0, routed by
 ``_find_coordinator``), JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups,
 ListGroups, DeleteGroups and OffsetDelete: their versions and handlers
-live in ``tickwheel.coordinator`` (``GROUP_API_VERSIONS``, ``GroupApis``); each spec here
+live in ``tickwheel.coordinator.group`` (``GROUP_API_VERSIONS``, ``GroupApis``); each spec here
 hands its request to the broker's ``GroupService`` (``context.groups``), which also knows
 from here which topic partitions exist (OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION
 for the others).
@@ -43,15 +43,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 
 from tickwheel.cluster import ClusterNode
-from tickwheel.coordinator import (
-    FIND_COORDINATOR_KEY,
-    OFFSETS_TOPIC,
-    CoordinatorLocator,
-    CoordinatorNode,
-    GroupConfig,
-    GroupService,
-)
-from tickwheel.coordinator.consumer import (
+from tickwheel.coordinator import FIND_COORDINATOR_KEY, CoordinatorLocator, CoordinatorNode
+from tickwheel.coordinator.group import OFFSETS_TOPIC, GroupConfig, GroupService
+from tickwheel.coordinator.group.consumer import (
     GROUP_API_NAMES_WITH_CONSUMER,
     GROUP_API_VERSIONS_WITH_CONSUMER,
 )

@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import ClusterNode
 from tickwheel.coordinator import CoordinatorNode
-from tickwheel.coordinator.share import (
+from tickwheel.coordinator.share_state import (
     PERSISTER_TIMEOUT_MS,
     SHARE_GROUP_STATE_TOPIC,
     SHARE_STATE_API_NAMES,

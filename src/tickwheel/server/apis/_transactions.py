@@ -31,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tickwheel.cluster import ClusterNode, KafkaTxnMarkerTransport
-from tickwheel.coordinator import OFFSETS_TOPIC, CoordinatorLocator, CoordinatorNode, partition_for
+from tickwheel.coordinator import CoordinatorLocator, CoordinatorNode, partition_for
+from tickwheel.coordinator.group import OFFSETS_TOPIC
 from tickwheel.coordinator.transaction import (
     TRANSACTION_API_NAMES,
     TRANSACTION_API_VERSIONS,
