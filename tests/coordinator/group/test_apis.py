@@ -225,8 +225,8 @@ def test_offset_fetch_v1_puts_errors_on_partitions(harness: Harness, apis: Group
 
 
 @pytest.mark.asyncio
-async def test_handle_dispatches_by_api_key(apis: GroupApis) -> None:
-    response = await apis.handle(request(16, 0, {}), client_id=CLIENT)
+async def test_list_groups_v0(apis: GroupApis) -> None:
+    response = apis.list_groups(request(16, 0, {}))
     assert round_trip(response).error_code is ErrorCode.none
 
 

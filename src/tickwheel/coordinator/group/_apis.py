@@ -1,12 +1,12 @@
 """``GroupApis``: the group coordinator's requests as kio entities in and out.
 
-One ``async`` method per API takes the decoded kio request body of whatever version the
-client sent (plus the client id from the request header) and returns the kio response
-body of the same version. Version differences are handled here, once: fields a version
-lacks are read with Kafka's defaults (JoinGroup v0 has no rebalance timeout, so the
-session timeout serves; LeaveGroup before v3 names one member; OffsetFetch v1 cannot ask
-for "all"), and responses are built with ``tickwheel.protocol.build_entity``, which keeps
-only the fields the version has.
+One method per API (``async`` where the answer waits) takes the decoded kio request body
+of whatever version the client sent (plus, for JoinGroup, the client id from the request
+header) and returns the kio response body of the same version. Version differences are
+handled here, once: fields a version lacks are read with Kafka's defaults (JoinGroup v0
+has no rebalance timeout, so the session timeout serves; LeaveGroup before v3 names one
+member; OffsetFetch v1 cannot ask for "all"), and responses are built with
+``tickwheel.protocol.build_entity``, which keeps only the fields the version has.
 
 =================  ===  ========  =================================================
 API                key  versions  waits for
@@ -51,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -204,37 +204,6 @@ class GroupApis:
         self.coordinator = coordinator
         self._locate = locate
         self._partition_exists = partition_exists
-        # Requests whose answer may wait (a purgatory, an append), and the others.
-        self._waiting_handlers: dict[int, Callable[[Any], Awaitable[ResponsePayload]]] = {
-            SYNC_GROUP_KEY: self.sync_group,
-            HEARTBEAT_KEY: self.heartbeat,
-            LEAVE_GROUP_KEY: self.leave_group,
-            OFFSET_COMMIT_KEY: self.offset_commit,
-            TXN_OFFSET_COMMIT_KEY: self.txn_offset_commit,
-        }
-        self._immediate_handlers: dict[int, Callable[[Any], ResponsePayload]] = {
-            OFFSET_FETCH_KEY: self.offset_fetch,
-            FIND_COORDINATOR_KEY: self.find_coordinator,
-            DESCRIBE_GROUPS_KEY: self.describe_groups,
-            LIST_GROUPS_KEY: self.list_groups,
-            DELETE_GROUPS_KEY: self.delete_groups,
-            OFFSET_DELETE_KEY: self.offset_delete,
-        }
-
-    async def handle(
-        self, request: RequestPayload, *, client_id: str, client_host: str = DEFAULT_CLIENT_HOST
-    ) -> ResponsePayload:
-        """Dispatch ``request`` (one of ``GROUP_API_VERSIONS``) to its handler."""
-        api_key = int(type(request).__api_key__)
-        if api_key == JOIN_GROUP_KEY:
-            return await self.join_group(request, client_id=client_id, client_host=client_host)
-        waiting = self._waiting_handlers.get(api_key)
-        if waiting is not None:
-            return await waiting(request)
-        immediate = self._immediate_handlers.get(api_key)
-        if immediate is None:
-            raise ValueError(f"api key {api_key} is not a group API")
-        return immediate(request)
 
     # --- FindCoordinator ---------------------------------------------------------------
 

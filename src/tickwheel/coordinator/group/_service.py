@@ -5,9 +5,9 @@ purgatories, "Heartbeat" and "Rebalance", each on its own ``SystemTimer`` of the
 broker's ``LoopTimers`` (an ``InlineExecutor`` driven by an ``AsyncioTimerDriver``, or by
 a ``ManualClock``'s ``advance`` in tests; no thread; expirations run on the loop);
 ``__consumer_offsets`` through the ``ReplicaManager`` (``ReplicaOffsetsLog``);
-and ``GroupApis`` for the requests. ``start()`` loads the groups of every offsets
-partition this broker leads; ``handle`` answers one decoded group request with its
-response frame. As in Kafka, ``__consumer_offsets`` is created when the first
+and ``GroupApis`` behind ``ConsumerGroupApis`` (``apis``) for the requests, whose
+handlers the broker's API table calls. ``start()`` loads the groups of every offsets
+partition this broker leads. As in Kafka, ``__consumer_offsets`` is created when the first
 FindCoordinator needs it (through the broker's ``create_offsets_topic``), so a broker
 that never sees a group never pays for its partitions.
 
@@ -43,7 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tickwheel.coordinator import CoordinatorLocator, CoordinatorNode
-from tickwheel.coordinator.group._apis import DEFAULT_CLIENT_HOST, GroupApis, PartitionChecker
+from tickwheel.coordinator.group._apis import GroupApis, PartitionChecker
 from tickwheel.coordinator.group._config import GroupConfig
 from tickwheel.coordinator.group._coordinator import GroupCoordinator
 from tickwheel.coordinator.group._manager import GroupMetadataManager, wall_clock_ms
@@ -54,7 +54,6 @@ from tickwheel.coordinator.group.consumer import (
     ConsumerGroupCoordinator,
     TopicCatalog,
 )
-from tickwheel.protocol import DecodedRequest, encode_response
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import ReplicaManager, TopicPartition
 from tickwheel.timer import LoopTimers, Scheduler, SystemTimer, TimerTask
@@ -165,15 +164,6 @@ class GroupService:
         self.coordinator.cleanup_group_metadata()
         manager = self.coordinator.manager
         self.consumer_groups.delete_empty_groups(lambda g: manager.get_group(g) is not None)
-
-    async def handle(
-        self, request: DecodedRequest, *, client_host: str = DEFAULT_CLIENT_HOST
-    ) -> bytes:
-        """The response frame to one group API request."""
-        response = await self.apis.handle(
-            request.body, client_id=request.header.client_id or "", client_host=client_host
-        )
-        return encode_response(request.correlation_id, response)
 
     def shutdown(self) -> None:
         """Stop the cleanup, the timer drivers and both purgatories (the offsets logs belong

@@ -88,6 +88,7 @@ _NO_STATE: Mapping[int, Mapping[str, Any]] = {
     },
 }
 """What a read answers for a share-partition without a state."""
+_NOTHING: Mapping[str, Any] = {}
 
 PartitionHandler = Callable[[SharePartitionKey, Any], Awaitable[dict[str, Any]]]
 
@@ -172,29 +173,44 @@ class ShareStateApis:
             coordinators.append(answer)
         return _respond(request, {"throttle_time": 0, "coordinators": coordinators})
 
-    async def handle(self, request: RequestPayload) -> ResponsePayload:
-        """Answer one share-state request."""
-        handlers: dict[int, PartitionHandler] = {
-            INITIALIZE_SHARE_GROUP_STATE_KEY: self._initialize,
-            READ_SHARE_GROUP_STATE_KEY: self._read,
-            WRITE_SHARE_GROUP_STATE_KEY: self._write,
-            DELETE_SHARE_GROUP_STATE_KEY: self._delete,
-            READ_SHARE_GROUP_STATE_SUMMARY_KEY: self._read_summary,
-        }
-        api_key = int(type(request).__api_key__)
-        handler = handlers.get(api_key)
-        if handler is None:
-            raise ValueError(f"api key {api_key} is not a share-state API")
-        body: Any = request
+    async def initialize_state(self, request: Any) -> ResponsePayload:
+        """InitializeShareGroupState."""
+        return await self._per_partition(request, self._initialize, _NOTHING)
+
+    async def read_state(self, request: Any) -> ResponsePayload:
+        """ReadShareGroupState."""
+        return await self._per_partition(request, self._read, _NO_STATE[READ_SHARE_GROUP_STATE_KEY])
+
+    async def write_state(self, request: Any) -> ResponsePayload:
+        """WriteShareGroupState."""
+        return await self._per_partition(request, self._write, _NOTHING)
+
+    async def delete_state(self, request: Any) -> ResponsePayload:
+        """DeleteShareGroupState."""
+        return await self._per_partition(request, self._delete, _NOTHING)
+
+    async def read_state_summary(self, request: Any) -> ResponsePayload:
+        """ReadShareGroupStateSummary."""
+        return await self._per_partition(
+            request, self._read_summary, _NO_STATE[READ_SHARE_GROUP_STATE_SUMMARY_KEY]
+        )
+
+    async def _per_partition(
+        self, request: Any, handler: PartitionHandler, no_state: Mapping[str, Any]
+    ) -> ResponsePayload:
+        """``handler``'s answer for each share-partition of ``request``; a partition named
+        without a group id or topic id gets ``no_state`` and INVALID_REQUEST."""
         results = []
-        for topic in body.topics:
+        for topic in request.topics:
             partitions = []
             for partition in topic.partitions:
                 answer: dict[str, Any] = {"partition": int(partition.partition)}
-                if not body.group_id or topic.topic_id in {None, _NO_TOPIC_ID}:
-                    answer.update(_NO_STATE.get(api_key, {}), **_failed(ErrorCode.invalid_request))
+                if not request.group_id or topic.topic_id in {None, _NO_TOPIC_ID}:
+                    answer.update(no_state, **_failed(ErrorCode.invalid_request))
                 else:
-                    key = SharePartitionKey(body.group_id, topic.topic_id, int(partition.partition))
+                    key = SharePartitionKey(
+                        request.group_id, topic.topic_id, int(partition.partition)
+                    )
                     answer.update(await handler(key, partition))
                 partitions.append(answer)
             results.append({"topic_id": topic.topic_id, "partitions": partitions})
@@ -249,3 +265,18 @@ class ShareStateApis:
     async def _delete(self, key: SharePartitionKey, _partition: Any) -> dict[str, Any]:
         error = await self.coordinator.delete_state(key)
         return _failed(error) if error is not ErrorCode.none else {"error_code": error}
+
+
+ShareStateApiHandler = Callable[[ShareStateApis, Any], Awaitable[ResponsePayload]]
+"""One share-state API's handler: the broker's ``ShareStateApis`` and a request body in,
+the response body out."""
+
+SHARE_STATE_API_HANDLERS: Mapping[int, ShareStateApiHandler] = {
+    INITIALIZE_SHARE_GROUP_STATE_KEY: ShareStateApis.initialize_state,
+    READ_SHARE_GROUP_STATE_KEY: ShareStateApis.read_state,
+    WRITE_SHARE_GROUP_STATE_KEY: ShareStateApis.write_state,
+    DELETE_SHARE_GROUP_STATE_KEY: ShareStateApis.delete_state,
+    READ_SHARE_GROUP_STATE_SUMMARY_KEY: ShareStateApis.read_state_summary,
+}
+"""The handler of each share-state API, which the broker's API table calls directly
+(FindCoordinator of share-partition keys is ``ShareStateApis.find_coordinator``)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tickwheel.coordinator._locator import FIND_COORDINATOR_KEY, CoordinatorNode
+from tickwheel.coordinator._locator import CoordinatorNode
 from tickwheel.coordinator.share_state._apis import ShareStateApis
 from tickwheel.coordinator.share_state._config import ShareCoordinatorConfig
 from tickwheel.coordinator.share_state._coordinator import ShareCoordinator
@@ -26,7 +26,6 @@ from tickwheel.coordinator.share_state._persister import (
     ShareStateTransport,
 )
 from tickwheel.coordinator.share_state._records import SHARE_GROUP_STATE_TOPIC
-from tickwheel.protocol import DecodedRequest, encode_response
 from tickwheel.replica import ReplicaManager, TopicPartition
 
 PERSISTER_TIMEOUT_MS = 30_000
@@ -98,15 +97,6 @@ class ShareCoordinatorService:
     def on_resigned(self, partition: int) -> None:
         """This broker is no longer leader of state ``partition``."""
         self.coordinator.on_resigned(partition)
-
-    async def handle(self, request: DecodedRequest) -> bytes:
-        """The response frame to one share-state request, or to a FindCoordinator of
-        share keys."""
-        if request.api_key == FIND_COORDINATOR_KEY:
-            response = self.apis.find_coordinator(request.body)
-        else:
-            response = await self.apis.handle(request.body)
-        return encode_response(request.correlation_id, response)
 
     async def shutdown(self) -> None:
         """Close the connections to other brokers' share coordinators."""

@@ -13,7 +13,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import ResponsePayload
 
 from tickwheel.coordinator.group import GroupApis, GroupCoordinator
-from tickwheel.coordinator.group.consumer import ConsumerGroupApis
+from tickwheel.coordinator.group.consumer import GROUP_API_HANDLERS, ConsumerGroupApis
 from tickwheel.protocol import build_entity, request_schema
 from tickwheel.timer import InlineExecutor, SystemTimer
 
@@ -43,7 +43,8 @@ def round_trip(response: ResponsePayload) -> Any:
 
 
 async def call(apis: ConsumerGroupApis, api_key: int, version: int, values: dict[str, Any]) -> Any:
-    return round_trip(await apis.handle(request(api_key, version, values), client_id="test"))
+    handler = GROUP_API_HANDLERS[api_key]
+    return round_trip(await handler(apis, request(api_key, version, values), "test"))
 
 
 def join_body(member_id: str) -> dict[str, Any]:

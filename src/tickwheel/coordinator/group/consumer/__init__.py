@@ -29,9 +29,11 @@ batches and offsets log; it knows the broker's topics only through an injected
 from tickwheel.coordinator.group.consumer._apis import (
     CONSUMER_GROUP_DESCRIBE_KEY,
     CONSUMER_GROUP_HEARTBEAT_KEY,
+    GROUP_API_HANDLERS,
     GROUP_API_NAMES_WITH_CONSUMER,
     GROUP_API_VERSIONS_WITH_CONSUMER,
     ConsumerGroupApis,
+    GroupApiHandler,
 )
 from tickwheel.coordinator.group.consumer._assignors import (
     ASSIGNORS,
@@ -70,6 +72,7 @@ __all__ = [
     "CONSUMER_GROUP_DESCRIBE_KEY",
     "CONSUMER_GROUP_HEARTBEAT_KEY",
     "CONSUMER_GROUP_TYPE",
+    "GROUP_API_HANDLERS",
     "GROUP_API_NAMES_WITH_CONSUMER",
     "GROUP_API_VERSIONS_WITH_CONSUMER",
     "JOIN_MEMBER_EPOCH",
@@ -85,6 +88,7 @@ __all__ = [
     "ConsumerGroupMember",
     "ConsumerGroupState",
     "DescribedGroup",
+    "GroupApiHandler",
     "HeartbeatRequest",
     "HeartbeatResult",
     "MemberSpec",

@@ -3,7 +3,8 @@
 ConsumerGroupHeartbeat and ConsumerGroupDescribe are answered here; every other group
 API goes to the classic ``GroupApis`` after a look at whether its group id names a
 consumer-protocol group (one namespace for every protocol; ListGroups also lists, and
-DeleteGroups hands on, the share groups the broker tells it of):
+DeleteGroups hands on, the share groups the broker tells it of). ``GROUP_API_HANDLERS``
+names the handler of each API, which the broker's API table calls directly:
 
 =====================  ===  ========  ===============================================
 API                    key  versions  for a consumer-protocol group
@@ -53,11 +54,14 @@ from tickwheel.coordinator.group._apis import (
     DESCRIBE_GROUPS_KEY,
     GROUP_API_NAMES,
     GROUP_API_VERSIONS,
+    HEARTBEAT_KEY,
     JOIN_GROUP_KEY,
+    LEAVE_GROUP_KEY,
     LIST_GROUPS_KEY,
     OFFSET_COMMIT_KEY,
     OFFSET_DELETE_KEY,
     OFFSET_FETCH_KEY,
+    SYNC_GROUP_KEY,
     TXN_OFFSET_COMMIT_KEY,
     GroupApis,
     _Answer,
@@ -161,37 +165,15 @@ class ConsumerGroupApis:
         self.other_groups: Callable[[frozenset[str]], list[dict[str, Any]]] = lambda states: []
         self.is_other_group: Callable[[str], bool] = lambda name: False
         self.delete_other_group: Callable[[str], Awaitable[ErrorCode]] | None = None
-        self._waiting_handlers: dict[int, Callable[[Any], Awaitable[ResponsePayload]]] = {
-            OFFSET_COMMIT_KEY: self.offset_commit,
-            TXN_OFFSET_COMMIT_KEY: self.txn_offset_commit,
-            DELETE_GROUPS_KEY: self.delete_groups,
-        }
-        self._immediate_handlers: dict[int, Callable[[Any], ResponsePayload]] = {
-            CONSUMER_GROUP_DESCRIBE_KEY: self.describe,
-            OFFSET_FETCH_KEY: self.offset_fetch,
-            OFFSET_DELETE_KEY: self.offset_delete,
-            LIST_GROUPS_KEY: self.list_groups,
-            DESCRIBE_GROUPS_KEY: self.describe_groups,
-        }
 
-    async def handle(
-        self, request: RequestPayload, *, client_id: str, client_host: str = DEFAULT_CLIENT_HOST
+    async def join_group(
+        self, request: Any, client_id: str, client_host: str = DEFAULT_CLIENT_HOST
     ) -> ResponsePayload:
-        """Dispatch one group API request (classic or consumer protocol)."""
-        api_key = int(type(request).__api_key__)
-        if api_key == CONSUMER_GROUP_HEARTBEAT_KEY:
-            return await self.heartbeat(request, client_id=client_id, client_host=client_host)
-        waiting = self._waiting_handlers.get(api_key)
-        if waiting is not None:
-            return await waiting(request)
-        immediate = self._immediate_handlers.get(api_key)
-        if immediate is not None:
-            return immediate(request)
-        if api_key == JOIN_GROUP_KEY:
-            refused = self._refuse_join(request)
-            if refused is not None:
-                return refused
-        return await self.classic.handle(request, client_id=client_id, client_host=client_host)
+        """JoinGroup: refused for a consumer-protocol group that stays one, else classic."""
+        refused = self._refuse_join(request)
+        if refused is not None:
+            return refused
+        return await self.classic.join_group(request, client_id=client_id, client_host=client_host)
 
     def _refuse_join(self, request: Any) -> ResponsePayload | None:
         """The answer to a classic JoinGroup for a consumer-protocol group that stays one."""
@@ -213,7 +195,7 @@ class ConsumerGroupApis:
     # --- ConsumerGroupHeartbeat, ConsumerGroupDescribe -------------------------------------
 
     async def heartbeat(
-        self, request: Any, *, client_id: str, client_host: str = DEFAULT_CLIENT_HOST
+        self, request: Any, client_id: str, client_host: str = DEFAULT_CLIENT_HOST
     ) -> ResponsePayload:
         """ConsumerGroupHeartbeat; answers once the group's records are written."""
         decoded = HeartbeatRequest(
@@ -526,3 +508,56 @@ class ConsumerGroupApis:
                 ]
             },
         )
+
+
+GroupApiHandler = Callable[[ConsumerGroupApis, Any, str], Awaitable[ResponsePayload]]
+"""One group API's handler: the broker's ``ConsumerGroupApis``, a request body and the
+client id in, the response body out."""
+
+
+def _waiting(
+    method: Callable[[ConsumerGroupApis, Any], Awaitable[ResponsePayload]],
+) -> GroupApiHandler:
+    """``method`` as a handler (it needs no client id)."""
+
+    async def handle(apis: ConsumerGroupApis, request: Any, _client_id: str) -> ResponsePayload:
+        return await method(apis, request)
+
+    return handle
+
+
+def _immediate(method: Callable[[ConsumerGroupApis, Any], ResponsePayload]) -> GroupApiHandler:
+    """``method``, which answers without waiting, as a handler."""
+
+    async def handle(apis: ConsumerGroupApis, request: Any, _client_id: str) -> ResponsePayload:
+        return method(apis, request)
+
+    return handle
+
+
+def _classic(method: Callable[[GroupApis, Any], Awaitable[ResponsePayload]]) -> GroupApiHandler:
+    """The classic ``GroupApis``' ``method`` as a handler (an API of classic groups only)."""
+
+    async def handle(apis: ConsumerGroupApis, request: Any, _client_id: str) -> ResponsePayload:
+        return await method(apis.classic, request)
+
+    return handle
+
+
+GROUP_API_HANDLERS: Mapping[int, GroupApiHandler] = {
+    OFFSET_COMMIT_KEY: _waiting(ConsumerGroupApis.offset_commit),
+    OFFSET_FETCH_KEY: _immediate(ConsumerGroupApis.offset_fetch),
+    JOIN_GROUP_KEY: ConsumerGroupApis.join_group,
+    HEARTBEAT_KEY: _classic(GroupApis.heartbeat),
+    LEAVE_GROUP_KEY: _classic(GroupApis.leave_group),
+    SYNC_GROUP_KEY: _classic(GroupApis.sync_group),
+    DESCRIBE_GROUPS_KEY: _immediate(ConsumerGroupApis.describe_groups),
+    LIST_GROUPS_KEY: _immediate(ConsumerGroupApis.list_groups),
+    TXN_OFFSET_COMMIT_KEY: _waiting(ConsumerGroupApis.txn_offset_commit),
+    DELETE_GROUPS_KEY: _waiting(ConsumerGroupApis.delete_groups),
+    OFFSET_DELETE_KEY: _immediate(ConsumerGroupApis.offset_delete),
+    CONSUMER_GROUP_HEARTBEAT_KEY: ConsumerGroupApis.heartbeat,
+    CONSUMER_GROUP_DESCRIBE_KEY: _immediate(ConsumerGroupApis.describe),
+}
+"""The handler of each group API but FindCoordinator (which the broker routes by key
+type to ``GroupApis.find_coordinator``), which the broker's API table calls directly."""
