@@ -13,7 +13,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tickwheel.cluster import LocalCluster
-from tickwheel.coordinator import OFFSETS_TOPIC, partition_for
+from tickwheel.coordinator import partition_for
+from tickwheel.coordinator.group import OFFSETS_TOPIC
 
 from .helpers import CLUSTER_PROPERTIES, SESSION_TIMEOUT_MS, WAIT_S, ZOOKEEPER_TICK_MS, wait_for
 

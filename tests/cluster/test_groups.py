@@ -13,7 +13,8 @@ from confluent_kafka import TopicPartition as ConsumerPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tickwheel.cluster import LocalCluster
-from tickwheel.coordinator import OFFSETS_TOPIC, partition_for
+from tickwheel.coordinator import partition_for
+from tickwheel.coordinator.group import OFFSETS_TOPIC
 
 from .helpers import CLUSTER_PROPERTIES, WAIT_S, ZOOKEEPER_TICK_MS, isr, log_bytes, wait_for
 

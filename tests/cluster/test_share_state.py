@@ -18,9 +18,14 @@ from tickwheel.cluster import (
     ChannelSettings,
     LocalCluster,
 )
-from tickwheel.coordinator.share import coordinator_key
+from tickwheel.coordinator.share_state import coordinator_key
 from tickwheel.server._share_transport import KafkaShareStateTransport
-from tickwheel.share import PersisterStateBatch, RecordState, ShareGroupState, SharePartitionKey
+from tickwheel.share_delivery import (
+    PersisterStateBatch,
+    RecordState,
+    ShareGroupState,
+    SharePartitionKey,
+)
 
 from .helpers import WAIT_S, local_cluster, wait_for
 

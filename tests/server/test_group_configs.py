@@ -16,7 +16,7 @@ from tickwheel.server.config._groups import (
     group_defaults,
     validate_group_overrides,
 )
-from tickwheel.share import by_duration_ms
+from tickwheel.share_delivery import by_duration_ms
 
 TIMEOUT_S = 15.0
 GROUP_CONFIG_SOURCE = 8

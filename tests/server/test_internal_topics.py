@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from tickwheel.coordinator import OFFSETS_TOPIC
+from tickwheel.coordinator.group import OFFSETS_TOPIC
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 pytestmark = pytest.mark.integration

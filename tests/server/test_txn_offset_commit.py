@@ -17,7 +17,7 @@ import confluent_kafka
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator import OFFSETS_TOPIC
+from tickwheel.coordinator.group import OFFSETS_TOPIC
 from tickwheel.replica import TopicPartition
 from tickwheel.server import BackgroundBroker
 

@@ -35,7 +35,7 @@ cancelled entry is always its head) and a random outstanding lock (pre-drawn wit
 ``--seed``; acknowledgements of many members and RELEASEs interleave). Peers, same
 inputs, taking turns:
 
-- ``wheel`` -- the real ``tickwheel.share.AcquisitionLock`` on a real
+- ``wheel`` -- the real ``tickwheel.share_delivery.AcquisitionLock`` on a real
   ``tickwheel.timer.SystemTimer`` (Kafka's ``tick_ms=1, wheel_size=20``), a
   ``ManualClock`` moved 1 ms every ``LOCKS_PER_MS`` locks, an ``InlineExecutor``;
 - ``heapq`` -- the same lock fields on a heap of deadlines: add pushes ``(deadline,
@@ -101,7 +101,7 @@ from typing import Any
 
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.server import BackgroundBroker, Broker, BrokerConfig
-from tickwheel.share import AcquisitionLock, SharePartitionKey
+from tickwheel.share_delivery import AcquisitionLock, SharePartitionKey
 from tickwheel.timer import InlineExecutor, ManualClock, SystemTimer, TimerTask
 
 QUEUE = "queue"

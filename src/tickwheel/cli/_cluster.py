@@ -22,7 +22,7 @@ from types import FrameType
 
 from tickwheel.cli import _health as health
 from tickwheel.cluster import LocalCluster, ZooKeeperError
-from tickwheel.coordinator import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR
+from tickwheel.coordinator.group import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR
 from tickwheel.server import parse_overrides
 
 _DEFAULT_BROKERS = 3

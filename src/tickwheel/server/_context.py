@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tickwheel.cluster import BROKER_ENTITY, GROUP_ENTITY, TOPIC_ENTITY, ClusterNode
-from tickwheel.coordinator import GroupService
-from tickwheel.coordinator.share import ShareCoordinatorService
-from tickwheel.coordinator.share_group import ShareGroupAdmin, ShareGroupCoordinator
+from tickwheel.coordinator.group import GroupService
+from tickwheel.coordinator.group.share import ShareGroupAdmin, ShareGroupCoordinator
+from tickwheel.coordinator.share_state import ShareCoordinatorService
 from tickwheel.coordinator.transaction import TransactionService
 from tickwheel.log import LogConfig, LogStorageError
 from tickwheel.protocol import VersionRange
@@ -43,7 +43,7 @@ from tickwheel.server._users import UserConfigs
 from tickwheel.server.config._broker import BrokerConfig, ConfigError
 from tickwheel.server.config._dynamic import DynamicBrokerConfig
 from tickwheel.server.config._groups import GroupConfigs
-from tickwheel.share import SharePartitionManager
+from tickwheel.share_delivery import SharePartitionManager
 
 _log = logging.getLogger(__name__)
 _ALTER_CONFIG_TIMEOUT_MS = 30_000

@@ -22,9 +22,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import BrokerChannels, WireError
-from tickwheel.coordinator.share import NO_LEADER_EPOCH, batches_from_wire, batches_to_wire
+from tickwheel.coordinator.share_state import NO_LEADER_EPOCH, batches_from_wire, batches_to_wire
 from tickwheel.protocol import ApiKey
-from tickwheel.share import ShareGroupState, SharePartitionKey
+from tickwheel.share_delivery import ShareGroupState, SharePartitionKey
 
 INITIALIZE_SHARE_GROUP_STATE_KEY = ApiKey.INITIALIZE_SHARE_GROUP_STATE
 READ_SHARE_GROUP_STATE_KEY = ApiKey.READ_SHARE_GROUP_STATE

@@ -40,8 +40,10 @@ broker injects the locator, the leader lookup and the marker transport).
 
 from tickwheel.coordinator.transaction._apis import (
     COORDINATOR_TYPE_TRANSACTION,
+    TRANSACTION_API_HANDLERS,
     TRANSACTION_API_NAMES,
     TRANSACTION_API_VERSIONS,
+    TransactionApiHandler,
     TransactionApis,
     client_error,
 )
@@ -85,6 +87,7 @@ __all__ = [
     "CLUSTER_TRANSACTION_STATE_MIN_ISR",
     "CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR",
     "COORDINATOR_TYPE_TRANSACTION",
+    "TRANSACTION_API_HANDLERS",
     "TRANSACTION_API_NAMES",
     "TRANSACTION_API_VERSIONS",
     "TRANSACTION_STATE_TOPIC",
@@ -94,6 +97,7 @@ __all__ = [
     "LeaderLookup",
     "ListTransactionsResult",
     "MarkerTransport",
+    "TransactionApiHandler",
     "TransactionApis",
     "TransactionConfig",
     "TransactionCoordinator",

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from tickwheel.coordinator._apis import FIND_COORDINATOR_KEY, CoordinatorLocator
+from tickwheel.coordinator._locator import CoordinatorLocator
 from tickwheel.coordinator.transaction._coordinator import (
     InitProducerIdResult,
     TransactionCoordinator,
@@ -136,27 +136,6 @@ class TransactionApis:
         self._locate = locate
         self._partition_exists = partition_exists
         self._offsets_partition = offsets_partition
-
-    async def handle(self, request: RequestPayload) -> ResponsePayload:
-        """Answer one transaction API request."""
-        api_key = _api_key(request)
-        body: Any = request
-        waiting: dict[int, Callable[[Any], Awaitable[ResponsePayload]]] = {
-            INIT_PRODUCER_ID_KEY: self.init_producer_id,
-            ADD_PARTITIONS_TO_TXN_KEY: self.add_partitions_to_txn,
-            ADD_OFFSETS_TO_TXN_KEY: self.add_offsets_to_txn,
-            END_TXN_KEY: self.end_txn,
-        }
-        immediate: dict[int, Callable[[Any], ResponsePayload]] = {
-            FIND_COORDINATOR_KEY: self.find_coordinator,
-            DESCRIBE_TRANSACTIONS_KEY: self.describe_transactions,
-            LIST_TRANSACTIONS_KEY: self.list_transactions,
-        }
-        if api_key in waiting:
-            return await waiting[api_key](body)
-        if api_key in immediate:
-            return immediate[api_key](body)
-        raise ValueError(f"api key {api_key} is not a transaction API")
 
     # -- FindCoordinator ----------------------------------------------------------
 
@@ -287,7 +266,7 @@ class TransactionApis:
 
     # -- DescribeTransactions / ListTransactions ------------------------------------
 
-    def describe_transactions(self, request: Any) -> ResponsePayload:
+    async def describe_transactions(self, request: Any) -> ResponsePayload:
         """DescribeTransactions v0."""
         states = []
         for transactional_id in request.transactional_ids:
@@ -312,7 +291,7 @@ class TransactionApis:
             )
         return _respond(request, {"transaction_states": states})
 
-    def list_transactions(self, request: Any) -> ResponsePayload:
+    async def list_transactions(self, request: Any) -> ResponsePayload:
         """ListTransactions v0-1 (v1: the duration filter)."""
         result = self.coordinator.list_transactions(
             tuple(request.state_filters),
@@ -334,3 +313,19 @@ class TransactionApis:
                 ],
             },
         )
+
+
+TransactionApiHandler = Callable[[TransactionApis, Any], Awaitable[ResponsePayload]]
+"""One transaction API's handler: the broker's ``TransactionApis`` and a request body in,
+the response body out."""
+
+TRANSACTION_API_HANDLERS: Mapping[int, TransactionApiHandler] = {
+    ADD_PARTITIONS_TO_TXN_KEY: TransactionApis.add_partitions_to_txn,
+    ADD_OFFSETS_TO_TXN_KEY: TransactionApis.add_offsets_to_txn,
+    END_TXN_KEY: TransactionApis.end_txn,
+    DESCRIBE_TRANSACTIONS_KEY: TransactionApis.describe_transactions,
+    LIST_TRANSACTIONS_KEY: TransactionApis.list_transactions,
+}
+"""The handler of each API of ``TRANSACTION_API_VERSIONS``, which the broker's API table
+calls directly. The broker's FindCoordinator and InitProducerId, which serve other keys
+too, call ``find_coordinator`` and ``init_producer_id`` themselves."""

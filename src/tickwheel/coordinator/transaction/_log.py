@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from tickwheel.coordinator._records import build_batch
+from tickwheel.coordinator._batches import build_batch
 from tickwheel.coordinator.transaction._metadata import (
     NO_PRODUCER_ID,
     TransactionState,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from tickwheel.coordinator._apis import CoordinatorLocator, CoordinatorNode
+from tickwheel.coordinator._locator import CoordinatorLocator, CoordinatorNode
 from tickwheel.coordinator.transaction._apis import TransactionApis
 from tickwheel.coordinator.transaction._config import TransactionConfig
 from tickwheel.coordinator.transaction._coordinator import TransactionCoordinator
@@ -33,7 +33,6 @@ from tickwheel.coordinator.transaction._markers import (
 )
 from tickwheel.coordinator.transaction._state_manager import TransactionStateManager
 from tickwheel.coordinator.transaction._timeouts import TxnTimeouts
-from tickwheel.protocol import DecodedRequest, encode_response
 from tickwheel.replica import NO_LEADER, ReplicaManager, TopicPartition
 from tickwheel.timer import LoopTimers
 
@@ -161,11 +160,6 @@ class TransactionService:
         """Answer requests; load every ``__transaction_state`` partition led here."""
         self.coordinator.startup()
         self._elect_hosted()
-
-    async def handle(self, request: DecodedRequest) -> bytes:
-        """The response frame to one transaction API request."""
-        response = await self.apis.handle(request.body)
-        return encode_response(request.correlation_id, response)
 
     async def shutdown(self) -> None:
         """Stop answering, cancel every timer task and marker sender (the timer itself

@@ -22,8 +22,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator import FIND_COORDINATOR_KEY, GROUP_API_VERSIONS
-from tickwheel.coordinator.share import COORDINATOR_TYPE_SHARE, SHARE_KEY_MIN_VERSION
+from tickwheel.coordinator import FIND_COORDINATOR_KEY
+from tickwheel.coordinator.group import GROUP_API_VERSIONS
+from tickwheel.coordinator.share_state import COORDINATOR_TYPE_SHARE, SHARE_KEY_MIN_VERSION
 from tickwheel.coordinator.transaction import COORDINATOR_TYPE_TRANSACTION
 from tickwheel.protocol import (
     DecodedRequest,
@@ -44,15 +45,15 @@ _MULTI_KEY_VERSION = 4
 _NO_NODE: dict[str, Any] = {"node_id": -1, "host": "", "port": -1}
 
 
-async def _coordinator_answer(context: BrokerContext, request: DecodedRequest, body: Any) -> Any:
+def _coordinator_answer(context: BrokerContext, body: Any) -> Any:
     """The coordinator's response entity to ``body`` (a group or transaction key)."""
     if int(getattr(body, "key_type", 0)) == COORDINATOR_TYPE_TRANSACTION:
         if context.transactions is None:
             raise RuntimeError("the transaction coordinator is not started")
-        return await context.transactions.apis.handle(body)
+        return context.transactions.apis.find_coordinator(body)
     if context.groups is None:
         raise RuntimeError("the group coordinator is not started")
-    return await context.groups.apis.handle(body, client_id=request.header.client_id or "")
+    return context.groups.apis.classic.find_coordinator(body)
 
 
 async def _authorized(context: BrokerContext, request: DecodedRequest) -> Response | None:
@@ -85,9 +86,7 @@ async def _authorized(context: BrokerContext, request: DecodedRequest) -> Respon
         cls = response_schema(request.api_key, request.api_version)
         response = build_entity(cls, {"throttle_time": 0, "coordinators": refused})
     else:
-        answered = await _coordinator_answer(
-            context, request, dataclasses.replace(body, coordinator_keys=kept)
-        )
+        answered = _coordinator_answer(context, dataclasses.replace(body, coordinator_keys=kept))
         response = dataclasses.replace(
             answered,
             coordinators=(
@@ -109,14 +108,10 @@ async def handle_find_coordinator(context: BrokerContext, request: DecodedReques
     if key_type == COORDINATOR_TYPE_SHARE and request.api_version >= SHARE_KEY_MIN_VERSION:
         if context.share_coordinator is None:
             raise RuntimeError("the share coordinator is not started")
-        return await context.share_coordinator.handle(request)
-    if key_type == COORDINATOR_TYPE_TRANSACTION:
-        if context.transactions is None:
-            raise RuntimeError("the transaction coordinator is not started")
-        return await context.transactions.handle(request)
-    if context.groups is None:
-        raise RuntimeError("the group coordinator is not started")
-    return await context.groups.handle(request)
+        response = context.share_coordinator.apis.find_coordinator(body)
+    else:
+        response = _coordinator_answer(context, body)
+    return encode_response(request.correlation_id, response)
 
 
 FIND_COORDINATOR = ApiSpec(

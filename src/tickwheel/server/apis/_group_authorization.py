@@ -1,9 +1,10 @@
 """Authorization of the group coordinator's APIs, as Kafka's ``KafkaApis`` does it.
 
-The coordinator (``tickwheel.coordinator``) knows nothing of principals; with an
-authorizer configured, ``handle_authorized_group_request`` checks a group API request
-here first and hands the coordinator only what the principal may touch, then puts the
-refusals into the coordinator's answer:
+The coordinator (``tickwheel.coordinator.group``) knows nothing of principals; with an
+authorizer configured, the rule of each API (``authorized_group_handler``, chosen once
+when the broker's API table is built) checks a group API request here first, hands the
+coordinator's handler only what the principal may touch, then puts the refusals into
+its answer:
 
 - JoinGroup, SyncGroup, Heartbeat, LeaveGroup: READ on the group, else the whole
   request is answered GROUP_AUTHORIZATION_FAILED;
@@ -26,12 +27,13 @@ Concurrency: event-loop thread only, like every handler.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator import GroupService
+from tickwheel.coordinator.group import GroupService
+from tickwheel.coordinator.group.consumer import GroupApiHandler
 from tickwheel.protocol import (
     ApiKey,
     DecodedRequest,
@@ -62,7 +64,10 @@ _MEMBER_GROUP_APIS = frozenset({_JOIN_GROUP, _HEARTBEAT, _LEAVE_GROUP, _SYNC_GRO
 _GROUP_DENIED = ErrorCode.group_authorization_failed
 _TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
-_Handler = Callable[[BrokerContext, GroupService, DecodedRequest], Coroutine[Any, Any, Response]]
+_Rule = Callable[
+    [BrokerContext, GroupService, DecodedRequest, GroupApiHandler], Coroutine[Any, Any, Response]
+]
+AuthorizedHandler = Callable[[BrokerContext, GroupService, DecodedRequest], Awaitable[Response]]
 
 
 def _with(entity: Any, **values: Any) -> Any:
@@ -71,8 +76,16 @@ def _with(entity: Any, **values: Any) -> Any:
     return build_entity(type(entity), {**current, **values})
 
 
-async def _delegate(groups: GroupService, request: DecodedRequest, body: Any) -> Any:
-    return await groups.apis.handle(body, client_id=request.header.client_id or "")
+async def _delegate(
+    groups: GroupService, request: DecodedRequest, handler: GroupApiHandler, body: Any
+) -> Any:
+    return await handler(groups.apis, body, request.header.client_id or "")
+
+
+async def _answer(
+    groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
+) -> Response:
+    return _encode(request, await _delegate(groups, request, handler, request.body))
 
 
 def _group_allowed(
@@ -102,16 +115,16 @@ def _partition_errors(
 
 
 async def _member_api(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
 ) -> Response:
     body: Any = request.body
     if not _group_allowed(context, request, AclOperation.READ, body.group_id):
         return refuse_whole(request, _GROUP_DENIED)
-    return await groups.handle(request)
+    return await _answer(groups, request, handler)
 
 
 async def _consumer_group_heartbeat(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
 ) -> Response:
     body: Any = request.body
     if not _group_allowed(context, request, AclOperation.READ, body.group_id):
@@ -119,13 +132,14 @@ async def _consumer_group_heartbeat(
     subscribed = body.subscribed_topic_names or ()
     if set(subscribed) - _topics_allowed(context, request, AclOperation.DESCRIBE, subscribed):
         return refuse_whole(request, _TOPIC_DENIED)
-    return await groups.handle(request)
+    return await _answer(groups, request, handler)
 
 
 async def _commit(
     context: BrokerContext,
     groups: GroupService,
     request: DecodedRequest,
+    handler: GroupApiHandler,
     refusal: ErrorCode | None,
 ) -> Response:
     """OffsetCommit or TxnOffsetCommit: every partition answered ``refusal`` if set, else
@@ -138,25 +152,25 @@ async def _commit(
     allowed = _topics_allowed(context, request, AclOperation.READ, (n for n, _ in asked))
     refused = _partition_errors([(n, i) for n, i in asked if n not in allowed], _TOPIC_DENIED)
     if not refused:
-        return await groups.handle(request)
+        return await _answer(groups, request, handler)
     kept = tuple(t for t in body.topics if t.name in allowed)
     if not kept:
         values = {"throttle_time": 0, "topics": refused}
         return _encode(request, build_entity(_response_class(request), values))
-    answered = await _delegate(groups, request, dataclasses.replace(body, topics=kept))
+    answered = await _delegate(groups, request, handler, dataclasses.replace(body, topics=kept))
     return _encode(request, _with(answered, topics=[*answered.topics, *refused]))
 
 
 async def _offset_commit(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
 ) -> Response:
     body: Any = request.body
     allowed = _group_allowed(context, request, AclOperation.READ, body.group_id)
-    return await _commit(context, groups, request, None if allowed else _GROUP_DENIED)
+    return await _commit(context, groups, request, handler, None if allowed else _GROUP_DENIED)
 
 
 async def _txn_offset_commit(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
 ) -> Response:
     body: Any = request.body
     refusal = None
@@ -166,7 +180,7 @@ async def _txn_offset_commit(
         refusal = ErrorCode.transactional_id_authorization_failed
     elif not _group_allowed(context, request, AclOperation.READ, body.group_id):
         refusal = _GROUP_DENIED
-    return await _commit(context, groups, request, refusal)
+    return await _commit(context, groups, request, handler, refusal)
 
 
 _NO_OFFSET = {"committed_offset": -1, "committed_leader_epoch": -1, "metadata": ""}
@@ -203,7 +217,7 @@ def _fetch_topics(
 
 
 async def _offset_fetch(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
 ) -> Response:
     body: Any = request.body
     if not hasattr(body, "groups"):
@@ -218,7 +232,7 @@ async def _offset_fetch(
             )
             return _encode(request, response)
         kept, refused, keep = _fetch_topics(context, request, body.topics)
-        answered = await _delegate(groups, request, dataclasses.replace(body, topics=kept))
+        answered = await _delegate(groups, request, handler, dataclasses.replace(body, topics=kept))
         topics = [*(t for t in answered.topics if keep(t)), *refused]
         return _encode(request, _with(answered, topics=topics))
     allowed_groups = []
@@ -239,7 +253,7 @@ async def _offset_fetch(
     answered = None
     if allowed_groups:
         answered = await _delegate(
-            groups, request, dataclasses.replace(body, groups=tuple(allowed_groups))
+            groups, request, handler, dataclasses.replace(body, groups=tuple(allowed_groups))
         )
         answered_groups = [
             _with(
@@ -263,6 +277,7 @@ async def _per_group(
     context: BrokerContext,
     groups: GroupService,
     request: DecodedRequest,
+    handler: GroupApiHandler,
     operation: AclOperation,
     ids_field: str,
     results_field: str,
@@ -275,19 +290,19 @@ async def _per_group(
     allowed = [g for g in ids if _group_allowed(context, request, operation, g)]
     denied = [denied_entry(g) for g in ids if g not in allowed]
     if not denied:
-        return await groups.handle(request)
+        return await _answer(groups, request, handler)
     if not allowed:
         values = {"throttle_time": 0, results_field: denied}
         return _encode(request, build_entity(_response_class(request), values))
     answered = await _delegate(
-        groups, request, dataclasses.replace(body, **{ids_field: tuple(allowed)})
+        groups, request, handler, dataclasses.replace(body, **{ids_field: tuple(allowed)})
     )
     results = [*getattr(answered, results_field), *denied]
     return _encode(request, _with(answered, **{results_field: results}))
 
 
 async def _describe_groups(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
 ) -> Response:
     def denied(group_id: str) -> dict[str, Any]:
         return {
@@ -300,12 +315,12 @@ async def _describe_groups(
         }
 
     return await _per_group(
-        context, groups, request, AclOperation.DESCRIBE, "groups", "groups", denied
+        context, groups, request, handler, AclOperation.DESCRIBE, "groups", "groups", denied
     )
 
 
 async def _consumer_group_describe(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
 ) -> Response:
     def denied(group_id: str) -> dict[str, Any]:
         return {
@@ -319,27 +334,27 @@ async def _consumer_group_describe(
         }
 
     return await _per_group(
-        context, groups, request, AclOperation.DESCRIBE, "group_ids", "groups", denied
+        context, groups, request, handler, AclOperation.DESCRIBE, "group_ids", "groups", denied
     )
 
 
 async def _delete_groups(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
 ) -> Response:
     def denied(group_id: str) -> dict[str, Any]:
         return {"group_id": group_id, "error_code": _GROUP_DENIED}
 
     return await _per_group(
-        context, groups, request, AclOperation.DELETE, "groups_names", "results", denied
+        context, groups, request, handler, AclOperation.DELETE, "groups_names", "results", denied
     )
 
 
 async def _list_groups(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
 ) -> Response:
     if authorize_cluster(context, request, AclOperation.DESCRIBE, log_if_denied=False):
-        return await groups.handle(request)
-    answered = await _delegate(groups, request, request.body)
+        return await _answer(groups, request, handler)
+    answered = await _delegate(groups, request, handler, request.body)
     listed = [
         g
         for g in answered.groups
@@ -356,7 +371,7 @@ async def _list_groups(
 
 
 async def _offset_delete(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
+    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
 ) -> Response:
     body: Any = request.body
     if not _group_allowed(context, request, AclOperation.DELETE, body.group_id):
@@ -365,9 +380,9 @@ async def _offset_delete(
     allowed = _topics_allowed(context, request, AclOperation.READ, (n for n, _ in asked))
     refused = _partition_errors([(n, i) for n, i in asked if n not in allowed], _TOPIC_DENIED)
     if not refused:
-        return await groups.handle(request)
+        return await _answer(groups, request, handler)
     kept = tuple(t for t in body.topics if t.name in allowed)
-    answered = await _delegate(groups, request, dataclasses.replace(body, topics=kept))
+    answered = await _delegate(groups, request, handler, dataclasses.replace(body, topics=kept))
     return _encode(request, _with(answered, topics=[*answered.topics, *refused]))
 
 
@@ -379,7 +394,7 @@ def _encode(request: DecodedRequest, response: Any) -> bytes:
     return encode_response(request.correlation_id, response)
 
 
-_HANDLERS: dict[int, _Handler] = {
+_RULES: Mapping[int, _Rule] = {
     **dict.fromkeys(_MEMBER_GROUP_APIS, _member_api),
     _CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     _OFFSET_COMMIT: _offset_commit,
@@ -393,11 +408,15 @@ _HANDLERS: dict[int, _Handler] = {
 }
 
 
-async def handle_authorized_group_request(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest
-) -> Response:
-    """Answer a group API request as the authorizer allows (see the module docstring)."""
-    handler = _HANDLERS.get(request.api_key)
-    if handler is None:
-        raise RuntimeError(f"no authorization rule for group API {request.api_key}")
-    return await handler(context, groups, request)
+def authorized_group_handler(api_key: int, handler: GroupApiHandler) -> AuthorizedHandler:
+    """API ``api_key``'s handler behind its authorization rule (see the module docstring)."""
+    rule = _RULES.get(api_key)
+    if rule is None:
+        raise RuntimeError(f"no authorization rule for group API {api_key}")
+
+    async def authorized(
+        context: BrokerContext, groups: GroupService, request: DecodedRequest
+    ) -> Response:
+        return await rule(context, groups, request, handler)
+
+    return authorized

@@ -2,11 +2,11 @@
 
 OffsetCommit, OffsetFetch, FindCoordinator (key_type 0, routed by
 ``_find_coordinator``), JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups,
-ListGroups, DeleteGroups and OffsetDelete: their versions and handlers
-live in ``tickwheel.coordinator`` (``GROUP_API_VERSIONS``, ``GroupApis``); each spec here
-hands its request to the broker's ``GroupService`` (``context.groups``), which also knows
-from here which topic partitions exist (OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION
-for the others).
+ListGroups, DeleteGroups and OffsetDelete: their versions and handlers live in
+``tickwheel.coordinator.group``; each API's spec here calls that API's handler
+(``GROUP_API_HANDLERS``) directly, over the ``apis`` of the broker's ``GroupService``
+(``context.groups``), which also knows from here which topic partitions exist
+(OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION for the others).
 
 ``start_groups`` runs at broker start-up, once the hosted partitions are open: the
 service loads the groups of every ``__consumer_offsets`` partition and starts expiring
@@ -43,24 +43,19 @@ import uuid
 from collections.abc import Iterable, Mapping
 
 from tickwheel.cluster import ClusterNode
-from tickwheel.coordinator import (
-    FIND_COORDINATOR_KEY,
-    OFFSETS_TOPIC,
-    CoordinatorLocator,
-    CoordinatorNode,
-    GroupConfig,
-    GroupService,
-)
-from tickwheel.coordinator.consumer import (
+from tickwheel.coordinator import FIND_COORDINATOR_KEY, CoordinatorLocator, CoordinatorNode
+from tickwheel.coordinator.group import OFFSETS_TOPIC, GroupConfig, GroupService
+from tickwheel.coordinator.group.consumer import (
+    GROUP_API_HANDLERS,
     GROUP_API_NAMES_WITH_CONSUMER,
     GROUP_API_VERSIONS_WITH_CONSUMER,
 )
-from tickwheel.protocol import DecodedRequest
+from tickwheel.protocol import DecodedRequest, VersionRange, encode_response
 from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
-from tickwheel.server.apis._group_authorization import handle_authorized_group_request
+from tickwheel.server.apis._group_authorization import authorized_group_handler
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
 
 
@@ -181,17 +176,25 @@ def _cluster_locator(
     return locate
 
 
-async def handle_group_request(context: BrokerContext, request: DecodedRequest) -> Response:
-    """Answer a group API request through the broker's group coordinator."""
-    if context.groups is None:
-        raise RuntimeError("the group coordinator is not started")
-    if context.authorizer is not None:
-        return await handle_authorized_group_request(context, context.groups, request)
-    return await context.groups.handle(request)
+def _group_spec(api_key: int, versions: VersionRange) -> ApiSpec:
+    """API ``api_key`` answered by the group coordinator's handler for it."""
+    handler = GROUP_API_HANDLERS[api_key]
+    authorized = authorized_group_handler(api_key, handler)
+
+    async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
+        groups = context.groups
+        if groups is None:
+            raise RuntimeError("the group coordinator is not started")
+        if context.authorizer is not None:
+            return await authorized(context, groups, request)
+        response = await handler(groups.apis, request.body, request.header.client_id or "")
+        return encode_response(request.correlation_id, response)
+
+    return ApiSpec(api_key, GROUP_API_NAMES_WITH_CONSUMER[api_key], versions, handle)
 
 
 GROUP_SPECS: tuple[ApiSpec, ...] = tuple(
-    ApiSpec(api_key, GROUP_API_NAMES_WITH_CONSUMER[api_key], versions, handle_group_request)
+    _group_spec(api_key, versions)
     for api_key, versions in GROUP_API_VERSIONS_WITH_CONSUMER.items()
     if api_key != FIND_COORDINATOR_KEY  # _find_coordinator routes it by key type
 )

@@ -20,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange, encode_response
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import (
     authorize,
@@ -58,7 +58,8 @@ async def handle_init_producer_id(context: BrokerContext, request: DecodedReques
     if body.transactional_id is not None:
         if context.transactions is None:
             raise RuntimeError("the transaction coordinator is not started")
-        return await context.transactions.handle(request)
+        response = await context.transactions.apis.init_producer_id(body)
+        return encode_response(request.correlation_id, response)
     return reply(
         request,
         {

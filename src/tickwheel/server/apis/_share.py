@@ -12,7 +12,7 @@ ShareAcknowledge       79   1-2       ``ShareSessionCache`` + ``SharePartitionMa
 
 ``start_share`` builds both services at broker start-up, on the broker's timers: the
 share-partition manager, which keeps its state through the share coordinator's durable
-persister (``__share_group_state``, ``tickwheel.coordinator.share``), and the
+persister (``__share_group_state``, ``tickwheel.coordinator.share_state``), and the
 share-group coordinator, whose members' departures release their records (and close
 the share session of one that timed out). Both read the group configs
 (``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ...) at each use.
@@ -51,7 +51,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator.share_group import (
+from tickwheel.coordinator.group.share import (
     HeartbeatRequest,
     ShareGroupAdmin,
     ShareGroupConfig,
@@ -66,7 +66,7 @@ from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole, reply, to_ms
 from tickwheel.server.net._connection_id import current_connection_id
-from tickwheel.share import (
+from tickwheel.share_delivery import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     AcknowledgementBatch,

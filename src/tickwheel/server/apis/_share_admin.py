@@ -26,7 +26,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator.share_group import ShareGroupAdmin, TopicOffsets
+from tickwheel.coordinator.group.share import ShareGroupAdmin, TopicOffsets
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize

@@ -25,16 +25,17 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import ClusterNode
 from tickwheel.coordinator import CoordinatorNode
-from tickwheel.coordinator.share import (
+from tickwheel.coordinator.share_state import (
     PERSISTER_TIMEOUT_MS,
     SHARE_GROUP_STATE_TOPIC,
+    SHARE_STATE_API_HANDLERS,
     SHARE_STATE_API_NAMES,
     SHARE_STATE_API_VERSIONS,
     ShareCoordinatorConfig,
     ShareCoordinatorLocator,
     ShareCoordinatorService,
 )
-from tickwheel.protocol import DecodedRequest
+from tickwheel.protocol import DecodedRequest, VersionRange, encode_response
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import authorize_cluster
@@ -137,28 +138,39 @@ _REFUSED_PARTITION: dict[str, Any] = {
 of the five responses has; each takes its own)."""
 
 
-async def handle_share_state_request(context: BrokerContext, request: DecodedRequest) -> Response:
-    """Answer a share-state request through the broker's share coordinator; brokers
-    only (CLUSTER_ACTION on the cluster, else every partition
-    CLUSTER_AUTHORIZATION_FAILED, as Kafka's)."""
-    if context.share_coordinator is None:
-        raise RuntimeError("the share coordinator is not started")
-    if not authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
-        body: Any = request.body
-        results = [
-            {
-                "topic_id": topic.topic_id,
-                "partitions": [
-                    {"partition": p.partition, **_REFUSED_PARTITION} for p in topic.partitions
-                ],
-            }
-            for topic in body.topics
-        ]
-        return reply(request, {"results": results})
-    return await context.share_coordinator.handle(request)
+def _refused(request: DecodedRequest) -> bytes:
+    """Every partition of a share-state request CLUSTER_AUTHORIZATION_FAILED."""
+    body: Any = request.body
+    results = [
+        {
+            "topic_id": topic.topic_id,
+            "partitions": [
+                {"partition": p.partition, **_REFUSED_PARTITION} for p in topic.partitions
+            ],
+        }
+        for topic in body.topics
+    ]
+    return reply(request, {"results": results})
+
+
+def _share_state_spec(api_key: int, versions: VersionRange) -> ApiSpec:
+    """API ``api_key`` answered by the share coordinator's handler for it; brokers only
+    (CLUSTER_ACTION on the cluster, else every partition CLUSTER_AUTHORIZATION_FAILED,
+    as Kafka's)."""
+    handler = SHARE_STATE_API_HANDLERS[api_key]
+
+    async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
+        coordinator = context.share_coordinator
+        if coordinator is None:
+            raise RuntimeError("the share coordinator is not started")
+        if not authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
+            return _refused(request)
+        response = await handler(coordinator.apis, request.body)
+        return encode_response(request.correlation_id, response)
+
+    return ApiSpec(api_key, SHARE_STATE_API_NAMES[api_key], versions, handle)
 
 
 SHARE_STATE_SPECS: tuple[ApiSpec, ...] = tuple(
-    ApiSpec(api_key, SHARE_STATE_API_NAMES[api_key], versions, handle_share_state_request)
-    for api_key, versions in SHARE_STATE_API_VERSIONS.items()
+    _share_state_spec(api_key, versions) for api_key, versions in SHARE_STATE_API_VERSIONS.items()
 )

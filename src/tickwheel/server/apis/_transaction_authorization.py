@@ -1,7 +1,8 @@
 """Authorization of the transaction coordinator's APIs, as Kafka's ``KafkaApis`` does it.
 
-With an authorizer configured, ``authorized_transaction_request`` checks a request
-before the coordinator sees it:
+With an authorizer configured, the rule of each API (``authorized_transaction_handler``,
+chosen once when the broker's API table is built) checks a request before the
+coordinator's handler sees it:
 
 - EndTxn: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
 - AddOffsetsToTxn: the same, then READ on the group (GROUP_AUTHORIZATION_FAILED);
@@ -20,11 +21,12 @@ Concurrency: event-loop thread only, like every handler.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator.transaction import TransactionService
+from tickwheel.coordinator.transaction import TransactionApiHandler, TransactionService
 from tickwheel.protocol import (
     ApiKey,
     DecodedRequest,
@@ -43,6 +45,19 @@ _END_TXN = ApiKey.END_TXN
 _DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
 _LIST_TRANSACTIONS = ApiKey.LIST_TRANSACTIONS
 _TXN_DENIED = ErrorCode.transactional_id_authorization_failed
+
+_Rule = Callable[
+    [BrokerContext, TransactionService, DecodedRequest, TransactionApiHandler], Awaitable[Response]
+]
+AuthorizedHandler = Callable[
+    [BrokerContext, TransactionService, DecodedRequest], Awaitable[Response]
+]
+
+
+async def _answer(
+    transactions: TransactionService, request: DecodedRequest, handler: TransactionApiHandler
+) -> Response:
+    return encode_response(request.correlation_id, await handler(transactions.apis, request.body))
 
 
 def _txn_allowed(context: BrokerContext, request: DecodedRequest, transactional_id: str) -> bool:
@@ -84,7 +99,10 @@ def _add_partitions(context: BrokerContext, request: DecodedRequest) -> Response
 
 
 async def _describe_transactions(
-    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
+    context: BrokerContext,
+    transactions: TransactionService,
+    request: DecodedRequest,
+    handler: TransactionApiHandler,
 ) -> Response:
     body: Any = request.body
     ids = list(body.transactional_ids)
@@ -92,7 +110,7 @@ async def _describe_transactions(
         context, request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, ids
     )
     if len(allowed) == len(set(ids)):
-        return await transactions.handle(request)
+        return await _answer(transactions, request, handler)
     refused = [
         {
             "error_code": _TXN_DENIED,
@@ -111,8 +129,8 @@ async def _describe_transactions(
     cls = response_schema(request.api_key, request.api_version)
     states: list[Any] = []
     if kept:
-        answered: Any = await transactions.apis.handle(
-            dataclasses.replace(body, transactional_ids=kept)
+        answered: Any = await handler(
+            transactions.apis, dataclasses.replace(body, transactional_ids=kept)
         )
         states = list(answered.transaction_states)
     values = {"throttle_time": 0, "transaction_states": [*states, *refused]}
@@ -120,9 +138,12 @@ async def _describe_transactions(
 
 
 async def _list_transactions(
-    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
+    context: BrokerContext,
+    transactions: TransactionService,
+    request: DecodedRequest,
+    handler: TransactionApiHandler,
 ) -> Response:
-    answered: Any = await transactions.apis.handle(request.body)
+    answered: Any = await handler(transactions.apis, request.body)
     allowed = authorized_names(
         context,
         request,
@@ -137,27 +158,62 @@ async def _list_transactions(
     )
 
 
-async def authorized_transaction_request(
-    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
+async def _end_txn(
+    context: BrokerContext,
+    transactions: TransactionService,
+    request: DecodedRequest,
+    handler: TransactionApiHandler,
 ) -> Response:
-    """Answer a transaction API request as the authorizer allows (see the module
-    docstring)."""
     body: Any = request.body
-    key = request.api_key
-    if key in (_END_TXN, _ADD_OFFSETS_TO_TXN) and not _txn_allowed(
-        context, request, body.transactional_id
-    ):
+    if not _txn_allowed(context, request, body.transactional_id):
         return refuse_whole(request, _TXN_DENIED)
-    if key == _ADD_OFFSETS_TO_TXN and not authorize(
-        context, request, AclOperation.READ, ResourceType.GROUP, body.group_id
-    ):
+    return await _answer(transactions, request, handler)
+
+
+async def _add_offsets_to_txn(
+    context: BrokerContext,
+    transactions: TransactionService,
+    request: DecodedRequest,
+    handler: TransactionApiHandler,
+) -> Response:
+    body: Any = request.body
+    if not _txn_allowed(context, request, body.transactional_id):
+        return refuse_whole(request, _TXN_DENIED)
+    if not authorize(context, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         return refuse_whole(request, ErrorCode.group_authorization_failed)
-    if key == _ADD_PARTITIONS_TO_TXN:
-        refused = _add_partitions(context, request)
-        if refused is not None:
-            return refused
-    if key == _DESCRIBE_TRANSACTIONS:
-        return await _describe_transactions(context, transactions, request)
-    if key == _LIST_TRANSACTIONS:
-        return await _list_transactions(context, transactions, request)
-    return await transactions.handle(request)
+    return await _answer(transactions, request, handler)
+
+
+async def _add_partitions_to_txn(
+    context: BrokerContext,
+    transactions: TransactionService,
+    request: DecodedRequest,
+    handler: TransactionApiHandler,
+) -> Response:
+    refused = _add_partitions(context, request)
+    if refused is not None:
+        return refused
+    return await _answer(transactions, request, handler)
+
+
+_RULES: Mapping[int, _Rule] = {
+    _END_TXN: _end_txn,
+    _ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
+    _ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    _DESCRIBE_TRANSACTIONS: _describe_transactions,
+    _LIST_TRANSACTIONS: _list_transactions,
+}
+
+
+def authorized_transaction_handler(
+    api_key: int, handler: TransactionApiHandler
+) -> AuthorizedHandler:
+    """API ``api_key``'s handler behind its authorization rule (see the module docstring)."""
+    rule = _RULES[api_key]
+
+    async def authorized(
+        context: BrokerContext, transactions: TransactionService, request: DecodedRequest
+    ) -> Response:
+        return await rule(context, transactions, request, handler)
+
+    return authorized

@@ -4,7 +4,8 @@ AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransa
 go to the broker's ``TransactionService`` (``context.transactions``); so do
 FindCoordinator with key_type 1 (``_find_coordinator``) and InitProducerId with a
 transactional id (``_init_producer_id``). Their versions and handlers live in
-``tickwheel.coordinator.transaction``.
+``tickwheel.coordinator.transaction``: each API's spec here calls that API's handler
+(``TRANSACTION_API_HANDLERS``) directly.
 
 ``start_transactions`` runs at broker start-up after ``start_groups`` (markers the
 loaded transactions send may land in ``__consumer_offsets``, whose groups must be
@@ -31,21 +32,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tickwheel.cluster import ClusterNode, KafkaTxnMarkerTransport
-from tickwheel.coordinator import OFFSETS_TOPIC, CoordinatorLocator, CoordinatorNode, partition_for
+from tickwheel.coordinator import CoordinatorLocator, CoordinatorNode, partition_for
+from tickwheel.coordinator.group import OFFSETS_TOPIC
 from tickwheel.coordinator.transaction import (
+    TRANSACTION_API_HANDLERS,
     TRANSACTION_API_NAMES,
     TRANSACTION_API_VERSIONS,
     TRANSACTION_STATE_TOPIC,
     TransactionConfig,
     TransactionService,
 )
-from tickwheel.protocol import DecodedRequest
+from tickwheel.protocol import DecodedRequest, VersionRange, encode_response
 from tickwheel.replica import NO_LEADER, TopicPartition
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
-from tickwheel.server.apis._transaction_authorization import authorized_transaction_request
+from tickwheel.server.apis._transaction_authorization import authorized_transaction_handler
 
 _MARKER_CLIENT_ID = "tickwheel-txn-markers-{}"
 
@@ -161,16 +164,23 @@ def _cluster_locator(
     return locate
 
 
-async def handle_transaction_request(context: BrokerContext, request: DecodedRequest) -> Response:
-    """Answer a transaction API request through the broker's transaction coordinator."""
-    if context.transactions is None:
-        raise RuntimeError("the transaction coordinator is not started")
-    if context.authorizer is not None:
-        return await authorized_transaction_request(context, context.transactions, request)
-    return await context.transactions.handle(request)
+def _transaction_spec(api_key: int, versions: VersionRange) -> ApiSpec:
+    """API ``api_key`` answered by the transaction coordinator's handler for it."""
+    handler = TRANSACTION_API_HANDLERS[api_key]
+    authorized = authorized_transaction_handler(api_key, handler)
+
+    async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
+        transactions = context.transactions
+        if transactions is None:
+            raise RuntimeError("the transaction coordinator is not started")
+        if context.authorizer is not None:
+            return await authorized(context, transactions, request)
+        response = await handler(transactions.apis, request.body)
+        return encode_response(request.correlation_id, response)
+
+    return ApiSpec(api_key, TRANSACTION_API_NAMES[api_key], versions, handle)
 
 
 TRANSACTION_SPECS: tuple[ApiSpec, ...] = tuple(
-    ApiSpec(api_key, TRANSACTION_API_NAMES[api_key], versions, handle_transaction_request)
-    for api_key, versions in TRANSACTION_API_VERSIONS.items()
+    _transaction_spec(api_key, versions) for api_key, versions in TRANSACTION_API_VERSIONS.items()
 )

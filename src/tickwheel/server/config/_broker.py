@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tickwheel.coordinator import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR, GroupConfig
-from tickwheel.coordinator.share import (
+from tickwheel.coordinator.group import CLUSTER_OFFSETS_TOPIC_REPLICATION_FACTOR, GroupConfig
+from tickwheel.coordinator.group.share import ShareGroupConfig
+from tickwheel.coordinator.share_state import (
     CLUSTER_SHARE_STATE_MIN_ISR,
     CLUSTER_SHARE_STATE_REPLICATION_FACTOR,
     ShareCoordinatorConfig,
 )
-from tickwheel.coordinator.share_group import ShareGroupConfig
 from tickwheel.coordinator.transaction import (
     CLUSTER_TRANSACTION_STATE_MIN_ISR,
     CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR,
@@ -56,7 +56,7 @@ from tickwheel.server.net._quotas import (
     check_limit,
     parse_per_ip_overrides,
 )
-from tickwheel.share import ShareConfig
+from tickwheel.share_delivery import ShareConfig
 
 __all__ = [
     "BROKER_TO_TOPIC_CONFIG",
@@ -349,8 +349,8 @@ class BrokerConfig:
         default=_GROUPS.offsets_retention_check_interval_ms,
         metadata=_kafka("offsets.retention.check.interval.ms"),
     )
-    # Share groups' settings (KIP-932); tickwheel.coordinator.share_group.ShareGroupConfig
-    # and tickwheel.share.ShareConfig hold the defaults and read these from
+    # Share groups' settings (KIP-932); tickwheel.coordinator.group.share.ShareGroupConfig
+    # and tickwheel.share_delivery.ShareConfig hold the defaults and read these from
     # ``as_properties()``.
     group_share_session_timeout_ms: int = field(
         default=_SHARE_GROUPS.group_share_session_timeout_ms,

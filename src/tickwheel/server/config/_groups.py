@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from tickwheel.share import EARLIEST, LATEST, by_duration_ms
+from tickwheel.share_delivery import EARLIEST, LATEST, by_duration_ms
 
 GROUP_RESOURCE = 32
 """Kafka's ``ConfigResource.Type.GROUP``."""

@@ -1,0 +1,340 @@
+"""``GroupApis`` at every advertised version: kio requests in, encodable kio responses out."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.protocol import ResponsePayload
+
+from tickwheel.coordinator import CoordinatorNode
+from tickwheel.coordinator.group import GROUP_API_VERSIONS, OFFSETS_TOPIC, GroupApis, OffsetValue
+from tickwheel.protocol import build_entity, request_schema
+from tickwheel.replica import TopicPartition
+
+from .harness import Harness, make_config
+
+NODE = CoordinatorNode(7, "127.0.0.1", 9092)
+CLIENT = "test-client"
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    # No initial delay: a lone member's join completes at once.
+    h = Harness(make_config(group_initial_rebalance_delay_ms=0))
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def apis(harness: Harness) -> GroupApis:
+    return GroupApis(harness.coordinator, lambda _partition: NODE)
+
+
+def request(api_key: int, version: int, values: dict[str, Any]) -> Any:
+    return build_entity(request_schema(api_key, version), values)
+
+
+def round_trip(response: ResponsePayload) -> Any:
+    """Encode with kio and decode again: proves the entity is valid at its version."""
+    buffer = io.BytesIO()
+    entity_writer(type(response))(buffer, response)
+    decoded, _size = entity_reader(type(response))(buffer.getvalue(), 0)
+    return decoded
+
+
+def versions(api_key: int) -> list[int]:
+    supported = GROUP_API_VERSIONS[api_key]
+    return list(range(supported.min_version, supported.max_version + 1))
+
+
+@pytest.mark.parametrize("version", versions(10))
+def test_find_coordinator(apis: GroupApis, version: int) -> None:
+    if version >= 4:
+        body = {"key_type": 0, "coordinator_keys": ["g1", "g2"]}
+        response = round_trip(apis.find_coordinator(request(10, version, body)))
+        assert [(c.key, c.node_id, c.port) for c in response.coordinators] == [
+            ("g1", 7, 9092),
+            ("g2", 7, 9092),
+        ]
+    else:
+        response = round_trip(apis.find_coordinator(request(10, version, {"key": "g"})))
+        assert (response.error_code, response.node_id, response.host) == (
+            ErrorCode.none,
+            7,
+            "127.0.0.1",
+        )
+
+
+@pytest.mark.parametrize(
+    ("key_type", "error"),
+    # Transactional ids (1) reach tickwheel.coordinator.transaction, never GroupApis.
+    [(1, ErrorCode.invalid_request), (9, ErrorCode.invalid_request)],
+)
+def test_find_coordinator_of_other_kinds(apis: GroupApis, key_type: int, error: ErrorCode) -> None:
+    response = round_trip(
+        apis.find_coordinator(request(10, 3, {"key": "tx", "key_type": key_type}))
+    )
+    assert (response.error_code, response.node_id) == (error, -1)
+
+
+def test_find_coordinator_without_a_leader(harness: Harness) -> None:
+    apis = GroupApis(harness.coordinator, lambda _partition: None)
+    response = round_trip(apis.find_coordinator(request(10, 2, {"key": "g"})))
+    assert response.error_code is ErrorCode.coordinator_not_available
+
+
+async def join(apis: GroupApis, version: int, group_id: str, member_id: str = "") -> Any:
+    body = {
+        "group_id": group_id,
+        "session_timeout": 10_000,
+        "rebalance_timeout": 20_000,
+        "member_id": member_id,
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"subscription"}],
+    }
+    return round_trip(await apis.join_group(request(11, version, body), client_id=CLIENT))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", versions(11))
+async def test_a_member_lives_through_every_group_api(apis: GroupApis, version: int) -> None:
+    group_id = f"group-v{version}"
+    joined = await join(apis, version, group_id)
+    if version >= 4:
+        assert joined.error_code is ErrorCode.member_id_required
+        joined = await join(apis, version, group_id, joined.member_id)
+    assert joined.error_code is ErrorCode.none
+    assert joined.leader == joined.member_id
+    assert [m.metadata for m in joined.members] == [b"subscription"]
+    member_id, generation = joined.member_id, joined.generation_id
+
+    sync_version = min(version, GROUP_API_VERSIONS[14].max_version)
+    synced = round_trip(
+        await apis.sync_group(
+            request(
+                14,
+                sync_version,
+                {
+                    "group_id": group_id,
+                    "generation_id": generation,
+                    "member_id": member_id,
+                    "protocol_type": "consumer",
+                    "protocol_name": "range",
+                    "assignments": [{"member_id": member_id, "assignment": b"all of it"}],
+                },
+            )
+        )
+    )
+    assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"all of it")
+
+    beat_version = min(version, GROUP_API_VERSIONS[12].max_version)
+    beat = round_trip(
+        await apis.heartbeat(
+            request(
+                12,
+                beat_version,
+                {"group_id": group_id, "generation_id": generation, "member_id": member_id},
+            )
+        )
+    )
+    assert beat.error_code is ErrorCode.none
+
+    commit_version = max(2, min(version + 2, GROUP_API_VERSIONS[8].max_version))
+    committed = round_trip(
+        await apis.offset_commit(
+            request(
+                8,
+                commit_version,
+                {
+                    "group_id": group_id,
+                    "generation_id_or_member_epoch": generation,
+                    "member_id": member_id,
+                    "retention_time": -1,
+                    "topics": [
+                        {
+                            "name": "t",
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "committed_offset": 42,
+                                    "committed_leader_epoch": -1,
+                                    "committed_metadata": None,
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
+        )
+    )
+    assert committed.topics[0].partitions[0].error_code is ErrorCode.none
+
+    fetch_version = max(1, min(version, GROUP_API_VERSIONS[9].max_version))
+    fetched = round_trip(
+        apis.offset_fetch(
+            request(
+                9,
+                fetch_version,
+                {"group_id": group_id, "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
+            )
+        )
+    )
+    offsets = {p.partition_index: p.committed_offset for p in fetched.topics[0].partitions}
+    assert offsets == {0: 42, 1: -1}
+
+    describe_body = {"groups": [group_id], "include_authorized_operations": False}
+    described = round_trip(apis.describe_groups(request(15, min(version, 5), describe_body)))
+    (group,) = described.groups
+    assert (group.group_state, group.protocol_data) == ("Stable", "range")
+    assert [m.member_assignment for m in group.members] == [b"all of it"]
+
+    leave_version = min(version, GROUP_API_VERSIONS[13].max_version)
+    leave_body: dict[str, Any] = {"group_id": group_id, "member_id": member_id}
+    if leave_version >= 3:
+        leave_body["members"] = [{"member_id": member_id, "group_instance_id": None}]
+    left = round_trip(await apis.leave_group(request(13, leave_version, leave_body)))
+    assert left.error_code is ErrorCode.none
+
+    list_body = {"states_filter": [], "types_filter": []}
+    listed = round_trip(apis.list_groups(request(16, min(version, 5), list_body)))
+    assert (group_id, "consumer") in {(g.group_id, g.protocol_type) for g in listed.groups}
+
+    deleted = round_trip(
+        apis.delete_groups(request(42, min(version, 2), {"groups_names": [group_id]}))
+    )
+    assert deleted.results[0].error_code is ErrorCode.none
+
+
+@pytest.mark.parametrize("version", [2, 7])
+def test_offset_fetch_of_all_partitions(apis: GroupApis, version: int) -> None:
+    fetched = round_trip(apis.offset_fetch(request(9, version, {"group_id": "g", "topics": None})))
+    assert (fetched.error_code, fetched.topics) == (ErrorCode.none, ())
+
+
+def test_offset_fetch_v1_puts_errors_on_partitions(harness: Harness, apis: GroupApis) -> None:
+    harness.coordinator.on_resigned(harness.coordinator.partition_for("g"))
+    body = {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [3]}]}
+    fetched = round_trip(apis.offset_fetch(request(9, 1, body)))
+    assert fetched.topics[0].partitions[0].error_code is ErrorCode.not_coordinator
+
+
+@pytest.mark.asyncio
+async def test_list_groups_v0(apis: GroupApis) -> None:
+    response = apis.list_groups(request(16, 0, {}))
+    assert round_trip(response).error_code is ErrorCode.none
+
+
+@pytest.mark.parametrize("version", versions(47))
+def test_offset_delete(harness: Harness, version: int) -> None:
+    apis = GroupApis(
+        harness.coordinator,
+        lambda _partition: NODE,
+        partition_exists=lambda topic, partition: topic == "t" and partition < 2,
+    )
+    harness.coordinator.handle_commit_offsets(
+        "g", "", None, -1, {("t", 0): OffsetValue(5, -1, "", 0)}, lambda _errors: None
+    )
+    body = {
+        "group_id": "g",
+        "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 5}]},
+            {"name": "missing", "partitions": [{"partition_index": 0}]},
+        ],
+    }
+    deleted = round_trip(apis.offset_delete(request(47, version, body)))
+    assert deleted.error_code is ErrorCode.none
+    assert {
+        (t.name, p.partition_index): p.error_code for t in deleted.topics for p in t.partitions
+    } == {
+        ("t", 0): ErrorCode.none,
+        ("t", 5): ErrorCode.unknown_topic_or_partition,
+        ("missing", 0): ErrorCode.unknown_topic_or_partition,
+    }
+    assert harness.coordinator.handle_fetch_offsets("g", None)[1] == {}
+    # The group went with its last offset.
+    again = round_trip(apis.offset_delete(request(47, version, body)))
+    assert again.error_code is ErrorCode.group_id_not_found
+    assert {(t.name, p.partition_index) for t in again.topics for p in t.partitions} == {
+        ("t", 5),
+        ("missing", 0),
+    }
+
+
+def txn_offset_commit_body(group_id: str, partitions: list[int]) -> dict[str, Any]:
+    return {
+        "transactional_id": "app",
+        "group_id": group_id,
+        "producer_id": 77,
+        "producer_epoch": 0,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": 42,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "m",
+                    }
+                    for p in partitions
+                ],
+            }
+        ],
+    }
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", versions(28))
+async def test_txn_offset_commit(harness: Harness, version: int) -> None:
+    apis = GroupApis(
+        harness.coordinator,
+        lambda _partition: NODE,
+        partition_exists=lambda topic, partition: topic == "t" and partition < 2,
+    )
+    group_id = f"txn-v{version}"
+    committed = round_trip(
+        await apis.txn_offset_commit(request(28, version, txn_offset_commit_body(group_id, [0, 5])))
+    )
+    assert [(p.partition_index, p.error_code) for p in committed.topics[0].partitions] == [
+        (0, ErrorCode.none),
+        (5, ErrorCode.unknown_topic_or_partition),
+    ]
+    fetch = {"group_id": group_id, "topics": [{"name": "t", "partition_indexes": [0]}]}
+
+    def fetched(require_stable: bool) -> tuple[int, ErrorCode]:
+        body = round_trip(
+            apis.offset_fetch(request(9, 7, {**fetch, "require_stable": require_stable}))
+        )
+        (partition,) = body.topics[0].partitions
+        return partition.committed_offset, partition.error_code
+
+    assert fetched(True) == (-1, ErrorCode.unstable_offset_commit)
+    assert fetched(False) == (-1, ErrorCode.none)
+    partition = TopicPartition(OFFSETS_TOPIC, harness.coordinator.partition_for(group_id))
+    harness.coordinator.on_transaction_completed(77, [partition], True)
+    assert fetched(True) == (42, ErrorCode.none)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("version", "error"),
+    [(0, ErrorCode.coordinator_not_available), (2, ErrorCode.coordinator_load_in_progress)],
+)
+async def test_txn_offset_commit_while_loading(
+    harness: Harness, apis: GroupApis, version: int, error: ErrorCode
+) -> None:
+    # Kafka maps LOAD_IN_PROGRESS to COORDINATOR_NOT_AVAILABLE before v2 (KAFKA-7296).
+    harness.manager._loading_partitions.add(harness.coordinator.partition_for("loading"))
+    answered = round_trip(
+        await apis.txn_offset_commit(request(28, version, txn_offset_commit_body("loading", [0])))
+    )
+    assert answered.topics[0].partitions[0].error_code is error
