@@ -47,7 +47,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
+from tickwheel.log import (
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CleanerConfig,
+    Log,
+    LogCleaner,
+    LogError,
+)
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.security import (
@@ -462,24 +470,27 @@ class Broker:
             ),
             config.producer_id_expiration_check_interval_ms,
         )
-        for name, interval_ms, write in (
+        for name, interval_ms, stage, checkpoint in (
             (
                 "highwatermark-checkpoint",
                 config.replica_high_watermark_checkpoint_interval_ms,
                 Log.checkpoint_high_watermark,
+                HIGH_WATERMARK_CHECKPOINT,
             ),
             (
                 "kafka-recovery-point-checkpoint",
                 config.log_flush_offset_checkpoint_interval_ms,
                 Log.checkpoint_recovery_point,
+                RECOVERY_POINT_CHECKPOINT,
             ),
             (
                 "kafka-log-start-offset-checkpoint",
                 config.log_flush_start_offset_checkpoint_interval_ms,
                 Log.checkpoint_log_start_offset,
+                LOG_START_OFFSET_CHECKPOINT,
             ),
         ):
-            schedule(name, functools.partial(self._checkpoint, write), interval_ms)
+            schedule(name, functools.partial(self._checkpoint, stage, checkpoint), interval_ms)
         schedule(
             "idle-connection-check",
             self._close_idle_connections,
@@ -497,10 +508,12 @@ class Broker:
             except (LogError, OSError) as error:
                 replica_manager.handle_storage_error(tp, error)
 
-    async def _checkpoint(self, write: Callable[[Log], None]) -> None:
+    async def _checkpoint(self, stage: Callable[[Log], None], checkpoint: str) -> None:
         log_manager = self.replica_manager.log_manager
-        failures = await asyncio.to_thread(log_manager.checkpoint, log_manager.logs(), write)
-        log_manager.fail_logs(failures)
+        plan = log_manager.checkpoint_plan()
+        failures = await asyncio.to_thread(log_manager.checkpoint, plan, stage, checkpoint)
+        for log_dir, error in failures:
+            log_manager.fail_dir(log_dir, error)
 
     def _close_excess_connection(self) -> bool:
         """The inter-broker listener took the broker past ``max.connections``: close the
