@@ -41,6 +41,7 @@ from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._dynamic_config import DynamicBrokerConfig
 from tickwheel.server._group_configs import GroupConfigs
 from tickwheel.server._metrics import BrokerMetrics
+from tickwheel.server._topic_metadata import TopicMetadataParts
 from tickwheel.server._topics import TopicInfo, TopicRegistry
 from tickwheel.server._users import UserConfigs
 from tickwheel.share import SharePartitionManager
@@ -90,6 +91,8 @@ class BrokerContext:
             self.group_configs.set(group_id, configs)
         self.replica_manager = replica_manager
         self.topics = topics
+        # Each topic's encoded Metadata entry, kept until the topic changes.
+        self.topic_metadata = TopicMetadataParts()
         self.metrics = metrics
         self.supported_versions = supported_versions
         # Where clients reach each listener, by listener name (set by the broker once it
