@@ -33,6 +33,7 @@ from tickwheel.log._checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     OFFSET_CHECKPOINTS,
     RECOVERY_POINT_CHECKPOINT,
+    fsync_dir,
     read_checkpoint,
     write_atomically,
 )
@@ -132,6 +133,7 @@ __all__ = [
     "UnexpectedAppendOffsetError",
     "build_end_txn_marker",
     "check_batch",
+    "fsync_dir",
     "parse_end_txn_marker",
     "read_checkpoint",
     "read_control_batch",

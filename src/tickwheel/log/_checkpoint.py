@@ -140,9 +140,10 @@ def write_checkpoint(dir_path: str, name: str, topic: str, partition: int, offse
     write_atomically(dir_path, name, format_checkpoint({(topic, partition): offset}))
 
 
-def write_atomically(dir_path: str, name: str, data: bytes) -> None:
+def write_atomically(dir_path: str, name: str, data: bytes, *, sync: bool = True) -> None:
     """Replace ``dir_path/name`` with ``data``: write and fsync a temporary file, rename
-    it over the old one, fsync the directory."""
+    it over the old one, fsync the directory. Without ``sync``, no fsync: for a file
+    whose loss in a crash reads the same as its content."""
     fd = os.open(
         os.path.join(dir_path, name + TEMP_SUFFIX),
         os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
@@ -152,11 +153,13 @@ def write_atomically(dir_path: str, name: str, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(os.path.join(dir_path, name + TEMP_SUFFIX), os.path.join(dir_path, name))
-    fsync_dir(dir_path)
+    if sync:
+        fsync_dir(dir_path)
 
 
 def fsync_dir(dir_path: str) -> None:

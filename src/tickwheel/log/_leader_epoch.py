@@ -245,8 +245,8 @@ class LeaderEpochFileCache:
                 return floor_epoch, higher.start_offset
         return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
-    def write(self) -> None:
-        """Atomically replace the checkpoint file with the entries.
+    def write(self, *, sync: bool = True) -> None:
+        """Atomically replace the checkpoint file with the entries (``sync``: fsynced).
 
         Raises ``LogStorageError`` if the file cannot be written.
         """
@@ -255,6 +255,7 @@ class LeaderEpochFileCache:
                 self._dir_path,
                 LEADER_EPOCH_CHECKPOINT,
                 format_leader_epoch_checkpoint(self._entries),
+                sync=sync,
             )
         except OSError as error:
             raise LogStorageError(f"write of {self.path} failed: {error}") from error
@@ -327,6 +328,11 @@ def load_leader_epoch_cache(
                 list(found),
                 list(expected),
             )
-    if found != expected:
+    if found is None and not expected:
+        # A new log: Kafka's empty file, not fsynced, since losing it in a crash reads
+        # the same (no file, no epochs). Creating many partitions then costs no fsync
+        # per partition here.
+        cache.write(sync=False)
+    elif found != expected:
         cache.write()
     return cache

@@ -50,6 +50,7 @@ import errno
 import logging
 import os
 import shutil
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -59,6 +60,7 @@ from tickwheel.log import (
     LogConfig,
     LogStorageError,
     OffsetCheckpoints,
+    fsync_dir,
     read_checkpoint,
 )
 from tickwheel.replica._types import TopicPartition
@@ -147,6 +149,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._on_disk = self._scan()
+        # Partitions on disk per directory, kept as ``_on_disk`` changes: placing a new
+        # partition must not cost a pass over every partition.
+        self._held = Counter(self._on_disk.values())
         self._checkpoints = {log_dir: self._load_checkpoints(log_dir) for log_dir in self.log_dirs}
 
     def _load_checkpoints(self, log_dir: Path) -> OffsetCheckpoints:
@@ -218,11 +223,7 @@ class LogManager:
         online = [log_dir for log_dir in self.log_dirs if log_dir not in self._offline]
         if not online:
             raise LogStorageError("every log directory is offline")
-        counts = dict.fromkeys(online, 0)
-        for log_dir in (*self._dir_of.values(), *self._on_disk.values()):
-            if log_dir in counts:
-                counts[log_dir] += 1
-        return min(online, key=lambda log_dir: counts[log_dir])
+        return min(online, key=lambda log_dir: self._held[log_dir])
 
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig) -> Log:
         """The open log of ``tp``, opened (and recovered) or created on first use.
@@ -236,7 +237,9 @@ class LogManager:
         log_dir = self._place(tp)
         path = log_dir / partition_dir_name(tp)
         # Known on disk from here on, so that ``delete_log`` finds what a failed open left.
-        self._on_disk[tp] = log_dir
+        if tp not in self._on_disk:
+            self._on_disk[tp] = log_dir
+            self._held[log_dir] += 1
         try:
             path.mkdir(parents=True, exist_ok=True)
             log = Log.open(
@@ -271,8 +274,8 @@ class LogManager:
             if log_dir is not None:
                 path = log_dir / partition_dir_name(tp)
                 shutil.rmtree(path, ignore_errors=True)
-                if not path.exists():
-                    self._on_disk.pop(tp, None)
+                if not path.exists() and self._on_disk.pop(tp, None) is not None:
+                    self._held[log_dir] -= 1
 
     def fail_dir(self, log_dir: Path, error: OSError) -> None:
         """Take ``log_dir`` offline after ``error`` and tell ``on_dir_failure``.
@@ -338,6 +341,18 @@ class LogManager:
             except OSError as error:
                 failed.append((log_dir, error))
         return failed
+
+    def sync_dirs(self) -> None:
+        """fsync every online log directory, making the partition directories created
+        in it durable (one fsync for all of them); a failure takes the directory
+        offline."""
+        for log_dir in self.log_dirs:
+            if log_dir in self._offline:
+                continue
+            try:
+                fsync_dir(str(log_dir))
+            except OSError as error:
+                self.fail_dir(log_dir, error)
 
     def flush_all(self) -> None:
         """Flush every open log to disk."""
