@@ -1,7 +1,9 @@
-"""CreateTopics and CreatePartitions under a low RLIMIT_NOFILE: all or nothing.
+"""CreateTopics and CreatePartitions under a low RLIMIT_NOFILE: all or nothing; and
+the soft limit raised to the hard one at start.
 
-Each test runs ``tickwheel serve`` in a child process whose descriptor limit is
-lowered there, so this process keeps its own limit.
+Each test runs ``tickwheel serve`` in a child process whose descriptor limits are
+lowered there (the hard one too, so that the broker cannot raise the soft one past
+it), so this process keeps its own limits.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ CREATE_PARTITIONS = 37
 _CHILD = """
 import resource, sys
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, hard))
+resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {hard_limit}))
 if {without_budget}:
     # Let the request reach the logs, to exercise the rollback on a real EMFILE.
     import tickwheel.server.apis._create_topics as create_topics
@@ -46,7 +48,9 @@ sys.exit(main(sys.argv[1:]))
 
 
 def _serve(log_dir: Path, *, without_budget: bool) -> Iterator[tuple[WireClient, str]]:
-    script = _CHILD.format(nofile=CHILD_NOFILE, without_budget=without_budget)
+    script = _CHILD.format(
+        nofile=CHILD_NOFILE, without_budget=without_budget, hard_limit=CHILD_NOFILE
+    )
     with subprocess.Popen(
         [
             sys.executable,
@@ -151,3 +155,37 @@ def test_running_out_of_descriptors_rolls_the_topic_back(
     assert grown.error_code == ErrorCode.kafka_storage_error
     assert len(_partitions(bootstrap, "few") or []) == FEW_PARTITIONS
     assert len(_dirs(tmp_path, "few")) == FEW_PARTITIONS
+
+
+def test_the_soft_descriptor_limit_is_raised_to_the_hard_one_at_start(tmp_path: Path) -> None:
+    script = _CHILD.format(nofile=CHILD_NOFILE, without_budget=False, hard_limit="hard")
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"log.dirs={tmp_path}",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        assert process.stderr is not None
+        said = []
+        for line in process.stderr:
+            said.append(line)
+            if LISTENING.search(line):
+                break
+        limits = Path(f"/proc/{process.pid}/limits").read_text()
+        process.send_signal(signal.SIGTERM)
+        process.stderr.read()
+        assert process.wait(TIMEOUT_S) == 0
+    (line,) = [line for line in limits.splitlines() if line.startswith("Max open files")]
+    soft, hard = line.split()[3:5]
+    assert soft == hard
+    assert int(soft) > CHILD_NOFILE
+    logged = [line for line in said if "RLIMIT_NOFILE" in line]
+    assert logged, "".join(said)
+    assert f"soft limit {soft} (was {CHILD_NOFILE}), hard limit {hard}" in logged[0]

@@ -70,6 +70,7 @@ from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._config import BrokerConfig, ConfigError
 from tickwheel.server._context import BrokerContext, Endpoint
+from tickwheel.server._descriptors import raise_descriptor_limit
 from tickwheel.server._listener_config import ListenerSpec, parse_advertised
 from tickwheel.server._meta_properties import (
     MetaProperties,
@@ -209,11 +210,16 @@ class Broker:
         if context.groups is not None:
             context.groups.shutdown()
 
+    def _check_resources(self) -> None:
+        """Raise the descriptor limit as far as allowed; refuse unusable log dirs."""
+        raise_descriptor_limit()
+        for log_dir in self.log_dirs:
+            check_log_dir(log_dir)
+
     async def start(self) -> None:
         """Open the logs, then listen."""
         config = self.config
-        for log_dir in self.log_dirs:
-            check_log_dir(log_dir)
+        self._check_resources()
         stored = read_meta_properties(self.log_dirs, config.broker_id)
         cluster_id = choose_cluster_id(stored, config.cluster_id)
         if not config.zookeeper_connect:
