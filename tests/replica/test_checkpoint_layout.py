@@ -53,16 +53,21 @@ def _per_partition_files(log_dir: Path) -> list[Path]:
     return sorted(path for name in OFFSET_CHECKPOINTS for path in log_dir.glob(f"*/{name}"))
 
 
-def test_the_older_layout_moves_to_one_file_per_directory_without_losing_an_offset(
-    old_log_dir: Path,
-) -> None:
-    assert _per_partition_files(old_log_dir)
-    manager = LogManager([old_log_dir])
+def _assert_a_start_keeps_every_offset(log_dir: Path) -> None:
+    """A broker starting on ``log_dir`` finds every offset, in the new layout only."""
+    manager = LogManager([log_dir])
     try:
         assert _offsets(manager) == OLD_OFFSETS
     finally:
         manager.close()
-    assert _per_partition_files(old_log_dir) == []
+    assert _per_partition_files(log_dir) == []
+
+
+def test_the_older_layout_moves_to_one_file_per_directory_without_losing_an_offset(
+    old_log_dir: Path,
+) -> None:
+    assert _per_partition_files(old_log_dir)
+    _assert_a_start_keeps_every_offset(old_log_dir)
     entries = {
         name: parse_checkpoint((old_log_dir / name).read_bytes()) for name in OFFSET_CHECKPOINTS
     }
@@ -78,11 +83,7 @@ def test_the_older_layout_moves_to_one_file_per_directory_without_losing_an_offs
     }
     assert entries[LOG_START_OFFSET_CHECKPOINT][("orders", 1)] == 3
     # And the next start reads the new files.
-    reopened = LogManager([old_log_dir])
-    try:
-        assert _offsets(reopened) == OLD_OFFSETS
-    finally:
-        reopened.close()
+    _assert_a_start_keeps_every_offset(old_log_dir)
 
 
 @pytest.mark.parametrize("crash_at", ["before-the-first-rename", "before-the-second-rename"])
@@ -104,12 +105,7 @@ def test_a_crash_while_writing_the_new_files_leaves_the_old_ones_to_read_again(
     monkeypatch.undo()
     # No per-partition file was deleted, whichever directory files made it.
     assert len(_per_partition_files(old_log_dir)) == 7
-    manager = LogManager([old_log_dir])
-    try:
-        assert _offsets(manager) == OLD_OFFSETS
-    finally:
-        manager.close()
-    assert _per_partition_files(old_log_dir) == []
+    _assert_a_start_keeps_every_offset(old_log_dir)
 
 
 def test_a_crash_while_deleting_the_old_files_keeps_the_new_ones_as_the_truth(
@@ -133,12 +129,7 @@ def test_a_crash_while_deleting_the_old_files_keeps_the_new_ones_as_the_truth(
     # lie, and it must not be believed.
     stale = old_log_dir / "orders-2" / HIGH_WATERMARK_CHECKPOINT
     stale.write_bytes(b"0\n1\norders 2 1\n")
-    manager = LogManager([old_log_dir])
-    try:
-        assert _offsets(manager) == OLD_OFFSETS
-    finally:
-        manager.close()
-    assert _per_partition_files(old_log_dir) == []
+    _assert_a_start_keeps_every_offset(old_log_dir)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ it), so this process keeps its own limits.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import subprocess
@@ -47,9 +48,14 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _serve(log_dir: Path, *, without_budget: bool) -> Iterator[tuple[WireClient, str]]:
+@contextlib.contextmanager
+def _child(
+    log_dir: Path, *, without_budget: bool, hard_limit: str
+) -> Iterator[tuple[int, str, list[str]]]:
+    """``tickwheel serve`` under the lowered limits: (pid, bootstrap, what it said until
+    it listened); stopped by SIGTERM, which it must survive cleanly."""
     script = _CHILD.format(
-        nofile=CHILD_NOFILE, without_budget=without_budget, hard_limit=CHILD_NOFILE
+        nofile=CHILD_NOFILE, without_budget=without_budget, hard_limit=hard_limit
     )
     with subprocess.Popen(
         [
@@ -67,21 +73,33 @@ def _serve(log_dir: Path, *, without_budget: bool) -> Iterator[tuple[WireClient,
         text=True,
     ) as process:
         assert process.stderr is not None
+        said = []
         for line in process.stderr:
+            said.append(line)
             found = LISTENING.search(line)
             if found:
                 break
         assert found, "the broker never said where it listens"
-        bootstrap = f"{found[1]}:{found[2]}"
+        try:
+            yield process.pid, f"{found[1]}:{found[2]}", said
+        finally:
+            process.send_signal(signal.SIGTERM)
+            rest = process.stderr.read()
+            assert process.wait(TIMEOUT_S) == 0, rest
+            assert "Traceback" not in rest, rest
+
+
+def _serve(log_dir: Path, *, without_budget: bool) -> Iterator[tuple[WireClient, str]]:
+    with _child(log_dir, without_budget=without_budget, hard_limit=str(CHILD_NOFILE)) as (
+        _,
+        bootstrap,
+        _,
+    ):
         client = WireClient(bootstrap)
         try:
             yield client, bootstrap
         finally:
             client.close()
-            process.send_signal(signal.SIGTERM)
-            rest = process.stderr.read()
-            assert process.wait(TIMEOUT_S) == 0, rest
-            assert "Traceback" not in rest, rest
 
 
 @pytest.fixture
@@ -158,30 +176,8 @@ def test_running_out_of_descriptors_rolls_the_topic_back(
 
 
 def test_the_soft_descriptor_limit_is_raised_to_the_hard_one_at_start(tmp_path: Path) -> None:
-    script = _CHILD.format(nofile=CHILD_NOFILE, without_budget=False, hard_limit="hard")
-    with subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            script,
-            "--override",
-            "listeners=PLAINTEXT://127.0.0.1:0",
-            "--override",
-            f"log.dirs={tmp_path}",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as process:
-        assert process.stderr is not None
-        said = []
-        for line in process.stderr:
-            said.append(line)
-            if LISTENING.search(line):
-                break
-        limits = Path(f"/proc/{process.pid}/limits").read_text()
-        process.send_signal(signal.SIGTERM)
-        process.stderr.read()
-        assert process.wait(TIMEOUT_S) == 0
+    with _child(tmp_path, without_budget=False, hard_limit="hard") as (pid, _, said):
+        limits = Path(f"/proc/{pid}/limits").read_text()
     (line,) = [line for line in limits.splitlines() if line.startswith("Max open files")]
     soft, hard = line.split()[3:5]
     assert soft == hard

@@ -24,6 +24,11 @@ each count until a step fails or passes ``--tansu-timeout-s``; then its larger c
 are skipped and the table says so. Counts above what the hard ``RLIMIT_NOFILE`` allows
 (a descriptor per partition, plus slack) are skipped with a note.
 
+With ``--cluster-partitions N`` (0, the default, skips it) it also runs the cluster
+case: ZooKeeper and three brokers holding N partitions at replication factor 3, a
+leader broker SIGKILLed, the time until every partition is led again and what the
+controller's ZooKeeper writes took of it (``_partitions_cluster``).
+
 One run per count: the figures are for the shape of the growth on a quiet machine,
 not for percentiles. Log directories go under ``--log-parent`` (default: the system's
 temporary directory, on disk as Kafka's would be; ``/dev/shm`` for a RAM disk). The
@@ -358,6 +363,12 @@ def _parser() -> argparse.ArgumentParser:
         default=300.0,
         help="a tansu count taking longer than this ends tansu's run",
     )
+    parser.add_argument(
+        "--cluster-partitions",
+        type=int,
+        default=0,
+        help="also run the 3-broker case with this many partitions at RF 3 (0: skip)",
+    )
     add_png_argument(parser)
     return parser
 
@@ -408,5 +419,16 @@ def main(argv: list[str]) -> int:
             tansu_done = figures.failure is not None
         print(f"measured {count:,} partitions", file=sys.stderr, flush=True)
     print(report(results))
+    if args.cluster_partitions > 0:
+        # Needs the cluster extra (ZooKeeper's client); the single-broker cases do not.
+        from tickwheel.bench._partitions_cluster import (  # noqa: PLC0415
+            measure_cluster,
+            report_cluster,
+        )
+
+        with tempfile.TemporaryDirectory(
+            prefix="tickwheel-bench-partitions-cluster-", dir=args.log_parent
+        ) as base:
+            print("\n" + report_cluster(measure_cluster(Path(base), args.cluster_partitions)))
     save_png(args.png, "tickwheel bench partitions", panels(results))
     return 0
