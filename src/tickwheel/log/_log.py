@@ -987,7 +987,11 @@ class Log:
                     f"epoch {leader_epoch} cannot start at {start_offset}: the log ends at "
                     f"{self._log_end.message_offset}"
                 )
-            self._leader_epochs.assign(leader_epoch, start_offset)
+            # At the log end the entry waits for the next flush to be fsynced: a restart
+            # forgets entries at or past the log end, and batches after it reach the
+            # disk only with a flush (see ``_leader_epoch``).
+            at_end = start_offset == self._log_end.message_offset
+            self._leader_epochs.assign(leader_epoch, start_offset, sync=not at_end)
 
     # -- high watermark ----------------------------------------------------------------
 
@@ -1315,6 +1319,7 @@ class Log:
                 # Make the new segment files' names durable before the checkpoint names
                 # offsets inside them.
                 fsync_dir(self._dir_path)
+            self._leader_epochs.sync()
             self._recovery_point = self._log_end.message_offset
             self._checkpoint(OFFSET_CHECKPOINTS, at_once=False)
         except OSError as error:

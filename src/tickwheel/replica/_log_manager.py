@@ -268,10 +268,9 @@ class LogManager:
             if log is not None:
                 log.close()
         finally:
-            if log_dir is not None:
-                self._checkpoints[log_dir].remove([(tp.topic, tp.partition)])
             # Removed even when closing failed: nothing reopens it.
             if log_dir is not None:
+                self._checkpoints[log_dir].remove([(tp.topic, tp.partition)])
                 path = log_dir / partition_dir_name(tp)
                 shutil.rmtree(path, ignore_errors=True)
                 if not path.exists() and self._on_disk.pop(tp, None) is not None:
