@@ -119,10 +119,21 @@ def measure_cluster(base: Path, partitions: int) -> ClusterFigures:
         finally:
             zk.stop()
             zk.close()
-        log = cluster.brokers[controller].output.read_text(errors="replace")
-    rounds = _ROUND.findall(log)
-    written, _, round_ms, write_ms = (int(value) for value in rounds[-1]) if rounds else (0,) * 4
+        written, _, round_ms, write_ms = _controller_round(cluster.brokers[controller].output)
     return ClusterFigures(partitions, create_s, led_again_s, written, round_ms, write_ms)
+
+
+def _controller_round(output: Path) -> tuple[int, ...]:
+    """The numbers of the controller's last broker-change round, from its log; the
+    line comes once its writes are all answered, a moment after ZooKeeper shows them."""
+    deadline = time.monotonic() + _CLIENT_TIMEOUT_S
+    while True:
+        rounds = _ROUND.findall(output.read_text(errors="replace"))
+        if rounds:
+            return tuple(int(value) for value in rounds[-1])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the controller logged no broker-change round in {output}")
+        time.sleep(_POLL_S)
 
 
 def report_cluster(figures: ClusterFigures) -> str:
