@@ -7,8 +7,10 @@ The procedure ``load_log`` follows on every open (after a clean close or a crash
    fsynced, so the swap is finished -- the segments it replaces (those whose base
    offset lies in [its base offset, its end offset)) are deleted and the ``.swap``
    files take the segment names. Then delete leftovers of interrupted work: ``*.tmp``
-   checkpoints, ``*.deleted``, ``*.cleaned`` and other ``*.swap`` files, and index
-   files whose ``.log`` file is gone.
+   checkpoints, ``*.deleted``, ``*.cleaned`` and other ``*.swap`` files, index
+   files whose ``.log`` file is gone, and, in a log whose offsets its log directory's
+   checkpoints hold, the older layout's per-partition offset checkpoint files (their
+   offsets were moved to the directory's files before any log was opened).
 2. Read the checkpoints: recovery point (every byte below it was fsynced with its
    index files), log start offset and high watermark from the ``OffsetCheckpoints``
    the log was opened with (its directory's files, see ``_offset_checkpoints``), and
@@ -67,6 +69,7 @@ from tickwheel.log._checkpoint import (
     CLEANER_CHECKPOINT,
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_CHECKPOINTS,
     RECOVERY_POINT_CHECKPOINT,
     TEMP_SUFFIX,
     TopicPartitionKey,
@@ -134,7 +137,9 @@ def load_log(
     """
     os.makedirs(dir_path, exist_ok=True)
     _finish_swaps(dir_path, config, now_ms)
-    base_offsets = _clean_directory(dir_path)
+    # The older layout's files are leftovers once the offsets live elsewhere.
+    moved = OFFSET_CHECKPOINTS if checkpoints.dir_path != dir_path else ()
+    base_offsets = _clean_directory(dir_path, moved)
     cleaner_checkpoint = read_checkpoint(os.path.join(dir_path, CLEANER_CHECKPOINT))
     # Offsets are contiguous unless the cleaner may have left gaps.
     contiguous = cleaner_checkpoint is None and not config.compacted
@@ -320,13 +325,14 @@ def _epoch_noter(batch_epochs: list[EpochEntry]) -> Callable[[BatchHeader], None
     return note
 
 
-def _clean_directory(dir_path: str) -> list[int]:
-    """Delete leftovers (step 1); return the base offsets of the segments, sorted."""
+def _clean_directory(dir_path: str, moved: tuple[str, ...]) -> list[int]:
+    """Delete leftovers (step 1), ``moved`` files among them; return the base offsets
+    of the segments, sorted."""
     names = os.listdir(dir_path)
     base_offsets: set[int] = set()
     for name in names:
         stem, dot, _ = name.partition(".")
-        if name.endswith(_LEFTOVER_SUFFIXES):
+        if name.endswith(_LEFTOVER_SUFFIXES) or name in moved:
             os.unlink(os.path.join(dir_path, name))
         elif name.endswith(LOG_SUFFIX) and len(stem) == OFFSET_DIGITS and stem.isdigit() and dot:
             base_offsets.add(int(stem))

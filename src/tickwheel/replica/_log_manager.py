@@ -23,11 +23,12 @@ The older layout, and the move from it: a broker of an earlier version kept the 
 three files in every partition directory, each with its one entry. When a log
 directory has no file of a checkpoint yet, the per-partition files of that checkpoint
 are read at start-up (``_migrate``), the directory's file is written and fsynced, and
-only then are the per-partition files deleted. A crash before the directory's file is
-in place leaves the per-partition files to be read again; after it, the directory's
-file is the truth and the per-partition files left over are deleted unread. No offset
-is lost either way. Entries of partitions with no directory are dropped at start-up,
-so a partition created again after a crash starts from nothing.
+only then are the per-partition files deleted, each as its log is opened
+(``Log.open`` clears them with its other leftovers). A crash before the directory's
+file is in place leaves the per-partition files to be read again; after it, the
+directory's file is the truth and the per-partition files left over are deleted
+unread. No offset is lost either way. Entries of partitions with no directory are
+dropped at start-up, so a partition created again after a crash starts from nothing.
 
 Log directory failure, as Kafka's ``LogDirFailureChannel``: an I/O error on a log
 (a full disk, a failing device) takes its whole directory offline. The error is logged
@@ -164,12 +165,8 @@ class LogManager:
             checkpoints = OffsetCheckpoints.load(str(log_dir))
             checkpoints.remove([key for key in checkpoints.partitions() if key not in present])
             _migrate(log_dir, checkpoints, partitions)
+            # Durable before any log opens: opening one deletes the older layout's files.
             checkpoints.write()
-            # Only now that the directory's files are durable: the older layout's go.
-            for tp in partitions:
-                for name in OFFSET_CHECKPOINTS:
-                    with contextlib.suppress(FileNotFoundError):
-                        (log_dir / partition_dir_name(tp) / name).unlink()
         except OSError as error:
             raise LogDirError(
                 f"log.dirs entry {str(log_dir)!r}: cannot read or write its checkpoints: {error}"
