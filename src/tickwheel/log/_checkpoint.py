@@ -162,6 +162,15 @@ def write_atomically(dir_path: str, name: str, data: bytes, *, sync: bool = True
         fsync_dir(dir_path)
 
 
+def fsync_file(path: str) -> None:
+    """fsync the file at ``path`` (written earlier, through another descriptor)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(dir_path: str) -> None:
     """fsync a directory, making the creations, renames and unlinks in it durable."""
     fd = os.open(dir_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -70,7 +70,7 @@ import os
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from tickwheel.log._checkpoint import CHECKPOINT_VERSION, fsync_dir, write_atomically
+from tickwheel.log._checkpoint import CHECKPOINT_VERSION, fsync_dir, fsync_file, write_atomically
 from tickwheel.log._errors import LogStorageError
 
 LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
@@ -276,11 +276,7 @@ class LeaderEpochFileCache:
         on every flush. Raises ``OSError`` if that fails."""
         if not self._unsynced:
             return
-        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(self.path)
         fsync_dir(self._dir_path)
         self._unsynced = False
 
