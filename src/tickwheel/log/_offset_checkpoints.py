@@ -16,12 +16,13 @@ its own keeps one in its partition directory, holding its one entry, and writes
 through on every change.
 
 Reading: a file that is absent holds no entries; a file that is malformed is reported
-once, with its path and the reason, and read as holding no entries, so every
-partition of the directory recovers from its logs (recovery point 0, log start at the
-first segment, high watermark at the log start), as Kafka resets them: no partition
-ever starts from an offset the file did not clearly say. ``file_existed`` tells the log
-manager whether a file was there at all, which decides whether the per-partition
-files of the older layout are still the truth (see ``replica._log_manager``).
+with its path and the reason, read as holding no entries and rewritten by the next
+write, so every partition of the directory recovers from its logs (recovery point 0,
+log start at the first segment, high watermark at the log start), as Kafka resets
+them: no partition ever starts from an offset the file did not clearly say.
+``file_existed`` tells the log manager whether a file was there at all, which decides
+whether the per-partition files of the older layout are still the truth (see
+``replica._log_manager``).
 
 Concurrency: thread-safe. ``_lock`` guards the entries and is held only for dictionary
 work (a log stages under its own lock, so the order is always log lock, then this one);
@@ -76,6 +77,7 @@ class OffsetCheckpoints:
         """
         entries: dict[str, dict[TopicPartitionKey, int]] = {}
         existing: set[str] = set()
+        malformed: set[str] = set()
         for name in OFFSET_CHECKPOINTS:
             path = os.path.join(dir_path, name)
             with contextlib.suppress(FileNotFoundError):
@@ -87,10 +89,14 @@ class OffsetCheckpoints:
             except CheckpointFormatError as error:
                 _log.error("%s; its partitions recover from their logs", error)
                 found = {}
+                malformed.add(name)
             if found is not None:
                 existing.add(name)
             entries[name] = found or {}
-        return cls(dir_path, entries, frozenset(existing))
+        checkpoints = cls(dir_path, entries, frozenset(existing))
+        # Rewritten by the next write, so that it is reported once, not at every start.
+        checkpoints._dirty.update(malformed)
+        return checkpoints
 
     @property
     def dir_path(self) -> str:
@@ -100,6 +106,12 @@ class OffsetCheckpoints:
     def file_existed(self, name: str) -> bool:
         """Whether file ``name`` was there (well-formed or not) when loaded."""
         return name in self._existing
+
+    def create_missing(self) -> None:
+        """Make each file that was not there due, so that the next write creates it
+        (holding whatever entries are staged, perhaps none)."""
+        with self._lock:
+            self._dirty.update(name for name in OFFSET_CHECKPOINTS if name not in self._existing)
 
     def get(self, name: str, key: TopicPartitionKey) -> int | None:
         """The offset of ``key`` in checkpoint ``name``, or None."""

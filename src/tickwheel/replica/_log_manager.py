@@ -165,7 +165,9 @@ class LogManager:
             checkpoints = OffsetCheckpoints.load(str(log_dir))
             checkpoints.remove([key for key in checkpoints.partitions() if key not in present])
             _migrate(log_dir, checkpoints, partitions)
-            # Durable before any log opens: opening one deletes the older layout's files.
+            # Every file exists from now on (the next start looks for no older files)
+            # and is durable before any log opens: opening one deletes its older files.
+            checkpoints.create_missing()
             checkpoints.write()
         except OSError as error:
             raise LogDirError(
