@@ -70,7 +70,9 @@ def test_serve_until_a_signal_then_stop_cleanly(tmp_path: Path, signum: int) -> 
         rest = process.stderr.read()
         assert process.wait(TIMEOUT_S) == 0
     assert "stopped" in rest
-    assert (tmp_path / "logs" / "cli-0" / "recovery-point-offset-checkpoint").exists()
+    # A clean stop checkpoints the recovery points: the log directory's file names both.
+    checkpoint = (tmp_path / "logs" / "recovery-point-offset-checkpoint").read_text()
+    assert checkpoint.splitlines()[1:] == ["2", "cli 0 1", "cli 1 0"]
 
 
 @pytest.mark.parametrize(

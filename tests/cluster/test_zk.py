@@ -122,3 +122,48 @@ def test_controller_writes_are_fenced_by_the_controller_epoch(client: ZkClient) 
     assert latest is not None
     with pytest.raises(ControllerMovedError):
         client.set_partition_state_fenced(T0, LeaderAndIsr(1, 2, (1,), 1, latest.version), old)
+
+
+def test_pipelined_controller_writes_are_fenced_one_by_one(client: ZkClient) -> None:
+    first = LeaderAndIsr(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1)
+    tps = [TopicPartition("many", index) for index in range(20)]
+    client.create_topic(
+        "many",
+        TopicAssignment(dict.fromkeys(range(20), (1, 2)), "id"),
+        {},
+        dict.fromkeys(range(20), first),
+    )
+    controller = client.elect_controller(1)
+    assert controller is not None
+    states = [client.partition_state(tp) for tp in tps]
+    assert all(state is not None for state in states)
+    # A leader's own ISR write to partition 7 wins the race against the controller's.
+    raced = states[7]
+    assert raced is not None
+    assert client.set_partition_state(tps[7], LeaderAndIsr(1, 0, (1,), 1, raced.version))
+    proposed = [
+        (tp, LeaderAndIsr(2, 1, (2,), 1, state.version))
+        for tp, state in zip(tps, states, strict=True)
+        if state is not None
+    ]
+    written = client.set_partition_states_fenced(proposed, controller)
+    assert [index for index, state in enumerate(written) if state is None] == [7]
+    for tp, state in zip(tps, written, strict=True):
+        stored = client.partition_state(tp)
+        assert stored is not None
+        if state is not None:
+            assert stored == state
+            assert stored.leader == 2
+        else:
+            assert stored.isr == (1,)
+    # A newer controller was elected: the old one's batch is refused.
+    client.stop()
+    client.start()
+    assert client.elect_controller(2) is not None
+    latest = [(tp, client.partition_state(tp)) for tp in tps[:3]]
+    with pytest.raises(ControllerMovedError):
+        client.set_partition_states_fenced(
+            [(tp, LeaderAndIsr(1, 3, (1,), 1, state.version)) for tp, state in latest if state],
+            controller,
+        )
+    assert all(client.partition_state(tp) == state for tp, state in latest)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -448,3 +449,36 @@ def test_leader_epochs_against_a_model_long_runs() -> None:
     run_state_machine_as_test(
         LeaderEpochModel, settings=settings(max_examples=100, stateful_step_count=50, deadline=None)
     )
+
+
+def test_a_new_leaders_epoch_at_the_log_end_is_fsynced_by_the_next_flush(
+    open_log: Opener, log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log()
+    log.append_as_leader(_records(2), 0)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    # Becoming leader at epoch 4: written at once, fsynced later.
+    log.maybe_assign_epoch_start_offset(4, log.log_end_offset)
+    assert _file_entries(log)[-1] == EpochEntry(4, 2)
+    assert synced == []
+    log.flush()
+    epoch_file = str(log_dir / LEADER_EPOCH_CHECKPOINT)
+    assert epoch_file in synced
+    assert str(log_dir) in synced
+    synced.clear()
+    log.flush()
+    assert epoch_file not in synced  # once
+    # Every other change (here a truncation dropping epoch 5) is fsynced at once, as
+    # the temporary file it writes and renames.
+    log.maybe_assign_epoch_start_offset(5, log.log_end_offset)
+    log.append_as_leader(_records(1), 5)
+    synced.clear()
+    log.truncate_to(2)
+    assert epoch_file + ".tmp" in synced

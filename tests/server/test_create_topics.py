@@ -1,11 +1,14 @@
-"""CreateTopics and CreatePartitions under a low RLIMIT_NOFILE: all or nothing.
+"""CreateTopics and CreatePartitions under a low RLIMIT_NOFILE: all or nothing; and
+the soft limit raised to the hard one at start.
 
-Each test runs ``tickwheel serve`` in a child process whose descriptor limit is
-lowered there, so this process keeps its own limit.
+Each test runs ``tickwheel serve`` in a child process whose descriptor limits are
+lowered there (the hard one too, so that the broker cannot raise the soft one past
+it), so this process keeps its own limits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import subprocess
@@ -32,7 +35,7 @@ CREATE_PARTITIONS = 37
 _CHILD = """
 import resource, sys
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, hard))
+resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {hard_limit}))
 if {without_budget}:
     # Let the request reach the logs, to exercise the rollback on a real EMFILE.
     import tickwheel.server.apis._create_topics as create_topics
@@ -45,8 +48,15 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _serve(log_dir: Path, *, without_budget: bool) -> Iterator[tuple[WireClient, str]]:
-    script = _CHILD.format(nofile=CHILD_NOFILE, without_budget=without_budget)
+@contextlib.contextmanager
+def _child(
+    log_dir: Path, *, without_budget: bool, hard_limit: str
+) -> Iterator[tuple[int, str, list[str]]]:
+    """``tickwheel serve`` under the lowered limits: (pid, bootstrap, what it said until
+    it listened); stopped by SIGTERM, which it must survive cleanly."""
+    script = _CHILD.format(
+        nofile=CHILD_NOFILE, without_budget=without_budget, hard_limit=hard_limit
+    )
     with subprocess.Popen(
         [
             sys.executable,
@@ -63,21 +73,33 @@ def _serve(log_dir: Path, *, without_budget: bool) -> Iterator[tuple[WireClient,
         text=True,
     ) as process:
         assert process.stderr is not None
+        said = []
         for line in process.stderr:
+            said.append(line)
             found = LISTENING.search(line)
             if found:
                 break
         assert found, "the broker never said where it listens"
-        bootstrap = f"{found[1]}:{found[2]}"
+        try:
+            yield process.pid, f"{found[1]}:{found[2]}", said
+        finally:
+            process.send_signal(signal.SIGTERM)
+            rest = process.stderr.read()
+            assert process.wait(TIMEOUT_S) == 0, rest
+            assert "Traceback" not in rest, rest
+
+
+def _serve(log_dir: Path, *, without_budget: bool) -> Iterator[tuple[WireClient, str]]:
+    with _child(log_dir, without_budget=without_budget, hard_limit=str(CHILD_NOFILE)) as (
+        _,
+        bootstrap,
+        _,
+    ):
         client = WireClient(bootstrap)
         try:
             yield client, bootstrap
         finally:
             client.close()
-            process.send_signal(signal.SIGTERM)
-            rest = process.stderr.read()
-            assert process.wait(TIMEOUT_S) == 0, rest
-            assert "Traceback" not in rest, rest
 
 
 @pytest.fixture
@@ -151,3 +173,15 @@ def test_running_out_of_descriptors_rolls_the_topic_back(
     assert grown.error_code == ErrorCode.kafka_storage_error
     assert len(_partitions(bootstrap, "few") or []) == FEW_PARTITIONS
     assert len(_dirs(tmp_path, "few")) == FEW_PARTITIONS
+
+
+def test_the_soft_descriptor_limit_is_raised_to_the_hard_one_at_start(tmp_path: Path) -> None:
+    with _child(tmp_path, without_budget=False, hard_limit="hard") as (pid, _, said):
+        limits = Path(f"/proc/{pid}/limits").read_text()
+    (line,) = [line for line in limits.splitlines() if line.startswith("Max open files")]
+    soft, hard = line.split()[3:5]
+    assert soft == hard
+    assert int(soft) > CHILD_NOFILE
+    logged = [line for line in said if "RLIMIT_NOFILE" in line]
+    assert logged, "".join(said)
+    assert f"soft limit {soft} (was {CHILD_NOFILE}), hard limit {hard}" in logged[0]

@@ -208,7 +208,8 @@ def test_the_high_watermark_is_checkpointed_on_its_interval(tmp_path: Path) -> N
         for index in range(7):
             producer.produce(TOPIC, f"{index}".encode())
         assert producer.flush(WAIT_S) == 0
-        checkpoint = log_dir / f"{TOPIC}-0" / "replication-offset-checkpoint"
+        # One file for every partition of the log directory.
+        checkpoint = log_dir / "replication-offset-checkpoint"
 
         def checkpointed() -> str:
             # Kafka's format: version, entry count, then "topic partition offset".

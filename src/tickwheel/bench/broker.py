@@ -68,6 +68,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -180,10 +181,16 @@ def _read_port(process: subprocess.Popen[bytes]) -> int:
     for raw in process.stderr:
         found = _LISTENING.search(raw.decode(errors="replace"))
         if found:
-            # Keep draining stderr so the broker never blocks on a full pipe.
-            threading.Thread(target=process.stderr.read, daemon=True).start()
+            # Keep draining stderr so the broker never blocks on a full pipe; the pipe
+            # is closed once the broker has exited.
+            threading.Thread(target=_drain, args=(process.stderr,), daemon=True).start()
             return int(found[1])
     raise RuntimeError("tickwheel serve exited before it listened")
+
+
+def _drain(pipe: IO[bytes]) -> None:
+    with pipe:
+        pipe.read()
 
 
 def tansu_binary() -> Path | None:

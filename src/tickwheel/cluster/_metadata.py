@@ -9,6 +9,11 @@ feed it; Metadata responses, CreateTopics and the leader/follower transitions re
 Updates never go backwards: a partition state older (by znode version) than the one
 held is ignored, since a watch may report a state this broker already wrote itself.
 
+Every update counts a generation: ``broker_generation`` for the live brokers (which
+decide each leader's reachability), ``topic_generation`` per topic for its assignment,
+configs, id and partition states; the Metadata handler keeps each topic's encoded
+answer until one of them moves.
+
 Concurrency: owned by the broker's event loop; every method is called on that thread.
 """
 
@@ -58,12 +63,22 @@ class MetadataCache:
         self.partition_states: dict[TopicPartition, LeaderAndIsr] = {}
         self.controller_id = NO_CONTROLLER
         self.cluster_id = ""
+        self.broker_generation = 0
+        self._topic_generations: dict[str, int] = {}
 
     # -- updates ---------------------------------------------------------------------
 
     def set_brokers(self, brokers: Iterable[BrokerRegistration]) -> None:
         """Replace the live brokers."""
         self.brokers = {b.broker_id: b for b in brokers}
+        self.broker_generation += 1
+
+    def topic_generation(self, name: str) -> int:
+        """A number that changes with every update of topic ``name`` or its partitions."""
+        return self._topic_generations.get(name, 0)
+
+    def _topic_changed(self, name: str) -> None:
+        self._topic_generations[name] = self._topic_generations.get(name, 0) + 1
 
     def set_topic(
         self,
@@ -74,10 +89,12 @@ class MetadataCache:
     ) -> None:
         """Add a topic or replace its assignment and configs (partitions may only grow)."""
         self.topics[name] = TopicMetadata(dict(assignment), dict(configs), topic_id)
+        self._topic_changed(name)
 
     def remove_topic(self, name: str) -> list[TopicPartition]:
         """Forget a deleted topic; returns its partitions."""
         info = self.topics.pop(name, None)
+        self._topic_changed(name)
         gone = [TopicPartition(name, p) for p in (info.assignment if info else ())]
         for tp in [tp for tp in self.partition_states if tp.topic == name]:
             del self.partition_states[tp]
@@ -91,6 +108,7 @@ class MetadataCache:
         if held is not None and held.version >= state.version:
             return False
         self.partition_states[tp] = state
+        self._topic_changed(tp.topic)
         return True
 
     # -- queries ---------------------------------------------------------------------

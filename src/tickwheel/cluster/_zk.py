@@ -42,8 +42,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 # kazoo ships no type information; its values are typed where they enter this module.
 from kazoo.client import KazooClient, KazooState  # type: ignore[import-untyped]
@@ -418,14 +419,7 @@ class ZkClient:
     ) -> LeaderAndIsr | None:
         """``set_partition_state`` as ``controller``; raises ``ControllerMovedError``
         once another controller has been elected."""
-        transaction = self._client.transaction()
-        transaction.check(CONTROLLER_EPOCH_PATH, controller.zk_version)
-        transaction.set_data(
-            partition_state_path(tp.topic, tp.partition),
-            encode_partition_state(state),
-            version=state.version,
-        )
-        fenced, written = transaction.commit()
+        fenced, written = self._fenced_transaction(tp, state, controller).commit()
         # A failed multi reports the ops before the failing one as rolled back: only a
         # failed check means another controller was elected.
         if isinstance(fenced, Exception) and not isinstance(fenced, RolledBackError):
@@ -433,6 +427,48 @@ class ZkClient:
         if isinstance(written, Exception):
             return None
         return replace(state, version=int(written.version))
+
+    def set_partition_states_fenced(
+        self, states: Sequence[tuple[TopicPartition, LeaderAndIsr]], controller: ControllerEpoch
+    ) -> list[LeaderAndIsr | None]:
+        """``set_partition_state_fenced`` for many partitions, pipelined: every
+        transaction is sent before the first reply is awaited, as Kafka's controller
+        sends its ``SetData`` requests, so the batch costs about one round trip rather
+        than one per partition. Each is fenced on its own; the result per partition is
+        the stored state, or None for one that lost a race. Raises
+        ``ControllerMovedError`` once another controller has been elected (the
+        transactions before the first fenced one may have been written)."""
+        pending = [
+            self._fenced_transaction(tp, state, controller).commit_async() for tp, state in states
+        ]
+        results: list[LeaderAndIsr | None] = []
+        moved = False
+        for (_, state), reply in zip(states, pending, strict=True):
+            fenced, written = reply.get()
+            if isinstance(fenced, Exception) and not isinstance(fenced, RolledBackError):
+                moved = True
+            results.append(
+                None
+                if isinstance(written, Exception)
+                else replace(state, version=int(written.version))
+            )
+        if moved:
+            raise ControllerMovedError(f"controller epoch {controller.epoch} is no longer current")
+        return results
+
+    def _fenced_transaction(
+        self, tp: TopicPartition, state: LeaderAndIsr, controller: ControllerEpoch
+    ) -> Any:
+        """A transaction writing ``state`` if its znode is still at ``state.version``
+        and ``/controller_epoch`` still ``controller``'s."""
+        transaction = self._client.transaction()
+        transaction.check(CONTROLLER_EPOCH_PATH, controller.zk_version)
+        transaction.set_data(
+            partition_state_path(tp.topic, tp.partition),
+            encode_partition_state(state),
+            version=state.version,
+        )
+        return transaction
 
     def partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
         """The partition's state as ZooKeeper holds it now, or None if it has none."""

@@ -28,7 +28,15 @@ network, no replication.
 Concurrency: ``Log`` is thread-safe (one lock per log); values are immutable.
 """
 
-from tickwheel.log._checkpoint import write_atomically
+from tickwheel.log._checkpoint import (
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_CHECKPOINTS,
+    RECOVERY_POINT_CHECKPOINT,
+    fsync_dir,
+    read_checkpoint,
+    write_atomically,
+)
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import (
@@ -55,6 +63,7 @@ from tickwheel.log._log import (
     TimestampAndOffset,
     system_clock_ms,
 )
+from tickwheel.log._offset_checkpoints import OffsetCheckpoints
 from tickwheel.log._offset_metadata import LogOffsetMetadata
 from tickwheel.log._producer_state import AppendOrigin, ProducerStateSummary
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
@@ -81,10 +90,14 @@ from tickwheel.record import (
 __all__ = [
     "CONTROL_FLAG_MASK",
     "EARLIEST_TIMESTAMP",
+    "HIGH_WATERMARK_CHECKPOINT",
     "LATEST_TIMESTAMP",
     "LOG_OVERHEAD",
+    "LOG_START_OFFSET_CHECKPOINT",
     "MAX_TIMESTAMP",
+    "OFFSET_CHECKPOINTS",
     "RECORD_BATCH_OVERHEAD",
+    "RECOVERY_POINT_CHECKPOINT",
     "TIMESTAMP_TYPE_MASK",
     "TRANSACTIONAL_FLAG_MASK",
     "UNDEFINED_EPOCH",
@@ -111,6 +124,7 @@ __all__ = [
     "LogError",
     "LogOffsetMetadata",
     "LogStorageError",
+    "OffsetCheckpoints",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "ProducerStateSummary",
@@ -121,7 +135,9 @@ __all__ = [
     "UnexpectedAppendOffsetError",
     "build_end_txn_marker",
     "check_batch",
+    "fsync_dir",
     "parse_end_txn_marker",
+    "read_checkpoint",
     "read_control_batch",
     "read_varint",
     "records_section",

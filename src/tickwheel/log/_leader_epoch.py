@@ -40,7 +40,12 @@ The file is Kafka's ``leader-epoch-checkpoint`` in the partition directory::
 
 It is replaced atomically on every change (write ``leader-epoch-checkpoint.tmp``,
 fsync, rename, fsync the directory), so it always holds the cache as it was after
-some change, never a torn mix. Kafka writes truncations in the background to keep an
+some change, never a torn mix. One change waits for the log's next flush for its
+fsyncs: an epoch assigned at the log end (a new leader's, ``Log.maybe_assign_epoch_start_offset``),
+which a restart would not use anyway (the load forgets every entry at or past the log
+end) until batches follow it, and those reach the disk only with a flush, which
+fsyncs the file first (``sync``). So making a thousand partitions leaders costs no
+fsync per partition. Kafka writes truncations in the background to keep an
 fsync off its fetcher threads; here they are written at once, as assignments are:
 changes come once per leader change, truncation or log start move, never per batch.
 
@@ -65,7 +70,7 @@ import os
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from tickwheel.log._checkpoint import CHECKPOINT_VERSION, write_atomically
+from tickwheel.log._checkpoint import CHECKPOINT_VERSION, fsync_dir, fsync_file, write_atomically
 from tickwheel.log._errors import LogStorageError
 
 LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
@@ -182,12 +187,14 @@ class LeaderEpochFileCache:
     increase.
     """
 
-    __slots__ = ("_dir_path", "_entries")
+    __slots__ = ("_dir_path", "_entries", "_unsynced")
 
     def __init__(self, dir_path: str, entries: Sequence[EpochEntry] = ()) -> None:
         _check_increasing(entries)
         self._dir_path = dir_path
         self._entries = tuple(entries)
+        # Whether the file was last written without fsync and holds entries.
+        self._unsynced = False
 
     @property
     def path(self) -> str:
@@ -205,15 +212,16 @@ class LeaderEpochFileCache:
         entries = self._entries
         return entries[-1].epoch if entries else None
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, sync: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; returns whether anything changed.
 
-        Raises ``ValueError`` for a negative epoch or offset, and ``LogStorageError``
-        if the file cannot be written.
+        Without ``sync`` the file is written but fsynced only by ``sync()``. Raises
+        ``ValueError`` for a negative epoch or offset, and ``LogStorageError`` if the
+        file cannot be written.
         """
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
-        return self._replace(_assigned(self._entries, EpochEntry(epoch, start_offset)))
+        return self._replace(_assigned(self._entries, EpochEntry(epoch, start_offset)), sync=sync)
 
     def truncate_from_end(self, end_offset: int) -> bool:
         """Drop the entries starting at or after ``end_offset``; returns whether any were."""
@@ -245,8 +253,10 @@ class LeaderEpochFileCache:
                 return floor_epoch, higher.start_offset
         return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
-    def write(self) -> None:
-        """Atomically replace the checkpoint file with the entries.
+    def write(self, *, sync: bool = True) -> None:
+        """Atomically replace the checkpoint file with the entries (``sync``: fsynced;
+        otherwise ``sync()`` does it later, unless there are no entries: a lost file
+        reads the same as an empty one).
 
         Raises ``LogStorageError`` if the file cannot be written.
         """
@@ -255,15 +265,26 @@ class LeaderEpochFileCache:
                 self._dir_path,
                 LEADER_EPOCH_CHECKPOINT,
                 format_leader_epoch_checkpoint(self._entries),
+                sync=sync,
             )
         except OSError as error:
             raise LogStorageError(f"write of {self.path} failed: {error}") from error
+        self._unsynced = not sync and bool(self._entries)
 
-    def _replace(self, entries: tuple[EpochEntry, ...]) -> bool:
+    def sync(self) -> None:
+        """fsync the file and its directory if it was written without; the log calls it
+        on every flush. Raises ``OSError`` if that fails."""
+        if not self._unsynced:
+            return
+        fsync_file(self.path)
+        fsync_dir(self._dir_path)
+        self._unsynced = False
+
+    def _replace(self, entries: tuple[EpochEntry, ...], *, sync: bool = True) -> bool:
         if entries == self._entries:
             return False
         self._entries = entries
-        self.write()
+        self.write(sync=sync)
         return True
 
     def __repr__(self) -> str:
@@ -327,6 +348,11 @@ def load_leader_epoch_cache(
                 list(found),
                 list(expected),
             )
-    if found != expected:
+    if found is None and not expected:
+        # A new log: Kafka's empty file, not fsynced, since losing it in a crash reads
+        # the same (no file, no epochs). Creating many partitions then costs no fsync
+        # per partition here.
+        cache.write(sync=False)
+    elif found != expected:
         cache.write()
     return cache

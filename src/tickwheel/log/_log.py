@@ -9,13 +9,18 @@ the broker)::
     00000000000000001234.log         the active segment: the only one appended to
     00000000000000001234.index
     00000000000000001234.timeindex
-    recovery-point-offset-checkpoint everything below this offset is fsynced
-    log-start-offset-checkpoint      offsets below this were deleted (DeleteRecords)
-    replication-offset-checkpoint    the high watermark when last checkpointed
     00000000000000001234.txnindex    aborted transactions whose marker is in the segment
     00000000000000001234.snapshot    producer state at that offset (taken at roll, close)
     leader-epoch-checkpoint          where each leader epoch starts
     cleaner-offset-checkpoint        compacted logs: where the cleaner's dirty part starts
+
+and three offsets kept in ``OffsetCheckpoints`` (``_offset_checkpoints``): the recovery
+point (everything below it is fsynced), the log start offset (offsets below it were
+deleted) and the high watermark when last checkpointed. A log of a ``LogManager``
+shares its log directory's files (``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint``, one line per
+partition); a log opened on its own keeps the same three files, one entry each, in
+its partition directory.
 
 Segment files are named by their base offset, 20 digits, as in Kafka; see
 ``_segment`` for the files, ``_index`` for the index formats, ``_checkpoint`` for the
@@ -49,15 +54,21 @@ batches grow (docs/benchmarks.md, "Log").
 
 Durability follows Kafka: writes land in the page cache; ``flush.messages``,
 ``flush.ms`` (checked on append and by ``maybe_flush``) or ``flush()`` fsync the dirty
-segments and their indexes, then checkpoint the recovery point. A rolled segment is
+segments and their indexes, then move the recovery point. A rolled segment is
 flushed by the next ``maybe_flush`` (Kafka flushes it in the background at roll). The
-high watermark moves in memory on every append or follower fetch and reaches its file
-through ``checkpoint_high_watermark``, which the broker calls every
-``replica.high.watermark.checkpoint.interval.ms``; so after a crash the checkpointed
-high watermark may lag, and the replica layer raises it again when the partition
-becomes leader (Kafka's ``makeLeader``). ``checkpoint_recovery_point`` and
-``checkpoint_log_start_offset`` do the same for the recovery point and for the log
-start offset, which retention moves without a write of its own.
+high watermark moves in memory on every append or follower fetch. The three offsets
+reach their checkpoint files in rounds: ``checkpoint_high_watermark``,
+``checkpoint_recovery_point`` and ``checkpoint_log_start_offset`` stage the offset
+(and write the file if the log keeps its own), and the log manager writes each
+directory's file once per interval (``replica.high.watermark.checkpoint.interval.ms``,
+``log.flush.offset.checkpoint.interval.ms``,
+``log.flush.start.offset.checkpoint.interval.ms``). So after a crash a checkpointed
+offset may lag: a lagging recovery point only means more recovery, and the replica
+layer raises a lagging high watermark again when the partition becomes leader
+(Kafka's ``makeLeader``). Two changes are written at once, since lagging would be
+wrong: a recovery point lowered (by recovery at open, or by a truncation: a later
+open must not trust bytes appended above the cut), and a log start moved by
+DeleteRecords.
 
 Reads return whole batches as a ``FileRecordsSlice`` for ``os.sendfile``, with the fetch
 position as ``LogOffsetMetadata``.
@@ -119,7 +130,16 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, NamedTuple, Self
 
-from tickwheel.log._checkpoint import fsync_dir, topic_partition_of, write_checkpoints
+from tickwheel.log._checkpoint import (
+    CLEANER_CHECKPOINT,
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_CHECKPOINTS,
+    RECOVERY_POINT_CHECKPOINT,
+    fsync_dir,
+    topic_partition_of,
+    write_checkpoint,
+)
 from tickwheel.log._config import LOG_APPEND_TIME, LogConfig
 from tickwheel.log._errors import (
     InvalidRecordError,
@@ -130,6 +150,7 @@ from tickwheel.log._errors import (
 )
 from tickwheel.log._index import NO_TIMESTAMP
 from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache
+from tickwheel.log._offset_checkpoints import OffsetCheckpoints
 from tickwheel.log._offset_metadata import LogOffsetMetadata
 from tickwheel.log._producer_snapshot import delete_snapshots, write_snapshot
 from tickwheel.log._producer_state import (
@@ -142,10 +163,6 @@ from tickwheel.log._producer_state import (
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._recovery import (
     CLEANED_SUFFIX,
-    CLEANER_CHECKPOINT,
-    HIGH_WATERMARK_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
     SWAP_SUFFIX,
     load_log,
     replay_producer_state,
@@ -175,11 +192,6 @@ NO_OFFSET: Final = -1
 # RecordBatch.NO_PARTITION_LEADER_EPOCH: a batch, or an answer, without a leader epoch.
 NO_PARTITION_LEADER_EPOCH: Final = -1
 _NS_PER_MS: Final = 1_000_000
-_CHECKPOINTS: Final = (
-    RECOVERY_POINT_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    HIGH_WATERMARK_CHECKPOINT,
-)
 
 
 def system_clock_ms() -> int:
@@ -322,7 +334,8 @@ class Log:
         high_watermark: int,
         producer_state: ProducerStateManager,
         leader_epochs: LeaderEpochFileCache,
-        checkpointed: dict[str, int],
+        checkpoints: OffsetCheckpoints,
+        owns_checkpoints: bool,
         cleaned_offset: int,
         contiguous: bool,
     ) -> None:
@@ -341,7 +354,8 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = clock_ms()
         self._rolled_since_flush = False
-        self._checkpointed = dict(checkpointed)
+        self._checkpoints = checkpoints
+        self._owns_checkpoints = owns_checkpoints
         self._cleaned_offset = cleaned_offset
         self._contiguous = contiguous and not config.compacted
         self._update_log_end()
@@ -358,15 +372,25 @@ class Log:
         config: LogConfig,
         *,
         clock_ms: Callable[[], int] | None = None,
+        checkpoints: OffsetCheckpoints | None = None,
     ) -> Log:
         """Open (creating if needed) and recover the log in a partition directory.
 
         ``clock_ms`` returns wall-clock milliseconds (default: ``time.time_ns``); it
         drives ``segment.ms``, ``flush.ms``, retention and LogAppendTime.
+        ``checkpoints`` are the offset checkpoints of the log directory it lives in,
+        shared with its other logs and written by their owner; without them the log
+        keeps its own in the partition directory and writes them itself.
         """
         path = os.fspath(dir_path)
         clock = clock_ms or system_clock_ms
-        loaded = load_log(path, config, clock())
+        owns_checkpoints = checkpoints is None
+        key = topic_partition_of(path)
+        if checkpoints is None:
+            os.makedirs(path, exist_ok=True)
+            checkpoints = OffsetCheckpoints.load(path, owner=key)
+        stored_recovery_point = checkpoints.get(RECOVERY_POINT_CHECKPOINT, key)
+        loaded = load_log(path, config, clock(), checkpoints, key)
         log = cls(
             path,
             config,
@@ -377,14 +401,18 @@ class Log:
             loaded.high_watermark,
             loaded.producer_state,
             loaded.leader_epochs,
-            loaded.checkpointed,
+            checkpoints,
+            owns_checkpoints,
             loaded.cleaned_offset,
             loaded.contiguous,
         )
         with log._lock:
             # Recovery may have lowered the recovery point (a cut tail): record it
             # before anything is appended above it.
-            log._sync_checkpoints()
+            lowered = (
+                stored_recovery_point is not None and loaded.recovery_point < stored_recovery_point
+            )
+            log._checkpoint(OFFSET_CHECKPOINTS, at_once=lowered)
         return log
 
     # -- properties --------------------------------------------------------------------
@@ -959,7 +987,11 @@ class Log:
                     f"epoch {leader_epoch} cannot start at {start_offset}: the log ends at "
                     f"{self._log_end.message_offset}"
                 )
-            self._leader_epochs.assign(leader_epoch, start_offset)
+            # At the log end the entry waits for the next flush to be fsynced: a restart
+            # forgets entries at or past the log end, and batches after it reach the
+            # disk only with a flush (see ``_leader_epoch``).
+            at_end = start_offset == self._log_end.message_offset
+            self._leader_epochs.assign(leader_epoch, start_offset, sync=not at_end)
 
     # -- high watermark ----------------------------------------------------------------
 
@@ -1055,7 +1087,7 @@ class Log:
         # A recovery point above the new end would make a later open trust bytes
         # appended after this truncation without checking them: lower it on disk now.
         self._recovery_point = min(self._recovery_point, log_end)
-        self._sync_checkpoints()
+        self._checkpoint(OFFSET_CHECKPOINTS, at_once=True)
         if self._cleaned_offset > log_end:
             self._write_cleaned_offset(max(log_end, self._log_start_offset))
 
@@ -1075,7 +1107,7 @@ class Log:
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
                 self._after_log_start_moved()
-                self._sync_checkpoints()
+                self._checkpoint(OFFSET_CHECKPOINTS, at_once=True)
             return self._log_start_offset
 
     def apply_retention(self, now_ms: int | None = None) -> int:
@@ -1252,8 +1284,8 @@ class Log:
 
     def _write_cleaned_offset(self, offset: int) -> None:
         try:
-            write_checkpoints(
-                self._dir_path, self._topic, self._partition, {CLEANER_CHECKPOINT: offset}
+            write_checkpoint(
+                self._dir_path, CLEANER_CHECKPOINT, self._topic, self._partition, offset
             )
         except OSError as error:
             raise LogStorageError(f"checkpoint of {self._dir_path} failed: {error}") from error
@@ -1287,8 +1319,9 @@ class Log:
                 # Make the new segment files' names durable before the checkpoint names
                 # offsets inside them.
                 fsync_dir(self._dir_path)
+            self._leader_epochs.sync()
             self._recovery_point = self._log_end.message_offset
-            self._sync_checkpoints()
+            self._checkpoint(OFFSET_CHECKPOINTS, at_once=False)
         except OSError as error:
             raise LogStorageError(f"flush of {self._dir_path} failed: {error}") from error
         self._unflushed_messages = 0
@@ -1296,52 +1329,47 @@ class Log:
         self._rolled_since_flush = False
 
     def checkpoint_high_watermark(self) -> None:
-        """Write the high watermark checkpoint if the high watermark moved since.
+        """Stage the high watermark in the checkpoints if it moved since.
 
-        The broker calls it every ``replica.high.watermark.checkpoint.interval.ms``.
-        Raises ``LogStorageError`` if the write fails.
+        A log keeping its own checkpoints writes the file; a log of a ``LogManager``
+        leaves that to it, which writes each directory's file once for all its logs
+        every ``replica.high.watermark.checkpoint.interval.ms``. Raises
+        ``LogStorageError`` if a write fails.
         """
         with self._lock:
             self._check_open()
-            self._sync_checkpoints((HIGH_WATERMARK_CHECKPOINT,))
+            self._checkpoint((HIGH_WATERMARK_CHECKPOINT,), at_once=False)
 
     def checkpoint_recovery_point(self) -> None:
-        """Write the recovery point checkpoint if the recovery point moved since.
-
-        The broker calls it every ``log.flush.offset.checkpoint.interval.ms``; a flush
-        and a truncation write it at once. Raises ``LogStorageError`` if the write fails.
-        """
+        """Stage the recovery point in the checkpoints if it moved since (as
+        ``checkpoint_high_watermark``; ``log.flush.offset.checkpoint.interval.ms``)."""
         with self._lock:
             self._check_open()
-            self._sync_checkpoints((RECOVERY_POINT_CHECKPOINT,))
+            self._checkpoint((RECOVERY_POINT_CHECKPOINT,), at_once=False)
 
     def checkpoint_log_start_offset(self) -> None:
-        """Write the log start offset checkpoint if the log start offset moved since.
-
-        The broker calls it every ``log.flush.start.offset.checkpoint.interval.ms``;
-        DeleteRecords writes it at once, retention leaves it to this. Raises
-        ``LogStorageError`` if the write fails.
-        """
+        """Stage the log start offset in the checkpoints if it moved since (as
+        ``checkpoint_high_watermark``; ``log.flush.start.offset.checkpoint.interval.ms``).
+        Retention moves it without a write of its own; DeleteRecords writes it at once."""
         with self._lock:
             self._check_open()
-            self._sync_checkpoints((LOG_START_OFFSET_CHECKPOINT,))
+            self._checkpoint((LOG_START_OFFSET_CHECKPOINT,), at_once=False)
 
-    def _sync_checkpoints(self, names: tuple[str, ...] = _CHECKPOINTS) -> None:
-        """Write the named checkpoints whose offsets differ from what is on disk."""
-        current = {
+    def _checkpoint(self, names: tuple[str, ...], *, at_once: bool) -> None:
+        """Stage the named offsets; write the files that changed if ``at_once`` or if
+        this log keeps its own checkpoints."""
+        offsets = {
             RECOVERY_POINT_CHECKPOINT: self._recovery_point,
             LOG_START_OFFSET_CHECKPOINT: self._log_start_offset,
             HIGH_WATERMARK_CHECKPOINT: self._high_watermark.message_offset,
         }
-        changed = {
-            name: current[name] for name in names if self._checkpointed.get(name) != current[name]
-        }
-        if changed:
+        key = (self._topic, self._partition)
+        changed = [name for name in names if self._checkpoints.stage(name, key, offsets[name])]
+        if changed and (at_once or self._owns_checkpoints):
             try:
-                write_checkpoints(self._dir_path, self._topic, self._partition, changed)
+                self._checkpoints.write(changed)
             except OSError as error:
                 raise LogStorageError(f"checkpoint of {self._dir_path} failed: {error}") from error
-            self._checkpointed.update(changed)
 
     def close(self) -> None:
         """Flush everything and close the files; idempotent."""

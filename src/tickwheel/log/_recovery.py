@@ -7,12 +7,16 @@ The procedure ``load_log`` follows on every open (after a clean close or a crash
    fsynced, so the swap is finished -- the segments it replaces (those whose base
    offset lies in [its base offset, its end offset)) are deleted and the ``.swap``
    files take the segment names. Then delete leftovers of interrupted work: ``*.tmp``
-   checkpoints, ``*.deleted``, ``*.cleaned`` and other ``*.swap`` files, and index
-   files whose ``.log`` file is gone.
+   checkpoints, ``*.deleted``, ``*.cleaned`` and other ``*.swap`` files, index
+   files whose ``.log`` file is gone, and, in a log whose offsets its log directory's
+   checkpoints hold, the older layout's per-partition offset checkpoint files (their
+   offsets were moved to the directory's files before any log was opened).
 2. Read the checkpoints: recovery point (every byte below it was fsynced with its
-   index files), log start offset, high watermark, and the cleaner's
-   ``cleaner-offset-checkpoint`` (where the next cleaning's dirty section starts).
-   A missing one means 0 / the first segment's base offset / 0 / the log start.
+   index files), log start offset and high watermark from the ``OffsetCheckpoints``
+   the log was opened with (its directory's files, see ``_offset_checkpoints``), and
+   the cleaner's ``cleaner-offset-checkpoint`` in the partition directory (where the
+   next cleaning's dirty section starts). A missing one means 0 / the first
+   segment's base offset / 0 / the log start.
 3. Segments wholly below the recovery point are *loaded*: their index files are
    read and sanity-checked (whole entries, increasing, inside the file and the
    segment, last entries naming real batches: see ``_segment``) and only the headers
@@ -65,10 +69,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from tickwheel.log._checkpoint import TEMP_SUFFIX, fsync_dir, read_checkpoint
+from tickwheel.log._checkpoint import (
+    CLEANER_CHECKPOINT,
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_CHECKPOINTS,
+    RECOVERY_POINT_CHECKPOINT,
+    TEMP_SUFFIX,
+    TopicPartitionKey,
+    fsync_dir,
+    read_checkpoint,
+)
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import LogError
 from tickwheel.log._leader_epoch import EpochEntry, LeaderEpochFileCache, load_leader_epoch_cache
+from tickwheel.log._offset_checkpoints import OffsetCheckpoints
 from tickwheel.log._producer_snapshot import (
     SnapshotEntry,
     delete_snapshots,
@@ -86,10 +101,6 @@ from tickwheel.log._segment import (
 from tickwheel.log._txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from tickwheel.record import CONTROL_FLAG_MASK, BatchHeader, read_control_batch
 
-RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
-HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
-CLEANER_CHECKPOINT: Final = "cleaner-offset-checkpoint"
 CLEANED_SUFFIX: Final = ".cleaned"
 SWAP_SUFFIX: Final = ".swap"
 # Suffixes Kafka gives files of unfinished deletes, cleanings and swaps.
@@ -115,29 +126,37 @@ class LoadedLog:
     high_watermark: int
     producer_state: ProducerStateManager
     leader_epochs: LeaderEpochFileCache
-    # The checkpoint files' offsets as found (a missing file counts as its default).
-    checkpointed: dict[str, int]
     # Where the cleaner's dirty section starts (``cleaner-offset-checkpoint``).
     cleaned_offset: int
     # Whether offsets are contiguous: the log was never compacted and is not compactable.
     contiguous: bool
 
 
-def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
-    """Open, recover and index every segment of a partition directory (steps 1-7 above)."""
+def load_log(
+    dir_path: str,
+    config: LogConfig,
+    now_ms: int,
+    checkpoints: OffsetCheckpoints,
+    key: TopicPartitionKey,
+) -> LoadedLog:
+    """Open, recover and index every segment of a partition directory (steps 1-7 above).
+
+    ``key``'s offsets come from ``checkpoints``; a missing entry is given its default
+    there (``OffsetCheckpoints.assume``), so that only a change makes a file due.
+    """
     os.makedirs(dir_path, exist_ok=True)
     _finish_swaps(dir_path, config, now_ms)
-    base_offsets = _clean_directory(dir_path)
+    # The older layout's files are leftovers once the offsets live elsewhere.
+    moved = OFFSET_CHECKPOINTS if checkpoints.dir_path != dir_path else ()
+    base_offsets = _clean_directory(dir_path, moved)
     cleaner_checkpoint = read_checkpoint(os.path.join(dir_path, CLEANER_CHECKPOINT))
     # Offsets are contiguous unless the cleaner may have left gaps.
     contiguous = cleaner_checkpoint is None and not config.compacted
-    recovery_point = read_checkpoint(os.path.join(dir_path, RECOVERY_POINT_CHECKPOINT)) or 0
-    start_checkpoint = read_checkpoint(os.path.join(dir_path, LOG_START_OFFSET_CHECKPOINT))
-    high_watermark = read_checkpoint(os.path.join(dir_path, HIGH_WATERMARK_CHECKPOINT)) or 0
-    checkpointed = {
-        RECOVERY_POINT_CHECKPOINT: recovery_point,
-        HIGH_WATERMARK_CHECKPOINT: high_watermark,
-    }
+    recovery_point = checkpoints.get(RECOVERY_POINT_CHECKPOINT, key) or 0
+    start_checkpoint = checkpoints.get(LOG_START_OFFSET_CHECKPOINT, key)
+    high_watermark = checkpoints.get(HIGH_WATERMARK_CHECKPOINT, key) or 0
+    checkpoints.assume(RECOVERY_POINT_CHECKPOINT, key, recovery_point)
+    checkpoints.assume(HIGH_WATERMARK_CHECKPOINT, key, high_watermark)
 
     segments = [LogSegment.open_file(dir_path, base, config, now_ms) for base in base_offsets]
     kept = len(segments)
@@ -181,9 +200,7 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
             log_end - 1,
         )
     log_start = min(log_start, log_end)
-    checkpointed[LOG_START_OFFSET_CHECKPOINT] = (
-        log_start if start_checkpoint is None else start_checkpoint
-    )
+    checkpoints.assume(LOG_START_OFFSET_CHECKPOINT, key, log_start)
 
     producer_state = ProducerStateManager()
     batch_epochs: list[EpochEntry] = []
@@ -208,7 +225,6 @@ def load_log(dir_path: str, config: LogConfig, now_ms: int) -> LoadedLog:
         leader_epochs=load_leader_epoch_cache(
             dir_path, batch_epochs, log_start, log_end, compacted=not contiguous
         ),
-        checkpointed=checkpointed,
         cleaned_offset=min(max(cleaner_checkpoint or 0, log_start), log_end),
         contiguous=contiguous,
     )
@@ -326,13 +342,14 @@ def _epoch_noter(batch_epochs: list[EpochEntry]) -> Callable[[BatchHeader], None
     return note
 
 
-def _clean_directory(dir_path: str) -> list[int]:
-    """Delete leftovers (step 1); return the base offsets of the segments, sorted."""
+def _clean_directory(dir_path: str, moved: tuple[str, ...]) -> list[int]:
+    """Delete leftovers (step 1), ``moved`` files among them; return the base offsets
+    of the segments, sorted."""
     names = os.listdir(dir_path)
     base_offsets: set[int] = set()
     for name in names:
         stem, dot, _ = name.partition(".")
-        if name.endswith(_LEFTOVER_SUFFIXES):
+        if name.endswith(_LEFTOVER_SUFFIXES) or name in moved:
             os.unlink(os.path.join(dir_path, name))
         elif name.endswith(LOG_SUFFIX) and len(stem) == OFFSET_DIGITS and stem.isdigit() and dot:
             base_offsets.add(int(stem))

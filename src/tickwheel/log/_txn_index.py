@@ -30,6 +30,8 @@ import os
 import struct
 from typing import Final, NamedTuple
 
+from tickwheel.log._checkpoint import fsync_file
+
 TXN_INDEX_SUFFIX: Final = ".txnindex"
 ABORTED_TXN_VERSION: Final = 0
 _ENTRY: Final = struct.Struct(">hqqqq")
@@ -141,11 +143,7 @@ class TransactionIndex:
         """fsync the file, if there is one."""
         if not self.entries:
             return
-        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(self.path)
 
     def rename(self, path: str) -> None:
         """Move the file (the cleaner's suffix changes)."""

@@ -74,6 +74,11 @@ from tickwheel.protocol._framing import (
     size_prefix,
     uvarint,
 )
+from tickwheel.protocol._parts import (
+    array_item_class,
+    encode_entity,
+    encode_response_with_array,
+)
 from tickwheel.protocol._produce import PartitionAnswer, TopicAnswer, encode_produce_response
 from tickwheel.protocol._sasl_login import SaslClient, SaslLogin, SaslLoginError
 from tickwheel.protocol._schemas import request_schema, response_schema
@@ -112,15 +117,18 @@ __all__ = [
     "UnknownApiKeyError",
     "UnsupportedVersionError",
     "VersionRange",
+    "array_item_class",
     "build_entity",
     "decode_request",
     "decode_topic_id",
     "encode_api_versions_fallback",
+    "encode_entity",
     "encode_fetch_response",
     "encode_follower_fetch_request",
     "encode_produce_response",
     "encode_request",
     "encode_response",
+    "encode_response_with_array",
     "encode_topic_id",
     "error_response",
     "highest_common_version",

@@ -163,6 +163,10 @@ class ReplicaManager:
         self.high_watermark_listener: Callable[[TopicPartition], None] | None = None
         self._clock_ms = clock_ms or system_clock_ms
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Per topic, a count of changes to what Metadata says of its partitions here
+        # (hosted, leader, epoch, ISR, offline), so that an answer kept for the topic
+        # is known to be current without looking at every partition.
+        self._topic_generations: dict[str, int] = {}
         # Partitions appended to in this loop turn whose waiting fetches are not checked yet.
         self._fetch_wakeups: set[TopicPartition] = set()
         # The owner starts and stops shared timers; a private set is started here.
@@ -258,9 +262,18 @@ class ReplicaManager:
                 tp, log, self.broker_id, min_insync_replicas=min_insync_replicas
             )
             self._partitions[tp] = partition
+            self._leadership_changed(tp)
             # A leadership change wakes every operation waiting on the partition.
             self._complete_delayed_requests(tp)
         return partition
+
+    def topic_generation(self, topic: str) -> int:
+        """A number that changes whenever a partition of ``topic`` is hosted, deleted,
+        taken offline or changes leader, leader epoch or ISR through this manager."""
+        return self._topic_generations.get(topic, 0)
+
+    def _leadership_changed(self, tp: TopicPartition) -> None:
+        self._topic_generations[tp.topic] = self._topic_generations.get(tp.topic, 0) + 1
 
     def make_leader(
         self, tp: TopicPartition, log_config: LogConfig, *, min_insync_replicas: int = 1
@@ -283,6 +296,7 @@ class ReplicaManager:
         partition.leader_id = leader_id
         partition.leader_epoch = leader_epoch
         partition.isr = set()
+        self._leadership_changed(tp)
         self._complete_delayed_requests(tp)
 
     def bump_leader_epoch(self, tp: TopicPartition) -> int:
@@ -292,12 +306,14 @@ class ReplicaManager:
         partition.leader_epoch += 1
         partition.start_leader_epoch()
         partition.isr = {self.broker_id, *partition.remote_replicas}
+        self._leadership_changed(tp)
         self._complete_delayed_requests(tp)
         return partition.leader_epoch
 
     def mark_offline(self, tp: TopicPartition) -> None:
         """Take ``tp`` offline, as on a log directory failure; waiting operations wake."""
         self._partitions[tp].offline = True
+        self._leadership_changed(tp)
         self._complete_delayed_requests(tp)
 
     def handle_storage_error(self, tp: TopicPartition, error: BaseException) -> None:
@@ -322,6 +338,7 @@ class ReplicaManager:
                 continue
             if not partition.offline:
                 self.log_manager.delete_log(tp)
+            self._leadership_changed(tp)
             self._complete_delayed_requests(tp)
 
     def update_topic_config(self, topic: str, log_config: LogConfig) -> None:

@@ -55,7 +55,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from tickwheel.log import CleanerConfig, Log, LogCleaner, LogError
+from tickwheel.log import (
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CleanerConfig,
+    Log,
+    LogCleaner,
+    LogError,
+)
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.security import (
@@ -69,6 +77,7 @@ from tickwheel.security import (
 from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
 from tickwheel.server._context import BrokerContext, Endpoint
+from tickwheel.server._descriptors import raise_descriptor_limit
 from tickwheel.server._meta_properties import (
     MetaProperties,
     choose_cluster_id,
@@ -214,11 +223,16 @@ class Broker:
         if context.groups is not None:
             context.groups.shutdown()
 
+    def _check_resources(self) -> None:
+        """Raise the descriptor limit as far as allowed; refuse unusable log dirs."""
+        raise_descriptor_limit()
+        for log_dir in self.log_dirs:
+            check_log_dir(log_dir)
+
     async def start(self) -> None:
         """Open the logs, then listen."""
         config = self.config
-        for log_dir in self.log_dirs:
-            check_log_dir(log_dir)
+        self._check_resources()
         stored = read_meta_properties(self.log_dirs, config.broker_id)
         cluster_id = choose_cluster_id(stored, config.cluster_id)
         if not config.zookeeper_connect:
@@ -475,24 +489,27 @@ class Broker:
             ),
             config.producer_id_expiration_check_interval_ms,
         )
-        for name, interval_ms, write in (
+        for name, interval_ms, stage, checkpoint in (
             (
                 "highwatermark-checkpoint",
                 config.replica_high_watermark_checkpoint_interval_ms,
                 Log.checkpoint_high_watermark,
+                HIGH_WATERMARK_CHECKPOINT,
             ),
             (
                 "kafka-recovery-point-checkpoint",
                 config.log_flush_offset_checkpoint_interval_ms,
                 Log.checkpoint_recovery_point,
+                RECOVERY_POINT_CHECKPOINT,
             ),
             (
                 "kafka-log-start-offset-checkpoint",
                 config.log_flush_start_offset_checkpoint_interval_ms,
                 Log.checkpoint_log_start_offset,
+                LOG_START_OFFSET_CHECKPOINT,
             ),
         ):
-            schedule(name, functools.partial(self._checkpoint, write), interval_ms)
+            schedule(name, functools.partial(self._checkpoint, stage, checkpoint), interval_ms)
         schedule(
             "idle-connection-check",
             self._close_idle_connections,
@@ -510,10 +527,12 @@ class Broker:
             except (LogError, OSError) as error:
                 replica_manager.handle_storage_error(tp, error)
 
-    async def _checkpoint(self, write: Callable[[Log], None]) -> None:
+    async def _checkpoint(self, stage: Callable[[Log], None], checkpoint: str) -> None:
         log_manager = self.replica_manager.log_manager
-        failures = await asyncio.to_thread(log_manager.checkpoint, log_manager.logs(), write)
-        log_manager.fail_logs(failures)
+        plan = log_manager.checkpoint_plan()
+        failures = await asyncio.to_thread(log_manager.checkpoint, plan, stage, checkpoint)
+        for log_dir, error in failures:
+            log_manager.fail_dir(log_dir, error)
 
     def _close_excess_connection(self) -> bool:
         """The inter-broker listener took the broker past ``max.connections``: close the

@@ -38,6 +38,7 @@ from tickwheel.replica import ReplicaManager, TopicPartition
 from tickwheel.security import AclAuthorizer, current_session_or_none
 from tickwheel.server._acl_store import AclStore
 from tickwheel.server._metrics import BrokerMetrics
+from tickwheel.server._topic_metadata import TopicMetadataParts
 from tickwheel.server._topics import TopicInfo, TopicRegistry
 from tickwheel.server._users import UserConfigs
 from tickwheel.server.config._broker import BrokerConfig, ConfigError
@@ -90,6 +91,8 @@ class BrokerContext:
             self.group_configs.set(group_id, configs)
         self.replica_manager = replica_manager
         self.topics = topics
+        # Each topic's encoded Metadata entry, kept until the topic changes.
+        self.topic_metadata = TopicMetadataParts()
         self.metrics = metrics
         self.supported_versions = supported_versions
         # Where clients reach each listener, by listener name (set by the broker once it

@@ -23,10 +23,12 @@ Concurrency: owned by the broker's event loop; not thread-safe.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +87,24 @@ class TopicRegistry:
         self.group_configs: dict[str, dict[str, str]] = {}
         self._next_producer_id = 0
         self._producer_id_block_end = 0
+        # Inside ``saves_deferred``: changes wait for one write at its end.
+        self._deferring = False
+        self._unsaved = False
+
+    @contextlib.contextmanager
+    def saves_deferred(self) -> Iterator[None]:
+        """Keep changes made inside in memory and write the file once at the end (a
+        request creating many topics writes it once, not once per topic)."""
+        if self._deferring:
+            yield
+            return
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+            if self._unsaved:
+                self._save()
 
     def load(self) -> None:
         """Read the metadata file if there is one."""
@@ -210,6 +230,10 @@ class TopicRegistry:
         return producer_id
 
     def _save(self) -> None:
+        if self._deferring:
+            self._unsaved = True
+            return
+        self._unsaved = False
         data = {
             "version": _FORMAT_VERSION,
             "producer_id_block_end": self._producer_id_block_end,

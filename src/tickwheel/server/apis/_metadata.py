@@ -24,17 +24,30 @@ unknown topic it may not create (CREATE on the cluster or on the topic) is answe
 TOPIC_AUTHORIZATION_FAILED rather than created. ``include_topic_authorized_operations``
 (v8+) gets each topic's operations the principal may perform.
 
+Cost: each topic's entry is encoded once per (version, listener) and kept until the
+topic changes (``_topic_metadata``), so a request costs what its topics cost; an entry
+with ``topic_authorized_operations`` depends on the principal and is built each time.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Hashable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import (
+    ApiKey,
+    DecodedRequest,
+    VersionRange,
+    array_item_class,
+    encode_entity,
+    encode_response_with_array,
+    response_schema,
+)
 from tickwheel.replica import NO_LEADER, TopicPartition, is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import (
@@ -46,7 +59,7 @@ from tickwheel.server._authorization import (
 from tickwheel.server._cluster import auto_create_topic, broker_entries, partition_entries
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._topics import topic_name_error
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import ApiSpec, Response
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
 _NULLABLE_RESPONSE_NAME_VERSION = 12
@@ -122,6 +135,40 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
     }
 
 
+def _stamp(context: BrokerContext, name: str) -> Hashable | None:
+    """What ``name``'s entry is built from, changing whenever the entry would; None for a
+    topic this broker does not know (its error entry is not kept)."""
+    info = context.topics.topics.get(name)
+    if info is None:
+        return None
+    cluster = context.cluster
+    if cluster is not None:
+        cache = cluster.cache
+        return (info.topic_id, cache.topic_generation(name), cache.broker_generation)
+    replica_manager = context.replica_manager
+    return (
+        info.topic_id,
+        info.num_partitions,
+        replica_manager.topic_generation(name),
+        replica_manager.log_manager.offline_dir_count,
+    )
+
+
+def _topic_bytes(context: BrokerContext, request: DecodedRequest, name: str) -> bytes:
+    """``name``'s encoded entry, kept from an earlier request if the topic is unchanged."""
+    item_class = array_item_class(response_schema(request.api_key, request.api_version), "topics")
+    stamp = _stamp(context, name)
+    if stamp is None:
+        return encode_entity(item_class, _topic_entry(context, name))
+    parts = context.topic_metadata
+    listener = context.request_listener
+    kept = parts.get(name, request.api_version, listener, stamp)
+    if kept is None:
+        kept = encode_entity(item_class, _topic_entry(context, name))
+        parts.put(name, request.api_version, listener, stamp, kept)
+    return kept
+
+
 def _may_create(context: BrokerContext, request: DecodedRequest, name: str) -> bool:
     """Whether auto-creating ``name`` (if missing and enabled) is allowed: CREATE on
     the cluster, or on the topic."""
@@ -140,18 +187,27 @@ def _entry(
     name: str,
     denied: bool,
     by_id: dict[str, uuid.UUID],
-) -> dict[str, Any]:
+) -> bytes:
+    if not denied and not getattr(request.body, "include_topic_authorized_operations", False):
+        return _topic_bytes(context, request, name)
     if not denied:
         entry = _topic_entry(context, name)
-        if getattr(request.body, "include_topic_authorized_operations", False):
-            entry["topic_authorized_operations"] = authorized_operations(
-                context, request, ResourceType.TOPIC, name
-            )
-        return entry
-    error = ErrorCode.topic_authorization_failed
-    if name in by_id:
-        return _unknown_topic_id_entry(by_id[name], request.api_version, error)
-    return {"error_code": error, "name": name, "topic_id": None, "partitions": []}
+        entry["topic_authorized_operations"] = authorized_operations(
+            context, request, ResourceType.TOPIC, name
+        )
+    elif name in by_id:
+        entry = _unknown_topic_id_entry(
+            by_id[name], request.api_version, ErrorCode.topic_authorization_failed
+        )
+    else:
+        entry = {
+            "error_code": ErrorCode.topic_authorization_failed,
+            "name": name,
+            "topic_id": None,
+            "partitions": [],
+        }
+    item_class = array_item_class(response_schema(request.api_key, request.api_version), "topics")
+    return encode_entity(item_class, entry)
 
 
 async def _auto_create(
@@ -181,6 +237,8 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
     denied: set[str] = set()
     if body.topics is None:
         names = sorted(context.topics.topics)
+        if len(context.topic_metadata) > len(names):
+            context.topic_metadata.retain(context.topics.topics)
         if context.authorizer is not None:
             names = sorted(
                 authorized_names(
@@ -212,8 +270,16 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
         if getattr(body, "allow_auto_topic_creation", True):
             await _auto_create(context, request, names, denied)
     endpoint = context.advertised
-    return reply(
-        request,
+    response_class = response_schema(request.api_key, request.api_version)
+    item_class = array_item_class(response_class, "topics")
+    topics = [_entry(context, request, name, name in denied, by_id) for name in names]
+    topics += [
+        encode_entity(item_class, _unknown_topic_id_entry(topic_id, request.api_version))
+        for topic_id in unknown_ids
+    ]
+    return encode_response_with_array(
+        request.correlation_id,
+        response_class,
         {
             "throttle_time": 0,
             "brokers": broker_entries(cluster, context.request_listener)
@@ -221,9 +287,9 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
             else [{"node_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}],
             "cluster_id": context.cluster_id,
             "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
-            "topics": [_entry(context, request, name, name in denied, by_id) for name in names]
-            + [_unknown_topic_id_entry(topic_id, request.api_version) for topic_id in unknown_ids],
         },
+        "topics",
+        topics,
     )
 
 
