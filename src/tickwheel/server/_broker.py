@@ -98,7 +98,7 @@ from tickwheel.server.config._listeners import ListenerSpec, parse_advertised
 from tickwheel.server.net._connection import Connection, ConnectionProtocol
 from tickwheel.server.net._dispatch import Dispatcher
 from tickwheel.server.net._listener import Listener
-from tickwheel.server.net._memory_pool import MemoryPool
+from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
 from tickwheel.server.net._quotas import ConnectionQuotas
 from tickwheel.server.net._sasl import DELAYED_CLOSE_TIMER, SaslListener
 from tickwheel.server.net._tls import ListenerTls, listener_tls
@@ -142,7 +142,7 @@ class Broker:
         self._close_timer: SystemTimer | None = None
         self._ready = False  # /readyz: listening, logs loaded, registered in a cluster
         # Request bytes being read or served, over all connections (queued.max.request.bytes).
-        self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
+        self.memory_pool = MemoryPool(max(self.config.queued_max_request_bytes, UNBOUNDED))
         # How many connections the listeners take, from whom, how fast (max.connections...).
         self.connection_quotas = ConnectionQuotas(self.config.connection_quotas(), self.time.clock)
         self.connection_quotas.close_excess = self._close_excess_connection
@@ -538,7 +538,11 @@ class Broker:
         """The inter-broker listener took the broker past ``max.connections``: close the
         least recently active connection of another listener, as Kafka does."""
         inter_broker = self.config.inter_broker_listener().name
-        candidates = [c for c in self._connections.values() if c.listener.name != inter_broker]
+        candidates = [
+            connection
+            for connection in self._connections.values()
+            if connection.listener.name != inter_broker and not connection.closing
+        ]
         if not candidates:
             return False
         victim = min(candidates, key=lambda connection: connection.last_active_ms)
@@ -549,15 +553,16 @@ class Broker:
             victim.listener.name,
             self.config.max_connections,
         )
-        victim.close()
+        victim.abort()
         return True
 
     def _close_idle_connections(self) -> None:
         deadline_ms = self.time.clock.now_ms() - self.config.connections_max_idle_ms
         for connection in list(self._connections.values()):
             if not connection.busy and connection.last_active_ms < deadline_ms:
+                # Dropped, not closed: a close would wait for a client that stopped reading.
                 _log.info("closing idle connection from %s", connection.peer)
-                connection.close()
+                connection.abort()
 
     async def stop(self) -> None:
         """Stop listening, answer what waits, close connections, flush and close the

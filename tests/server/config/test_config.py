@@ -82,8 +82,7 @@ def test_cleaner_settings_give_the_compaction_topic_defaults() -> None:
         {"auto.create.topics.enable": "maybe"},
         {"listeners": "CLIENT://127.0.0.1:9093"},
         {"listeners": "PLAINTEXT://127.0.0.1"},
-        {"queued.max.request.bytes": "0"},
-        {"queued.max.request.bytes": "-2"},
+        {"queued.max.request.bytes": "1"},
     ],
 )
 def test_bad_values_are_refused(properties: dict[str, str]) -> None:
@@ -99,8 +98,10 @@ def test_the_connection_defences_default_to_kafkas_values() -> None:
     assert quotas.max_connections == quotas.max_connections_per_ip == 2_147_483_647
     assert quotas.max_connection_creation_rate == 2_147_483_647
     assert quotas.per_ip_overrides == {}
-    bounded = BrokerConfig.from_properties({"queued.max.request.bytes": "1048576"})
-    assert bounded.queued_max_request_bytes == 1_048_576
+    bounded = BrokerConfig.from_properties({"queued.max.request.bytes": "209715200"})
+    assert bounded.queued_max_request_bytes == 209_715_200
+    # As in Kafka, 0 or below is no bound.
+    assert BrokerConfig.from_properties({"queued.max.request.bytes": "0"})
 
 
 def test_per_ip_overrides_are_parsed_by_address() -> None:
@@ -128,7 +129,7 @@ def test_per_ip_overrides_are_parsed_by_address() -> None:
         ({"listener.name.plaintext.max.connections": "-2"}, "listener.name.plaintext"),
         ({"listener.name.plaintext.max.connection.creation.rate": "x"}, "listener.name"),
         ({"sasl.server.max.receive.size": "0"}, "sasl.server.max.receive.size"),
-        ({"queued.max.request.bytes": "0"}, "queued.max.request.bytes"),
+        ({"queued.max.request.bytes": "1048576"}, "socket.request.max.bytes"),
     ],
 )
 def test_bad_connection_limits_are_refused_naming_the_property(

@@ -171,7 +171,7 @@ class BrokerConfig:
     socket_request_max_bytes: int = field(
         default=104_857_600, metadata=_kafka("socket.request.max.bytes")
     )
-    # Kafka's default, -1: no bound. Bytes are held as they arrive, never as announced
+    # Kafka's default, -1: no bound (0 or below). Bytes are held as they arrive, never as announced
     # (server.net._memory_pool), so a client that announces a large frame and goes quiet
     # holds only what it sent, bounded or not.
     queued_max_request_bytes: int = field(default=-1, metadata=_kafka("queued.max.request.bytes"))
@@ -576,8 +576,12 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be at least 1")
         if self.socket_request_max_bytes < 1:
             raise ConfigError("socket.request.max.bytes must be positive")
-        if self.queued_max_request_bytes < 1 and self.queued_max_request_bytes != -1:
-            raise ConfigError("queued.max.request.bytes must be positive, or -1 for no bound")
+        if 0 < self.queued_max_request_bytes < self.socket_request_max_bytes:
+            # Kafka's rule; 0 or below is no bound, as in Kafka.
+            raise ConfigError(
+                "queued.max.request.bytes must be at least socket.request.max.bytes "
+                f"({self.socket_request_max_bytes}), or 0 or below for no bound"
+            )
         if self.sasl_server_max_receive_size < 1:
             raise ConfigError("sasl.server.max.receive.size must be positive")
         self.connection_quotas()

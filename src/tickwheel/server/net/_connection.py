@@ -303,11 +303,10 @@ class Connection:
     @property
     def busy(self) -> bool:
         """Whether a request is being served (the connection is not idle)."""
+        # A connection whose answers wait for its client to read them is idle: a client
+        # that stops reading is closed like one that stops writing, as in Kafka.
         return (
-            self._serving
-            or self._waiting_for_pool
-            or bool(self._piped)
-            or not (self._answerer is None or self._answerer.done())
+            self._serving or self._waiting_for_pool or any(not task.done() for task in self._piped)
         )
 
     async def run(self) -> None:
@@ -365,18 +364,22 @@ class Connection:
                 )
             hold = FrameHold(self._pool_account)
             try:
-                frame = await self._read_frame(size, hold)
-            except BaseException:
-                self._memory_pool.release(hold)
-                raise
-            if self._pipes(frame):
-                await self._pipe(frame, hold)
-                continue
-            try:
+                if authenticator is not None and not authenticator.authenticated:
+                    # Bounded by sasl.server.max.receive.size and read outside the pool, as
+                    # Kafka's authenticator reads it: clients that have not logged in
+                    # cannot take the memory of those that have.
+                    frame = await self._reader.readexactly(size)
+                else:
+                    frame = await self._read_frame(size, hold)
+                if self._pipes(frame):
+                    # Its task gives the frame's bytes back when it is done.
+                    await self._pipe(frame, hold)
+                    continue
                 await self._answer_piped()
-                await self._serve(frame)
-            finally:
-                self._memory_pool.release(hold)
+                await self._serve(frame, hold)
+            except BaseException:
+                self._memory_pool.release(hold)  # idempotent
+                raise
 
     async def _read_frame(self, size: int, hold: FrameHold) -> bytes:
         """The frame's ``size`` bytes, each slice held in the pool once it has arrived."""
@@ -394,8 +397,12 @@ class Connection:
         while remaining:
             piece = await reader.read(min(remaining, SLICE_BYTES))
             if not piece:
-                raise asyncio.IncompleteReadError(bytes(arrived), size)
-            self.last_active_ms = self._clock.now_ms()
+                raise asyncio.IncompleteReadError(b"", size)
+            if hold is not self._memory_pool.floor:
+                # The frame on the floor must finish arriving within
+                # connections.max.idle.ms of taking it: a client that trickles bytes
+                # must not keep the floor from every other large frame.
+                self.last_active_ms = self._clock.now_ms()
             if not self._memory_pool.try_hold(hold, len(piece)):
                 await self._wait_for_pool(hold, len(piece))
             arrived += piece
@@ -537,18 +544,25 @@ class Connection:
             self._warn("answering INVALID_REQUEST to %s: %s", self.peer, exc)
             return exc.response
 
-    async def _serve(self, frame: bytes) -> None:
+    async def _serve(self, frame: bytes, hold: FrameHold) -> None:
         self._serving = True
         self.last_active_ms = self._clock.now_ms()
         authenticator = self.authenticator
         response: Response = None
-        if authenticator is None or self._admit(authenticator, frame):
-            response = await self._dispatch(frame)
+        try:
+            if authenticator is None or self._admit(authenticator, frame):
+                response = await self._dispatch(frame)
+        finally:
+            # Handled: the request's bytes go back before its answer is written, as Kafka
+            # frees a request's buffer once it is handled (a client slow to read its
+            # answer must not keep them).
+            self._memory_pool.release(hold)
         if authenticator is not None and authenticator.failed:
             await self._fail_authentication(authenticator, response)
+        self._serving = False
+        self.last_active_ms = self._clock.now_ms()
         if response is not None:
             await self._send(response)
-        self._serving = False
         self.last_active_ms = self._clock.now_ms()
 
     def _admit(self, authenticator: SaslServerAuthenticator, frame: bytes) -> bool:
@@ -594,6 +608,11 @@ class Connection:
     def close(self) -> None:
         """Close the socket (the ``run`` loop ends at its next read)."""
         self._writer.close()
+
+    @property
+    def closing(self) -> bool:
+        """Whether the socket is closed or being closed."""
+        return self._writer.transport.is_closing()
 
     def abort(self) -> None:
         """Drop the socket now, unsent bytes and all (a client that stopped reading)."""

@@ -31,10 +31,11 @@ never exceeds ``capacity_bytes + socket.request.max.bytes + connections * SLICE_
 
 Why it cannot deadlock or starve: a request waits only while the floor is taken. The
 floor's frame never waits on the pool, so it either finishes arriving (its request is
-then dispatched and answered, which every handler bounds by its timeout, and its bytes
-come back) or its client goes quiet, and then ``connections.max.idle.ms`` closes the
-connection (a connection that waits on its client counts as idle; one that waits on
-the pool does not), which releases them too. Either way the floor comes back in bounded
+then handled, which every handler bounds by its timeout, and its bytes come back before
+its answer is written) or it does not finish within ``connections.max.idle.ms`` of
+taking the floor, and then the connection is closed as idle, which releases them too
+(bytes trickled onto the floor do not count as activity; a connection that waits on
+the pool is not idle). Either way the floor comes back in bounded
 time and goes to the oldest waiter, so every waiter reaches it in turn, whatever later
 requests fit and pass it meanwhile (Kafka's non-strict pool lets one allocation overdraw
 it for the same reason). The price, stated plainly: while a quiet client's frame holds

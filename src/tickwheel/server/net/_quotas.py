@@ -20,9 +20,11 @@ KIP-612 creation rates), with its property names and its answers:
   time its rate sensor says). The inter-broker listener is throttled by its own
   listener rate only.
 
-Each held-back or refused connection is counted (``refused``, by listener and limit) and
-logged once per limit per listener, rate-limited; ``connection-count`` and
-``connection-creation-rate`` (Kafka's socket-server-metrics names) are read from here.
+Each time a listener is held back by a limit, and each connection refused, is counted
+(``refused``, by listener and limit) and logged once per limit per listener,
+rate-limited. A creation rate of 0 stops the listener from accepting at all.
+``connection-count`` and ``connection-creation-rate`` (Kafka's socket-server-metrics
+names) are read from here.
 
 Concurrency: one event loop; not thread-safe.
 """
