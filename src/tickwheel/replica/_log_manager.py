@@ -371,9 +371,14 @@ class LogManager:
                 else:
                     _log.debug("closed log %s", tp)
         finally:
-            for log_dir, checkpoints in self._checkpoints.items():
-                if log_dir not in self._offline:
-                    checkpoints.write()
+            self.write_checkpoints()
+
+    def write_checkpoints(self) -> None:
+        """Write each online directory's checkpoints now, with the offsets its logs
+        staged (a flush stages the recovery point); ``OSError`` if a write fails."""
+        for log_dir, checkpoints in self._checkpoints.items():
+            if log_dir not in self._offline:
+                checkpoints.write()
 
 
 def _migrate(

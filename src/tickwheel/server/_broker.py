@@ -627,14 +627,20 @@ class Broker:
             await asyncio.wait(stuck)
 
     def flush_logs(self) -> None:
-        """Flush every open log now (a stop that cannot wait); failures are logged."""
+        """Flush every open log now and write the checkpoints of what was flushed (a
+        stop that cannot wait: the next start recovers nothing); failures are logged."""
         if self._replica_manager is None:
             return
-        for log in self._replica_manager.log_manager.logs():
+        log_manager = self._replica_manager.log_manager
+        for log in log_manager.logs():
             try:
                 log.flush()
             except (LogError, OSError) as error:
                 _log.error("log %s failed to flush: %s", log.dir_path, error)
+        try:
+            log_manager.write_checkpoints()
+        except OSError as error:
+            _log.error("writing the checkpoints failed: %s", error)
 
     async def __aenter__(self) -> Self:
         await self.start()
