@@ -47,13 +47,15 @@ sendfile fallback, which reads 256 KiB pieces on a worker thread and drains each
 Memory: a frame is read whole when it is at most ``SLICE_BYTES``, and slice by slice
 as its bytes arrive when it is larger; each slice is held in the broker's
 ``MemoryPool`` (``queued.max.request.bytes``) once it has arrived, never before, and
-the frame's bytes go back when its request is answered. While the pool holds a slice
-back, the connection reads nothing more (asyncio's stream stops reading the socket once
-its small buffer is full), as Kafka mutes a channel when its memory pool runs out; the
-pool's docstring tells who waits and why nobody waits forever. A connection that waits
-for the pool is busy (the broker holds it back); one that waits for its client's bytes,
-in the middle of a frame or between frames, is idle, and ``connections.max.idle.ms``
-closes it.
+the frame's bytes go back once its request is handled, before its answer is written.
+While the pool holds a slice back, the connection reads nothing more (asyncio's stream
+stops reading the socket once its small buffer is full), as Kafka mutes a channel when
+its memory pool runs out; the pool's docstring tells who waits and why nobody waits
+forever. A connection that waits for the pool is busy (the broker holds it back); one
+that waits for its client, to send the rest of a frame, the next one, or to read its
+answers, is idle, and ``connections.max.idle.ms`` drops it. Bytes trickled onto the
+pool's floor do not count as activity (see ``_read_frame``). Frames before SASL
+authentication are read outside the pool.
 
 Before a client on a SASL listener has authenticated, a frame may announce at most
 ``sasl.server.max.receive.size`` bytes (Kafka's pre-authentication limit); a larger one
