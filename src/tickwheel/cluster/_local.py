@@ -83,6 +83,8 @@ class BrokerProcess:
         self.properties = dict(properties)
         self.output = log_dir.with_suffix(".log")
         self._process: subprocess.Popen[bytes] | None = None
+        # The process a SIGTERM was sent to (``terminate``), if any.
+        self._terminated: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -159,12 +161,14 @@ class BrokerProcess:
         return retries * (backoff_ms + request_timeout_ms) / _MS_PER_S + _STOP_SLACK_S
 
     def terminate(self) -> None:
-        """Ask the process to stop (SIGTERM; a paused one is resumed first), not waiting."""
+        """Ask the process to stop (SIGTERM; a paused one is resumed first), not waiting;
+        once per process: a second SIGTERM would make it skip its orderly stop."""
         process = self._process
-        if process is not None and process.poll() is None:
+        if process is not None and process.poll() is None and process is not self._terminated:
             # A paused process must run to handle SIGTERM.
             process.send_signal(signal.SIGCONT)
             process.send_signal(signal.SIGTERM)
+            self._terminated = process
 
     def stop(self, timeout_s: float | None = None) -> int | None:
         """Stop cleanly (SIGTERM; SIGKILL after ``timeout_s``, by default
