@@ -46,6 +46,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError, Message, Producer
 
 from tickwheel.bench._served import (
+    API_VERSIONS_V0,
     LOOPBACK,
     BrokerUnderTest,
     answers_api_versions,
@@ -80,7 +81,6 @@ _MS_PER_S = 1000.0
 _POOL_USED = "kafka_network_SocketServer_MemoryPoolUsed"
 _FRAME_HEADER_BYTES = 10
 _OTHER_REQUESTS_BYTES = 64 * 1024  # room for a request of another client at the time
-_API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
 
 
 @dataclass
@@ -254,7 +254,7 @@ def _creation_flood(broker: BrokerUnderTest, result: DefenceResult) -> Iterator[
             for index, sock in list(pending.items()):
                 with contextlib.suppress(BlockingIOError, OSError):
                     if index not in sent:
-                        sock.send(_API_VERSIONS_V0)
+                        sock.send(API_VERSIONS_V0)
                         sent.add(index)
                     if sock.recv(4):
                         answered_at.append(time.monotonic() - started)
@@ -282,7 +282,7 @@ def _per_ip_limit(broker: BrokerUnderTest, result: DefenceResult) -> Iterator[No
             held.append(sock)
         served = 0
         for sock in held:
-            sock.sendall(_API_VERSIONS_V0)
+            sock.sendall(API_VERSIONS_V0)
             sock.settimeout(_PROBE_TIMEOUT_S)
             served += len(sock.recv(4)) == 4
         extra = _connect(broker.port, _OTHER_HOST)

@@ -46,8 +46,9 @@ _SASL_LISTENING = re.compile(r":(\d+) \(SASL_PLAINTEXT\)")
 _METRICS_LISTENING = re.compile(r"metrics on http://\S+:(\d+)/metrics")
 _LOG_LEVEL = re.compile(r"^\S+ \S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
 _TRACEBACK = "Traceback (most recent call last)"
-# ApiVersions v0, correlation id 1, no client id: the probe every Kafka broker answers.
-_API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
+API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
+"""A framed ApiVersions v0 (correlation id 1, no client id): the probe every Kafka
+broker answers, before any login."""
 
 
 @dataclass
@@ -203,7 +204,7 @@ def answers_api_versions(port: int, timeout_s: float, host: str = LOOPBACK) -> b
     while time.monotonic() < deadline:
         try:
             with socket.create_connection((host, port), timeout=timeout_s) as sock:
-                sock.sendall(_API_VERSIONS_V0)
+                sock.sendall(API_VERSIONS_V0)
                 size: int = struct.unpack(">i", receive(sock, 4))[0]
                 return len(receive(sock, size)) == size
         except OSError:

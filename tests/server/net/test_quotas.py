@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tickwheel.bench._served import closed_within
+from tickwheel.bench._served import API_VERSIONS_V0, closed_within
 from tickwheel.server import BackgroundBroker
 from tickwheel.server.net._quotas import (
     NO_LIMIT,
@@ -27,7 +27,6 @@ from tickwheel.server.net._quotas import (
 )
 from tickwheel.timer import ManualClock
 
-API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
 TIMEOUT_S = 10.0
 HELD_BACK_S = 0.5
 IDLE_MS = 1000

@@ -15,13 +15,12 @@ import time
 
 import pytest
 
-from tickwheel.bench._served import closed_within
+from tickwheel.bench._served import API_VERSIONS_V0, closed_within
 from tickwheel.server import BackgroundBroker
 
 MIB = 1024 * 1024
 IDLE_MS = 1000
 TIMEOUT_S = 10.0
-API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
 
 pytestmark = pytest.mark.integration
 
