@@ -4,8 +4,9 @@ No sockets and no event loop in the protocol logic (the model is h11; the two cl
 shells below are the only I/O, kept in their own modules): the server reads a frame and
 hands its bytes to ``decode_request``, which refuses what breaks the schema
 (``InvalidRequestError``, carrying the INVALID_REQUEST answer where the API has one);
-handlers describe responses as plain values that ``build_entity`` turns into the kio
-class of the requested version, and ``encode_response`` makes the frame. Fetch
+a handler reads the request as the newest version it knows (``DecodedRequest.body_as``)
+and builds its response at that version, both typed; ``convert`` carries an entity
+between versions, and ``encode_response`` makes the frame. Fetch
 responses are the exception: ``encode_fetch_response`` writes them by hand as chunks,
 so record bytes go from the log to the socket without passing through an encoder;
 Produce, the request a ``linger.ms=0`` producer sends once per message, has its own
@@ -83,6 +84,7 @@ from tickwheel.protocol._produce import PartitionAnswer, TopicAnswer, encode_pro
 from tickwheel.protocol._sasl_login import SaslClient, SaslLogin, SaslLoginError
 from tickwheel.protocol._schemas import request_schema, response_schema
 from tickwheel.protocol._topic_id import decode_topic_id, encode_topic_id
+from tickwheel.protocol._versions import convert, default_entity
 
 __all__ = [
     "API_VERSIONS_KEY",
@@ -119,8 +121,10 @@ __all__ = [
     "VersionRange",
     "array_item_class",
     "build_entity",
+    "convert",
     "decode_request",
     "decode_topic_id",
+    "default_entity",
     "encode_api_versions_fallback",
     "encode_entity",
     "encode_fetch_response",

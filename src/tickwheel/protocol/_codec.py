@@ -32,7 +32,7 @@ import struct
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32
@@ -49,7 +49,9 @@ from tickwheel.protocol._framing import RequestKey, peek_request_key, size_prefi
 from tickwheel.protocol._request_checks import check_fetch_body, check_produce_body
 from tickwheel.protocol._schemas import reader_for, request_schema, response_schema, writer_for
 from tickwheel.protocol._validate import LengthError, check_lengths, null_field, without_none
+from tickwheel.protocol._versions import convert
 
+B = TypeVar("B", bound=RequestPayload)
 API_VERSIONS_KEY: Final[int] = int(ApiKey.API_VERSIONS)
 _PRODUCE_KEY: Final[int] = int(ApiKey.PRODUCE)
 _FETCH_KEY: Final[int] = int(ApiKey.FETCH)
@@ -99,6 +101,14 @@ class DecodedRequest:
     def correlation_id(self) -> int:
         """The id the response must echo."""
         return int(self.header.correlation_id)
+
+    def body_as(self, cls: type[B]) -> B:
+        """The body as ``cls``, a request class of this API (the newest version its
+        handler knows): itself when the client sent that version, else converted, the
+        fields the sent version lacks at Kafka's defaults."""
+        if cls.__api_key__ != self.api_key:
+            raise TypeError(f"{cls.__name__} is not a request of API key {self.api_key}")
+        return convert(cls, self.body)
 
 
 def decode_request(frame: bytes, supported: Mapping[int, VersionRange]) -> DecodedRequest:

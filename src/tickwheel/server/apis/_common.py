@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32Timedelta
+from kio.static.protocol import ResponsePayload
 
 from tickwheel.log import LogError
 from tickwheel.protocol import (
@@ -25,6 +27,7 @@ from tickwheel.protocol import (
     RequestKey,
     VersionRange,
     build_entity,
+    convert,
     encode_response,
     error_response,
     response_schema,
@@ -36,6 +39,8 @@ Response = bytes | FetchResponseFrame | None
 Handler = Callable[[BrokerContext, DecodedRequest], Awaitable[Response]]
 T = TypeVar("T")
 _MS_PER_S = 1000
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+"""A response's ``throttle_time`` when the client is not throttled."""
 
 
 class CloseConnectionError(Exception):
@@ -56,10 +61,13 @@ class ApiSpec:
     handle: Handler
 
 
-def reply(request: DecodedRequest, values: Mapping[str, Any]) -> bytes:
-    """The response frame to ``request``, built from plain ``values`` at its version."""
+def reply(request: DecodedRequest, response: ResponsePayload | Mapping[str, Any]) -> bytes:
+    """The response frame to ``request``: ``response`` (a kio response of any version of
+    its API) at the request's version."""
     cls = response_schema(request.api_key, request.api_version)
-    return encode_response(request.correlation_id, build_entity(cls, values))
+    if isinstance(response, Mapping):
+        return encode_response(request.correlation_id, build_entity(cls, response))
+    return encode_response(request.correlation_id, convert(cls, response))
 
 
 def refuse_whole(request: DecodedRequest, error_code: ErrorCode) -> bytes:
@@ -101,19 +109,19 @@ def answer_as_leader(
     context: BrokerContext,
     tp: TopicPartition,
     current_leader_epoch: int,
-    answer: Callable[[Partition], dict[str, Any]],
-) -> dict[str, Any]:
-    """``answer(partition)`` from ``tp``'s leader at ``current_leader_epoch`` (-1: any),
-    with ``error_code`` none; else the error code alone: the partition is not hosted
-    here, this broker does not lead it at that epoch, or its log raised."""
+    answer: Callable[[Partition], T],
+    refuse: Callable[[ErrorCode], T],
+) -> T:
+    """``answer(partition)`` from ``tp``'s leader at ``current_leader_epoch`` (-1: any);
+    else ``refuse(error_code)``: the partition is not hosted here, this broker does not
+    lead it at that epoch, or its log raised."""
     partition = context.replica_manager.get_partition(tp)
     if partition is None:
-        return {"error_code": context.replica_manager.not_hosted_error(tp)}
+        return refuse(context.replica_manager.not_hosted_error(tp))
     try:
         partition.check_leader(current_leader_epoch)
-        fields = answer(partition)
+        return answer(partition)
     except PartitionError as exc:
-        return {"error_code": exc.error_code}
+        return refuse(exc.error_code)
     except LogError as exc:
-        return {"error_code": ErrorCode(exc.error_code)}
-    return {"error_code": ErrorCode.none, **fields}
+        return refuse(ErrorCode(exc.error_code))

@@ -25,9 +25,14 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest
+from kio.schema.list_offsets.v7.response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from kio.static.primitive import i32, i64
 
 from tickwheel.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
@@ -35,25 +40,33 @@ from tickwheel.replica import FetchIsolation, Partition, PartitionError, TopicPa
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, answer_as_leader, reply
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, answer_as_leader, reply
 
 _NOT_FOUND = -1
 
 
 def _lookup(
-    context: BrokerContext,
-    tp: TopicPartition,
-    timestamp: int,
-    isolation: FetchIsolation,
-    current_leader_epoch: int,
-) -> dict[str, Any]:
-    """One partition's ListOffsets fields, or its error code."""
+    context: BrokerContext, topic: str, request: ListOffsetsPartition, isolation: FetchIsolation
+) -> ListOffsetsPartitionResponse:
+    """One partition's answer: the offset found, or its error code."""
+    index = request.partition_index
 
-    def found(partition: Partition) -> dict[str, Any]:
-        found_timestamp, offset, leader_epoch = _find(partition, timestamp, isolation)
-        return {"timestamp": found_timestamp, "offset": offset, "leader_epoch": leader_epoch}
+    def found(partition: Partition) -> ListOffsetsPartitionResponse:
+        timestamp, offset, leader_epoch = _find(partition, request.timestamp, isolation)
+        return ListOffsetsPartitionResponse(
+            partition_index=index,
+            error_code=ErrorCode.none,
+            timestamp=i64(timestamp),
+            offset=i64(offset),
+            leader_epoch=i32(leader_epoch),
+        )
 
-    return answer_as_leader(context, tp, current_leader_epoch, found)
+    def refused(error_code: ErrorCode) -> ListOffsetsPartitionResponse:
+        return ListOffsetsPartitionResponse(partition_index=index, error_code=error_code)
+
+    return answer_as_leader(
+        context, TopicPartition(topic, index), request.current_leader_epoch, found, refused
+    )
 
 
 def _find(partition: Partition, timestamp: int, isolation: FetchIsolation) -> tuple[int, int, int]:
@@ -84,44 +97,30 @@ def _find(partition: Partition, timestamp: int, isolation: FetchIsolation) -> tu
 
 async def handle_list_offsets(context: BrokerContext, request: DecodedRequest) -> Response:
     """Answer each partition's offset lookup."""
-    body: Any = request.body
-    isolation = FetchIsolation.of(body.replica_id, getattr(body, "isolation_level", 0))
+    body = request.body_as(ListOffsetsRequest)
+    isolation = FetchIsolation.of(body.replica_id, body.isolation_level)
     denied_topics: set[str] = set()
     if context.authorizer is not None:
-        names = {t.name for t in body.topics}
+        names: set[str] = {t.name for t in body.topics}
         denied_topics = names - authorized_names(
             context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
         )
-    denied = {"error_code": ErrorCode.topic_authorization_failed}
-    return reply(
-        request,
-        {
-            "throttle_time": 0,
-            "topics": [
-                {
-                    "name": topic.name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition_index,
-                            **(
-                                _lookup(
-                                    context,
-                                    TopicPartition(topic.name, p.partition_index),
-                                    p.timestamp,
-                                    isolation,
-                                    getattr(p, "current_leader_epoch", -1),
-                                )
-                                if topic.name not in denied_topics
-                                else denied
-                            ),
-                        }
-                        for p in topic.partitions
-                    ],
-                }
-                for topic in body.topics
-            ],
-        },
+    topics = tuple(
+        ListOffsetsTopicResponse(
+            name=topic.name,
+            partitions=tuple(
+                ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index,
+                    error_code=ErrorCode.topic_authorization_failed,
+                )
+                if topic.name in denied_topics
+                else _lookup(context, topic.name, p, isolation)
+                for p in topic.partitions
+            ),
+        )
+        for topic in body.topics
     )
+    return reply(request, ListOffsetsResponse(throttle_time=NO_THROTTLE, topics=topics))
 
 
 LIST_OFFSETS = ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", VersionRange(1, 7), handle_list_offsets)

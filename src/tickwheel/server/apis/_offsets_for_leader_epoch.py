@@ -29,69 +29,74 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+)
+from kio.schema.offset_for_leader_epoch.v4.response import (
+    EpochEndOffset,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
+from kio.static.primitive import i32, i64
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import Partition, TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize_cluster, authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, answer_as_leader, reply
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, answer_as_leader, reply
 
 
 def _last_offset_for_leader_epoch(
-    context: BrokerContext, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
-) -> dict[str, Any]:
-    """One partition's EpochEndOffset fields, or its error code."""
+    context: BrokerContext, topic: str, request: OffsetForLeaderPartition
+) -> EpochEndOffset:
+    """Where one partition's requested epoch ends, or its error code."""
+    index = request.partition
 
-    def end_offset(partition: Partition) -> dict[str, Any]:
-        epoch, offset = partition.log.end_offset_for_epoch(leader_epoch)
-        return {"leader_epoch": epoch, "end_offset": offset}
+    def end_offset(partition: Partition) -> EpochEndOffset:
+        epoch, offset = partition.log.end_offset_for_epoch(request.leader_epoch)
+        return EpochEndOffset(
+            error_code=ErrorCode.none,
+            partition=index,
+            leader_epoch=i32(epoch),
+            end_offset=i64(offset),
+        )
 
-    return answer_as_leader(context, tp, current_leader_epoch, end_offset)
+    def refused(error_code: ErrorCode) -> EpochEndOffset:
+        return EpochEndOffset(error_code=error_code, partition=index)
+
+    return answer_as_leader(
+        context, TopicPartition(topic, index), request.current_leader_epoch, end_offset, refused
+    )
 
 
 async def handle_offsets_for_leader_epoch(
     context: BrokerContext, request: DecodedRequest
 ) -> Response:
     """Answer where each requested leader epoch ends in this leader's log."""
-    body: Any = request.body
-    names = {topic.topic for topic in body.topics}
+    body = request.body_as(OffsetForLeaderEpochRequest)
+    names: set[str] = {topic.topic for topic in body.topics}
     if context.authorizer is not None and not authorize_cluster(
         context, request, AclOperation.CLUSTER_ACTION, log_if_denied=False
     ):
         names = authorized_names(context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
-    denied = {"error_code": ErrorCode.topic_authorization_failed}
-    return reply(
-        request,
-        {
-            "throttle_time": 0,
-            "topics": [
-                {
-                    "topic": topic.topic,
-                    "partitions": [
-                        {
-                            "partition": p.partition,
-                            **(
-                                _last_offset_for_leader_epoch(
-                                    context,
-                                    TopicPartition(topic.topic, p.partition),
-                                    p.current_leader_epoch,
-                                    p.leader_epoch,
-                                )
-                                if topic.topic in names
-                                else denied
-                            ),
-                        }
-                        for p in topic.partitions
-                    ],
-                }
-                for topic in body.topics
-            ],
-        },
+    topics = tuple(
+        OffsetForLeaderTopicResult(
+            topic=topic.topic,
+            partitions=tuple(
+                _last_offset_for_leader_epoch(context, topic.topic, p)
+                if topic.topic in names
+                else EpochEndOffset(
+                    error_code=ErrorCode.topic_authorization_failed, partition=p.partition
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in body.topics
     )
+    return reply(request, OffsetForLeaderEpochResponse(throttle_time=NO_THROTTLE, topics=topics))
 
 
 OFFSETS_FOR_LEADER_EPOCH = ApiSpec(
