@@ -633,8 +633,8 @@ def _prepare_churn(broker: BackgroundBroker, topic: str, group: str) -> _Churn:
     def prepare(b: Broker) -> _Churn:
         manager = b.context.share_partitions
         topic_id = b.context.topic_id(topic)
-        if manager is None or topic_id is None:
-            raise RuntimeError("share groups are not started")
+        if topic_id is None:
+            raise RuntimeError(f"topic {topic} was not created")
         # Share-partitions loaded from here on take this timer: a counting proxy (the
         # compiled SystemTimer's methods cannot be replaced on the instance).
         setattr(manager, "lock_timer", _CountingTimer(manager.lock_timer, taken))  # noqa: B010 - mypy forbids assigning another type
@@ -644,9 +644,7 @@ def _prepare_churn(broker: BackgroundBroker, topic: str, group: str) -> _Churn:
     assert isinstance(churn, _Churn)
 
     async def load(b: Broker) -> object:
-        manager = b.context.share_partitions
-        assert manager is not None
-        return await manager.share_partition(churn.key)
+        return await b.context.share_partitions.share_partition(churn.key)
 
     broker.call(load)
     return churn
@@ -656,8 +654,7 @@ def _acknowledged(broker: BackgroundBroker, key: SharePartitionKey) -> int:
     """The share-partition's start offset: every record below it is acknowledged."""
 
     def start_offset(b: Broker) -> int:
-        manager = b.context.share_partitions
-        partition = None if manager is None else manager.get(key)
+        partition = b.context.share_partitions.get(key)
         return -1 if partition is None else partition.start_offset
 
     offset = broker.call(start_offset)

@@ -40,7 +40,7 @@ from tickwheel.security import (
     current_session,
 )
 from tickwheel.server._acl_store import AclStore
-from tickwheel.server._context import BrokerContext
+from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server.config._broker import ConfigError
 
 AUTHORIZATION_FAILED: dict[ResourceType, ErrorCode] = {
@@ -228,7 +228,7 @@ def refusal_message(error_code: ErrorCode) -> str:
     return "Authorization failed."
 
 
-def start_authorizer(context: BrokerContext, log_dir: Path) -> None:
+def start_authorizer(context: BrokerState, log_dir: Path) -> None:
     """Build the authorizer ``authorizer.class.name`` names and load its ACLs (before
     the cluster node starts: in a cluster it hooks the node's ACL watch)."""
     config = context.config

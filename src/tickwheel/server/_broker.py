@@ -53,7 +53,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 from tickwheel.log import (
     HIGH_WATERMARK_CHECKPOINT,
@@ -64,7 +64,6 @@ from tickwheel.log import (
     LogCleaner,
     LogError,
 )
-from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.security import (
     SASL_PLAINTEXT,
@@ -76,7 +75,7 @@ from tickwheel.security import (
 )
 from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
-from tickwheel.server._context import BrokerContext, Endpoint
+from tickwheel.server._context import BrokerContext, BrokerServices, BrokerState, Endpoint
 from tickwheel.server._descriptors import raise_descriptor_limit
 from tickwheel.server._meta_properties import (
     MetaProperties,
@@ -199,29 +198,31 @@ class Broker:
         """Each purgatory's counters, by name (Produce, Fetch, DeleteRecords, ShareFetch)."""
         return self.context.metrics.purgatory_snapshot()
 
-    @staticmethod
-    def _start_coordinators(context: BrokerContext, broker_time: BrokerTime) -> None:
-        context.groups = start_groups(context, broker_time)
+    def _start_services(self, stored_cluster_id: str | None, state: BrokerState) -> BrokerServices:
+        """Join the cluster (``zookeeper.connect``), build the authorizer, lead the hosted
+        partitions (on a single node), then start the coordinators over them."""
+        config = self.config
+        if config.zookeeper_connect:
+            cluster = join_cluster(state, stored_cluster_id)
+            # Kept before registering, as Kafka does: a registered broker has its file.
+            cluster.cluster_id_listener = lambda cluster_id: write_meta_properties(
+                self.log_dirs, MetaProperties(config.broker_id, cluster_id)
+            )
+        start_authorizer(state, self.log_dir)
+        for info in state.topics.topics.values():
+            state.open_partitions(info)
+        broker_time = self.time
+        groups = start_groups(state, broker_time)
         # After the groups: markers a load sends may land in __consumer_offsets.
-        context.transactions = start_transactions(context, broker_time)
-        context.share_coordinator = start_share_coordinator(context, broker_time)
+        transactions = start_transactions(state, broker_time, groups)
+        share_coordinator = start_share_coordinator(state, broker_time)
         # After the share coordinator: share-partitions keep their state through it.
-        start_share(context, broker_time)
-
-    @staticmethod
-    async def _stop_coordinators(context: BrokerContext) -> None:
-        """Share groups and share-partitions first, then the coordinators they use."""
-        if context.share_groups is not None:
-            context.share_groups.shutdown()
-        if context.share_partitions is not None:
-            context.share_partitions.shutdown()
-        if context.share_coordinator is not None:
-            await context.share_coordinator.shutdown()
-        if context.transactions is not None:
-            # Before the groups: its timers and marker senders stop first.
-            await context.transactions.shutdown()
-        if context.groups is not None:
-            context.groups.shutdown()
+        share_groups, share_partitions, share_admin = start_share(
+            state, broker_time, groups, share_coordinator
+        )
+        return BrokerServices(
+            groups, transactions, share_coordinator, share_groups, share_partitions, share_admin
+        )
 
     def _check_resources(self) -> None:
         """Raise the descriptor limit as far as allowed; refuse unusable log dirs."""
@@ -278,10 +279,10 @@ class Broker:
         )
         self._cleaner = cleaner
         metrics = BrokerMetrics(
-            lambda: (*replica_manager.purgatories, *share_purgatories()),
+            lambda: (*replica_manager.purgatories, context.share_partitions.purgatory),
             lambda: replica_manager.log_manager.offline_dir_count,
             partitions=lambda: list(replica_manager.partitions.values()),
-            controller_active=lambda: cluster is None or cluster.controller.active,
+            controller_active=lambda: context.cluster is None or context.cluster.controller.active,
             cleaner=lambda: None if cleaner is None else cleaner.metrics,
             network=lambda: (self.connection_quotas, self.memory_pool),
         )
@@ -289,28 +290,17 @@ class Broker:
         if not config.zookeeper_connect:
             users.load()
         context = BrokerContext(
-            config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id, users
+            config,
+            replica_manager,
+            topics,
+            metrics,
+            SUPPORTED_VERSIONS,
+            cluster_id,
+            users,
+            functools.partial(self._start_services, stored.cluster_id if stored else None),
         )
-
-        def share_purgatories() -> tuple[DelayedOperationPurgatory[Any], ...]:
-            shares = context.share_partitions
-            return () if shares is None else (shares.purgatory,)
-
         self._context = context
-        cluster = (
-            join_cluster(context, stored.cluster_id if stored else None)
-            if config.zookeeper_connect
-            else None
-        )
-        if cluster is not None:
-            # Kept before registering, as Kafka does: a registered broker has its file.
-            cluster.cluster_id_listener = lambda cluster_id: write_meta_properties(
-                self.log_dirs, MetaProperties(config.broker_id, cluster_id)
-            )
-        start_authorizer(context, self.log_dir)
-        for info in topics.topics.values():
-            context.open_partitions(info)
-        self._start_coordinators(context, broker_time)
+        cluster = context.cluster
         dispatcher = Dispatcher(context, API_SPECS)
         self._open_listeners(dispatcher, context)
         host = config.listener_specs()[0].host
@@ -471,7 +461,7 @@ class Broker:
     def _connection_closed(self, connection_id: int) -> None:
         """A client's connection closed: the share sessions it opened close with it."""
         context = self._context
-        if not self._stopped and context is not None and context.share_partitions is not None:
+        if not self._stopped and context is not None:
             context.share_partitions.connection_closed(connection_id)
 
     def _schedule_housekeeping(self, broker_time: BrokerTime) -> None:
@@ -586,7 +576,7 @@ class Broker:
         if self._context is not None and self._context.cluster is not None:
             await self._context.cluster.stop()
         if self._context is not None:
-            await self._stop_coordinators(self._context)
+            await self._context.services.shutdown()
         if self._cleaner is not None:
             # Before the logs close: a cleaning in progress is killed and swaps nothing.
             await asyncio.to_thread(self._cleaner.stop)

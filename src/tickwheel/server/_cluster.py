@@ -45,7 +45,7 @@ from tickwheel.security import (
     SaslConfigError,
     client_credentials,
 )
-from tickwheel.server._context import BrokerContext
+from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server._topics import legacy_topic_id
 from tickwheel.server.config._broker import BrokerConfig, ConfigError
 from tickwheel.server.net._tls import inter_broker_ssl_context
@@ -117,7 +117,7 @@ def inter_broker_sasl(config: BrokerConfig) -> ChannelSasl | None:
     return ChannelSasl(mechanism, username, password)
 
 
-def join_cluster(context: BrokerContext, stored_cluster_id: str | None) -> ClusterNode:
+def join_cluster(context: BrokerState, stored_cluster_id: str | None) -> ClusterNode:
     """A node for ``context``'s broker, set as ``context.cluster`` (not started yet).
 
     It proposes ``context.cluster_id`` to ZooKeeper and refuses to join a cluster of

@@ -1,8 +1,20 @@
 """``BrokerContext``: what every API handler may use, and the topic operations.
 
 One object per running broker, handed to each handler: the config, the
-``ReplicaManager``, the ``TopicRegistry``, the metrics, the advertised endpoint and
-the API version table. Creating, growing and deleting topics happen here, since the
+``ReplicaManager``, the ``TopicRegistry``, the metrics, the advertised endpoint, the
+API version table and the broker's services (``BrokerServices``: the group,
+transaction and share coordinators, share groups, share-partitions and their admin).
+
+It is built whole: ``BrokerState`` is everything but the services, and the services
+are started over it (they create internal topics through it and advertise its
+endpoints), so ``BrokerContext``'s constructor hands its state to the broker's
+``start_services`` and keeps what comes back. Every service is a typed, non-optional
+attribute from then on, and the broker opens its listeners only after: no request
+meets a missing service. What a coordinator learns later (which ``__consumer_offsets``
+or ``__transaction_state`` partitions it leads) is its own state, answered as
+NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+
+Creating, growing and deleting topics happen here, since the
 Metadata (auto-create), CreateTopics, CreatePartitions and DeleteTopics handlers all
 need them: the registry records the change, the replica manager makes this broker the
 leader of each new partition or deletes the logs of a deleted one. Creating and
@@ -24,8 +36,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from tickwheel.cluster import BROKER_ENTITY, GROUP_ENTITY, TOPIC_ENTITY, ClusterNode
 from tickwheel.coordinator.group import GroupService
@@ -65,8 +78,31 @@ class Endpoint:
         return f"{self.host}:{self.port}"
 
 
-class BrokerContext:
-    """The broker's state as handlers see it."""
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    """The coordinators and share-group services of one broker, started together."""
+
+    groups: GroupService
+    transactions: TransactionService
+    # The share coordinator (``__share_group_state``) the share-partitions keep their
+    # state through.
+    share_coordinator: ShareCoordinatorService
+    share_groups: ShareGroupCoordinator
+    share_partitions: SharePartitionManager
+    share_admin: ShareGroupAdmin
+
+    async def shutdown(self) -> None:
+        """Share groups and share-partitions first, then the coordinators they use (the
+        transactions' before the groups': their timers and marker senders stop first)."""
+        self.share_groups.shutdown()
+        self.share_partitions.shutdown()
+        await self.share_coordinator.shutdown()
+        await self.transactions.shutdown()
+        self.groups.shutdown()
+
+
+class BrokerState:
+    """The broker's state without its services: what the services are started over."""
 
     def __init__(
         self,
@@ -99,22 +135,13 @@ class BrokerContext:
         # listens), and the listener other brokers use.
         self.listener_endpoints: dict[str, Endpoint] = {}
         self.inter_broker_listener = config.inter_broker_listener().name
-        # The group coordinator, set by the broker once its partitions are open.
-        self.groups: GroupService | None = None
-        # The transaction coordinator, set by the broker after the group coordinator.
-        self.transactions: TransactionService | None = None
-        # The share coordinator (``__share_group_state``), set after the transactions'.
-        self.share_coordinator: ShareCoordinatorService | None = None
-        # Share groups' membership, share-partitions and administration, set after it.
-        self.share_groups: ShareGroupCoordinator | None = None
-        self.share_partitions: SharePartitionManager | None = None
-        self.share_admin: ShareGroupAdmin | None = None
         # Users' SCRAM credentials (``_users``), in the first log directory.
         self.users = users
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
+        # Set by ``start_services`` before any service starts, never changed after.
         self.cluster: ClusterNode | None = None
         # The authorizer (``authorizer.class.name``) and its ACLs' store (an
-        # ``AclStore``), set at start-up; None: every request is allowed.
+        # ``AclStore``), set by ``start_services`` too; None: every request is allowed.
         self.authorizer: AclAuthorizer | None = None
         self.acl_store: AclStore | None = None
         # This broker's cluster id (meta.properties); in a cluster, until it has joined,
@@ -297,3 +324,40 @@ class BrokerContext:
             TopicPartition(name, index) for index in range(info.num_partitions)
         )
         _log.info("deleted topic %s", name)
+
+
+class BrokerContext(BrokerState):
+    """The broker's state and its services, as handlers see them.
+
+    ``start_services`` readies the state (cluster membership, authorizer, hosted
+    partitions) and starts the services over it; the services become the attributes
+    below, fixed for the broker's life.
+
+    ``cluster`` and ``authorizer`` (with ``acl_store``) stay optional: None is a mode,
+    not a missing part (a single node; no ``authorizer.class.name``, every request
+    allowed). A null object would not be cleaner: handlers branch on the mode anyway
+    (a cluster decides leadership and creates topics through ZooKeeper), and without an
+    authorizer each check stays one attribute test instead of a call.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replica_manager: ReplicaManager,
+        topics: TopicRegistry,
+        metrics: BrokerMetrics,
+        supported_versions: Mapping[int, VersionRange],
+        cluster_id: str,
+        users: UserConfigs,
+        start_services: Callable[[BrokerState], BrokerServices],
+    ) -> None:
+        super().__init__(
+            config, replica_manager, topics, metrics, supported_versions, cluster_id, users
+        )
+        self.services: Final = start_services(self)
+        self.groups: Final = self.services.groups
+        self.transactions: Final = self.services.transactions
+        self.share_coordinator: Final = self.services.share_coordinator
+        self.share_groups: Final = self.services.share_groups
+        self.share_partitions: Final = self.services.share_partitions
+        self.share_admin: Final = self.services.share_admin

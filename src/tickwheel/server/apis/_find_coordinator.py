@@ -48,11 +48,7 @@ _NO_NODE: dict[str, Any] = {"node_id": -1, "host": "", "port": -1}
 def _coordinator_answer(context: BrokerContext, body: Any) -> Any:
     """The coordinator's response entity to ``body`` (a group or transaction key)."""
     if int(getattr(body, "key_type", 0)) == COORDINATOR_TYPE_TRANSACTION:
-        if context.transactions is None:
-            raise RuntimeError("the transaction coordinator is not started")
         return context.transactions.apis.find_coordinator(body)
-    if context.groups is None:
-        raise RuntimeError("the group coordinator is not started")
     return context.groups.apis.classic.find_coordinator(body)
 
 
@@ -106,8 +102,6 @@ async def handle_find_coordinator(context: BrokerContext, request: DecodedReques
             return refused
     key_type = int(getattr(body, "key_type", 0))
     if key_type == COORDINATOR_TYPE_SHARE and request.api_version >= SHARE_KEY_MIN_VERSION:
-        if context.share_coordinator is None:
-            raise RuntimeError("the share coordinator is not started")
         response = context.share_coordinator.apis.find_coordinator(body)
     else:
         response = _coordinator_answer(context, body)

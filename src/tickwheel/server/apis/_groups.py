@@ -52,7 +52,7 @@ from tickwheel.coordinator.group.consumer import (
 )
 from tickwheel.protocol import DecodedRequest, VersionRange, encode_response
 from tickwheel.replica import TopicPartition
-from tickwheel.server._context import BrokerContext
+from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
 from tickwheel.server.apis._group_authorization import authorized_group_handler
@@ -62,7 +62,7 @@ from tickwheel.server.apis._internal_topics import chain_leadership, internal_to
 class _BrokerTopics:
     """The broker's topics as the consumer-group coordinator sees them (a TopicCatalog)."""
 
-    def __init__(self, context: BrokerContext) -> None:
+    def __init__(self, context: BrokerState) -> None:
         self._context = context
 
     def topic_id(self, name: str) -> uuid.UUID | None:
@@ -86,7 +86,7 @@ class _BrokerTopics:
         return list(cluster.cache.topics)
 
 
-def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupService:
+def start_groups(context: BrokerState, broker_time: BrokerTime) -> GroupService:
     """Start this broker's group coordinator over its ``__consumer_offsets`` partitions,
     on the broker's timers, scheduler and clock."""
     config = GroupConfig.from_properties(context.config.as_properties())
@@ -151,7 +151,7 @@ def start_groups(context: BrokerContext, broker_time: BrokerTime) -> GroupServic
 
 
 def _cluster_locator(
-    context: BrokerContext,
+    context: BrokerState,
     cluster: ClusterNode,
     config: GroupConfig,
     topic_configs: Mapping[str, str],
@@ -183,8 +183,6 @@ def _group_spec(api_key: int, versions: VersionRange) -> ApiSpec:
 
     async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
         groups = context.groups
-        if groups is None:
-            raise RuntimeError("the group coordinator is not started")
         if context.authorizer is not None:
             return await authorized(context, groups, request)
         response = await handler(groups.apis, request.body, request.header.client_id or "")

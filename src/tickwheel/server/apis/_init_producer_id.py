@@ -56,8 +56,6 @@ async def handle_init_producer_id(context: BrokerContext, request: DecodedReques
         if refusal is not None:
             return refuse_whole(request, refusal)
     if body.transactional_id is not None:
-        if context.transactions is None:
-            raise RuntimeError("the transaction coordinator is not started")
         response = await context.transactions.apis.init_producer_id(body)
         return encode_response(request.correlation_id, response)
     return reply(

@@ -51,6 +51,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel.coordinator.group import GroupService
 from tickwheel.coordinator.group.share import (
     HeartbeatRequest,
     ShareGroupAdmin,
@@ -58,11 +59,12 @@ from tickwheel.coordinator.group.share import (
     ShareGroupCoordinator,
     ShareGroupTopology,
 )
+from tickwheel.coordinator.share_state import ShareCoordinatorService
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
-from tickwheel.server._context import BrokerContext
+from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole, reply, to_ms
 from tickwheel.server.net._connection_id import current_connection_id
@@ -80,12 +82,9 @@ from tickwheel.share_delivery import (
 _NO_LEADER = -1
 
 
-def group_coordinator_error(context: BrokerContext, group_id: str) -> ErrorCode | None:
+def group_coordinator_error(groups: GroupService, group_id: str) -> ErrorCode | None:
     """Why this broker cannot answer for share group ``group_id`` (None: it coordinates
     it, as the leader of the group's ``__consumer_offsets`` partition)."""
-    groups = context.groups
-    if groups is None:
-        return ErrorCode.coordinator_not_available
     owner = groups.coordinator.manager
     if owner.is_group_loading(group_id):
         return ErrorCode.coordinator_load_in_progress
@@ -94,13 +93,15 @@ def group_coordinator_error(context: BrokerContext, group_id: str) -> ErrorCode 
     return None
 
 
-def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
-    """Set the share-group coordinator, the share-partition manager and the share-group
-    admin of this broker on ``context``."""
+def start_share(
+    context: BrokerState,
+    broker_time: BrokerTime,
+    groups: GroupService,
+    share_coordinator: ShareCoordinatorService,
+) -> tuple[ShareGroupCoordinator, SharePartitionManager, ShareGroupAdmin]:
+    """This broker's share-group coordinator, share-partition manager and share-group
+    admin, hooked into ``groups``."""
     properties = context.config.as_properties()
-    share_coordinator = context.share_coordinator
-    if share_coordinator is None:
-        raise RuntimeError("the share coordinator starts before the share-partitions")
     manager = SharePartitionManager(
         ShareConfig.from_properties(properties),
         context.replica_manager,
@@ -119,11 +120,9 @@ def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
 
     def other_group_exists(group_id: str) -> bool:
         """A classic or consumer group has this id (one namespace for every protocol)."""
-        groups = context.groups
-        return groups is not None and (
-            groups.coordinator.manager.get_group(group_id) is not None
-            or groups.consumer_groups.has_group(group_id)
-        )
+        return groups.coordinator.manager.get_group(
+            group_id
+        ) is not None or groups.consumer_groups.has_group(group_id)
 
     coordinator = ShareGroupCoordinator(
         ShareGroupConfig.from_properties(properties),
@@ -133,7 +132,7 @@ def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
         member_left=manager.member_left,
         classic_group_exists=other_group_exists,
         group_configs=context.group_configs.overrides_of,
-        coordinator_error=functools.partial(group_coordinator_error, context),
+        coordinator_error=functools.partial(group_coordinator_error, groups),
     )
 
     def high_watermark(topic: str, partition: int) -> int | None:
@@ -153,30 +152,12 @@ def start_share(context: BrokerContext, broker_time: BrokerTime) -> None:
         forget=manager.forget,
         other_group_exists=other_group_exists,
     )
-    groups = context.groups
-    if groups is not None:
-        groups.coordinator.share_group_exists = admin.is_share_group
-        groups.consumer_groups.share_group_exists = admin.is_share_group
-        groups.apis.other_groups = coordinator.list_groups
-        groups.apis.is_other_group = admin.is_share_group
-        groups.apis.delete_other_group = admin.delete_group
-    context.share_groups, context.share_partitions, context.share_admin = (
-        coordinator,
-        manager,
-        admin,
-    )
-
-
-def _share_groups(context: BrokerContext) -> ShareGroupCoordinator:
-    if context.share_groups is None:
-        raise RuntimeError("the share-group coordinator is not started")
-    return context.share_groups
-
-
-def _share_partitions(context: BrokerContext) -> SharePartitionManager:
-    if context.share_partitions is None:
-        raise RuntimeError("the share-partition manager is not started")
-    return context.share_partitions
+    groups.coordinator.share_group_exists = admin.is_share_group
+    groups.consumer_groups.share_group_exists = admin.is_share_group
+    groups.apis.other_groups = coordinator.list_groups
+    groups.apis.is_other_group = admin.is_share_group
+    groups.apis.delete_other_group = admin.delete_group
+    return coordinator, manager, admin
 
 
 # -- ShareGroupHeartbeat, ShareGroupDescribe ------------------------------------------
@@ -190,7 +171,7 @@ async def handle_share_group_heartbeat(context: BrokerContext, request: DecodedR
         refusal = _heartbeat_refusal(context, request, body.group_id or "", names or ())
         if refusal is not None:
             return refuse_whole(request, refusal)
-    answer = _share_groups(context).heartbeat(
+    answer = context.share_groups.heartbeat(
         HeartbeatRequest(
             group_id=body.group_id or "",
             member_id=body.member_id or "",
@@ -221,7 +202,7 @@ async def handle_share_group_describe(context: BrokerContext, request: DecodedRe
     body: Any = request.body
     ids = list(body.group_ids)
     allowed = authorized_names(context, request, AclOperation.DESCRIBE, ResourceType.GROUP, ids)
-    groups = list(_share_groups(context).describe([g for g in ids if g in allowed]))
+    groups = list(context.share_groups.describe([g for g in ids if g in allowed]))
     groups += [
         {
             "error_code": ErrorCode.group_authorization_failed,
@@ -328,7 +309,7 @@ def _share_reply(
 async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) -> Response:
     """Acknowledge, then acquire records for the member from its session's partitions."""
     body: Any = request.body
-    manager = _share_partitions(context)
+    manager = context.share_partitions
     group_id, member_id = body.group_id or "", body.member_id or ""
     lock_ms = manager.lock_duration_ms(group_id)
     if not group_id or not member_id:
@@ -415,7 +396,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
 async def handle_share_acknowledge(context: BrokerContext, request: DecodedRequest) -> Response:
     """Apply the member's acknowledgements; at the final epoch, close its session."""
     body: Any = request.body
-    manager = _share_partitions(context)
+    manager = context.share_partitions
     group_id, member_id = body.group_id or "", body.member_id or ""
     lock_ms = manager.lock_duration_ms(group_id)
     if not group_id or not member_id:

@@ -26,7 +26,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator.group.share import ShareGroupAdmin, TopicOffsets
+from tickwheel.coordinator.group.share import TopicOffsets
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize
@@ -39,17 +39,11 @@ ALTER_SHARE_GROUP_OFFSETS_KEY = ApiKey.ALTER_SHARE_GROUP_OFFSETS
 DELETE_SHARE_GROUP_OFFSETS_KEY = ApiKey.DELETE_SHARE_GROUP_OFFSETS
 
 
-def _admin(context: BrokerContext) -> ShareGroupAdmin:
-    if context.share_admin is None:
-        raise RuntimeError("the share-group admin is not started")
-    return context.share_admin
-
-
 def coordinator_error(context: BrokerContext, group_id: str) -> ErrorCode | None:
     """Why this broker cannot answer for ``group_id`` (None: it coordinates it)."""
     if not group_id:
         return ErrorCode.invalid_group_id
-    return group_coordinator_error(context, group_id)
+    return group_coordinator_error(context.groups, group_id)
 
 
 def _message(error: ErrorCode) -> str | None:
@@ -98,7 +92,7 @@ async def handle_describe_share_group_offsets(
                 if group.topics is None
                 else [(t.topic_name, list(t.partitions)) for t in group.topics]
             )
-            error, topics = await _admin(context).describe_offsets(group.group_id, asked)
+            error, topics = await context.share_admin.describe_offsets(group.group_id, asked)
         groups.append(
             {
                 "group_id": group.group_id,
@@ -124,7 +118,7 @@ async def handle_alter_share_group_offsets(
             }
             for topic in body.topics
         }
-        error, results = await _admin(context).alter_offsets(body.group_id, offsets)
+        error, results = await context.share_admin.alter_offsets(body.group_id, offsets)
     responses = [
         {
             "topic_name": name,
@@ -160,7 +154,7 @@ async def handle_delete_share_group_offsets(
     results: dict[str, ErrorCode] = {}
     if error is None:
         names = [topic.topic_name for topic in body.topics]
-        error, results = await _admin(context).delete_offsets(body.group_id, names)
+        error, results = await context.share_admin.delete_offsets(body.group_id, names)
     responses = [
         {
             "topic_name": name,

@@ -39,7 +39,7 @@ from tickwheel.protocol import DecodedRequest, VersionRange, encode_response
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import authorize_cluster
-from tickwheel.server._context import BrokerContext
+from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server._share_transport import KafkaShareStateTransport
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response, reply
@@ -49,7 +49,7 @@ _CLIENT_ID = "tickwheel-share-state-{}"
 
 
 def start_share_coordinator(
-    context: BrokerContext, broker_time: BrokerTime
+    context: BrokerState, broker_time: BrokerTime
 ) -> ShareCoordinatorService:
     """Start this broker's share coordinator over its ``__share_group_state`` partitions."""
     config = ShareCoordinatorConfig.from_properties(context.config.as_properties())
@@ -99,7 +99,7 @@ def start_share_coordinator(
 
 
 def _endpoint_of(
-    context: BrokerContext, cluster: ClusterNode, broker_id: int
+    context: BrokerState, cluster: ClusterNode, broker_id: int
 ) -> CoordinatorNode | None:
     """Broker ``broker_id`` on the listener of the request being handled."""
     broker = cluster.cache.broker(broker_id, context.request_listener)
@@ -161,8 +161,6 @@ def _share_state_spec(api_key: int, versions: VersionRange) -> ApiSpec:
 
     async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
         coordinator = context.share_coordinator
-        if coordinator is None:
-            raise RuntimeError("the share coordinator is not started")
         if not authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
             return _refused(request)
         response = await handler(coordinator.apis, request.body)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from tickwheel.cluster import ClusterNode, KafkaTxnMarkerTransport
 from tickwheel.coordinator import CoordinatorLocator, CoordinatorNode, partition_for
-from tickwheel.coordinator.group import OFFSETS_TOPIC
+from tickwheel.coordinator.group import OFFSETS_TOPIC, GroupService
 from tickwheel.coordinator.transaction import (
     TRANSACTION_API_HANDLERS,
     TRANSACTION_API_NAMES,
@@ -44,7 +44,7 @@ from tickwheel.coordinator.transaction import (
 )
 from tickwheel.protocol import DecodedRequest, VersionRange, encode_response
 from tickwheel.replica import NO_LEADER, TopicPartition
-from tickwheel.server._context import BrokerContext
+from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
@@ -53,19 +53,17 @@ from tickwheel.server.apis._transaction_authorization import authorized_transact
 _MARKER_CLIENT_ID = "tickwheel-txn-markers-{}"
 
 
-def start_transactions(context: BrokerContext, broker_time: BrokerTime) -> TransactionService:
-    """Start this broker's transaction coordinator over its ``__transaction_state``."""
+def start_transactions(
+    context: BrokerState, broker_time: BrokerTime, groups: GroupService
+) -> TransactionService:
+    """Start this broker's transaction coordinator over its ``__transaction_state``;
+    ``groups`` tells where a group's offsets live."""
     config = TransactionConfig.from_properties(context.config.as_properties())
     existing = context.topics.topics.get(TRANSACTION_STATE_TOPIC)
     topic_configs = config.topic_configs()
 
     def offsets_partition(group_id: str) -> TopicPartition:
-        groups = context.groups
-        count = (
-            groups.config.offsets_topic_num_partitions
-            if groups is not None
-            else context.config.offsets_topic_num_partitions
-        )
+        count = groups.config.offsets_topic_num_partitions
         offsets = context.topics.topics.get(OFFSETS_TOPIC)
         if offsets is not None:
             count = offsets.num_partitions
@@ -142,7 +140,7 @@ def _cluster_leader_lookup(cluster: ClusterNode) -> Callable[[TopicPartition], i
 
 
 def _cluster_locator(
-    context: BrokerContext, cluster: ClusterNode, config: TransactionConfig
+    context: BrokerState, cluster: ClusterNode, config: TransactionConfig
 ) -> CoordinatorLocator:
     """The leader of a ``__transaction_state`` partition per the metadata cache, on the
     listener of the request being handled."""
@@ -171,8 +169,6 @@ def _transaction_spec(api_key: int, versions: VersionRange) -> ApiSpec:
 
     async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
         transactions = context.transactions
-        if transactions is None:
-            raise RuntimeError("the transaction coordinator is not started")
         if context.authorizer is not None:
             return await authorized(context, transactions, request)
         response = await handler(transactions.apis, request.body)

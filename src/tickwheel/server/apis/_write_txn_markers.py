@@ -12,7 +12,7 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -22,10 +22,6 @@ from tickwheel.security import AclOperation
 from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Pending, Response, reply
-
-# Kafka's request.timeout.ms default: each marker's append timeout when the broker has
-# no transaction coordinator to take the configured one from.
-DEFAULT_MARKER_APPEND_TIMEOUT_MS: Final = 30_000
 
 
 async def handle_write_txn_markers(context: BrokerContext, request: DecodedRequest) -> Response:
@@ -49,12 +45,9 @@ async def handle_write_txn_markers(context: BrokerContext, request: DecodedReque
         for marker in body.markers
     ]
     pending: Pending[dict[int, dict[TopicPartition, int]]] = Pending()
-    timeout_ms = (
-        DEFAULT_MARKER_APPEND_TIMEOUT_MS
-        if context.transactions is None
-        else context.transactions.config.request_timeout_ms
+    context.replica_manager.append_txn_markers(
+        markers, context.transactions.config.request_timeout_ms, pending.resolve
     )
-    context.replica_manager.append_txn_markers(markers, timeout_ms, pending.resolve)
     results = await pending
     return reply(
         request,
