@@ -7,8 +7,8 @@ the channel adds the timeout, reconnecting and the login. ``KafkaFetchTransport`
 the replica layer's ``FetchTransport`` on top of it (through ``BrokerChannels``, one
 channel per broker opened with the ``ChannelSettings`` every inter-broker channel of a
 kind shares): a follower's fetch becomes a Fetch request at ``FOLLOWER_FETCH_VERSION``,
-written by ``encode_follower_fetch_request`` (by hand: kio's Python writer cost
-75-130 µs per fetch, on each follower for each round trip), the answer becomes
+written by ``encode_follower_fetch_request`` (by hand, as every follower sends one
+per round trip: see ``tickwheel.protocol._fetch``), the answer becomes
 ``FollowerFetchResult``s; a follower's question where its leader epoch ends becomes an
 OffsetsForLeaderEpoch v4 (with its replica id).
 ``KafkaTxnMarkerTransport`` is the transaction coordinator's ``MarkerTransport``: the

@@ -8,8 +8,8 @@ maintenance on the ``Scheduler`` (retention and flushing, checkpoints, the offse
 retention check, the idle-connection check). All those timers come from one
 ``LoopTimers`` on one clock, so the clock decides every timeout:
 
-- ``SystemClock`` (the default): each timer arms one ``loop.call_at``; nothing changes
-  from a broker built before this choice existed.
+- ``SystemClock`` (the default): each timer arms one ``loop.call_at``, and every
+  timeout follows real time.
 - ``ManualClock`` (tests, like Kafka's ``MockTime``): time moves only when the test
   calls ``clock.advance(ms)``, which runs every due task of every timer before it
   returns. Epoch time follows the same clock (Kafka's ``MockTime`` moves both too):

@@ -532,7 +532,7 @@ class BrokerConfig:
     ssl_principal_mapping_rules: str = field(
         default="DEFAULT", metadata=_kafka("ssl.principal.mapping.rules")
     )
-    # acl (issue 19): the authorizer; an empty class name authorizes nothing (all allowed).
+    # acl: the authorizer; an empty class name authorizes nothing (all allowed).
     authorizer_class_name: str = field(default="", metadata=_kafka("authorizer.class.name"))
     super_users: str = field(default="", metadata=_kafka("super.users"))
     allow_everyone_if_no_acl_found: bool = field(

@@ -7,30 +7,29 @@ the connection muted until it is answered, which is what Kafka does
 are answered with nothing; a handler that raises ``CloseConnectionError`` (a failed
 acks=0 produce) gets the connection closed instead.
 
-Produce requests are the one exception to the muting: a Produce is dispatched as soon
-as it is read, even while earlier Produces of the connection wait in the Produce
-purgatory for their acks=all, and each answer waits for the one before it, so the
-responses still leave in request order. Muted, an acks=all producer sending one
-message per request could not go faster than one replication round trip per request
-(a follower fetch, the append, the follower's next fetch): past that rate its
-requests queued on the socket and the latency grew with the rate (issue 21). Piped,
-every append made meanwhile rides on the same follower fetches, so one round trip
-acknowledges them all. The appends keep the request order: a Produce handler appends
-before its first ``await`` and each dispatch is a task started in read order, whose
-first steps the event loop runs in the order they were scheduled (FIFO). With no
-Produce in flight (none piped, no answerer at work), the reader runs the handler's
-first steps itself (``coroutine.send``), appending in its own step: an answer the
-handler has at once (acks=1, acks=all with the leader alone in the ISR) is written by
-the reader, with no task started; a handler that waits in the purgatory is handed to
-a task (``_resume``) that the answerer waits on like any piped one, and that passes a
+Produce requests are the one exception to the muting: a Produce is dispatched as soon as
+it is read, even while earlier Produces of the connection wait in the Produce purgatory
+for their acks=all, and each answer waits for the one before it, so the responses still
+leave in request order. Muted, an acks=all producer sending one message per request
+could go no faster than one replication round trip per request (a follower fetch, the
+append, the follower's next fetch), and past that rate its latency would grow with the
+rate. Piped, every append made meanwhile rides on the same follower fetches, so one
+round trip acknowledges them all. The appends keep the request order: a Produce handler
+appends before its first ``await`` and each dispatch is a task started in read order,
+whose first steps the event loop runs in the order they were scheduled (FIFO). With no
+Produce in flight (none piped, no answerer at work), the reader runs the handler's first
+steps itself (``coroutine.send``), appending in its own step: an answer the handler has
+at once (acks=1, acks=all with the leader alone in the ISR) is written by the reader,
+with no task started; a handler that waits in the purgatory is handed to a task
+(``_resume``) that the answerer waits on like any piped one, and that passes a
 cancellation on to the handler. That saves the dispatch task, the answerer and their
-event-loop steps of a one-message producer's every request. Any other
-request waits until the Produces before it are answered and is then served muted, as
-before; on a SASL listener only an authenticated connection's Produces are piped. At
-most ``MAX_PIPED_PRODUCES`` are in flight per connection (the reader waits for the
-answerer), beside the memory pool's bound on their bytes. One answerer task writes the
-piped responses: whatever is ready when the oldest is goes out in one write, so the
-produces that one high-watermark move completed cost one system call, not one each.
+event-loop steps of a one-message producer's every request. Any other request waits
+until the Produces before it are answered and is then served muted; on a SASL listener
+only an authenticated connection's Produces are piped. At most ``MAX_PIPED_PRODUCES``
+are in flight per connection (the reader waits for the answerer), beside the memory
+pool's bound on their bytes. One answerer task writes the piped responses: whatever is
+ready when the oldest is goes out in one write, so the produces that one high-watermark
+move completed cost one system call, not one each.
 
 Fetch responses arrive as chunks: fixed fields as ``bytes``, records as the log's
 ``FileRecordsSlice``. A small slice is read (``pread``) and written with the bytes
@@ -39,10 +38,9 @@ socket with ``loop.sendfile`` (``os.sendfile``), never through Python memory. A
 response whose client has gone (the transport is closing) is dropped quietly.
 Through TLS (an SSL or SASL_SSL listener) the kernel cannot send the file: the bytes
 must be encrypted in user space, so every slice is read (``pread``) and written, one
-slice at a time (a slice is at most a partition's max bytes). On loopback that
-consumed ~800 MB/s through TLS (PLAINTEXT with sendfile: ~2 GB/s), where asyncio's own
-sendfile fallback, which reads 256 KiB pieces on a worker thread and drains each, gave
-~100 MB/s; Python 3.11 has no kernel TLS.
+slice at a time (a slice is at most a partition's max bytes), rather than through
+asyncio's own sendfile fallback, which reads 256 KiB pieces on a worker thread and
+drains each, several times slower; Python 3.11 has no kernel TLS.
 
 Memory: a frame is read whole when it is at most ``SLICE_BYTES``, and slice by slice
 as its bytes arrive when it is larger; each slice is held in the broker's
