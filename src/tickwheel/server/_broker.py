@@ -16,7 +16,10 @@ housekeeping on its ``Scheduler``: retention and flushing every
 ``log.flush.start.offset.checkpoint.interval.ms`` (on a worker thread, since they
 fsync; a failed write takes its log directory offline); forgetting producers idle for
 ``producer.id.expiration.ms`` every ``producer.id.expiration.check.interval.ms``; and
-closing connections idle for longer than ``connections.max.idle.ms``.
+closing connections idle for longer than ``connections.max.idle.ms``. The coordinators
+and share-group services (``BrokerServices``) start, over the hosted partitions, as the
+``BrokerContext`` is built, and the listeners accept connections only after: no request
+finds a service missing.
 
 ``stop`` is bounded in time whatever the cluster's state. In a cluster it first hands
 this broker's leaderships to other in-sync replicas (Kafka's controlled shutdown, its
@@ -75,7 +78,13 @@ from tickwheel.security import (
 )
 from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
-from tickwheel.server._context import BrokerContext, BrokerServices, BrokerState, Endpoint
+from tickwheel.server._context import (
+    BrokerContext,
+    BrokerParts,
+    BrokerServices,
+    BrokerState,
+    Endpoint,
+)
 from tickwheel.server._descriptors import raise_descriptor_limit
 from tickwheel.server._meta_properties import (
     MetaProperties,
@@ -290,13 +299,9 @@ class Broker:
         if not config.zookeeper_connect:
             users.load()
         context = BrokerContext(
-            config,
-            replica_manager,
-            topics,
-            metrics,
-            SUPPORTED_VERSIONS,
-            cluster_id,
-            users,
+            BrokerParts(
+                config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id, users
+            ),
             functools.partial(self._start_services, stored.cluster_id if stored else None),
         )
         self._context = context

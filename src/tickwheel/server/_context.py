@@ -101,19 +101,27 @@ class BrokerServices:
         self.groups.shutdown()
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerParts:
+    """What a broker builds before its state: the config, the replica manager over the
+    opened logs, the topic registry, the metrics, the API version table, this broker's
+    cluster id (meta.properties; in a cluster, until it has joined, the id it proposes)
+    and users' SCRAM credentials."""
+
+    config: BrokerConfig
+    replica_manager: ReplicaManager
+    topics: TopicRegistry
+    metrics: BrokerMetrics
+    supported_versions: Mapping[int, VersionRange]
+    cluster_id: str
+    users: UserConfigs
+
+
 class BrokerState:
     """The broker's state without its services: what the services are started over."""
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        replica_manager: ReplicaManager,
-        topics: TopicRegistry,
-        metrics: BrokerMetrics,
-        supported_versions: Mapping[int, VersionRange],
-        cluster_id: str,
-        users: UserConfigs,
-    ) -> None:
+    def __init__(self, parts: BrokerParts) -> None:
+        config, topics = parts.config, parts.topics
         self.dynamic = DynamicBrokerConfig(config)
         for entity, configs in topics.broker_configs.items():
             try:
@@ -125,18 +133,18 @@ class BrokerState:
         self.group_configs = GroupConfigs(self._broker_properties)
         for group_id, configs in topics.group_configs.items():
             self.group_configs.set(group_id, configs)
-        self.replica_manager = replica_manager
+        self.replica_manager = parts.replica_manager
         self.topics = topics
         # Each topic's encoded Metadata entry, kept until the topic changes.
         self.topic_metadata = TopicMetadataParts()
-        self.metrics = metrics
-        self.supported_versions = supported_versions
+        self.metrics = parts.metrics
+        self.supported_versions = parts.supported_versions
         # Where clients reach each listener, by listener name (set by the broker once it
         # listens), and the listener other brokers use.
         self.listener_endpoints: dict[str, Endpoint] = {}
         self.inter_broker_listener = config.inter_broker_listener().name
         # Users' SCRAM credentials (``_users``), in the first log directory.
-        self.users = users
+        self.users = parts.users
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         # Set by ``start_services`` before any service starts, never changed after.
         self.cluster: ClusterNode | None = None
@@ -144,9 +152,7 @@ class BrokerState:
         # ``AclStore``), set by ``start_services`` too; None: every request is allowed.
         self.authorizer: AclAuthorizer | None = None
         self.acl_store: AclStore | None = None
-        # This broker's cluster id (meta.properties); in a cluster, until it has joined,
-        # the id it proposes.
-        self._own_cluster_id = cluster_id
+        self._own_cluster_id = parts.cluster_id
 
     @property
     def request_listener(self) -> str:
@@ -341,19 +347,9 @@ class BrokerContext(BrokerState):
     """
 
     def __init__(
-        self,
-        config: BrokerConfig,
-        replica_manager: ReplicaManager,
-        topics: TopicRegistry,
-        metrics: BrokerMetrics,
-        supported_versions: Mapping[int, VersionRange],
-        cluster_id: str,
-        users: UserConfigs,
-        start_services: Callable[[BrokerState], BrokerServices],
+        self, parts: BrokerParts, start_services: Callable[[BrokerState], BrokerServices]
     ) -> None:
-        super().__init__(
-            config, replica_manager, topics, metrics, supported_versions, cluster_id, users
-        )
+        super().__init__(parts)
         self.services: Final = start_services(self)
         self.groups: Final = self.services.groups
         self.transactions: Final = self.services.transactions
