@@ -120,9 +120,8 @@ def start_share(
 
     def other_group_exists(group_id: str) -> bool:
         """A classic or consumer group has this id (one namespace for every protocol)."""
-        return groups.coordinator.manager.get_group(
-            group_id
-        ) is not None or groups.consumer_groups.has_group(group_id)
+        classic = groups.coordinator.manager.get_group(group_id)
+        return classic is not None or groups.consumer_groups.has_group(group_id)
 
     coordinator = ShareGroupCoordinator(
         ShareGroupConfig.from_properties(properties),

@@ -45,9 +45,8 @@ async def handle_write_txn_markers(context: BrokerContext, request: DecodedReque
         for marker in body.markers
     ]
     pending: Pending[dict[int, dict[TopicPartition, int]]] = Pending()
-    context.replica_manager.append_txn_markers(
-        markers, context.transactions.config.request_timeout_ms, pending.resolve
-    )
+    timeout_ms = context.transactions.config.request_timeout_ms
+    context.replica_manager.append_txn_markers(markers, timeout_ms, pending.resolve)
     results = await pending
     return reply(
         request,
