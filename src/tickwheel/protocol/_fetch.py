@@ -23,10 +23,10 @@ The follower's request (``encode_follower_fetch_request``) is Fetch v12 as Kafka
 followers send it: request header v2, the follower's id as ``replica_id``, no fetch
 session, read_uncommitted, no forgotten topics, no rack, no tagged field (its only one
 at v12, ``cluster_id``, is null). Every follower sends one for every replication
-round trip, so it is written with ``struct`` in a few µs rather than built as a kio
-entity and written by kio's Python writer (tens of µs, most of a replicated message's
-extra CPU). The bytes are kio's (``tests/protocol/test_fetch.py`` compares them over
-generated requests)::
+round trip, so it is written with ``struct``, in a few µs; kio's Python writer would
+take tens of µs, which would be most of what replication adds to a message's CPU. The
+bytes are kio's (``tests/protocol/test_fetch.py`` compares them over generated
+requests)::
 
     replica_id int32 | max_wait_ms int32 | min_bytes int32 | max_bytes int32
     isolation_level int8 | session_id int32 | session_epoch int32
