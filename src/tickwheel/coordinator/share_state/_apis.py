@@ -20,6 +20,11 @@ that was never initialized reads as start offset -1 and state epoch 0, as Kafka 
 it. A request for a state partition not led here is answered NOT_COORDINATOR, which
 makes the sender look the coordinator up again.
 
+Each handler takes the kio request of the newest version served and answers with that
+version's response (the broker converts both from and to the version sent); each API's
+``ShareStateApi`` names it, its versions, its handler and its refusal (every
+share-partition one error, as the broker answers a request it does not authorize).
+
 Concurrency: event-loop thread only.
 """
 

@@ -33,6 +33,11 @@ The group coordinator is told of share groups through hooks: ListGroups lists th
 refused, and DeleteGroups of one goes to the share-group admin (``_share_admin``), which
 deletes its state too.
 
+Each handler reads its request as the newest version's kio class (ShareGroupHeartbeat
+v1, ShareGroupDescribe v1, ShareFetch v2, ShareAcknowledge v2; a v1 ShareFetch reads
+``is_renew_ack`` false) and builds that version's response, which ``reply`` converts to
+the version the client sent.
+
 Authorization (Kafka's): ShareGroupHeartbeat needs READ on the group and DESCRIBE on
 the subscribed topics, ShareGroupDescribe DESCRIBE on each group, ShareFetch and
 ShareAcknowledge READ on the group (else the whole request GROUP_AUTHORIZATION_FAILED)

@@ -14,6 +14,9 @@ other group APIs: anywhere else the group is NOT_COORDINATOR (COORDINATOR_LOAD_I
 while that partition loads). No Python client has these calls; ``kafka-share-groups.sh``
 makes them.
 
+Each handler reads its request as the newest version's kio class and builds that
+version's response (a v0 DescribeShareGroupOffsets answer drops the lag).
+
 Authorization (Kafka's): DESCRIBE on the group to describe its offsets, READ to alter
 them, DELETE to delete them; else GROUP_AUTHORIZATION_FAILED.
 

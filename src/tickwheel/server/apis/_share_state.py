@@ -13,6 +13,10 @@ ReadShareGroupState/WriteShareGroupState/... through
 ``tickwheel.server._share_transport``; the node's leadership listener loads a
 state partition when this broker starts leading it and unloads it when it stops.
 
+Each share-state API (``ShareStateApi``) is served by one handler: the request read as
+the newest version's kio class, answered by ``ShareStateApis`` (or refused) in that
+version's response, which ``reply`` converts to the version sent.
+
 Concurrency: event-loop thread only, like every handler.
 """
 

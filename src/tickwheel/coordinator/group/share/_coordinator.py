@@ -23,6 +23,10 @@ The heartbeat, as Kafka answers it:
   (``coordinator_error``) gets NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while
   it loads, as the classic groups do.
 
+The heartbeat and the describe take and build kio's ShareGroupHeartbeat and
+ShareGroupDescribe v1 entities (the newest; the broker converts them to the version
+sent).
+
 Sessions: each member has one task on the broker's timing wheel, due
 ``group.share.session.timeout.ms`` (or the group config ``share.session.timeout.ms``)
 after its last heartbeat; each heartbeat cancels it and adds a fresh one, both O(1). A
