@@ -94,6 +94,10 @@ class _PartitionRequest(Protocol):
 _P_co = TypeVar("_P_co", bound=_PartitionRequest, covariant=True)
 _P = TypeVar("_P", bound=_PartitionRequest)
 _R = TypeVar("_R")
+_R_co = TypeVar("_R_co", covariant=True)
+_R_contra = TypeVar("_R_contra", contravariant=True)
+_T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
 Request = TypeVar("Request", bound=RequestPayload)
 Answer = TypeVar("Answer", bound=ResponsePayload)
 
@@ -120,10 +124,21 @@ class _WireBatch(Protocol):
     def delivery_count(self) -> int: ...
 
 
-PartitionError = Callable[[i32, ErrorCode, "str | None"], _R]
-"""One API's answer for a partition that gets only an error code and message."""
-TopicResults = list[tuple["uuid.UUID | None", tuple[_R, ...]]]
-"""One API's answers by topic id."""
+class _PartitionError(Protocol[_R_co]):
+    """One API's answer for a partition that gets only an error code and message: its
+    partition result class, or a function that adds the values of a missing state."""
+
+    def __call__(
+        self, *, partition: i32, error_code: ErrorCode, error_message: str | None
+    ) -> _R_co: ...
+
+
+class _TopicResult(Protocol[_R_contra, _T_co]):
+    """One API's topic result class."""
+
+    def __call__(
+        self, *, topic_id: uuid.UUID | None, partitions: tuple[_R_contra, ...]
+    ) -> _T_co: ...
 
 
 def _message(error: ErrorCode) -> str | None:
@@ -170,136 +185,78 @@ async def _per_partition(
     group_id: str,
     topics: Sequence[_TopicRequest[_P]],
     answer: Callable[[SharePartitionKey, _P], Awaitable[_R]],
-    failed: PartitionError[_R],
-) -> TopicResults[_R]:
-    """``answer``'s result for each share-partition of a request; a partition named
-    without a group id or topic id gets ``failed`` with INVALID_REQUEST."""
-    results: TopicResults[_R] = []
+    failed: _PartitionError[_R],
+    topic_result: _TopicResult[_R, _T],
+) -> tuple[_T, ...]:
+    """``answer``'s result for each share-partition of a request, by topic; a partition
+    named without a group id or topic id gets ``failed`` with INVALID_REQUEST."""
+    results = []
     for topic in topics:
         topic_id = topic.topic_id
         partitions = []
         for partition in topic.partitions:
             if not group_id or topic_id is None or topic_id == _NO_TOPIC_ID:
                 error = ErrorCode.invalid_request
-                partitions.append(failed(partition.partition, error, _message(error)))
+                partitions.append(
+                    failed(
+                        partition=partition.partition,
+                        error_code=error,
+                        error_message=_message(error),
+                    )
+                )
             else:
                 key = SharePartitionKey(group_id, topic_id, int(partition.partition))
                 partitions.append(await answer(key, partition))
-        results.append((topic_id, tuple(partitions)))
-    return results
+        results.append(topic_result(topic_id=topic_id, partitions=tuple(partitions)))
+    return tuple(results)
 
 
 def _each_failed(
     topics: Sequence[_TopicRequest[_PartitionRequest]],
-    failed: PartitionError[_R],
+    failed: _PartitionError[_R],
+    topic_result: _TopicResult[_R, _T],
     error: ErrorCode,
     message: str,
-) -> TopicResults[_R]:
-    """``failed`` with ``error`` and ``message`` for every share-partition of a request."""
-    return [
-        (topic.topic_id, tuple(failed(p.partition, error, message) for p in topic.partitions))
+) -> tuple[_T, ...]:
+    """``failed`` with ``error`` and ``message`` for every share-partition of a request,
+    by topic."""
+    return tuple(
+        topic_result(
+            topic_id=topic.topic_id,
+            partitions=tuple(
+                failed(partition=p.partition, error_code=error, error_message=message)
+                for p in topic.partitions
+            ),
+        )
         for topic in topics
-    ]
-
-
-def _initialize_result(
-    partition: i32, error: ErrorCode, message: str | None
-) -> initialize_v0.PartitionResult:
-    return initialize_v0.PartitionResult(
-        partition=partition, error_code=error, error_message=message
     )
 
 
-def _read_result(partition: i32, error: ErrorCode, message: str | None) -> read_v0.PartitionResult:
+def _read_result(
+    *, partition: i32, error_code: ErrorCode, error_message: str | None
+) -> read_v0.PartitionResult:
     """A read's answer with no state: start offset -1, state epoch 0 (Kafka's)."""
     return read_v0.PartitionResult(
         partition=partition,
-        error_code=error,
-        error_message=message,
+        error_code=error_code,
+        error_message=error_message,
         state_epoch=i32(DEFAULT_STATE_EPOCH),
         start_offset=i64(UNINITIALIZED_START_OFFSET),
         state_batches=(),
     )
 
 
-def _write_result(
-    partition: i32, error: ErrorCode, message: str | None
-) -> write_v1.PartitionResult:
-    return write_v1.PartitionResult(partition=partition, error_code=error, error_message=message)
-
-
-def _delete_result(
-    partition: i32, error: ErrorCode, message: str | None
-) -> delete_v0.PartitionResult:
-    return delete_v0.PartitionResult(partition=partition, error_code=error, error_message=message)
-
-
 def _summary_result(
-    partition: i32, error: ErrorCode, message: str | None
+    *, partition: i32, error_code: ErrorCode, error_message: str | None
 ) -> summary_v1.PartitionResult:
     """A summary's answer with no state: start offset -1, no leader epoch, state epoch 0."""
     return summary_v1.PartitionResult(
         partition=partition,
-        error_code=error,
-        error_message=message,
+        error_code=error_code,
+        error_message=error_message,
         state_epoch=i32(DEFAULT_STATE_EPOCH),
         leader_epoch=i32(NO_LEADER_EPOCH),
         start_offset=i64(UNINITIALIZED_START_OFFSET),
-    )
-
-
-def _initialize_response(
-    results: TopicResults[initialize_v0.PartitionResult],
-) -> initialize_v0.InitializeShareGroupStateResponse:
-    return initialize_v0.InitializeShareGroupStateResponse(
-        results=tuple(
-            initialize_v0.InitializeStateResult(topic_id=topic_id, partitions=partitions)
-            for topic_id, partitions in results
-        )
-    )
-
-
-def _read_response(
-    results: TopicResults[read_v0.PartitionResult],
-) -> read_v0.ReadShareGroupStateResponse:
-    return read_v0.ReadShareGroupStateResponse(
-        results=tuple(
-            read_v0.ReadStateResult(topic_id=topic_id, partitions=partitions)
-            for topic_id, partitions in results
-        )
-    )
-
-
-def _write_response(
-    results: TopicResults[write_v1.PartitionResult],
-) -> write_v1.WriteShareGroupStateResponse:
-    return write_v1.WriteShareGroupStateResponse(
-        results=tuple(
-            write_v1.WriteStateResult(topic_id=topic_id, partitions=partitions)
-            for topic_id, partitions in results
-        )
-    )
-
-
-def _delete_response(
-    results: TopicResults[delete_v0.PartitionResult],
-) -> delete_v0.DeleteShareGroupStateResponse:
-    return delete_v0.DeleteShareGroupStateResponse(
-        results=tuple(
-            delete_v0.DeleteStateResult(topic_id=topic_id, partitions=partitions)
-            for topic_id, partitions in results
-        )
-    )
-
-
-def _summary_response(
-    results: TopicResults[summary_v1.PartitionResult],
-) -> summary_v1.ReadShareGroupStateSummaryResponse:
-    return summary_v1.ReadShareGroupStateSummaryResponse(
-        results=tuple(
-            summary_v1.ReadStateSummaryResult(topic_id=topic_id, partitions=partitions)
-            for topic_id, partitions in results
-        )
     )
 
 
@@ -351,45 +308,62 @@ class ShareStateApis:
         self, request: InitializeShareGroupStateRequest
     ) -> initialize_v0.InitializeShareGroupStateResponse:
         """InitializeShareGroupState."""
-        return _initialize_response(
-            await _per_partition(
-                request.group_id, request.topics, self._initialize, _initialize_result
-            )
+        results = await _per_partition(
+            request.group_id,
+            request.topics,
+            self._initialize,
+            initialize_v0.PartitionResult,
+            initialize_v0.InitializeStateResult,
         )
+        return initialize_v0.InitializeShareGroupStateResponse(results=results)
 
     async def read_state(
         self, request: ReadShareGroupStateRequest
     ) -> read_v0.ReadShareGroupStateResponse:
         """ReadShareGroupState."""
-        return _read_response(
-            await _per_partition(request.group_id, request.topics, self._read, _read_result)
+        results = await _per_partition(
+            request.group_id, request.topics, self._read, _read_result, read_v0.ReadStateResult
         )
+        return read_v0.ReadShareGroupStateResponse(results=results)
 
     async def write_state(
         self, request: WriteShareGroupStateRequest
     ) -> write_v1.WriteShareGroupStateResponse:
         """WriteShareGroupState."""
-        return _write_response(
-            await _per_partition(request.group_id, request.topics, self._write, _write_result)
+        results = await _per_partition(
+            request.group_id,
+            request.topics,
+            self._write,
+            write_v1.PartitionResult,
+            write_v1.WriteStateResult,
         )
+        return write_v1.WriteShareGroupStateResponse(results=results)
 
     async def delete_state(
         self, request: DeleteShareGroupStateRequest
     ) -> delete_v0.DeleteShareGroupStateResponse:
         """DeleteShareGroupState."""
-        return _delete_response(
-            await _per_partition(request.group_id, request.topics, self._delete, _delete_result)
+        results = await _per_partition(
+            request.group_id,
+            request.topics,
+            self._delete,
+            delete_v0.PartitionResult,
+            delete_v0.DeleteStateResult,
         )
+        return delete_v0.DeleteShareGroupStateResponse(results=results)
 
     async def read_state_summary(
         self, request: ReadShareGroupStateSummaryRequest
     ) -> summary_v1.ReadShareGroupStateSummaryResponse:
         """ReadShareGroupStateSummary."""
-        return _summary_response(
-            await _per_partition(
-                request.group_id, request.topics, self._read_summary, _summary_result
-            )
+        results = await _per_partition(
+            request.group_id,
+            request.topics,
+            self._read_summary,
+            _summary_result,
+            summary_v1.ReadStateSummaryResult,
         )
+        return summary_v1.ReadShareGroupStateSummaryResponse(results=results)
 
     async def _initialize(
         self, key: SharePartitionKey, partition: InitializePartition
@@ -397,14 +371,18 @@ class ShareStateApis:
         error = await self.coordinator.initialize_state(
             key, int(partition.state_epoch), int(partition.start_offset)
         )
-        return _initialize_result(partition.partition, error, _message(error))
+        return initialize_v0.PartitionResult(
+            partition=partition.partition, error_code=error, error_message=_message(error)
+        )
 
     async def _read(
         self, key: SharePartitionKey, partition: ReadPartition
     ) -> read_v0.PartitionResult:
         error, state = self.coordinator.read_state(key, int(partition.leader_epoch))
         if error is not ErrorCode.none or state is None:
-            return _read_result(partition.partition, error, _message(error))
+            return _read_result(
+                partition=partition.partition, error_code=error, error_message=_message(error)
+            )
         return read_v0.PartitionResult(
             partition=partition.partition,
             error_code=error,
@@ -426,7 +404,9 @@ class ShareStateApis:
     ) -> summary_v1.PartitionResult:
         error, state = self.coordinator.read_state(key)
         if error is not ErrorCode.none or state is None:
-            return _summary_result(partition.partition, error, _message(error))
+            return _summary_result(
+                partition=partition.partition, error_code=error, error_message=_message(error)
+            )
         return summary_v1.PartitionResult(
             partition=partition.partition,
             error_code=error,
@@ -450,13 +430,17 @@ class ShareStateApis:
                 batches,
             )
             error = await self.coordinator.write_state(key, state)
-        return _write_result(partition.partition, error, _message(error))
+        return write_v1.PartitionResult(
+            partition=partition.partition, error_code=error, error_message=_message(error)
+        )
 
     async def _delete(
         self, key: SharePartitionKey, partition: _PartitionRequest
     ) -> delete_v0.PartitionResult:
         error = await self.coordinator.delete_state(key)
-        return _delete_result(partition.partition, error, _message(error))
+        return delete_v0.PartitionResult(
+            partition=partition.partition, error_code=error, error_message=_message(error)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,8 +463,14 @@ INITIALIZE_SHARE_GROUP_STATE = ShareStateApi(
     VersionRange(0, 0),
     InitializeShareGroupStateRequest,
     ShareStateApis.initialize_state,
-    lambda request, error, message: _initialize_response(
-        _each_failed(request.topics, _initialize_result, error, message)
+    lambda request, error, message: initialize_v0.InitializeShareGroupStateResponse(
+        results=_each_failed(
+            request.topics,
+            initialize_v0.PartitionResult,
+            initialize_v0.InitializeStateResult,
+            error,
+            message,
+        )
     ),
 )
 READ_SHARE_GROUP_STATE = ShareStateApi(
@@ -489,8 +479,8 @@ READ_SHARE_GROUP_STATE = ShareStateApi(
     VersionRange(0, 0),
     ReadShareGroupStateRequest,
     ShareStateApis.read_state,
-    lambda request, error, message: _read_response(
-        _each_failed(request.topics, _read_result, error, message)
+    lambda request, error, message: read_v0.ReadShareGroupStateResponse(
+        results=_each_failed(request.topics, _read_result, read_v0.ReadStateResult, error, message)
     ),
 )
 WRITE_SHARE_GROUP_STATE = ShareStateApi(
@@ -499,8 +489,10 @@ WRITE_SHARE_GROUP_STATE = ShareStateApi(
     VersionRange(0, 1),
     WriteShareGroupStateRequest,
     ShareStateApis.write_state,
-    lambda request, error, message: _write_response(
-        _each_failed(request.topics, _write_result, error, message)
+    lambda request, error, message: write_v1.WriteShareGroupStateResponse(
+        results=_each_failed(
+            request.topics, write_v1.PartitionResult, write_v1.WriteStateResult, error, message
+        )
     ),
 )
 DELETE_SHARE_GROUP_STATE = ShareStateApi(
@@ -509,8 +501,10 @@ DELETE_SHARE_GROUP_STATE = ShareStateApi(
     VersionRange(0, 0),
     DeleteShareGroupStateRequest,
     ShareStateApis.delete_state,
-    lambda request, error, message: _delete_response(
-        _each_failed(request.topics, _delete_result, error, message)
+    lambda request, error, message: delete_v0.DeleteShareGroupStateResponse(
+        results=_each_failed(
+            request.topics, delete_v0.PartitionResult, delete_v0.DeleteStateResult, error, message
+        )
     ),
 )
 READ_SHARE_GROUP_STATE_SUMMARY = ShareStateApi(
@@ -519,7 +513,9 @@ READ_SHARE_GROUP_STATE_SUMMARY = ShareStateApi(
     VersionRange(0, 1),
     ReadShareGroupStateSummaryRequest,
     ShareStateApis.read_state_summary,
-    lambda request, error, message: _summary_response(
-        _each_failed(request.topics, _summary_result, error, message)
+    lambda request, error, message: summary_v1.ReadShareGroupStateSummaryResponse(
+        results=_each_failed(
+            request.topics, _summary_result, summary_v1.ReadStateSummaryResult, error, message
+        )
     ),
 )
