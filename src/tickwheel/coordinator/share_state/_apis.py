@@ -20,50 +20,57 @@ that was never initialized reads as start offset -1 and state epoch 0, as Kafka 
 it. A request for a state partition not led here is answered NOT_COORDINATOR, which
 makes the sender look the coordinator up again.
 
+Each handler takes the kio request of the newest version served and answers with that
+version's response (the broker converts both from and to the version sent); each API's
+``ShareStateApi`` names it, its versions, its handler and its refusal (every
+share-partition one error, as the broker answers a request it does not authorize).
+
 Concurrency: event-loop thread only.
 """
 
 from __future__ import annotations
 
+import datetime
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
+from kio.schema.delete_share_group_state.v0 import response as delete_v0
+from kio.schema.delete_share_group_state.v0.request import DeleteShareGroupStateRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinatorResponse
+from kio.schema.initialize_share_group_state.v0 import response as initialize_v0
+from kio.schema.initialize_share_group_state.v0.request import (
+    InitializeShareGroupStateRequest,
+)
+from kio.schema.initialize_share_group_state.v0.request import (
+    PartitionData as InitializePartition,
+)
+from kio.schema.read_share_group_state.v0 import response as read_v0
+from kio.schema.read_share_group_state.v0.request import PartitionData as ReadPartition
+from kio.schema.read_share_group_state.v0.request import ReadShareGroupStateRequest
+from kio.schema.read_share_group_state_summary.v1 import response as summary_v1
+from kio.schema.read_share_group_state_summary.v1.request import (
+    ReadShareGroupStateSummaryRequest,
+)
+from kio.schema.types import BrokerId
+from kio.schema.write_share_group_state.v1 import response as write_v1
+from kio.schema.write_share_group_state.v1.request import PartitionData as WritePartition
+from kio.schema.write_share_group_state.v1.request import WriteShareGroupStateRequest
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tickwheel.coordinator._locator import CoordinatorNode
 from tickwheel.coordinator.share_state._coordinator import NO_LEADER_EPOCH, ShareCoordinator
-from tickwheel.protocol import ApiKey, VersionRange, build_entity, decode_topic_id, response_schema
+from tickwheel.protocol import ApiKey, VersionRange, decode_topic_id
 from tickwheel.share_delivery import (
     PersisterStateBatch,
     RecordState,
     ShareGroupState,
     SharePartitionKey,
 )
-
-INITIALIZE_SHARE_GROUP_STATE_KEY = ApiKey.INITIALIZE_SHARE_GROUP_STATE
-READ_SHARE_GROUP_STATE_KEY = ApiKey.READ_SHARE_GROUP_STATE
-WRITE_SHARE_GROUP_STATE_KEY = ApiKey.WRITE_SHARE_GROUP_STATE
-DELETE_SHARE_GROUP_STATE_KEY = ApiKey.DELETE_SHARE_GROUP_STATE
-READ_SHARE_GROUP_STATE_SUMMARY_KEY = ApiKey.READ_SHARE_GROUP_STATE_SUMMARY
-
-SHARE_STATE_API_VERSIONS: Mapping[int, VersionRange] = {
-    INITIALIZE_SHARE_GROUP_STATE_KEY: VersionRange(0, 0),
-    READ_SHARE_GROUP_STATE_KEY: VersionRange(0, 0),
-    WRITE_SHARE_GROUP_STATE_KEY: VersionRange(0, 1),
-    DELETE_SHARE_GROUP_STATE_KEY: VersionRange(0, 0),
-    READ_SHARE_GROUP_STATE_SUMMARY_KEY: VersionRange(0, 1),
-}
-"""The share coordinator's APIs and the versions served."""
-
-SHARE_STATE_API_NAMES: Mapping[int, str] = {
-    INITIALIZE_SHARE_GROUP_STATE_KEY: "InitializeShareGroupState",
-    READ_SHARE_GROUP_STATE_KEY: "ReadShareGroupState",
-    WRITE_SHARE_GROUP_STATE_KEY: "WriteShareGroupState",
-    DELETE_SHARE_GROUP_STATE_KEY: "DeleteShareGroupState",
-    READ_SHARE_GROUP_STATE_SUMMARY_KEY: "ReadShareGroupStateSummary",
-}
 
 COORDINATOR_TYPE_SHARE = 2
 """FindCoordinator's key type for a share-partition (v6+)."""
@@ -74,36 +81,72 @@ UNINITIALIZED_START_OFFSET = -1
 """The start offset read for a share-partition that has no state (Kafka's)."""
 DEFAULT_STATE_EPOCH = 0
 _NO_TOPIC_ID = uuid.UUID(int=0)
-
-_NO_STATE: Mapping[int, Mapping[str, Any]] = {
-    READ_SHARE_GROUP_STATE_KEY: {
-        "state_epoch": DEFAULT_STATE_EPOCH,
-        "start_offset": UNINITIALIZED_START_OFFSET,
-        "state_batches": [],
-    },
-    READ_SHARE_GROUP_STATE_SUMMARY_KEY: {
-        "state_epoch": DEFAULT_STATE_EPOCH,
-        "leader_epoch": NO_LEADER_EPOCH,
-        "start_offset": UNINITIALIZED_START_OFFSET,
-    },
-}
-"""What a read answers for a share-partition without a state."""
-_NOTHING: Mapping[str, Any] = {}
-
-PartitionHandler = Callable[[SharePartitionKey, Any], Awaitable[dict[str, Any]]]
+_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 
-def _respond(request: RequestPayload, values: Mapping[str, Any]) -> ResponsePayload:
-    cls = response_schema(int(type(request).__api_key__), int(type(request).__version__))
-    return build_entity(cls, values)
+class _PartitionRequest(Protocol):
+    """A partition of any share-state request."""
+
+    @property
+    def partition(self) -> i32: ...
 
 
-def _failed(error: ErrorCode) -> dict[str, Any]:
-    return {"error_code": error, "error_message": error.name}
+_P_co = TypeVar("_P_co", bound=_PartitionRequest, covariant=True)
+_P = TypeVar("_P", bound=_PartitionRequest)
+_R = TypeVar("_R")
+_R_co = TypeVar("_R_co", covariant=True)
+_R_contra = TypeVar("_R_contra", contravariant=True)
+_T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
+Request = TypeVar("Request", bound=RequestPayload)
+Answer = TypeVar("Answer", bound=ResponsePayload)
+
+
+class _TopicRequest(Protocol[_P_co]):
+    """A topic of any share-state request."""
+
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+    @property
+    def partitions(self) -> Sequence[_P_co]: ...
+
+
+class _WireBatch(Protocol):
+    """A state batch as the share-state requests and responses carry it."""
+
+    @property
+    def first_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def delivery_state(self) -> int: ...
+    @property
+    def delivery_count(self) -> int: ...
+
+
+class _PartitionError(Protocol[_R_co]):
+    """One API's answer for a partition that gets only an error code and message: its
+    partition result class, or a function that adds the values of a missing state."""
+
+    def __call__(
+        self, *, partition: i32, error_code: ErrorCode, error_message: str | None
+    ) -> _R_co: ...
+
+
+class _TopicResult(Protocol[_R_contra, _T_co]):
+    """One API's topic result class."""
+
+    def __call__(
+        self, *, topic_id: uuid.UUID | None, partitions: tuple[_R_contra, ...]
+    ) -> _T_co: ...
+
+
+def _message(error: ErrorCode) -> str | None:
+    return None if error is ErrorCode.none else error.name
 
 
 def batches_to_wire(state: ShareGroupState) -> list[dict[str, Any]]:
-    """A state's batches as the requests and responses carry them."""
+    """A state's batches as the requests carry them (values for ``build_entity``)."""
     return [
         {
             "first_offset": batch.first_offset,
@@ -115,7 +158,7 @@ def batches_to_wire(state: ShareGroupState) -> list[dict[str, Any]]:
     ]
 
 
-def batches_from_wire(batches: Any) -> tuple[PersisterStateBatch, ...]:
+def batches_from_wire(batches: Iterable[_WireBatch]) -> tuple[PersisterStateBatch, ...]:
     """The batches of a request or response; ValueError for an unknown delivery state."""
     return tuple(
         PersisterStateBatch(
@@ -138,9 +181,89 @@ def parse_coordinator_key(text: str) -> SharePartitionKey | None:
     return SharePartitionKey(group_id, topic_id, int(rest))
 
 
+async def _per_partition(
+    group_id: str,
+    topics: Sequence[_TopicRequest[_P]],
+    answer: Callable[[SharePartitionKey, _P], Awaitable[_R]],
+    failed: _PartitionError[_R],
+    topic_result: _TopicResult[_R, _T],
+) -> tuple[_T, ...]:
+    """``answer``'s result for each share-partition of a request, by topic; a partition
+    named without a group id or topic id gets ``failed`` with INVALID_REQUEST."""
+    results = []
+    for topic in topics:
+        topic_id = topic.topic_id
+        partitions = []
+        for partition in topic.partitions:
+            if not group_id or topic_id is None or topic_id == _NO_TOPIC_ID:
+                error = ErrorCode.invalid_request
+                partitions.append(
+                    failed(
+                        partition=partition.partition,
+                        error_code=error,
+                        error_message=_message(error),
+                    )
+                )
+            else:
+                key = SharePartitionKey(group_id, topic_id, int(partition.partition))
+                partitions.append(await answer(key, partition))
+        results.append(topic_result(topic_id=topic_id, partitions=tuple(partitions)))
+    return tuple(results)
+
+
+def _each_failed(
+    topics: Sequence[_TopicRequest[_PartitionRequest]],
+    failed: _PartitionError[_R],
+    topic_result: _TopicResult[_R, _T],
+    error: ErrorCode,
+    message: str,
+) -> tuple[_T, ...]:
+    """``failed`` with ``error`` and ``message`` for every share-partition of a request,
+    by topic."""
+    return tuple(
+        topic_result(
+            topic_id=topic.topic_id,
+            partitions=tuple(
+                failed(partition=p.partition, error_code=error, error_message=message)
+                for p in topic.partitions
+            ),
+        )
+        for topic in topics
+    )
+
+
+def _read_result(
+    *, partition: i32, error_code: ErrorCode, error_message: str | None
+) -> read_v0.PartitionResult:
+    """A read's answer with no state: start offset -1, state epoch 0 (Kafka's)."""
+    return read_v0.PartitionResult(
+        partition=partition,
+        error_code=error_code,
+        error_message=error_message,
+        state_epoch=i32(DEFAULT_STATE_EPOCH),
+        start_offset=i64(UNINITIALIZED_START_OFFSET),
+        state_batches=(),
+    )
+
+
+def _summary_result(
+    *, partition: i32, error_code: ErrorCode, error_message: str | None
+) -> summary_v1.PartitionResult:
+    """A summary's answer with no state: start offset -1, no leader epoch, state epoch 0."""
+    return summary_v1.PartitionResult(
+        partition=partition,
+        error_code=error_code,
+        error_message=error_message,
+        state_epoch=i32(DEFAULT_STATE_EPOCH),
+        leader_epoch=i32(NO_LEADER_EPOCH),
+        start_offset=i64(UNINITIALIZED_START_OFFSET),
+    )
+
+
 class ShareStateApis:
     """Request handlers for keys 83-87 (and FindCoordinator's share key type) over one
-    ``ShareCoordinator``."""
+    ``ShareCoordinator``: each takes the request of the newest version served and
+    answers with the response of that version."""
 
     def __init__(
         self,
@@ -150,133 +273,249 @@ class ShareStateApis:
         self.coordinator = coordinator
         self._locate = locate
 
-    def find_coordinator(self, request: Any) -> ResponsePayload:
+    def find_coordinator(self, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
         """The brokers coordinating share-partitions ``group:topicId:partition`` (v6)."""
-        coordinators = []
-        for text in request.coordinator_keys:
-            answer: dict[str, Any] = {
-                "key": text,
-                "node_id": _NO_NODE,
-                "host": "",
-                "port": _NO_NODE,
-                "error_code": ErrorCode.none,
-                "error_message": None,
-            }
-            key = parse_coordinator_key(text)
-            node = None if key is None else self._locate(self.coordinator.partition_for(key))
-            if key is None:
-                answer.update(_failed(ErrorCode.invalid_request))
-            elif node is None:
-                answer.update(_failed(ErrorCode.coordinator_not_available))
-            else:
-                answer.update(node_id=node.node_id, host=node.host, port=node.port)
-            coordinators.append(answer)
-        return _respond(request, {"throttle_time": 0, "coordinators": coordinators})
-
-    async def initialize_state(self, request: Any) -> ResponsePayload:
-        """InitializeShareGroupState."""
-        return await self._per_partition(request, self._initialize, _NOTHING)
-
-    async def read_state(self, request: Any) -> ResponsePayload:
-        """ReadShareGroupState."""
-        return await self._per_partition(request, self._read, _NO_STATE[READ_SHARE_GROUP_STATE_KEY])
-
-    async def write_state(self, request: Any) -> ResponsePayload:
-        """WriteShareGroupState."""
-        return await self._per_partition(request, self._write, _NOTHING)
-
-    async def delete_state(self, request: Any) -> ResponsePayload:
-        """DeleteShareGroupState."""
-        return await self._per_partition(request, self._delete, _NOTHING)
-
-    async def read_state_summary(self, request: Any) -> ResponsePayload:
-        """ReadShareGroupStateSummary."""
-        return await self._per_partition(
-            request, self._read_summary, _NO_STATE[READ_SHARE_GROUP_STATE_SUMMARY_KEY]
+        return FindCoordinatorResponse(
+            throttle_time=_NO_THROTTLE,
+            coordinators=tuple(self._coordinator_of(text) for text in request.coordinator_keys),
         )
 
-    async def _per_partition(
-        self, request: Any, handler: PartitionHandler, no_state: Mapping[str, Any]
-    ) -> ResponsePayload:
-        """``handler``'s answer for each share-partition of ``request``; a partition named
-        without a group id or topic id gets ``no_state`` and INVALID_REQUEST."""
-        results = []
-        for topic in request.topics:
-            partitions = []
-            for partition in topic.partitions:
-                answer: dict[str, Any] = {"partition": int(partition.partition)}
-                if not request.group_id or topic.topic_id in {None, _NO_TOPIC_ID}:
-                    answer.update(no_state, **_failed(ErrorCode.invalid_request))
-                else:
-                    key = SharePartitionKey(
-                        request.group_id, topic.topic_id, int(partition.partition)
-                    )
-                    answer.update(await handler(key, partition))
-                partitions.append(answer)
-            results.append({"topic_id": topic.topic_id, "partitions": partitions})
-        return _respond(request, {"results": results})
+    def _coordinator_of(self, text: str) -> Coordinator:
+        key = parse_coordinator_key(text)
+        node = None if key is None else self._locate(self.coordinator.partition_for(key))
+        if node is None:
+            error = (
+                ErrorCode.invalid_request if key is None else ErrorCode.coordinator_not_available
+            )
+            return Coordinator(
+                key=text,
+                node_id=BrokerId(_NO_NODE),
+                host="",
+                port=i32(_NO_NODE),
+                error_code=error,
+                error_message=error.name,
+            )
+        return Coordinator(
+            key=text,
+            node_id=BrokerId(node.node_id),
+            host=node.host,
+            port=i32(node.port),
+            error_code=ErrorCode.none,
+            error_message=None,
+        )
 
-    async def _initialize(self, key: SharePartitionKey, partition: Any) -> dict[str, Any]:
+    async def initialize_state(
+        self, request: InitializeShareGroupStateRequest
+    ) -> initialize_v0.InitializeShareGroupStateResponse:
+        """InitializeShareGroupState."""
+        results = await _per_partition(
+            request.group_id,
+            request.topics,
+            self._initialize,
+            initialize_v0.PartitionResult,
+            initialize_v0.InitializeStateResult,
+        )
+        return initialize_v0.InitializeShareGroupStateResponse(results=results)
+
+    async def read_state(
+        self, request: ReadShareGroupStateRequest
+    ) -> read_v0.ReadShareGroupStateResponse:
+        """ReadShareGroupState."""
+        results = await _per_partition(
+            request.group_id, request.topics, self._read, _read_result, read_v0.ReadStateResult
+        )
+        return read_v0.ReadShareGroupStateResponse(results=results)
+
+    async def write_state(
+        self, request: WriteShareGroupStateRequest
+    ) -> write_v1.WriteShareGroupStateResponse:
+        """WriteShareGroupState."""
+        results = await _per_partition(
+            request.group_id,
+            request.topics,
+            self._write,
+            write_v1.PartitionResult,
+            write_v1.WriteStateResult,
+        )
+        return write_v1.WriteShareGroupStateResponse(results=results)
+
+    async def delete_state(
+        self, request: DeleteShareGroupStateRequest
+    ) -> delete_v0.DeleteShareGroupStateResponse:
+        """DeleteShareGroupState."""
+        results = await _per_partition(
+            request.group_id,
+            request.topics,
+            self._delete,
+            delete_v0.PartitionResult,
+            delete_v0.DeleteStateResult,
+        )
+        return delete_v0.DeleteShareGroupStateResponse(results=results)
+
+    async def read_state_summary(
+        self, request: ReadShareGroupStateSummaryRequest
+    ) -> summary_v1.ReadShareGroupStateSummaryResponse:
+        """ReadShareGroupStateSummary."""
+        results = await _per_partition(
+            request.group_id,
+            request.topics,
+            self._read_summary,
+            _summary_result,
+            summary_v1.ReadStateSummaryResult,
+        )
+        return summary_v1.ReadShareGroupStateSummaryResponse(results=results)
+
+    async def _initialize(
+        self, key: SharePartitionKey, partition: InitializePartition
+    ) -> initialize_v0.PartitionResult:
         error = await self.coordinator.initialize_state(
             key, int(partition.state_epoch), int(partition.start_offset)
         )
-        return _failed(error) if error is not ErrorCode.none else {"error_code": error}
+        return initialize_v0.PartitionResult(
+            partition=partition.partition, error_code=error, error_message=_message(error)
+        )
 
-    async def _read(self, key: SharePartitionKey, partition: Any) -> dict[str, Any]:
+    async def _read(
+        self, key: SharePartitionKey, partition: ReadPartition
+    ) -> read_v0.PartitionResult:
         error, state = self.coordinator.read_state(key, int(partition.leader_epoch))
-        if error is not ErrorCode.none:
-            return {**_NO_STATE[READ_SHARE_GROUP_STATE_KEY], **_failed(error)}
-        if state is None:
-            return {**_NO_STATE[READ_SHARE_GROUP_STATE_KEY], "error_code": error}
-        return {
-            "error_code": error,
-            "state_epoch": state.state_epoch,
-            "start_offset": state.start_offset,
-            "state_batches": batches_to_wire(state),
-        }
-
-    async def _read_summary(self, key: SharePartitionKey, _partition: Any) -> dict[str, Any]:
-        error, state = self.coordinator.read_state(key)
-        summary = {**_NO_STATE[READ_SHARE_GROUP_STATE_SUMMARY_KEY], "error_code": error}
-        if error is not ErrorCode.none:
-            summary.update(_failed(error))
-        elif state is not None:
-            summary.update(
-                state_epoch=state.state_epoch,
-                leader_epoch=state.leader_epoch,
-                start_offset=state.start_offset,
+        if error is not ErrorCode.none or state is None:
+            return _read_result(
+                partition=partition.partition, error_code=error, error_message=_message(error)
             )
-        return summary
+        return read_v0.PartitionResult(
+            partition=partition.partition,
+            error_code=error,
+            state_epoch=i32(state.state_epoch),
+            start_offset=i64(state.start_offset),
+            state_batches=tuple(
+                read_v0.StateBatch(
+                    first_offset=i64(batch.first_offset),
+                    last_offset=i64(batch.last_offset),
+                    delivery_state=i8(int(batch.delivery_state)),
+                    delivery_count=i16(batch.delivery_count),
+                )
+                for batch in state.state_batches
+            ),
+        )
 
-    async def _write(self, key: SharePartitionKey, partition: Any) -> dict[str, Any]:
+    async def _read_summary(
+        self, key: SharePartitionKey, partition: _PartitionRequest
+    ) -> summary_v1.PartitionResult:
+        error, state = self.coordinator.read_state(key)
+        if error is not ErrorCode.none or state is None:
+            return _summary_result(
+                partition=partition.partition, error_code=error, error_message=_message(error)
+            )
+        return summary_v1.PartitionResult(
+            partition=partition.partition,
+            error_code=error,
+            state_epoch=i32(state.state_epoch),
+            leader_epoch=i32(state.leader_epoch),
+            start_offset=i64(state.start_offset),
+        )
+
+    async def _write(
+        self, key: SharePartitionKey, partition: WritePartition
+    ) -> write_v1.PartitionResult:
         try:
             batches = batches_from_wire(partition.state_batches)
         except ValueError:
-            return _failed(ErrorCode.invalid_request)
-        state = ShareGroupState(
-            int(partition.state_epoch),
-            int(partition.leader_epoch),
-            int(partition.start_offset),
-            batches,
+            error = ErrorCode.invalid_request
+        else:
+            state = ShareGroupState(
+                int(partition.state_epoch),
+                int(partition.leader_epoch),
+                int(partition.start_offset),
+                batches,
+            )
+            error = await self.coordinator.write_state(key, state)
+        return write_v1.PartitionResult(
+            partition=partition.partition, error_code=error, error_message=_message(error)
         )
-        error = await self.coordinator.write_state(key, state)
-        return _failed(error) if error is not ErrorCode.none else {"error_code": error}
 
-    async def _delete(self, key: SharePartitionKey, _partition: Any) -> dict[str, Any]:
+    async def _delete(
+        self, key: SharePartitionKey, partition: _PartitionRequest
+    ) -> delete_v0.PartitionResult:
         error = await self.coordinator.delete_state(key)
-        return _failed(error) if error is not ErrorCode.none else {"error_code": error}
+        return delete_v0.PartitionResult(
+            partition=partition.partition, error_code=error, error_message=_message(error)
+        )
 
 
-ShareStateApiHandler = Callable[[ShareStateApis, Any], Awaitable[ResponsePayload]]
-"""One share-state API's handler: the broker's ``ShareStateApis`` and a request body in,
-the response body out."""
+@dataclass(frozen=True, slots=True)
+class ShareStateApi(Generic[Request, Answer]):
+    """One share-state API: its key, name and versions served, the request class of the
+    newest, ``ShareStateApis``' answer to it, and ``refuse``: the answer that gives
+    every share-partition of a request one error code and message (a refused request)."""
 
-SHARE_STATE_API_HANDLERS: Mapping[int, ShareStateApiHandler] = {
-    INITIALIZE_SHARE_GROUP_STATE_KEY: ShareStateApis.initialize_state,
-    READ_SHARE_GROUP_STATE_KEY: ShareStateApis.read_state,
-    WRITE_SHARE_GROUP_STATE_KEY: ShareStateApis.write_state,
-    DELETE_SHARE_GROUP_STATE_KEY: ShareStateApis.delete_state,
-    READ_SHARE_GROUP_STATE_SUMMARY_KEY: ShareStateApis.read_state_summary,
-}
-"""The handler of each share-state API, which the broker's API table calls directly
-(FindCoordinator of share-partition keys is ``ShareStateApis.find_coordinator``)."""
+    api_key: ApiKey
+    name: str
+    versions: VersionRange
+    request: type[Request]
+    answer: Callable[[ShareStateApis, Request], Awaitable[Answer]]
+    refuse: Callable[[Request, ErrorCode, str], Answer]
+
+
+INITIALIZE_SHARE_GROUP_STATE = ShareStateApi(
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+    "InitializeShareGroupState",
+    VersionRange(0, 0),
+    InitializeShareGroupStateRequest,
+    ShareStateApis.initialize_state,
+    lambda request, error, message: initialize_v0.InitializeShareGroupStateResponse(
+        results=_each_failed(
+            request.topics,
+            initialize_v0.PartitionResult,
+            initialize_v0.InitializeStateResult,
+            error,
+            message,
+        )
+    ),
+)
+READ_SHARE_GROUP_STATE = ShareStateApi(
+    ApiKey.READ_SHARE_GROUP_STATE,
+    "ReadShareGroupState",
+    VersionRange(0, 0),
+    ReadShareGroupStateRequest,
+    ShareStateApis.read_state,
+    lambda request, error, message: read_v0.ReadShareGroupStateResponse(
+        results=_each_failed(request.topics, _read_result, read_v0.ReadStateResult, error, message)
+    ),
+)
+WRITE_SHARE_GROUP_STATE = ShareStateApi(
+    ApiKey.WRITE_SHARE_GROUP_STATE,
+    "WriteShareGroupState",
+    VersionRange(0, 1),
+    WriteShareGroupStateRequest,
+    ShareStateApis.write_state,
+    lambda request, error, message: write_v1.WriteShareGroupStateResponse(
+        results=_each_failed(
+            request.topics, write_v1.PartitionResult, write_v1.WriteStateResult, error, message
+        )
+    ),
+)
+DELETE_SHARE_GROUP_STATE = ShareStateApi(
+    ApiKey.DELETE_SHARE_GROUP_STATE,
+    "DeleteShareGroupState",
+    VersionRange(0, 0),
+    DeleteShareGroupStateRequest,
+    ShareStateApis.delete_state,
+    lambda request, error, message: delete_v0.DeleteShareGroupStateResponse(
+        results=_each_failed(
+            request.topics, delete_v0.PartitionResult, delete_v0.DeleteStateResult, error, message
+        )
+    ),
+)
+READ_SHARE_GROUP_STATE_SUMMARY = ShareStateApi(
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+    "ReadShareGroupStateSummary",
+    VersionRange(0, 1),
+    ReadShareGroupStateSummaryRequest,
+    ShareStateApis.read_state_summary,
+    lambda request, error, message: summary_v1.ReadShareGroupStateSummaryResponse(
+        results=_each_failed(
+            request.topics, _summary_result, summary_v1.ReadStateSummaryResult, error, message
+        )
+    ),
+)

@@ -33,6 +33,11 @@ The group coordinator is told of share groups through hooks: ListGroups lists th
 refused, and DeleteGroups of one goes to the share-group admin (``_share_admin``), which
 deletes its state too.
 
+Each handler reads its request as the newest version's kio class (ShareGroupHeartbeat
+v1, ShareGroupDescribe v1, ShareFetch v2, ShareAcknowledge v2; a v1 ShareFetch reads
+``is_renew_ack`` false) and builds that version's response, which ``reply`` converts to
+the version the client sent.
+
 Authorization (Kafka's): ShareGroupHeartbeat needs READ on the group and DESCRIBE on
 the subscribed topics, ShareGroupDescribe DESCRIBE on each group, ShareFetch and
 ShareAcknowledge READ on the group (else the whole request GROUP_AUTHORIZATION_FAILED)
@@ -44,16 +49,29 @@ Concurrency: event-loop thread only, like every handler.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
+from kio.schema.share_acknowledge.v2 import response as acknowledge_v2
+from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
+from kio.schema.share_acknowledge.v2.response import ShareAcknowledgeResponse
+from kio.schema.share_fetch.v2 import response as fetch_v2
+from kio.schema.share_fetch.v2.request import ShareFetchRequest
+from kio.schema.share_fetch.v2.response import ShareFetchResponse
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_describe.v1.response import (
+    DescribedGroup,
+    ShareGroupDescribeResponse,
+)
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
 from tickwheel.coordinator.group import GroupService
 from tickwheel.coordinator.group.share import (
-    HeartbeatRequest,
     ShareGroupAdmin,
     ShareGroupConfig,
     ShareGroupCoordinator,
@@ -66,7 +84,14 @@ from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server._time import BrokerTime
-from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole, reply, to_ms
+from tickwheel.server.apis._common import (
+    NO_THROTTLE,
+    ApiSpec,
+    Response,
+    refuse_whole,
+    reply,
+    to_ms,
+)
 from tickwheel.server.net._connection_id import current_connection_id
 from tickwheel.share_delivery import (
     FINAL_EPOCH,
@@ -164,23 +189,14 @@ def start_share(
 
 async def handle_share_group_heartbeat(context: BrokerContext, request: DecodedRequest) -> Response:
     """Join, stay in or leave a share group; the member's assignment when it changed."""
-    body: Any = request.body
-    names = body.subscribed_topic_names
+    body = request.body_as(ShareGroupHeartbeatRequest)
     if context.authorizer is not None:
-        refusal = _heartbeat_refusal(context, request, body.group_id or "", names or ())
+        names = body.subscribed_topic_names or ()
+        refusal = _heartbeat_refusal(context, request, body.group_id, names)
         if refusal is not None:
             return refuse_whole(request, refusal)
-    answer = context.share_groups.heartbeat(
-        HeartbeatRequest(
-            group_id=body.group_id or "",
-            member_id=body.member_id or "",
-            member_epoch=body.member_epoch,
-            rack_id=body.rack_id,
-            subscribed_topic_names=None if names is None else tuple(names),
-            client_id=request.header.client_id or "",
-        )
-    )
-    return reply(request, {"throttle_time": 0, **answer})
+    answer = context.share_groups.heartbeat(body, client_id=request.header.client_id or "")
+    return reply(request, answer)
 
 
 def _heartbeat_refusal(
@@ -198,30 +214,68 @@ def _heartbeat_refusal(
 async def handle_share_group_describe(context: BrokerContext, request: DecodedRequest) -> Response:
     """Each named share group: state, epochs, assignor and members (DESCRIBE on each
     group, else GROUP_AUTHORIZATION_FAILED)."""
-    body: Any = request.body
-    ids = list(body.group_ids)
+    body = request.body_as(ShareGroupDescribeRequest)
+    ids = body.group_ids
     allowed = authorized_names(context, request, AclOperation.DESCRIBE, ResourceType.GROUP, ids)
-    groups = list(context.share_groups.describe([g for g in ids if g in allowed]))
+    groups = context.share_groups.describe([g for g in ids if g in allowed])
     groups += [
-        {
-            "error_code": ErrorCode.group_authorization_failed,
-            "error_message": "Authorization failed.",
-            "group_id": group_id,
-            "group_state": "",
-            "group_epoch": 0,
-            "assignment_epoch": 0,
-            "assignor_name": "",
-            "members": [],
-        }
+        DescribedGroup(
+            error_code=ErrorCode.group_authorization_failed,
+            error_message="Authorization failed.",
+            group_id=group_id,
+            group_state="",
+            group_epoch=i32(0),
+            assignment_epoch=i32(0),
+            assignor_name="",
+            members=(),
+        )
         for group_id in ids
         if group_id not in allowed
     ]
-    return reply(request, {"throttle_time": 0, "groups": groups})
+    return reply(
+        request, ShareGroupDescribeResponse(throttle_time=NO_THROTTLE, groups=tuple(groups))
+    )
+
+
+# -- ShareFetch, ShareAcknowledge ------------------------------------------------------
+
+
+class _SentBatch(Protocol):
+    """An acknowledgement batch as ShareFetch and ShareAcknowledge both carry it."""
+
+    @property
+    def first_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def acknowledge_types(self) -> Sequence[int]: ...
+
+
+class _SentPartition(Protocol):
+    """A partition of ShareFetch's or ShareAcknowledge's topics."""
+
+    @property
+    def partition_index(self) -> int: ...
+    @property
+    def acknowledgement_batches(self) -> Sequence[_SentBatch]: ...
+
+
+class _SentTopic(Protocol):
+    """A topic of ShareFetch's or ShareAcknowledge's request."""
+
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+    @property
+    def partitions(self) -> Sequence[_SentPartition]: ...
+
+
+SentTopic = TypeVar("SentTopic", bound=_SentTopic)
+Entry = TypeVar("Entry")
 
 
 def _readable_topics(
-    context: BrokerContext, request: DecodedRequest, group_id: str, topics: Sequence[Any]
-) -> tuple[list[Any], list[SharePartitionKey]]:
+    context: BrokerContext, request: DecodedRequest, group_id: str, topics: Sequence[SentTopic]
+) -> tuple[list[SentTopic], list[SharePartitionKey]]:
     """The topics of a ShareFetch/ShareAcknowledge the principal may READ, and the
     share-partitions of those it may not (answered TOPIC_AUTHORIZATION_FAILED)."""
     if context.authorizer is None:
@@ -244,11 +298,8 @@ def _readable_topics(
     return kept, refused
 
 
-# -- ShareFetch, ShareAcknowledge ------------------------------------------------------
-
-
 def _acknowledgements(
-    group_id: str, topics: Sequence[Any]
+    group_id: str, topics: Sequence[_SentTopic]
 ) -> dict[SharePartitionKey, list[AcknowledgementBatch]]:
     acks: dict[SharePartitionKey, list[AcknowledgementBatch]] = {}
     for topic in topics:
@@ -265,7 +316,8 @@ def _key(group_id: str, topic_id: uuid.UUID | None, partition: int) -> SharePart
     return SharePartitionKey(group_id, topic_id or uuid.UUID(int=0), partition)
 
 
-def _leader(context: BrokerContext, key: SharePartitionKey) -> dict[str, int]:
+def _leader(context: BrokerContext, key: SharePartitionKey) -> tuple[i32, i32]:
+    """The leader id and epoch of the share-partition's topic partition (-1, -1: none)."""
     name = context.topic_name(key.topic_id)
     partition = (
         None
@@ -273,48 +325,93 @@ def _leader(context: BrokerContext, key: SharePartitionKey) -> dict[str, int]:
         else context.replica_manager.get_partition(TopicPartition(name, key.partition))
     )
     if partition is None:
-        return {"leader_id": _NO_LEADER, "leader_epoch": -1}
-    return {"leader_id": partition.leader_id, "leader_epoch": partition.leader_epoch}
+        return i32(_NO_LEADER), i32(-1)
+    return i32(partition.leader_id), i32(partition.leader_epoch)
 
 
-def _by_topic(
-    entries: Mapping[SharePartitionKey, dict[str, Any]], partitions_field: str = "partitions"
-) -> list[dict[str, Any]]:
-    topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+def _by_topic(entries: Mapping[SharePartitionKey, Entry]) -> dict[uuid.UUID, tuple[Entry, ...]]:
+    topics: dict[uuid.UUID, list[Entry]] = {}
     for key, entry in entries.items():
         topics.setdefault(key.topic_id, []).append(entry)
-    return [{"topic_id": tid, partitions_field: parts} for tid, parts in topics.items()]
+    return {topic_id: tuple(parts) for topic_id, parts in topics.items()}
 
 
-def _share_reply(
+def _lock_timeout(lock_ms: int) -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=lock_ms))
+
+
+def _fetch_reply(
     request: DecodedRequest,
     error: ErrorCode,
     lock_ms: int,
-    responses: list[dict[str, Any]] | None = None,
+    responses: tuple[fetch_v2.ShareFetchableTopicResponse, ...] = (),
 ) -> bytes:
-    """A ShareFetch or ShareAcknowledge response (no partitions: a request-level error)."""
+    """A ShareFetch response (no partitions: a request-level error)."""
     return reply(
         request,
-        {
-            "throttle_time": 0,
-            "error_code": error,
-            "acquisition_lock_timeout": lock_ms,
-            "responses": responses or [],
-            "node_endpoints": [],
-        },
+        ShareFetchResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            acquisition_lock_timeout=_lock_timeout(lock_ms),
+            responses=responses,
+            node_endpoints=(),
+        ),
+    )
+
+
+def _acknowledge_reply(
+    request: DecodedRequest,
+    error: ErrorCode,
+    lock_ms: int,
+    responses: tuple[acknowledge_v2.ShareAcknowledgeTopicResponse, ...] = (),
+) -> bytes:
+    """A ShareAcknowledge response (no partitions: a request-level error)."""
+    return reply(
+        request,
+        ShareAcknowledgeResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            acquisition_lock_timeout=_lock_timeout(lock_ms),
+            responses=responses,
+            node_endpoints=(),
+        ),
+    )
+
+
+def _fetched_partition(
+    context: BrokerContext,
+    key: SharePartitionKey,
+    result: ShareFetchPartitionResult,
+    ack_error: ErrorCode,
+) -> fetch_v2.PartitionData:
+    leader_id, leader_epoch = _leader(context, key)
+    return fetch_v2.PartitionData(
+        partition_index=i32(key.partition),
+        error_code=result.error_code,
+        acknowledge_error_code=i16(ack_error.value),
+        current_leader=fetch_v2.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch),
+        records=Records(result.records or b""),
+        acquired_records=tuple(
+            fetch_v2.AcquiredRecords(
+                first_offset=i64(a.first_offset),
+                last_offset=i64(a.last_offset),
+                delivery_count=i16(a.delivery_count),
+            )
+            for a in result.acquired
+        ),
     )
 
 
 async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) -> Response:
     """Acknowledge, then acquire records for the member from its session's partitions."""
-    body: Any = request.body
+    body = request.body_as(ShareFetchRequest)
     manager = context.share_partitions
     group_id, member_id = body.group_id or "", body.member_id or ""
     lock_ms = manager.lock_duration_ms(group_id)
     if not group_id or not member_id:
-        return _share_reply(request, ErrorCode.invalid_request, lock_ms)
+        return _fetch_reply(request, ErrorCode.invalid_request, lock_ms)
     if not authorize(context, request, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _share_reply(request, ErrorCode.group_authorization_failed, lock_ms)
+        return _fetch_reply(request, ErrorCode.group_authorization_failed, lock_ms)
     topics, refused = _readable_topics(context, request, group_id, body.topics)
     epoch = body.share_session_epoch
     acks = _acknowledgements(group_id, topics)
@@ -337,7 +434,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
             connection_id=current_connection_id(),
         )
     except ShareSessionError as exc:
-        return _share_reply(request, exc.error_code, lock_ms)
+        return _fetch_reply(request, exc.error_code, lock_ms)
     # Read before the first await: the session may be closed or replaced meanwhile.
     session_partitions = list(session.partitions)
     ack_errors = await manager.acknowledge(group_id, member_id, acks) if acks else {}
@@ -345,7 +442,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
     if epoch == FINAL_EPOCH:
         manager.sessions.remove(group_id, member_id)
         await manager.release_member(group_id, member_id)
-    elif not getattr(body, "is_renew_ack", False):
+    elif not body.is_renew_ack:
         keys = [_key(group_id, tid, p) for tid, p in session_partitions]
         fetched = await manager.fetch(
             group_id,
@@ -355,7 +452,7 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
             max_records=body.max_records,
             max_bytes=body.max_bytes,
         )
-    entries: dict[SharePartitionKey, dict[str, Any]] = {}
+    entries: dict[SharePartitionKey, fetch_v2.PartitionData] = {}
     for key in [*fetched, *(k for k in ack_errors if k not in fetched)]:
         result = fetched.get(key, ShareFetchPartitionResult())
         if (
@@ -365,63 +462,61 @@ async def handle_share_fetch(context: BrokerContext, request: DecodedRequest) ->
             and result.error_code == ErrorCode.none
         ):
             continue  # an incremental response leaves out partitions with nothing new
-        entries[key] = {
-            "partition_index": key.partition,
-            "error_code": result.error_code,
-            "acknowledge_error_code": ack_errors.get(key, ErrorCode.none),
-            "current_leader": _leader(context, key),
-            "records": result.records or b"",
-            "acquired_records": [
-                {
-                    "first_offset": a.first_offset,
-                    "last_offset": a.last_offset,
-                    "delivery_count": a.delivery_count,
-                }
-                for a in result.acquired
-            ],
-        }
+        entries[key] = _fetched_partition(context, key, result, ack_errors.get(key, ErrorCode.none))
     for key in refused:
-        entries[key] = {
-            "partition_index": key.partition,
-            "error_code": ErrorCode.topic_authorization_failed,
-            "acknowledge_error_code": ErrorCode.none,
-            "current_leader": {"leader_id": _NO_LEADER, "leader_epoch": -1},
-            "records": b"",
-            "acquired_records": [],
-        }
-    return _share_reply(request, ErrorCode.none, lock_ms, _by_topic(entries))
+        entries[key] = fetch_v2.PartitionData(
+            partition_index=i32(key.partition),
+            error_code=ErrorCode.topic_authorization_failed,
+            acknowledge_error_code=i16(ErrorCode.none.value),
+            current_leader=fetch_v2.LeaderIdAndEpoch(
+                leader_id=i32(_NO_LEADER), leader_epoch=i32(-1)
+            ),
+            records=Records(b""),
+            acquired_records=(),
+        )
+    responses = tuple(
+        fetch_v2.ShareFetchableTopicResponse(topic_id=topic_id, partitions=partitions)
+        for topic_id, partitions in _by_topic(entries).items()
+    )
+    return _fetch_reply(request, ErrorCode.none, lock_ms, responses)
 
 
 async def handle_share_acknowledge(context: BrokerContext, request: DecodedRequest) -> Response:
     """Apply the member's acknowledgements; at the final epoch, close its session."""
-    body: Any = request.body
+    body = request.body_as(ShareAcknowledgeRequest)
     manager = context.share_partitions
     group_id, member_id = body.group_id or "", body.member_id or ""
     lock_ms = manager.lock_duration_ms(group_id)
     if not group_id or not member_id:
-        return _share_reply(request, ErrorCode.invalid_request, lock_ms)
+        return _acknowledge_reply(request, ErrorCode.invalid_request, lock_ms)
     if not authorize(context, request, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _share_reply(request, ErrorCode.group_authorization_failed, lock_ms)
+        return _acknowledge_reply(request, ErrorCode.group_authorization_failed, lock_ms)
     topics, refused = _readable_topics(context, request, group_id, body.topics)
     epoch = body.share_session_epoch
     try:
         manager.sessions.for_acknowledge(group_id, member_id, epoch)
     except ShareSessionError as exc:
-        return _share_reply(request, exc.error_code, lock_ms)
+        return _acknowledge_reply(request, exc.error_code, lock_ms)
     errors = await manager.acknowledge(group_id, member_id, _acknowledgements(group_id, topics))
     errors.update(dict.fromkeys(refused, ErrorCode.topic_authorization_failed))
     if epoch == FINAL_EPOCH:
         manager.sessions.remove(group_id, member_id)
         await manager.release_member(group_id, member_id)
-    entries = {
-        key: {
-            "partition_index": key.partition,
-            "error_code": error,
-            "current_leader": _leader(context, key),
-        }
-        for key, error in errors.items()
-    }
-    return _share_reply(request, ErrorCode.none, lock_ms, _by_topic(entries))
+    entries: dict[SharePartitionKey, acknowledge_v2.PartitionData] = {}
+    for key, error in errors.items():
+        leader_id, leader_epoch = _leader(context, key)
+        entries[key] = acknowledge_v2.PartitionData(
+            partition_index=i32(key.partition),
+            error_code=error,
+            current_leader=acknowledge_v2.LeaderIdAndEpoch(
+                leader_id=leader_id, leader_epoch=leader_epoch
+            ),
+        )
+    responses = tuple(
+        acknowledge_v2.ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=partitions)
+        for topic_id, partitions in _by_topic(entries).items()
+    )
+    return _acknowledge_reply(request, ErrorCode.none, lock_ms, responses)
 
 
 SHARE_SPECS: tuple[ApiSpec, ...] = (

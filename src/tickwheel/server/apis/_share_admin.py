@@ -14,6 +14,9 @@ other group APIs: anywhere else the group is NOT_COORDINATOR (COORDINATOR_LOAD_I
 while that partition loads). No Python client has these calls; ``kafka-share-groups.sh``
 makes them.
 
+Each handler reads its request as the newest version's kio class and builds that
+version's response (a v0 DescribeShareGroupOffsets answer drops the lag).
+
 Authorization (Kafka's): DESCRIBE on the group to describe its offsets, READ to alter
 them, DELETE to delete them; else GROUP_AUTHORIZATION_FAILED.
 
@@ -22,16 +25,34 @@ Concurrency: event-loop thread only, like every handler.
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.alter_share_group_offsets.v0.request import AlterShareGroupOffsetsRequest
+from kio.schema.alter_share_group_offsets.v0.response import (
+    AlterShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsResponsePartition,
+    AlterShareGroupOffsetsResponseTopic,
+)
+from kio.schema.delete_share_group_offsets.v0.request import DeleteShareGroupOffsetsRequest
+from kio.schema.delete_share_group_offsets.v0.response import (
+    DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponseTopic,
+)
+from kio.schema.describe_share_group_offsets.v1.request import DescribeShareGroupOffsetsRequest
+from kio.schema.describe_share_group_offsets.v1.response import (
+    DescribeShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsResponseGroup,
+    DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i32, i64
 
 from tickwheel.coordinator.group.share import TopicOffsets
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
 from tickwheel.server.apis._share import group_coordinator_error
 
 DESCRIBE_SHARE_GROUP_OFFSETS_KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
@@ -50,22 +71,22 @@ def _message(error: ErrorCode) -> str | None:
     return None if error is ErrorCode.none else error.name
 
 
-def _described_topic(topic: TopicOffsets) -> dict[str, Any]:
-    return {
-        "topic_name": topic.topic_name,
-        "topic_id": topic.topic_id,
-        "partitions": [
-            {
-                "partition_index": p.partition,
-                "start_offset": p.start_offset,
-                "leader_epoch": p.leader_epoch,
-                "lag": p.lag,
-                "error_code": p.error_code,
-                "error_message": _message(p.error_code),
-            }
+def _described_topic(topic: TopicOffsets) -> DescribeShareGroupOffsetsResponseTopic:
+    return DescribeShareGroupOffsetsResponseTopic(
+        topic_name=TopicName(topic.topic_name),
+        topic_id=topic.topic_id,
+        partitions=tuple(
+            DescribeShareGroupOffsetsResponsePartition(
+                partition_index=i32(p.partition),
+                start_offset=i64(p.start_offset),
+                leader_epoch=i32(p.leader_epoch),
+                lag=i64(p.lag),
+                error_code=p.error_code,
+                error_message=_message(p.error_code),
+            )
             for p in topic.partitions
-        ],
-    }
+        ),
+    )
 
 
 def _group_error(
@@ -81,7 +102,7 @@ async def handle_describe_share_group_offsets(
     context: BrokerContext, request: DecodedRequest
 ) -> Response:
     """The start offsets of each group's share-partitions."""
-    body: Any = request.body
+    body = request.body_as(DescribeShareGroupOffsetsRequest)
     groups = []
     for group in body.groups:
         error = _group_error(context, request, AclOperation.DESCRIBE, group.group_id)
@@ -90,58 +111,60 @@ async def handle_describe_share_group_offsets(
             asked = (
                 None
                 if group.topics is None
-                else [(t.topic_name, list(t.partitions)) for t in group.topics]
+                else [(t.topic_name, [int(p) for p in t.partitions]) for t in group.topics]
             )
             error, topics = await context.share_admin.describe_offsets(group.group_id, asked)
         groups.append(
-            {
-                "group_id": group.group_id,
-                "topics": [_described_topic(topic) for topic in topics],
-                "error_code": error,
-                "error_message": _message(error),
-            }
+            DescribeShareGroupOffsetsResponseGroup(
+                group_id=group.group_id,
+                topics=tuple(_described_topic(topic) for topic in topics),
+                error_code=error,
+                error_message=_message(error),
+            )
         )
-    return reply(request, {"throttle_time": 0, "groups": groups})
+    return reply(
+        request, DescribeShareGroupOffsetsResponse(throttle_time=NO_THROTTLE, groups=tuple(groups))
+    )
 
 
 async def handle_alter_share_group_offsets(
     context: BrokerContext, request: DecodedRequest
 ) -> Response:
     """Start the named share-partitions at new offsets (an empty group only)."""
-    body: Any = request.body
+    body = request.body_as(AlterShareGroupOffsetsRequest)
     error = _group_error(context, request, AclOperation.READ, body.group_id)
     results: dict[str, dict[int, ErrorCode]] = {}
     if error is None:
-        offsets = {
+        offsets: dict[str, dict[int, int]] = {
             topic.topic_name: {
                 int(p.partition_index): int(p.start_offset) for p in topic.partitions
             }
             for topic in body.topics
         }
         error, results = await context.share_admin.alter_offsets(body.group_id, offsets)
-    responses = [
-        {
-            "topic_name": name,
-            "topic_id": context.topic_id(name),
-            "partitions": [
-                {
-                    "partition_index": partition,
-                    "error_code": partition_error,
-                    "error_message": _message(partition_error),
-                }
+    responses = tuple(
+        AlterShareGroupOffsetsResponseTopic(
+            topic_name=TopicName(name),
+            topic_id=context.topic_id(name),
+            partitions=tuple(
+                AlterShareGroupOffsetsResponsePartition(
+                    partition_index=i32(partition),
+                    error_code=partition_error,
+                    error_message=_message(partition_error),
+                )
                 for partition, partition_error in partitions.items()
-            ],
-        }
+            ),
+        )
         for name, partitions in results.items()
-    ]
+    )
     return reply(
         request,
-        {
-            "throttle_time": 0,
-            "error_code": error,
-            "error_message": _message(error),
-            "responses": responses,
-        },
+        AlterShareGroupOffsetsResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            error_message=_message(error),
+            responses=responses,
+        ),
     )
 
 
@@ -149,29 +172,29 @@ async def handle_delete_share_group_offsets(
     context: BrokerContext, request: DecodedRequest
 ) -> Response:
     """Forget the state of every partition of the named topics (an empty group only)."""
-    body: Any = request.body
+    body = request.body_as(DeleteShareGroupOffsetsRequest)
     error = _group_error(context, request, AclOperation.DELETE, body.group_id)
     results: dict[str, ErrorCode] = {}
     if error is None:
         names = [topic.topic_name for topic in body.topics]
         error, results = await context.share_admin.delete_offsets(body.group_id, names)
-    responses = [
-        {
-            "topic_name": name,
-            "topic_id": context.topic_id(name),
-            "error_code": topic_error,
-            "error_message": _message(topic_error),
-        }
+    responses = tuple(
+        DeleteShareGroupOffsetsResponseTopic(
+            topic_name=TopicName(name),
+            topic_id=context.topic_id(name),
+            error_code=topic_error,
+            error_message=_message(topic_error),
+        )
         for name, topic_error in results.items()
-    ]
+    )
     return reply(
         request,
-        {
-            "throttle_time": 0,
-            "error_code": error,
-            "error_message": _message(error),
-            "responses": responses,
-        },
+        DeleteShareGroupOffsetsResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            error_message=_message(error),
+            responses=responses,
+        ),
     )
 
 

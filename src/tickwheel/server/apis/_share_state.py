@@ -13,29 +13,37 @@ ReadShareGroupState/WriteShareGroupState/... through
 ``tickwheel.server._share_transport``; the node's leadership listener loads a
 state partition when this broker starts leading it and unloads it when it stops.
 
+Each share-state API (``ShareStateApi``) is served by one handler: the request read as
+the newest version's kio class, answered by ``ShareStateApis`` (or refused) in that
+version's response, which ``reply`` converts to the version sent.
+
 Concurrency: event-loop thread only, like every handler.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tickwheel.cluster import ClusterNode
 from tickwheel.coordinator import CoordinatorNode
 from tickwheel.coordinator.share_state import (
+    DELETE_SHARE_GROUP_STATE,
+    INITIALIZE_SHARE_GROUP_STATE,
     PERSISTER_TIMEOUT_MS,
+    READ_SHARE_GROUP_STATE,
+    READ_SHARE_GROUP_STATE_SUMMARY,
     SHARE_GROUP_STATE_TOPIC,
-    SHARE_STATE_API_HANDLERS,
-    SHARE_STATE_API_NAMES,
-    SHARE_STATE_API_VERSIONS,
+    WRITE_SHARE_GROUP_STATE,
     ShareCoordinatorConfig,
     ShareCoordinatorLocator,
     ShareCoordinatorService,
+    ShareStateApi,
 )
-from tickwheel.protocol import DecodedRequest, VersionRange, encode_response
+from tickwheel.protocol import DecodedRequest
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import authorize_cluster
@@ -126,49 +134,32 @@ def _cluster_locator(
     return locate
 
 
-_REFUSED_PARTITION: dict[str, Any] = {
-    "error_code": ErrorCode.cluster_authorization_failed,
-    "error_message": "Authorization failed.",
-    "state_epoch": 0,
-    "leader_epoch": -1,
-    "start_offset": -1,
-    "state_batches": [],
-}
-"""A share-partition's answer when the principal lacks CLUSTER_ACTION (every field any
-of the five responses has; each takes its own)."""
+_REFUSAL_MESSAGE = "Authorization failed."
+Request = TypeVar("Request", bound=RequestPayload)
+Answer = TypeVar("Answer", bound=ResponsePayload)
 
 
-def _refused(request: DecodedRequest) -> bytes:
-    """Every partition of a share-state request CLUSTER_AUTHORIZATION_FAILED."""
-    body: Any = request.body
-    results = [
-        {
-            "topic_id": topic.topic_id,
-            "partitions": [
-                {"partition": p.partition, **_REFUSED_PARTITION} for p in topic.partitions
-            ],
-        }
-        for topic in body.topics
-    ]
-    return reply(request, {"results": results})
-
-
-def _share_state_spec(api_key: int, versions: VersionRange) -> ApiSpec:
-    """API ``api_key`` answered by the share coordinator's handler for it; brokers only
-    (CLUSTER_ACTION on the cluster, else every partition CLUSTER_AUTHORIZATION_FAILED,
-    as Kafka's)."""
-    handler = SHARE_STATE_API_HANDLERS[api_key]
+def _share_state_spec(api: ShareStateApi[Request, Answer]) -> ApiSpec:
+    """``api`` answered by the share coordinator; brokers only (CLUSTER_ACTION on the
+    cluster, else every partition CLUSTER_AUTHORIZATION_FAILED, as Kafka's)."""
 
     async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
         coordinator = context.share_coordinator
+        if coordinator is None:
+            raise RuntimeError("the share coordinator is not started")
+        body = request.body_as(api.request)
         if not authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
-            return _refused(request)
-        response = await handler(coordinator.apis, request.body)
-        return encode_response(request.correlation_id, response)
+            refused = api.refuse(body, ErrorCode.cluster_authorization_failed, _REFUSAL_MESSAGE)
+            return reply(request, refused)
+        return reply(request, await api.answer(coordinator.apis, body))
 
-    return ApiSpec(api_key, SHARE_STATE_API_NAMES[api_key], versions, handle)
+    return ApiSpec(api.api_key, api.name, api.versions, handle)
 
 
-SHARE_STATE_SPECS: tuple[ApiSpec, ...] = tuple(
-    _share_state_spec(api_key, versions) for api_key, versions in SHARE_STATE_API_VERSIONS.items()
+SHARE_STATE_SPECS: tuple[ApiSpec, ...] = (
+    _share_state_spec(INITIALIZE_SHARE_GROUP_STATE),
+    _share_state_spec(READ_SHARE_GROUP_STATE),
+    _share_state_spec(WRITE_SHARE_GROUP_STATE),
+    _share_state_spec(DELETE_SHARE_GROUP_STATE),
+    _share_state_spec(READ_SHARE_GROUP_STATE_SUMMARY),
 )

@@ -126,6 +126,12 @@ def test_describe_alter_and_delete_share_group_offsets(
             (topic, 0): (6, 4, ErrorCode.none),
             (topic, 1): (4, 0, ErrorCode.none),
         }
+        old = client.call(DESCRIBE_OFFSETS, 0, {"groups": [{"group_id": GROUP, "topics": None}]})
+        assert {
+            (t.topic_name, p.partition_index): p.start_offset
+            for t in old.groups[0].topics
+            for p in t.partitions
+        } == {(topic, 0): 6, (topic, 1): 4}  # version 0: the same, without the lag
         asked = _describe(client, GROUP, [{"topic_name": topic, "partitions": [1, 7]}])
         assert _starts(asked) == {
             (topic, 1): (4, 0, ErrorCode.none),

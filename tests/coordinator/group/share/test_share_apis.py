@@ -54,7 +54,9 @@ def heartbeat(client: WireClient, group: str, member: str, epoch: int, **extra: 
     )
 
 
-def share_fetch(client: WireClient, epoch: int, topics: list[dict[str, Any]], **extra: Any) -> Any:
+def share_fetch(
+    client: WireClient, epoch: int, topics: list[dict[str, Any]], version: int = 2, **extra: Any
+) -> Any:
     values = {
         "group_id": "sg",
         "member_id": "m",
@@ -67,7 +69,7 @@ def share_fetch(client: WireClient, epoch: int, topics: list[dict[str, Any]], **
         "forgotten_topics_data": [],
         **extra,
     }
-    return client.call(SHARE_FETCH, 2, values)
+    return client.call(SHARE_FETCH, version, values)
 
 
 def test_heartbeat_describe_and_list_a_share_group(client: WireClient) -> None:
@@ -176,6 +178,34 @@ def test_share_fetch_and_acknowledge_errors(client: WireClient) -> None:
     )
     assert final.error_code == ErrorCode.none
     assert share_fetch(client, 3, []).error_code == ErrorCode.share_session_not_found
+
+
+def test_version_1_share_fetch_and_acknowledge_are_answered_in_version_1(
+    client: WireClient,
+) -> None:
+    """A v1 request is read as the newest version (no lock renewal) and answered in v1."""
+    create_topic(client, "v1-work")
+    partitions = [
+        {
+            "topic_id": topic_id(client, "v1-work"),
+            "partitions": [{"partition_index": 0, "acknowledgement_batches": []}],
+        }
+    ]
+    opened = share_fetch(client, 0, partitions, version=1, member_id="v1")
+    assert type(opened).__version__ == 1
+    assert opened.error_code == ErrorCode.none
+    assert opened.acquisition_lock_timeout.total_seconds() == 30  # Kafka's default lock
+    (topic,) = opened.responses
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(0, ErrorCode.none)]
+    final = client.call(
+        SHARE_ACKNOWLEDGE,
+        1,
+        {"group_id": "sg", "member_id": "v1", "share_session_epoch": -1, "topics": []},
+    )
+    assert type(final).__version__ == 1
+    assert final.error_code == ErrorCode.none
+    closed = share_fetch(client, 1, [], version=1, member_id="v1")
+    assert closed.error_code == ErrorCode.share_session_not_found
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ from tickwheel.coordinator.group.share._assignor import assign
 from tickwheel.coordinator.group.share._config import ShareGroupConfig
 from tickwheel.coordinator.group.share._coordinator import (
     SHARE_GROUP_TYPE,
-    HeartbeatRequest,
     ShareGroup,
     ShareGroupCoordinator,
     ShareGroupState,
@@ -33,7 +32,6 @@ from tickwheel.coordinator.group.share._coordinator import (
 
 __all__ = [
     "SHARE_GROUP_TYPE",
-    "HeartbeatRequest",
     "PartitionOffset",
     "ShareGroup",
     "ShareGroupAdmin",

@@ -23,6 +23,10 @@ The heartbeat, as Kafka answers it:
   (``coordinator_error``) gets NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while
   it loads, as the classic groups do.
 
+The heartbeat and the describe take and build kio's ShareGroupHeartbeat and
+ShareGroupDescribe v1 entities (the newest; the broker converts them to the version
+sent).
+
 Sessions: each member has one task on the broker's timing wheel, due
 ``group.share.session.timeout.ms`` (or the group config ``share.session.timeout.ms``)
 after its last heartbeat; each heartbeat cancels it and adds a fresh one, both O(1). A
@@ -41,14 +45,22 @@ Concurrency: the broker's event loop only; session tasks run there too.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.share_group_describe.v1 import response as describe_v1
+from kio.schema.share_group_describe.v1.response import DescribedGroup
+from kio.schema.share_group_heartbeat.v1 import response as heartbeat_v1
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.schema.share_group_heartbeat.v1.response import ShareGroupHeartbeatResponse
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32, i32Timedelta
 
 from tickwheel.coordinator.group.share._assignor import assign
 from tickwheel.coordinator.group.share._config import ShareGroupConfig
@@ -63,6 +75,7 @@ SHARE_PROTOCOL_TYPE = "share"
 SIMPLE_ASSIGNOR = "simple"
 SHARE_SESSION_TIMEOUT_MS = "share.session.timeout.ms"
 SHARE_HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
+_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 
 class ShareGroupState(enum.Enum):
@@ -105,19 +118,6 @@ class ShareGroup:
         return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
 
 
-@dataclass(frozen=True, slots=True)
-class HeartbeatRequest:
-    """The fields of a ShareGroupHeartbeat, with who sent it."""
-
-    group_id: str
-    member_id: str
-    member_epoch: int
-    rack_id: str | None
-    subscribed_topic_names: tuple[str, ...] | None
-    client_id: str = ""
-    client_host: str = ""
-
-
 class ShareGroupCoordinator:
     """Share groups by id, their members' sessions on the timing wheel, and assignment."""
 
@@ -145,8 +145,10 @@ class ShareGroupCoordinator:
 
     # -- ShareGroupHeartbeat ----------------------------------------------------------
 
-    def heartbeat(self, request: HeartbeatRequest) -> dict[str, Any]:
-        """Answer a heartbeat: the response's fields (error_code, member_epoch, ...)."""
+    def heartbeat(
+        self, request: ShareGroupHeartbeatRequest, *, client_id: str = "", client_host: str = ""
+    ) -> ShareGroupHeartbeatResponse:
+        """Answer a heartbeat that client ``client_id`` at ``client_host`` sent."""
         interval_ms = self._group_setting(
             request.group_id,
             SHARE_HEARTBEAT_INTERVAL_MS,
@@ -154,21 +156,22 @@ class ShareGroupCoordinator:
             self.config.group_share_min_heartbeat_interval_ms,
             self.config.group_share_max_heartbeat_interval_ms,
         )
-        base: dict[str, Any] = {
-            "member_id": request.member_id,
-            "member_epoch": request.member_epoch,
-            "heartbeat_interval": interval_ms,
-            "assignment": None,
-        }
+        base = ShareGroupHeartbeatResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=ErrorCode.none,
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            heartbeat_interval=i32Timedelta.parse(datetime.timedelta(milliseconds=interval_ms)),
+        )
         error = self._validate(request)
         if error is not None:
             code, message = error
-            return {**base, "error_code": code, "error_message": message}
+            return replace(base, error_code=code, error_message=message)
         group = self.groups.get(request.group_id)
         if request.member_epoch == LEAVE_EPOCH:
             if group is not None and request.member_id in group.members:
                 self._remove_member(group, request.member_id, "left the group")
-            return {**base, "error_code": ErrorCode.none, "member_epoch": LEAVE_EPOCH}
+            return replace(base, member_epoch=i32(LEAVE_EPOCH))
         if group is None:
             group = self.groups.setdefault(request.group_id, ShareGroup(request.group_id))
         member = group.members.get(request.member_id)
@@ -176,15 +179,15 @@ class ShareGroupCoordinator:
         if request.member_epoch == JOIN_EPOCH:
             if member is None:
                 if len(group.members) >= self.config.group_share_max_size:
-                    return {
-                        **base,
-                        "error_code": ErrorCode.group_max_size_reached,
-                        "error_message": f"share group {group.group_id} is full",
-                    }
+                    return replace(
+                        base,
+                        error_code=ErrorCode.group_max_size_reached,
+                        error_message=f"share group {group.group_id} is full",
+                    )
                 member = ShareMember(
                     request.member_id,
-                    request.client_id,
-                    request.client_host,
+                    client_id,
+                    client_host,
                     request.rack_id,
                     frozenset(request.subscribed_topic_names or ()),
                 )
@@ -193,19 +196,18 @@ class ShareGroupCoordinator:
                 _log.info("member %s joined share group %s", member.member_id, group.group_id)
             joined = True
         elif member is None:
-            return {
-                **base,
-                "error_code": ErrorCode.unknown_member_id,
-                "error_message": f"member {request.member_id} is not in share group "
+            return replace(
+                base,
+                error_code=ErrorCode.unknown_member_id,
+                error_message=f"member {request.member_id} is not in share group "
                 f"{request.group_id}",
-            }
+            )
         elif request.member_epoch != member.member_epoch:
-            return {
-                **base,
-                "error_code": ErrorCode.fenced_member_epoch,
-                "error_message": f"member epoch {request.member_epoch} is not "
-                f"{member.member_epoch}",
-            }
+            return replace(
+                base,
+                error_code=ErrorCode.fenced_member_epoch,
+                error_message=f"member epoch {request.member_epoch} is not {member.member_epoch}",
+            )
         if request.rack_id is not None:
             member.rack_id = request.rack_id
         if request.subscribed_topic_names is not None:
@@ -217,14 +219,13 @@ class ShareGroupCoordinator:
         self._reset_session(group, member)
         changed = joined or member.member_epoch != group.group_epoch
         member.member_epoch = group.group_epoch
-        return {
-            **base,
-            "error_code": ErrorCode.none,
-            "member_epoch": member.member_epoch,
-            "assignment": self._wire_assignment(member) if changed else None,
-        }
+        return replace(
+            base,
+            member_epoch=i32(member.member_epoch),
+            assignment=self._wire_assignment(member) if changed else None,
+        )
 
-    def _validate(self, request: HeartbeatRequest) -> tuple[ErrorCode, str] | None:
+    def _validate(self, request: ShareGroupHeartbeatRequest) -> tuple[ErrorCode, str] | None:
         """Kafka's checks of a heartbeat before it reaches the group, in its order."""
         group_id = request.group_id
         not_here = self._coordinator_error(group_id) if group_id.strip() else None
@@ -269,13 +270,16 @@ class ShareGroupCoordinator:
         for member_id, assignment in assign(subscriptions, metadata).items():
             group.members[member_id].assignment = {t: sorted(p) for t, p in assignment.items()}
 
-    def _wire_assignment(self, member: ShareMember) -> dict[str, Any]:
-        topic_partitions = []
-        for topic, partitions in sorted(member.assignment.items()):
-            topic_id = self._topic_id(topic)
-            if topic_id is not None:
-                topic_partitions.append({"topic_id": topic_id, "partitions": partitions})
-        return {"topic_partitions": topic_partitions}
+    def _wire_assignment(self, member: ShareMember) -> heartbeat_v1.Assignment:
+        return heartbeat_v1.Assignment(
+            topic_partitions=tuple(
+                heartbeat_v1.TopicPartitions(
+                    topic_id=topic_id, partitions=tuple(i32(p) for p in partitions)
+                )
+                for topic, partitions in sorted(member.assignment.items())
+                if (topic_id := self._topic_id(topic)) is not None
+            )
+        )
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -324,7 +328,7 @@ class ShareGroupCoordinator:
 
     # -- ShareGroupDescribe, ListGroups -----------------------------------------------
 
-    def describe(self, group_ids: Iterable[str]) -> list[dict[str, Any]]:
+    def describe(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
         """Each named group as ShareGroupDescribe answers it."""
         described = []
         for group_id in group_ids:
@@ -332,48 +336,52 @@ class ShareGroupCoordinator:
             not_here = self._coordinator_error(group_id)
             if group is None or not_here is not None:
                 described.append(
-                    {
-                        "error_code": not_here or ErrorCode.group_id_not_found,
-                        "error_message": f"Group {group_id} not found.",
-                        "group_id": group_id,
-                        "group_state": ShareGroupState.DEAD.value,
-                        "group_epoch": -1,
-                        "assignment_epoch": -1,
-                        "assignor_name": "",
-                        "members": [],
-                    }
+                    DescribedGroup(
+                        error_code=not_here or ErrorCode.group_id_not_found,
+                        error_message=f"Group {group_id} not found.",
+                        group_id=GroupId(group_id),
+                        group_state=ShareGroupState.DEAD.value,
+                        group_epoch=i32(-1),
+                        assignment_epoch=i32(-1),
+                        assignor_name="",
+                        members=(),
+                    )
                 )
                 continue
             described.append(
-                {
-                    "error_code": ErrorCode.none,
-                    "group_id": group_id,
-                    "group_state": group.state.value,
-                    "group_epoch": group.group_epoch,
-                    "assignment_epoch": group.assignment_epoch,
-                    "assignor_name": SIMPLE_ASSIGNOR,
-                    "members": [self._describe_member(m) for m in group.members.values()],
-                }
+                DescribedGroup(
+                    error_code=ErrorCode.none,
+                    group_id=GroupId(group_id),
+                    group_state=group.state.value,
+                    group_epoch=i32(group.group_epoch),
+                    assignment_epoch=i32(group.assignment_epoch),
+                    assignor_name=SIMPLE_ASSIGNOR,
+                    members=tuple(self._describe_member(m) for m in group.members.values()),
+                )
             )
         return described
 
-    def _describe_member(self, member: ShareMember) -> dict[str, Any]:
-        topic_partitions = []
-        for topic, partitions in sorted(member.assignment.items()):
-            topic_id = self._topic_id(topic)
-            if topic_id is not None:
-                topic_partitions.append(
-                    {"topic_id": topic_id, "topic_name": topic, "partitions": partitions}
-                )
-        return {
-            "member_id": member.member_id,
-            "rack_id": member.rack_id,
-            "member_epoch": member.member_epoch,
-            "client_id": member.client_id,
-            "client_host": member.client_host,
-            "subscribed_topic_names": sorted(member.subscribed_topic_names),
-            "assignment": {"topic_partitions": topic_partitions},
-        }
+    def _describe_member(self, member: ShareMember) -> describe_v1.Member:
+        topic_partitions = tuple(
+            describe_v1.TopicPartitions(
+                topic_id=topic_id,
+                topic_name=TopicName(topic),
+                partitions=tuple(i32(p) for p in partitions),
+            )
+            for topic, partitions in sorted(member.assignment.items())
+            if (topic_id := self._topic_id(topic)) is not None
+        )
+        return describe_v1.Member(
+            member_id=member.member_id,
+            rack_id=member.rack_id,
+            member_epoch=i32(member.member_epoch),
+            client_id=member.client_id,
+            client_host=member.client_host,
+            subscribed_topic_names=tuple(
+                TopicName(t) for t in sorted(member.subscribed_topic_names)
+            ),
+            assignment=describe_v1.Assignment(topic_partitions=topic_partitions),
+        )
 
     def list_groups(self, states: frozenset[str]) -> list[dict[str, Any]]:
         """The share groups as ListGroups shows them, filtered by state (case-insensitive)."""
