@@ -144,14 +144,11 @@ def _share_state_spec(api: ShareStateApi[Request, Answer]) -> ApiSpec:
     cluster, else every partition CLUSTER_AUTHORIZATION_FAILED, as Kafka's)."""
 
     async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
-        coordinator = context.share_coordinator
-        if coordinator is None:
-            raise RuntimeError("the share coordinator is not started")
         body = request.body_as(api.request)
         if not authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
             refused = api.refuse(body, ErrorCode.cluster_authorization_failed, _REFUSAL_MESSAGE)
             return reply(request, refused)
-        return reply(request, await api.answer(coordinator.apis, body))
+        return reply(request, await api.answer(context.share_coordinator.apis, body))
 
     return ApiSpec(api.api_key, api.name, api.versions, handle)
 
