@@ -12,16 +12,38 @@ gateway JVM for the life of the process, shared by every SparkSession the suite 
 once, before the check. A process left behind fails the run, named with its
 command line, so a leak is found where it is made rather than as a slow CI or a port
 still taken by the next run.
+
+The suite runs in parallel workers (pytest-xdist, ``./run test`` asks for them with
+``--dist loadgroup``). Tests wait on sockets, timeouts and child processes far more than
+they compute, so workers overlap them; three kinds of test are kept together:
+
+- the Spark tests share one worker (``xdist_group("spark")``): a worker's SparkSession is
+  one JVM, started once, and two would only compete for the same two cores;
+- the cluster tests (ZooKeeper and three brokers each) are split by module into
+  ``CLUSTER_GROUPS`` groups, so at most that many clusters run at once and their
+  session and lag timeouts are not starved of CPU;
+- any other module's tests stay together, so its module-scoped fixtures start once.
+
+Each worker checks its own children when its session ends and reports them to the
+controller, which fails the run if any worker (or the controller itself) left one.
 """
 
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 _JVM_STOP_TIMEOUT_S = 30.0
+_ROOT = Path(__file__).resolve().parents[1]
+CLUSTER_GROUPS = 2
+"""How many cluster tests may run at once, each in its own worker."""
+_LEFT_KEY = "left_running"
+# On the xdist controller: its workers' pids, and what they reported left running.
+_WORKER_PIDS: set[int] = set()
+_LEFT_BY_WORKERS: list[str] = []
 
 settings.register_profile(
     "ci",
@@ -81,12 +103,70 @@ def _stop_spark_gateway() -> None:
     SparkContext._jvm = None
 
 
+def _module(item: pytest.Item) -> str:
+    return item.path.relative_to(_ROOT).as_posix()
+
+
+def _cluster_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """Each cluster test module's group: modules by test count, largest first, each to
+    the group holding the fewest tests so far."""
+    counts: dict[str, int] = {}
+    for item in items:
+        if item.get_closest_marker("cluster") is not None:
+            counts[_module(item)] = counts.get(_module(item), 0) + 1
+    load = [0] * CLUSTER_GROUPS
+    groups = {}
+    for module, count in sorted(counts.items(), key=lambda entry: (-entry[1], entry[0])):
+        lightest = load.index(min(load))
+        groups[module] = f"cluster-{lightest}"
+        load[lightest] += count
+    return groups
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put each test in its xdist group: Spark, a cluster group, or its module."""
+    cluster_groups = _cluster_groups(items)
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            group = "spark"
+        else:
+            group = cluster_groups.get(_module(item), _module(item))
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _left_running() -> list[str]:
+    """This process's live descendants, each as "pid: command line"."""
+    return [f"{pid}: {_command_line(pid)}" for pid in _children(os.getpid())]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the controller: keep what a finished worker reported left running."""
+    output = getattr(node, "workeroutput", {})
+    _WORKER_PIDS.add(output.get("pid", -1))
+    _LEFT_BY_WORKERS.extend(output.get(_LEFT_KEY, []))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not Path("/proc").is_dir() or hasattr(session.config, "workerinput"):
+    if not Path("/proc").is_dir():
         return
     _stop_spark_gateway()
-    left = _children(os.getpid())
+    left = _left_running()
+    worker_output = getattr(session.config, "workeroutput", None)
+    if worker_output is not None:
+        worker_output["pid"] = os.getpid()
+        worker_output[_LEFT_KEY] = left
+        return
+    left = _LEFT_BY_WORKERS + [
+        line for line in left if int(line.split(":", 1)[0]) not in _worker_tree()
+    ]
     if left:
-        lines = "\n".join(f"  {pid}: {_command_line(pid)}" for pid in left)
+        lines = "\n".join(f"  {line}" for line in left)
         print(f"\nprocesses the suite started are still running:\n{lines}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _worker_tree() -> set[int]:
+    """The xdist workers and their descendants (each worker checks its own)."""
+    return {pid for worker in _WORKER_PIDS for pid in (worker, *_children(worker))}
