@@ -3,7 +3,7 @@
 =======================  ===  ========  ==============================================
 API                      key  versions  notes
 =======================  ===  ========  ==============================================
-FindCoordinator          10   1-4       key_type 1 (transaction); the group side has 0
+FindCoordinator          10   1-6       key_type 1 (transaction); the group side has 0
 InitProducerId           22   0-4       with a transactional id (v3+: producer id and
                                         epoch of a resuming producer, KIP-360)
 AddPartitionsToTxn       24   0-3       the ``v3_and_below_*`` fields (v4+ is broker
