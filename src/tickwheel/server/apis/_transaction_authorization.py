@@ -2,7 +2,7 @@
 
 With an authorizer configured, the rule of each API (``authorized_transaction_handler``,
 chosen once when the broker's API table is built) checks a request before the
-coordinator's handler sees it:
+coordinator's method for it sees it:
 
 - EndTxn: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
 - AddOffsetsToTxn: the same, then READ on the group (GROUP_AUTHORIZATION_FAILED);
@@ -43,7 +43,6 @@ from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 
 from tickwheel.coordinator.transaction import (
     DescribedTransaction,
-    TransactionApiHandler,
     TransactionService,
     described_state,
 )
@@ -60,18 +59,9 @@ _DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
 _LIST_TRANSACTIONS = ApiKey.LIST_TRANSACTIONS
 _TXN_DENIED = ErrorCode.transactional_id_authorization_failed
 
-_Rule = Callable[
-    [BrokerContext, TransactionService, DecodedRequest, TransactionApiHandler], Awaitable[Response]
-]
 AuthorizedHandler = Callable[
     [BrokerContext, TransactionService, DecodedRequest], Awaitable[Response]
 ]
-
-
-async def _answer(
-    transactions: TransactionService, request: DecodedRequest, handler: TransactionApiHandler
-) -> Response:
-    return reply(request, await handler(transactions.apis, request))
 
 
 def _txn_allowed(context: BrokerContext, request: DecodedRequest, transactional_id: str) -> bool:
@@ -80,8 +70,9 @@ def _txn_allowed(context: BrokerContext, request: DecodedRequest, transactional_
     )
 
 
-def _add_partitions(context: BrokerContext, request: DecodedRequest) -> Response | None:
-    body = request.body_as(AddPartitionsToTxnRequest)
+def _add_partitions_refused(
+    context: BrokerContext, request: DecodedRequest, body: AddPartitionsToTxnRequest
+) -> Response | None:
     topics = body.v3_and_below_topics
     error_by_topic: dict[str, ErrorCode] = {}
     if not _txn_allowed(context, request, body.v3_and_below_transactional_id):
@@ -121,7 +112,6 @@ async def _describe_transactions(
     context: BrokerContext,
     transactions: TransactionService,
     request: DecodedRequest,
-    handler: TransactionApiHandler,
 ) -> Response:
     body = request.body_as(DescribeTransactionsRequest)
     ids = body.transactional_ids
@@ -129,7 +119,7 @@ async def _describe_transactions(
         context, request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, ids
     )
     if len(allowed) == len(set(ids)):
-        return await _answer(transactions, request, handler)
+        return reply(request, await transactions.apis.describe_transactions(body))
     refused = tuple(
         described_state(DescribedTransaction(_TXN_DENIED, txn_id))
         for txn_id in ids
@@ -154,7 +144,6 @@ async def _list_transactions(
     context: BrokerContext,
     transactions: TransactionService,
     request: DecodedRequest,
-    _handler: TransactionApiHandler,
 ) -> Response:
     answered = await transactions.apis.list_transactions(request.body_as(ListTransactionsRequest))
     allowed = authorized_names(
@@ -170,44 +159,36 @@ async def _list_transactions(
 
 
 async def _end_txn(
-    context: BrokerContext,
-    transactions: TransactionService,
-    request: DecodedRequest,
-    handler: TransactionApiHandler,
+    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
 ) -> Response:
     body = request.body_as(EndTxnRequest)
     if not _txn_allowed(context, request, body.transactional_id):
         return refuse_whole(request, _TXN_DENIED)
-    return await _answer(transactions, request, handler)
+    return reply(request, await transactions.apis.end_txn(body, request.api_version))
 
 
 async def _add_offsets_to_txn(
-    context: BrokerContext,
-    transactions: TransactionService,
-    request: DecodedRequest,
-    handler: TransactionApiHandler,
+    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
 ) -> Response:
     body = request.body_as(AddOffsetsToTxnRequest)
     if not _txn_allowed(context, request, body.transactional_id):
         return refuse_whole(request, _TXN_DENIED)
     if not authorize(context, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         return refuse_whole(request, ErrorCode.group_authorization_failed)
-    return await _answer(transactions, request, handler)
+    return reply(request, await transactions.apis.add_offsets_to_txn(body, request.api_version))
 
 
 async def _add_partitions_to_txn(
-    context: BrokerContext,
-    transactions: TransactionService,
-    request: DecodedRequest,
-    handler: TransactionApiHandler,
+    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
 ) -> Response:
-    refused = _add_partitions(context, request)
+    body = request.body_as(AddPartitionsToTxnRequest)
+    refused = _add_partitions_refused(context, request, body)
     if refused is not None:
         return refused
-    return await _answer(transactions, request, handler)
+    return reply(request, await transactions.apis.add_partitions_to_txn(body, request.api_version))
 
 
-_RULES: Mapping[int, _Rule] = {
+_RULES: Mapping[int, AuthorizedHandler] = {
     _END_TXN: _end_txn,
     _ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
     _ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
@@ -216,15 +197,6 @@ _RULES: Mapping[int, _Rule] = {
 }
 
 
-def authorized_transaction_handler(
-    api_key: int, handler: TransactionApiHandler
-) -> AuthorizedHandler:
+def authorized_transaction_handler(api_key: int) -> AuthorizedHandler:
     """API ``api_key``'s handler behind its authorization rule (see the module docstring)."""
-    rule = _RULES[api_key]
-
-    async def authorized(
-        context: BrokerContext, transactions: TransactionService, request: DecodedRequest
-    ) -> Response:
-        return await rule(context, transactions, request, handler)
-
-    return authorized
+    return _RULES[api_key]

@@ -168,7 +168,7 @@ def _cluster_locator(
 def _transaction_spec(api_key: int, versions: VersionRange) -> ApiSpec:
     """API ``api_key`` answered by the transaction coordinator's handler for it."""
     handler = TRANSACTION_API_HANDLERS[api_key]
-    authorized = authorized_transaction_handler(api_key, handler)
+    authorized = authorized_transaction_handler(api_key)
 
     async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
         transactions = context.transactions
