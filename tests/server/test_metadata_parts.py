@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kio.schema.metadata.v12.response import MetadataResponseTopic
 
 from tickwheel.server import BackgroundBroker, BrokerConfig
 from tickwheel.server.apis import _metadata
@@ -27,7 +28,7 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     names: list[str] = []
     real = _metadata._topic_entry
 
-    def counting(context: Any, name: str) -> dict[str, Any]:
+    def counting(context: Any, name: str) -> MetadataResponseTopic:
         names.append(name)
         return real(context, name)
 

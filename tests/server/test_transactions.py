@@ -124,6 +124,9 @@ def test_find_coordinator_of_a_transactional_id(
     port = int(tickwheel_manual_broker.bootstrap_servers.rpartition(":")[2])
     single = client.call(FIND_COORDINATOR, 1, {"key": "tx", "key_type": 1})
     assert (single.error_code, single.node_id, single.port) == (E.none, 0, port)
+    # Before v4 the one key's answer comes back in the top-level fields, errors too.
+    empty = client.call(FIND_COORDINATOR, 3, {"key": "", "key_type": 1})
+    assert (empty.error_code, empty.node_id, empty.port) == (E.invalid_request, -1, -1)
     batched = client.call(FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["a", ""]})
     assert [(c.key, c.error_code) for c in batched.coordinators] == [
         ("a", E.none),
@@ -131,6 +134,8 @@ def test_find_coordinator_of_a_transactional_id(
     ]
     group = client.call(FIND_COORDINATOR, 1, {"key": "g", "key_type": 0})
     assert group.error_code == E.none
+    group_v0 = client.call(FIND_COORDINATOR, 0, {"key": "g"})
+    assert (group_v0.error_code, group_v0.port) == (E.none, port)
     topics = client.call(METADATA, 4, {"topics": None, "allow_auto_topic_creation": False})
     assert "__transaction_state" in {t.name for t in topics.topics}
 

@@ -2,7 +2,7 @@
 
 A response whose cost is dominated by one large array (Metadata's topics) can keep
 each item encoded, and only the rest is encoded per request. ``encode_entity`` encodes
-one item (a kio entity built from plain values, as ``build_entity`` does);
+one item (a kio entity of any version, converted to the class asked for);
 ``encode_response_with_array`` encodes the response with that array empty, then puts
 the items' bytes in its place::
 
@@ -24,26 +24,27 @@ import functools
 import io
 import struct
 import typing
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
 from kio.static.primitive import i8, i16, i32, i64
 from kio.static.protocol import Entity, ResponsePayload
 
-from tickwheel.protocol._build import build_entity
 from tickwheel.protocol._codec import encode_response
 from tickwheel.protocol._framing import SIZE_PREFIX_BYTES, size_prefix, uvarint
 from tickwheel.protocol._schemas import writer_for
+from tickwheel.protocol._versions import convert
 
 _FIXED_WIDTH_BYTES: Final[dict[object, int]] = {i8: 1, bool: 1, i16: 2, i32: 4, i64: 8}
 _EMPTY_TAGGED_FIELDS_BYTES: Final = 1
 _ARRAY_LENGTH: Final = struct.Struct(">i")
 
 
-def encode_entity(cls: type[Entity], values: Mapping[str, Any]) -> bytes:
-    """The wire bytes of one entity of ``cls`` (say an array item) built from ``values``."""
+def encode_entity(cls: type[Entity], entity: Entity) -> bytes:
+    """The wire bytes of ``entity`` (say an array item, of any version of its API) as an
+    entity of ``cls``."""
     buffer = io.BytesIO()
-    writer_for(cls)(buffer, build_entity(cls, values))
+    writer_for(cls)(buffer, convert(cls, entity))
     return buffer.getvalue()
 
 
@@ -75,13 +76,16 @@ def _array_length(count: int, *, flexible: bool) -> bytes:
 def encode_response_with_array(
     correlation_id: int,
     cls: type[ResponsePayload],
-    values: Mapping[str, Any],
+    response: ResponsePayload,
     field_name: str,
     items: Sequence[bytes],
 ) -> bytes:
-    """The response frame of ``cls`` from ``values``, whose array ``field_name`` holds
-    ``items`` (each from ``encode_entity`` of its item class)."""
-    empty = encode_response(correlation_id, build_entity(cls, {**values, field_name: ()}))
+    """The response frame of ``cls`` from ``response`` (of any version of its API, its
+    array ``field_name`` empty), that array holding ``items`` (each from
+    ``encode_entity`` of its item class)."""
+    if getattr(response, field_name):
+        raise ValueError(f"{type(response).__name__}.{field_name} must be empty")
+    empty = encode_response(correlation_id, convert(cls, response))
     flexible = bool(cls.__flexible__)
     empty_length = len(_array_length(0, flexible=flexible))
     split = len(empty) - _trailing_bytes(cls, field_name)

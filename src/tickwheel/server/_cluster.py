@@ -23,6 +23,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.response import MetadataResponsePartition
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32
 
 from tickwheel.cluster import (
     AssignmentError,
@@ -162,28 +165,39 @@ def broker_entries(node: ClusterNode, listener_name: str) -> list[dict[str, Any]
     ]
 
 
-def partition_entries(node: ClusterNode, topic: str, listener_name: str) -> list[dict[str, Any]]:
+def partition_entries(
+    node: ClusterNode, topic: str, listener_name: str
+) -> tuple[MetadataResponsePartition, ...]:
     """A topic's partitions as a Metadata response through ``listener_name`` describes them.
 
     A partition without a live leader, or whose leader has no such listener, is answered
     LEADER_NOT_AVAILABLE with leader -1: clients must never see a leader that is missing
     from the broker list.
     """
+    # Replica sets repeat across a topic's partitions: each is made a typed tuple once.
+    typed: dict[tuple[int, ...], tuple[BrokerId, ...]] = {}
+
+    def broker_ids(ids: tuple[int, ...]) -> tuple[BrokerId, ...]:
+        found = typed.get(ids)
+        if found is None:
+            found = typed[ids] = tuple(map(BrokerId, ids))
+        return found
+
     entries = []
     for p in node.cache.partition_metadata(topic):
         reachable = p.has_leader and node.cache.broker(p.leader, listener_name) is not None
         entries.append(
-            {
-                "error_code": ErrorCode.none if reachable else ErrorCode.leader_not_available,
-                "partition_index": p.partition,
-                "leader_id": p.leader if reachable else NO_LEADER,
-                "leader_epoch": p.leader_epoch,
-                "replica_nodes": list(p.replicas),
-                "isr_nodes": list(p.isr),
-                "offline_replicas": list(p.offline_replicas),
-            }
+            MetadataResponsePartition(
+                error_code=ErrorCode.none if reachable else ErrorCode.leader_not_available,
+                partition_index=i32(p.partition),
+                leader_id=BrokerId(p.leader if reachable else NO_LEADER),
+                leader_epoch=i32(p.leader_epoch),
+                replica_nodes=broker_ids(p.replicas),
+                isr_nodes=broker_ids(p.isr),
+                offline_replicas=broker_ids(p.offline_replicas),
+            )
         )
-    return entries
+    return tuple(entries)
 
 
 async def auto_create_topic(context: BrokerContext, name: str) -> None:

@@ -46,6 +46,7 @@ from tickwheel.coordinator.transaction._apis import (
     TransactionApiHandler,
     TransactionApis,
     client_error,
+    described_state,
 )
 from tickwheel.coordinator.transaction._config import (
     CLUSTER_TRANSACTION_STATE_MIN_ISR,
@@ -113,6 +114,7 @@ __all__ = [
     "client_error",
     "decode_key",
     "decode_value",
+    "described_state",
     "encode_key",
     "encode_value",
     "is_epoch_exhausted",

@@ -1,9 +1,9 @@
-"""``TransactionApis``: the transaction coordinator's requests as kio entities in and out.
+"""``TransactionApis``: the transaction coordinator's requests as typed kio entities in and out.
 
 =======================  ===  ========  ==============================================
 API                      key  versions  notes
 =======================  ===  ========  ==============================================
-FindCoordinator          10   1-4       key_type 1 (transaction); the group side has 0
+FindCoordinator          10   1-6       key_type 1 (transaction); the group side has 0
 InitProducerId           22   0-4       with a transactional id (v3+: producer id and
                                         epoch of a resuming producer, KIP-360)
 AddPartitionsToTxn       24   0-3       the ``v3_and_below_*`` fields (v4+ is broker
@@ -19,8 +19,16 @@ where Kafka's ``KafkaApis`` down-maps it: InitProducerId below v4, AddPartitions
 AddOffsetsToTxn and EndTxn below v2 (aiokafka sends v0 of all of them and librdkafka
 v0 of the middle two, and neither knows code 90). AddPartitionsToTxn answers
 UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist and OPERATION_NOT_ATTEMPTED
-for the others, adding none. Responses are built with ``build_entity`` (fields a
-version lacks are dropped).
+for the others, adding none.
+
+Each method is written against the newest version's classes of its API: it takes the
+request as that version (``DecodedRequest.body_as``; fields an older version lacks at
+Kafka's defaults, so an InitProducerId before v3 resumes no producer and a
+ListTransactions v0 has no duration filter) and returns the response as that version,
+which the broker converts to the version asked. FindCoordinator is v6, keys always in
+``coordinator_keys``; the broker carries an older request's one key there and back.
+The version asked is passed where the answer depends on it (the PRODUCER_FENCED
+down-map). ``TRANSACTION_API_HANDLERS`` reads each API's request and calls its method.
 
 Concurrency: event-loop thread only; a coordinator callback resolves the awaited future
 on the same thread.
@@ -31,18 +39,51 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Generic, TypeVar
 
+from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+from kio.schema.add_offsets_to_txn.v3.response import AddOffsetsToTxnResponse
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest
+from kio.schema.add_partitions_to_txn.v3.response import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+)
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.describe_transactions.v0.response import (
+    DescribeTransactionsResponse,
+    TopicData,
+)
+from kio.schema.describe_transactions.v0.response import (
+    TransactionState as DescribedState,
+)
+from kio.schema.end_txn.v3.request import EndTxnRequest
+from kio.schema.end_txn.v3.response import EndTxnResponse
 from kio.schema.errors import ErrorCode
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinatorResponse
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.schema.list_transactions.v1.response import (
+    ListTransactionsResponse,
+)
+from kio.schema.list_transactions.v1.response import (
+    TransactionState as ListedState,
+)
+from kio.schema.types import BrokerId, ProducerId, TopicName, TransactionalId
+from kio.serial.readers import tz_aware_from_i64
+from kio.static.primitive import i16, i32, i32Timedelta, i64
+from kio.static.protocol import ResponsePayload
 
 from tickwheel.coordinator._locator import CoordinatorLocator
 from tickwheel.coordinator.transaction._coordinator import (
+    DescribedTransaction,
     InitProducerIdResult,
     TransactionCoordinator,
 )
 from tickwheel.coordinator.transaction._metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from tickwheel.protocol import ApiKey, VersionRange, build_entity, response_schema
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 
 T = TypeVar("T")
@@ -79,44 +120,50 @@ _PRODUCER_FENCED_SINCE: Mapping[int, int] = {
     ADD_OFFSETS_TO_TXN_KEY: 2,
     END_TXN_KEY: 2,
 }
-_INIT_PRODUCER_ID_RESUMES = 3  # v3+: producer_id and producer_epoch (KIP-360)
-_FIND_COORDINATOR_BATCHED = 4
-_NO_NODE = -1
-_MS_PER_S = 1000
+_NO_NODE = BrokerId(-1)
+_NO_PORT = i32(-1)
+_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 
-def _version(request: RequestPayload) -> int:
-    return int(type(request).__version__)
-
-
-def _api_key(request: RequestPayload) -> int:
-    return int(type(request).__api_key__)
-
-
-def _respond(request: RequestPayload, values: Mapping[str, Any]) -> ResponsePayload:
-    cls = response_schema(_api_key(request), _version(request))
-    return build_entity(cls, {"throttle_time": 0, **values})
-
-
-def client_error(request: RequestPayload, error: ErrorCode) -> ErrorCode:
-    """``error`` as the request's version knows it (PRODUCER_FENCED down-map)."""
-    since = _PRODUCER_FENCED_SINCE.get(_api_key(request))
-    if error == ErrorCode.producer_fenced and since is not None and _version(request) < since:
+def client_error(api_key: int, api_version: int, error: ErrorCode) -> ErrorCode:
+    """``error`` as version ``api_version`` of API ``api_key`` knows it (PRODUCER_FENCED
+    down-map)."""
+    since = _PRODUCER_FENCED_SINCE.get(api_key)
+    if error == ErrorCode.producer_fenced and since is not None and api_version < since:
         return ErrorCode.invalid_producer_epoch
     return error
 
 
-def _datetime(ms: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(ms / _MS_PER_S, tz=datetime.UTC)
+def described_state(described: DescribedTransaction) -> DescribedState:
+    """One transactional id's entry of a DescribeTransactions response."""
+    by_topic: dict[str, list[i32]] = {}
+    for tp in sorted(described.partitions):
+        by_topic.setdefault(tp.topic, []).append(i32(tp.partition))
+    return DescribedState(
+        error_code=described.error,
+        transactional_id=TransactionalId(described.transactional_id),
+        transaction_state=described.state,
+        transaction_timeout=i32Timedelta.parse(
+            datetime.timedelta(milliseconds=described.timeout_ms)
+        ),
+        # Kafka's -1 (no transaction started) included, as kio's reader reads it.
+        transaction_start_time=tz_aware_from_i64(i64(described.start_timestamp)),
+        producer_id=ProducerId(described.producer_id),
+        producer_epoch=i16(described.producer_epoch),
+        topics=tuple(
+            TopicData(topic=TopicName(topic), partitions=tuple(partitions))
+            for topic, partitions in by_topic.items()
+        ),
+    )
 
 
-class _Answer:
+class _Answer(Generic[T]):
     """Awaits the one value a coordinator callback delivers (on the loop's thread)."""
 
     def __init__(self) -> None:
-        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
-    def deliver(self, value: Any) -> None:
+    def deliver(self, value: T) -> None:
         if not self.future.done():  # the connection may have gone and cancelled us
             self.future.set_result(value)
 
@@ -139,63 +186,63 @@ class TransactionApis:
 
     # -- FindCoordinator ----------------------------------------------------------
 
-    def _find(self, key: str) -> dict[str, Any]:
+    def _find(self, key: str) -> Coordinator:
+        error = ErrorCode.coordinator_not_available
         if not key:
-            return {"error_code": ErrorCode.invalid_request, "node_id": _NO_NODE}
-        if not self.coordinator.active:
-            return {"error_code": ErrorCode.coordinator_not_available, "node_id": _NO_NODE}
-        node = self._locate(self.coordinator.state.partition_for(key))
-        if node is None:
-            return {"error_code": ErrorCode.coordinator_not_available, "node_id": _NO_NODE}
-        return {
-            "error_code": ErrorCode.none,
-            "node_id": node.node_id,
-            "host": node.host,
-            "port": node.port,
-        }
+            error = ErrorCode.invalid_request
+        elif self.coordinator.active:
+            node = self._locate(self.coordinator.state.partition_for(key))
+            if node is not None:
+                return Coordinator(
+                    key=key,
+                    node_id=BrokerId(node.node_id),
+                    host=node.host,
+                    port=i32(node.port),
+                    error_code=ErrorCode.none,
+                    error_message=None,
+                )
+        return Coordinator(
+            key=key, node_id=_NO_NODE, host="", port=_NO_PORT, error_code=error, error_message=None
+        )
 
-    def find_coordinator(self, request: Any) -> ResponsePayload:
-        """The broker coordinating a transactional id (v4: several at once)."""
-        defaults = {"host": "", "port": _NO_NODE, "error_message": None}
-        if _version(request) >= _FIND_COORDINATOR_BATCHED:
-            coordinators = [
-                {**defaults, "key": key, **self._find(key)} for key in request.coordinator_keys
-            ]
-            return _respond(request, {"coordinators": coordinators})
-        return _respond(request, {**defaults, **self._find(request.key)})
+    def find_coordinator(self, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+        """The brokers coordinating transactional ids."""
+        return FindCoordinatorResponse(
+            throttle_time=_NO_THROTTLE,
+            coordinators=tuple(self._find(key) for key in request.coordinator_keys),
+        )
 
     # -- InitProducerId -----------------------------------------------------------
 
-    async def init_producer_id(self, request: Any) -> ResponsePayload:
-        """InitProducerId with a transactional id."""
-        expected: tuple[int, int] | None = None
-        if _version(request) >= _INIT_PRODUCER_ID_RESUMES:
-            pid, epoch = int(request.producer_id), int(request.producer_epoch)
-            if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
-                return self._init_answer(request, InitProducerIdResult(ErrorCode.invalid_request))
-            if pid != NO_PRODUCER_ID:
-                expected = (pid, epoch)
-        timeout_ms = int(request.transaction_timeout / datetime.timedelta(milliseconds=1))
-        answer = _Answer()
-        await self.coordinator.handle_init_producer_id(
-            request.transactional_id, timeout_ms, expected, answer.deliver
-        )
-        result: InitProducerIdResult = await answer.future
-        return self._init_answer(request, result)
-
-    def _init_answer(self, request: Any, result: InitProducerIdResult) -> ResponsePayload:
-        return _respond(
-            request,
-            {
-                "error_code": client_error(request, result.error),
-                "producer_id": result.producer_id,
-                "producer_epoch": result.producer_epoch,
-            },
+    async def init_producer_id(
+        self, request: InitProducerIdRequest, api_version: int
+    ) -> InitProducerIdResponse:
+        """InitProducerId with a transactional id (v3+: resuming the producer named)."""
+        if request.transactional_id is None:
+            raise ValueError("InitProducerId without a transactional id is not the coordinator's")
+        pid, epoch = int(request.producer_id), int(request.producer_epoch)
+        if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+            result = InitProducerIdResult(ErrorCode.invalid_request)
+        else:
+            expected = None if pid == NO_PRODUCER_ID else (pid, epoch)
+            timeout_ms = int(request.transaction_timeout / datetime.timedelta(milliseconds=1))
+            answer: _Answer[InitProducerIdResult] = _Answer()
+            await self.coordinator.handle_init_producer_id(
+                request.transactional_id, timeout_ms, expected, answer.deliver
+            )
+            result = await answer.future
+        return InitProducerIdResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=client_error(INIT_PRODUCER_ID_KEY, api_version, result.error),
+            producer_id=ProducerId(result.producer_id),
+            producer_epoch=i16(result.producer_epoch),
         )
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------
 
-    async def add_partitions_to_txn(self, request: Any) -> ResponsePayload:
+    async def add_partitions_to_txn(
+        self, request: AddPartitionsToTxnRequest, api_version: int
+    ) -> AddPartitionsToTxnResponse:
         """AddPartitionsToTxn v0-3: one transaction, one error for every partition."""
         requested = [
             TopicPartition(topic.name, int(partition))
@@ -212,7 +259,7 @@ class TransactionApis:
                 for tp in requested
             }
         else:
-            answer = _Answer()
+            answer: _Answer[ErrorCode] = _Answer()
             self.coordinator.add_partitions(
                 request.v3_and_below_transactional_id,
                 int(request.v3_and_below_producer_id),
@@ -220,26 +267,30 @@ class TransactionApis:
                 set(requested),
                 answer.deliver,
             )
-            error = client_error(request, await answer.future)
+            error = client_error(ADD_PARTITIONS_TO_TXN_KEY, api_version, await answer.future)
             errors = dict.fromkeys(requested, error)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
         for tp, error in errors.items():
             by_topic.setdefault(tp.topic, []).append(
-                {"partition_index": tp.partition, "partition_error_code": error}
+                AddPartitionsToTxnPartitionResult(
+                    partition_index=i32(tp.partition), partition_error_code=error
+                )
             )
-        return _respond(
-            request,
-            {
-                "results_by_topic_v3_and_below": [
-                    {"name": name, "results_by_partition": results}
-                    for name, results in by_topic.items()
-                ]
-            },
+        return AddPartitionsToTxnResponse(
+            throttle_time=_NO_THROTTLE,
+            results_by_topic_v3_and_below=tuple(
+                AddPartitionsToTxnTopicResult(
+                    name=TopicName(name), results_by_partition=tuple(results)
+                )
+                for name, results in by_topic.items()
+            ),
         )
 
-    async def add_offsets_to_txn(self, request: Any) -> ResponsePayload:
+    async def add_offsets_to_txn(
+        self, request: AddOffsetsToTxnRequest, api_version: int
+    ) -> AddOffsetsToTxnResponse:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins."""
-        answer = _Answer()
+        answer: _Answer[ErrorCode] = _Answer()
         self.coordinator.add_partitions(
             request.transactional_id,
             int(request.producer_id),
@@ -247,84 +298,94 @@ class TransactionApis:
             {self._offsets_partition(request.group_id)},
             answer.deliver,
         )
-        return _respond(request, {"error_code": client_error(request, await answer.future)})
+        error = client_error(ADD_OFFSETS_TO_TXN_KEY, api_version, await answer.future)
+        return AddOffsetsToTxnResponse(throttle_time=_NO_THROTTLE, error_code=error)
 
     # -- EndTxn -------------------------------------------------------------------
 
-    async def end_txn(self, request: Any) -> ResponsePayload:
+    async def end_txn(self, request: EndTxnRequest, api_version: int) -> EndTxnResponse:
         """EndTxn: commit or abort."""
-        answer = _Answer()
+        answer: _Answer[ErrorCode] = _Answer()
         self.coordinator.end_transaction(
             request.transactional_id,
             int(request.producer_id),
             int(request.producer_epoch),
-            commit=bool(request.committed),
+            commit=request.committed,
             from_client=True,
             callback=answer.deliver,
         )
-        return _respond(request, {"error_code": client_error(request, await answer.future)})
+        error = client_error(END_TXN_KEY, api_version, await answer.future)
+        return EndTxnResponse(throttle_time=_NO_THROTTLE, error_code=error)
 
     # -- DescribeTransactions / ListTransactions ------------------------------------
 
-    async def describe_transactions(self, request: Any) -> ResponsePayload:
+    async def describe_transactions(
+        self, request: DescribeTransactionsRequest
+    ) -> DescribeTransactionsResponse:
         """DescribeTransactions v0."""
-        states = []
-        for transactional_id in request.transactional_ids:
-            described = self.coordinator.describe(transactional_id)
-            by_topic: dict[str, list[int]] = {}
-            for tp in sorted(described.partitions):
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            states.append(
-                {
-                    "error_code": described.error,
-                    "transactional_id": transactional_id,
-                    "transaction_state": described.state,
-                    "transaction_timeout": datetime.timedelta(milliseconds=described.timeout_ms),
-                    "transaction_start_time": _datetime(described.start_timestamp),
-                    "producer_id": described.producer_id,
-                    "producer_epoch": described.producer_epoch,
-                    "topics": [
-                        {"topic": topic, "partitions": partitions}
-                        for topic, partitions in by_topic.items()
-                    ],
-                }
-            )
-        return _respond(request, {"transaction_states": states})
+        return DescribeTransactionsResponse(
+            throttle_time=_NO_THROTTLE,
+            transaction_states=tuple(
+                described_state(self.coordinator.describe(transactional_id))
+                for transactional_id in request.transactional_ids
+            ),
+        )
 
-    async def list_transactions(self, request: Any) -> ResponsePayload:
-        """ListTransactions v0-1 (v1: the duration filter)."""
+    async def list_transactions(self, request: ListTransactionsRequest) -> ListTransactionsResponse:
+        """ListTransactions v0-1 (v1: the duration filter; -1 from v0, none)."""
         result = self.coordinator.list_transactions(
-            tuple(request.state_filters),
+            request.state_filters,
             tuple(int(pid) for pid in request.producer_id_filters),
-            int(getattr(request, "duration_filter", -1)),
+            int(request.duration_filter),
         )
-        return _respond(
-            request,
-            {
-                "error_code": result.error,
-                "unknown_state_filters": list(result.unknown_state_filters),
-                "transaction_states": [
-                    {
-                        "transactional_id": listed.transactional_id,
-                        "producer_id": listed.producer_id,
-                        "transaction_state": listed.state.state_name,
-                    }
-                    for listed in result.transactions
-                ],
-            },
+        return ListTransactionsResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=result.error,
+            unknown_state_filters=result.unknown_state_filters,
+            transaction_states=tuple(
+                ListedState(
+                    transactional_id=TransactionalId(listed.transactional_id),
+                    producer_id=ProducerId(listed.producer_id),
+                    transaction_state=listed.state.state_name,
+                )
+                for listed in result.transactions
+            ),
         )
 
 
-TransactionApiHandler = Callable[[TransactionApis, Any], Awaitable[ResponsePayload]]
-"""One transaction API's handler: the broker's ``TransactionApis`` and a request body in,
-the response body out."""
+TransactionApiHandler = Callable[[TransactionApis, DecodedRequest], Awaitable[ResponsePayload]]
+"""One transaction API's handler: the broker's ``TransactionApis`` and a request in, the
+response (of the newest version of its API) out."""
+
+
+async def _add_partitions_to_txn(apis: TransactionApis, request: DecodedRequest) -> ResponsePayload:
+    body = request.body_as(AddPartitionsToTxnRequest)
+    return await apis.add_partitions_to_txn(body, request.api_version)
+
+
+async def _add_offsets_to_txn(apis: TransactionApis, request: DecodedRequest) -> ResponsePayload:
+    body = request.body_as(AddOffsetsToTxnRequest)
+    return await apis.add_offsets_to_txn(body, request.api_version)
+
+
+async def _end_txn(apis: TransactionApis, request: DecodedRequest) -> ResponsePayload:
+    return await apis.end_txn(request.body_as(EndTxnRequest), request.api_version)
+
+
+async def _describe_transactions(apis: TransactionApis, request: DecodedRequest) -> ResponsePayload:
+    return await apis.describe_transactions(request.body_as(DescribeTransactionsRequest))
+
+
+async def _list_transactions(apis: TransactionApis, request: DecodedRequest) -> ResponsePayload:
+    return await apis.list_transactions(request.body_as(ListTransactionsRequest))
+
 
 TRANSACTION_API_HANDLERS: Mapping[int, TransactionApiHandler] = {
-    ADD_PARTITIONS_TO_TXN_KEY: TransactionApis.add_partitions_to_txn,
-    ADD_OFFSETS_TO_TXN_KEY: TransactionApis.add_offsets_to_txn,
-    END_TXN_KEY: TransactionApis.end_txn,
-    DESCRIBE_TRANSACTIONS_KEY: TransactionApis.describe_transactions,
-    LIST_TRANSACTIONS_KEY: TransactionApis.list_transactions,
+    ADD_PARTITIONS_TO_TXN_KEY: _add_partitions_to_txn,
+    ADD_OFFSETS_TO_TXN_KEY: _add_offsets_to_txn,
+    END_TXN_KEY: _end_txn,
+    DESCRIBE_TRANSACTIONS_KEY: _describe_transactions,
+    LIST_TRANSACTIONS_KEY: _list_transactions,
 }
 """The handler of each API of ``TRANSACTION_API_VERSIONS``, which the broker's API table
 calls directly. The broker's FindCoordinator and InitProducerId, which serve other keys

@@ -3,8 +3,11 @@
 ``ReplicaManager.fetch_messages`` answers at once when there is at least
 ``min_bytes``, an error, or ``max_wait_ms`` is 0; otherwise a DelayedFetch waits until
 an append or a high-watermark move makes enough bytes readable, or the wait ends, and
-then reads the log again. The response is encoded by hand (``encode_fetch_response``)
-with the log's record slices as chunks, so the server can ``sendfile`` them.
+then reads the log again. The handler is written against version 12's request class
+(``DecodedRequest.body_as``: the request itself from a v12 client, else converted, a
+partition's ``current_leader_epoch`` before v9 at -1, any). The response is encoded by
+hand (``encode_fetch_response``) with the log's record slices as chunks, so the server
+can ``sendfile`` them.
 
 read_committed fetches (isolation_level 1) read up to the last stable offset and get
 the aborted transactions among what they read, which consumers skip along with the
@@ -22,9 +25,8 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchRequest
 
 from tickwheel.protocol import (
     FETCH_MAX_VERSION,
@@ -53,7 +55,7 @@ _NO_SESSION = 0
 
 async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Response:
     """Read now or after waiting in the purgatory; answer every requested partition."""
-    body: Any = request.body
+    body = request.body_as(FetchRequest)
     params = FetchParams(
         replica_id=body.replica_id,
         max_wait_ms=to_ms(body.max_wait),
@@ -67,7 +69,7 @@ async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Respo
             PartitionFetchInfo(
                 fetch_offset=p.fetch_offset,
                 max_bytes=p.partition_max_bytes,
-                current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+                current_leader_epoch=p.current_leader_epoch,
             ),
         )
         for topic in body.topics

@@ -11,16 +11,21 @@ Authorization (Kafka's ``handleInitProducerIdRequest``): a transactional id need
 on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
 IDEMPOTENT_WRITE on the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED).
 
+The handler is written against version 4's classes (``DecodedRequest.body_as``), and
+so is the coordinator's answer; ``reply`` converts it to the version asked.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+from kio.schema.types import ProducerId
+from kio.static.primitive import i16
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange, encode_response
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import (
     authorize,
@@ -28,9 +33,9 @@ from tickwheel.server._authorization import (
     authorize_cluster,
 )
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole, reply
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, refuse_whole, reply
 
-_FIRST_EPOCH = 0
+_FIRST_EPOCH = i16(0)
 
 
 def _refusal(
@@ -50,24 +55,27 @@ def _refusal(
 
 async def handle_init_producer_id(context: BrokerContext, request: DecodedRequest) -> Response:
     """Allocate a fresh producer id, or ask the transaction coordinator."""
-    body: Any = request.body
+    body = request.body_as(InitProducerIdRequest)
     if context.authorizer is not None:
         refusal = _refusal(context, request, body.transactional_id)
         if refusal is not None:
             return refuse_whole(request, refusal)
     if body.transactional_id is not None:
-        response = await context.transactions.apis.init_producer_id(body)
-        return encode_response(request.correlation_id, response)
+        response = await context.transactions.apis.init_producer_id(body, request.api_version)
+        return reply(request, response)
+    producer_id = (
+        await context.cluster.allocate_producer_id()
+        if context.cluster is not None
+        else context.topics.allocate_producer_id()
+    )
     return reply(
         request,
-        {
-            "throttle_time": 0,
-            "error_code": ErrorCode.none,
-            "producer_id": await context.cluster.allocate_producer_id()
-            if context.cluster is not None
-            else context.topics.allocate_producer_id(),
-            "producer_epoch": _FIRST_EPOCH,
-        },
+        InitProducerIdResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            producer_id=ProducerId(producer_id),
+            producer_epoch=_FIRST_EPOCH,
+        ),
     )
 
 

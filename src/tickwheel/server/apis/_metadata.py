@@ -24,6 +24,10 @@ unknown topic it may not create (CREATE on the cluster or on the topic) is answe
 TOPIC_AUTHORIZATION_FAILED rather than created. ``include_topic_authorized_operations``
 (v8+) gets each topic's operations the principal may perform.
 
+The handler is written against version 12's classes: the request is read as v12
+(``DecodedRequest.body_as``, the request itself from a v12 client) and each topic's
+entry built as v12, then converted to the request's version as it is encoded.
+
 Cost: each topic's entry is encoded once per (version, listener) and kept until the
 topic changes (``_topic_metadata``), so a request costs what its topics cost; an entry
 with ``topic_authorized_operations`` depends on the principal and is built each time.
@@ -33,11 +37,20 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Hashable
-from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32
 
 from tickwheel.protocol import (
     ApiKey,
@@ -56,28 +69,35 @@ from tickwheel.server._authorization import (
     authorized_names,
     authorized_operations,
 )
-from tickwheel.server._cluster import auto_create_topic, broker_entries, partition_entries
+from tickwheel.server._cluster import auto_create_topic, partition_entries
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._topics import topic_name_error
-from tickwheel.server.apis._common import ApiSpec, Response
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
 _NULLABLE_RESPONSE_NAME_VERSION = 12
 
 
+def _error_entry(
+    error: ErrorCode, name: str | None, topic_id: uuid.UUID | None = None
+) -> MetadataResponseTopic:
+    return MetadataResponseTopic(
+        error_code=error,
+        name=None if name is None else TopicName(name),
+        topic_id=topic_id,
+        partitions=(),
+    )
+
+
 def _unknown_topic_id_entry(
     topic_id: uuid.UUID, version: int, error: ErrorCode = ErrorCode.unknown_topic_id
-) -> dict[str, Any]:
-    return {
-        "error_code": error,
-        # A response names an unknown topic null from v12; v10 and v11 have no null name.
-        "name": None if version >= _NULLABLE_RESPONSE_NAME_VERSION else "",
-        "topic_id": topic_id,
-        "partitions": [],
-    }
+) -> MetadataResponseTopic:
+    # A response names an unknown topic null from v12; v10 and v11 have no null name.
+    name = None if version >= _NULLABLE_RESPONSE_NAME_VERSION else ""
+    return _error_entry(error, name, topic_id)
 
 
-def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
+def _topic_entry(context: BrokerContext, name: str) -> MetadataResponseTopic:
     info = context.topics.topics.get(name)
     if info is None:
         error = (
@@ -85,54 +105,58 @@ def _topic_entry(context: BrokerContext, name: str) -> dict[str, Any]:
             if topic_name_error(name)
             else ErrorCode.unknown_topic_or_partition
         )
-        return {"error_code": error, "name": name, "topic_id": None, "partitions": []}
+        return _error_entry(error, name)
     if context.cluster is not None:
-        return {
-            "error_code": ErrorCode.none,
-            "name": name,
-            "topic_id": info.topic_id,
-            "is_internal": is_internal_topic(name),
-            "partitions": partition_entries(context.cluster, name, context.request_listener),
-        }
-    broker_id = context.broker_id
+        partitions = partition_entries(context.cluster, name, context.request_listener)
+    else:
+        partitions = _local_partitions(context, name, info.num_partitions)
+    return MetadataResponseTopic(
+        error_code=ErrorCode.none,
+        name=TopicName(name),
+        topic_id=info.topic_id,
+        is_internal=is_internal_topic(name),
+        partitions=partitions,
+    )
+
+
+def _local_partitions(
+    context: BrokerContext, name: str, num_partitions: int
+) -> tuple[MetadataResponsePartition, ...]:
+    """A topic's partitions on a single node: this broker leads each one it can."""
+    broker_id = BrokerId(context.broker_id)
+    only_this_broker = (broker_id,)
     partitions = []
-    for index in range(info.num_partitions):
+    for index in range(num_partitions):
         tp = TopicPartition(name, index)
         partition = context.replica_manager.get_partition(tp)
-        epoch = partition.leader_epoch if partition is not None else 0
+        epoch = i32(partition.leader_epoch if partition is not None else 0)
         if context.replica_manager.log_manager.is_offline(tp):
             # Its log directory failed and no other replica can lead (Kafka's
             # controller leaves it leaderless): clients wait rather than retry here.
             partitions.append(
-                {
-                    "error_code": ErrorCode.leader_not_available,
-                    "partition_index": index,
-                    "leader_id": NO_LEADER,
-                    "leader_epoch": epoch,
-                    "replica_nodes": [broker_id],
-                    "isr_nodes": [],
-                    "offline_replicas": [broker_id],
-                }
+                MetadataResponsePartition(
+                    error_code=ErrorCode.leader_not_available,
+                    partition_index=i32(index),
+                    leader_id=BrokerId(NO_LEADER),
+                    leader_epoch=epoch,
+                    replica_nodes=only_this_broker,
+                    isr_nodes=(),
+                    offline_replicas=only_this_broker,
+                )
             )
             continue
         partitions.append(
-            {
-                "error_code": ErrorCode.none,
-                "partition_index": index,
-                "leader_id": broker_id,
-                "leader_epoch": epoch,
-                "replica_nodes": [broker_id],
-                "isr_nodes": [broker_id],
-                "offline_replicas": [],
-            }
+            MetadataResponsePartition(
+                error_code=ErrorCode.none,
+                partition_index=i32(index),
+                leader_id=broker_id,
+                leader_epoch=epoch,
+                replica_nodes=only_this_broker,
+                isr_nodes=only_this_broker,
+                offline_replicas=(),
+            )
         )
-    return {
-        "error_code": ErrorCode.none,
-        "name": name,
-        "topic_id": info.topic_id,
-        "is_internal": is_internal_topic(name),
-        "partitions": partitions,
-    }
+    return tuple(partitions)
 
 
 def _stamp(context: BrokerContext, name: str) -> Hashable | None:
@@ -184,28 +208,26 @@ def _may_create(context: BrokerContext, request: DecodedRequest, name: str) -> b
 def _entry(
     context: BrokerContext,
     request: DecodedRequest,
+    body: MetadataRequest,
     name: str,
     denied: bool,
     by_id: dict[str, uuid.UUID],
 ) -> bytes:
-    if not denied and not getattr(request.body, "include_topic_authorized_operations", False):
+    if not denied and not body.include_topic_authorized_operations:
         return _topic_bytes(context, request, name)
     if not denied:
-        entry = _topic_entry(context, name)
-        entry["topic_authorized_operations"] = authorized_operations(
-            context, request, ResourceType.TOPIC, name
+        entry = dataclasses.replace(
+            _topic_entry(context, name),
+            topic_authorized_operations=i32(
+                authorized_operations(context, request, ResourceType.TOPIC, name)
+            ),
         )
     elif name in by_id:
         entry = _unknown_topic_id_entry(
             by_id[name], request.api_version, ErrorCode.topic_authorization_failed
         )
     else:
-        entry = {
-            "error_code": ErrorCode.topic_authorization_failed,
-            "name": name,
-            "topic_id": None,
-            "partitions": [],
-        }
+        entry = _error_entry(ErrorCode.topic_authorization_failed, name)
     item_class = array_item_class(response_schema(request.api_key, request.api_version), "topics")
     return encode_entity(item_class, entry)
 
@@ -230,7 +252,7 @@ async def _auto_create(
 
 async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Response:
     """Describe the cluster and the requested (or all) topics."""
-    body: Any = request.body
+    body = request.body_as(MetadataRequest)
     cluster = context.cluster
     unknown_ids: list[uuid.UUID] = []
     by_id: dict[str, uuid.UUID] = {}
@@ -254,7 +276,7 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
         names = [t.name for t in body.topics if t.name is not None]
         # From v10 a topic may be asked for by id alone (name null).
         for t in body.topics:
-            topic_id = getattr(t, "topic_id", None)
+            topic_id = t.topic_id
             if t.name is not None or topic_id is None or topic_id == _NO_TOPIC_ID:
                 continue
             known = context.topic_name(topic_id)
@@ -267,29 +289,42 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
             denied = set(names) - authorized_names(
                 context, request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
             )
-        if getattr(body, "allow_auto_topic_creation", True):
+        if body.allow_auto_topic_creation:
             await _auto_create(context, request, names, denied)
-    endpoint = context.advertised
     response_class = response_schema(request.api_key, request.api_version)
     item_class = array_item_class(response_class, "topics")
-    topics = [_entry(context, request, name, name in denied, by_id) for name in names]
+    topics = [_entry(context, request, body, name, name in denied, by_id) for name in names]
     topics += [
         encode_entity(item_class, _unknown_topic_id_entry(topic_id, request.api_version))
         for topic_id in unknown_ids
     ]
+    rest = MetadataResponse(
+        throttle_time=NO_THROTTLE,
+        brokers=_brokers(context),
+        cluster_id=context.cluster_id,
+        controller_id=BrokerId(
+            cluster.cache.live_controller_id() if cluster else context.broker_id
+        ),
+        topics=(),
+    )
     return encode_response_with_array(
-        request.correlation_id,
-        response_class,
-        {
-            "throttle_time": 0,
-            "brokers": broker_entries(cluster, context.request_listener)
-            if cluster is not None
-            else [{"node_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}],
-            "cluster_id": context.cluster_id,
-            "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
-        },
-        "topics",
-        topics,
+        request.correlation_id, response_class, rest, "topics", topics
+    )
+
+
+def _brokers(context: BrokerContext) -> tuple[MetadataResponseBroker, ...]:
+    """This broker alone, or in a cluster every live broker with the request's listener
+    (the endpoint there; a broker without it is left out)."""
+    if context.cluster is None:
+        endpoint = context.advertised
+        return (
+            MetadataResponseBroker(
+                node_id=BrokerId(context.broker_id), host=endpoint.host, port=i32(endpoint.port)
+            ),
+        )
+    return tuple(
+        MetadataResponseBroker(node_id=BrokerId(b.broker_id), host=b.host, port=i32(b.port))
+        for b in context.cluster.cache.endpoints(context.request_listener)
     )
 
 

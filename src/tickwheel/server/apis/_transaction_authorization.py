@@ -2,7 +2,7 @@
 
 With an authorizer configured, the rule of each API (``authorized_transaction_handler``,
 chosen once when the broker's API table is built) checks a request before the
-coordinator's handler sees it:
+coordinator's method for it sees it:
 
 - EndTxn: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
 - AddOffsetsToTxn: the same, then READ on the group (GROUP_AUTHORIZATION_FAILED);
@@ -13,7 +13,9 @@ coordinator's handler sees it:
 - DescribeTransactions: DESCRIBE on each transactional id (the others
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED); ListTransactions lists those it may DESCRIBE.
 
-InitProducerId's rule lives with its handler (``_init_producer_id``).
+InitProducerId's rule lives with its handler (``_init_producer_id``). A rule reads the
+request as the newest version its API serves, as the coordinator does, and answers with
+that version's typed response, which ``reply`` converts to the version asked.
 
 Concurrency: event-loop thread only, like every handler.
 """
@@ -22,22 +24,33 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
-from kio.schema.errors import ErrorCode
-
-from tickwheel.coordinator.transaction import TransactionApiHandler, TransactionService
-from tickwheel.protocol import (
-    ApiKey,
-    DecodedRequest,
-    build_entity,
-    encode_response,
-    response_schema,
+from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest
+from kio.schema.add_partitions_to_txn.v3.response import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
 )
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.describe_transactions.v0.response import (
+    DescribeTransactionsResponse,
+    TransactionState,
+)
+from kio.schema.end_txn.v3.request import EndTxnRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+
+from tickwheel.coordinator.transaction import (
+    DescribedTransaction,
+    TransactionService,
+    described_state,
+)
+from tickwheel.protocol import ApiKey, DecodedRequest
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import Response, refuse_whole
+from tickwheel.server.apis._common import NO_THROTTLE, Response, refuse_whole, reply
 
 _ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
 _ADD_OFFSETS_TO_TXN = ApiKey.ADD_OFFSETS_TO_TXN
@@ -46,18 +59,9 @@ _DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
 _LIST_TRANSACTIONS = ApiKey.LIST_TRANSACTIONS
 _TXN_DENIED = ErrorCode.transactional_id_authorization_failed
 
-_Rule = Callable[
-    [BrokerContext, TransactionService, DecodedRequest, TransactionApiHandler], Awaitable[Response]
-]
 AuthorizedHandler = Callable[
     [BrokerContext, TransactionService, DecodedRequest], Awaitable[Response]
 ]
-
-
-async def _answer(
-    transactions: TransactionService, request: DecodedRequest, handler: TransactionApiHandler
-) -> Response:
-    return encode_response(request.correlation_id, await handler(transactions.apis, request.body))
 
 
 def _txn_allowed(context: BrokerContext, request: DecodedRequest, transactional_id: str) -> bool:
@@ -66,8 +70,9 @@ def _txn_allowed(context: BrokerContext, request: DecodedRequest, transactional_
     )
 
 
-def _add_partitions(context: BrokerContext, request: DecodedRequest) -> Response | None:
-    body: Any = request.body
+def _add_partitions_refused(
+    context: BrokerContext, request: DecodedRequest, body: AddPartitionsToTxnRequest
+) -> Response | None:
     topics = body.v3_and_below_topics
     error_by_topic: dict[str, ErrorCode] = {}
     if not _txn_allowed(context, request, body.v3_and_below_transactional_id):
@@ -83,67 +88,64 @@ def _add_partitions(context: BrokerContext, request: DecodedRequest) -> Response
             else ErrorCode.topic_authorization_failed
             for name in names
         }
-    results = [
-        {
-            "name": t.name,
-            "results_by_partition": [
-                {"partition_index": index, "partition_error_code": error_by_topic[t.name]}
+    results = tuple(
+        AddPartitionsToTxnTopicResult(
+            name=t.name,
+            results_by_partition=tuple(
+                AddPartitionsToTxnPartitionResult(
+                    partition_index=index, partition_error_code=error_by_topic[t.name]
+                )
                 for index in t.partitions
-            ],
-        }
+            ),
+        )
         for t in topics
-    ]
-    cls = response_schema(request.api_key, request.api_version)
-    values = {"throttle_time": 0, "results_by_topic_v3_and_below": results}
-    return encode_response(request.correlation_id, build_entity(cls, values))
+    )
+    return reply(
+        request,
+        AddPartitionsToTxnResponse(
+            throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=results
+        ),
+    )
 
 
 async def _describe_transactions(
     context: BrokerContext,
     transactions: TransactionService,
     request: DecodedRequest,
-    handler: TransactionApiHandler,
 ) -> Response:
-    body: Any = request.body
-    ids = list(body.transactional_ids)
+    body = request.body_as(DescribeTransactionsRequest)
+    ids = body.transactional_ids
     allowed = authorized_names(
         context, request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, ids
     )
     if len(allowed) == len(set(ids)):
-        return await _answer(transactions, request, handler)
-    refused = [
-        {
-            "error_code": _TXN_DENIED,
-            "transactional_id": txn_id,
-            "transaction_state": "",
-            "transaction_timeout": 0,
-            "transaction_start_time": -1,
-            "producer_id": -1,
-            "producer_epoch": -1,
-            "topics": [],
-        }
+        return reply(request, await transactions.apis.describe_transactions(body))
+    refused = tuple(
+        described_state(DescribedTransaction(_TXN_DENIED, txn_id))
         for txn_id in ids
         if txn_id not in allowed
-    ]
+    )
     kept = tuple(txn_id for txn_id in ids if txn_id in allowed)
-    cls = response_schema(request.api_key, request.api_version)
-    states: list[Any] = []
+    states: tuple[TransactionState, ...] = ()
     if kept:
-        answered: Any = await handler(
-            transactions.apis, dataclasses.replace(body, transactional_ids=kept)
+        answered = await transactions.apis.describe_transactions(
+            dataclasses.replace(body, transactional_ids=kept)
         )
-        states = list(answered.transaction_states)
-    values = {"throttle_time": 0, "transaction_states": [*states, *refused]}
-    return encode_response(request.correlation_id, build_entity(cls, values))
+        states = answered.transaction_states
+    return reply(
+        request,
+        DescribeTransactionsResponse(
+            throttle_time=NO_THROTTLE, transaction_states=(*states, *refused)
+        ),
+    )
 
 
 async def _list_transactions(
     context: BrokerContext,
     transactions: TransactionService,
     request: DecodedRequest,
-    handler: TransactionApiHandler,
 ) -> Response:
-    answered: Any = await handler(transactions.apis, request.body)
+    answered = await transactions.apis.list_transactions(request.body_as(ListTransactionsRequest))
     allowed = authorized_names(
         context,
         request,
@@ -153,50 +155,40 @@ async def _list_transactions(
         log_if_denied=False,
     )
     listed = tuple(s for s in answered.transaction_states if s.transactional_id in allowed)
-    return encode_response(
-        request.correlation_id, dataclasses.replace(answered, transaction_states=listed)
-    )
+    return reply(request, dataclasses.replace(answered, transaction_states=listed))
 
 
 async def _end_txn(
-    context: BrokerContext,
-    transactions: TransactionService,
-    request: DecodedRequest,
-    handler: TransactionApiHandler,
+    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
 ) -> Response:
-    body: Any = request.body
+    body = request.body_as(EndTxnRequest)
     if not _txn_allowed(context, request, body.transactional_id):
         return refuse_whole(request, _TXN_DENIED)
-    return await _answer(transactions, request, handler)
+    return reply(request, await transactions.apis.end_txn(body, request.api_version))
 
 
 async def _add_offsets_to_txn(
-    context: BrokerContext,
-    transactions: TransactionService,
-    request: DecodedRequest,
-    handler: TransactionApiHandler,
+    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
 ) -> Response:
-    body: Any = request.body
+    body = request.body_as(AddOffsetsToTxnRequest)
     if not _txn_allowed(context, request, body.transactional_id):
         return refuse_whole(request, _TXN_DENIED)
     if not authorize(context, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         return refuse_whole(request, ErrorCode.group_authorization_failed)
-    return await _answer(transactions, request, handler)
+    return reply(request, await transactions.apis.add_offsets_to_txn(body, request.api_version))
 
 
 async def _add_partitions_to_txn(
-    context: BrokerContext,
-    transactions: TransactionService,
-    request: DecodedRequest,
-    handler: TransactionApiHandler,
+    context: BrokerContext, transactions: TransactionService, request: DecodedRequest
 ) -> Response:
-    refused = _add_partitions(context, request)
+    body = request.body_as(AddPartitionsToTxnRequest)
+    refused = _add_partitions_refused(context, request, body)
     if refused is not None:
         return refused
-    return await _answer(transactions, request, handler)
+    return reply(request, await transactions.apis.add_partitions_to_txn(body, request.api_version))
 
 
-_RULES: Mapping[int, _Rule] = {
+_RULES: Mapping[int, AuthorizedHandler] = {
     _END_TXN: _end_txn,
     _ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
     _ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
@@ -205,15 +197,6 @@ _RULES: Mapping[int, _Rule] = {
 }
 
 
-def authorized_transaction_handler(
-    api_key: int, handler: TransactionApiHandler
-) -> AuthorizedHandler:
+def authorized_transaction_handler(api_key: int) -> AuthorizedHandler:
     """API ``api_key``'s handler behind its authorization rule (see the module docstring)."""
-    rule = _RULES[api_key]
-
-    async def authorized(
-        context: BrokerContext, transactions: TransactionService, request: DecodedRequest
-    ) -> Response:
-        return await rule(context, transactions, request, handler)
-
-    return authorized
+    return _RULES[api_key]

@@ -5,7 +5,8 @@ go to the broker's ``TransactionService`` (``context.transactions``); so do
 FindCoordinator with key_type 1 (``_find_coordinator``) and InitProducerId with a
 transactional id (``_init_producer_id``). Their versions and handlers live in
 ``tickwheel.coordinator.transaction``: each API's spec here calls that API's handler
-(``TRANSACTION_API_HANDLERS``) directly.
+(``TRANSACTION_API_HANDLERS``) directly, and replies with its typed answer at the
+version asked.
 
 ``start_transactions`` runs at broker start-up after ``start_groups`` (markers the
 loaded transactions send may land in ``__consumer_offsets``, whose groups must be
@@ -42,11 +43,11 @@ from tickwheel.coordinator.transaction import (
     TransactionConfig,
     TransactionService,
 )
-from tickwheel.protocol import DecodedRequest, VersionRange, encode_response
+from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.replica import NO_LEADER, TopicPartition
 from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server._time import BrokerTime
-from tickwheel.server.apis._common import ApiSpec, Response
+from tickwheel.server.apis._common import ApiSpec, Response, reply
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
 from tickwheel.server.apis._transaction_authorization import authorized_transaction_handler
 
@@ -165,14 +166,13 @@ def _cluster_locator(
 def _transaction_spec(api_key: int, versions: VersionRange) -> ApiSpec:
     """API ``api_key`` answered by the transaction coordinator's handler for it."""
     handler = TRANSACTION_API_HANDLERS[api_key]
-    authorized = authorized_transaction_handler(api_key, handler)
+    authorized = authorized_transaction_handler(api_key)
 
     async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
         transactions = context.transactions
         if context.authorizer is not None:
             return await authorized(context, transactions, request)
-        response = await handler(transactions.apis, request.body)
-        return encode_response(request.correlation_id, response)
+        return reply(request, await handler(transactions.apis, request))
 
     return ApiSpec(api_key, TRANSACTION_API_NAMES[api_key], versions, handle)
 

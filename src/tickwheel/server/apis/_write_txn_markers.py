@@ -5,16 +5,24 @@ Sent by a transaction coordinator to each partition leader (a local coordinator 
 acks=all and COORDINATOR origin, with Kafka's ``request.timeout.ms`` default as its
 timeout (``handleWriteTxnMarkersRequest``); the answer lists every partition's error
 per producer id. Only v1 exists: kio has no v0, which Kafka 4 removed. Only brokers
-may write markers: CLUSTER_ACTION on the cluster.
+may write markers: CLUSTER_ACTION on the cluster. The handler is written against v1's
+classes.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
+from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WriteTxnMarkersRequest
+from kio.schema.write_txn_markers.v1.response import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersResponse,
+)
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition, TxnMarker
@@ -26,10 +34,12 @@ from tickwheel.server.apis._common import ApiSpec, Pending, Response, reply
 
 async def handle_write_txn_markers(context: BrokerContext, request: DecodedRequest) -> Response:
     """Append every marker, then answer per producer and partition."""
-    body: Any = request.body
+    body = request.body_as(WriteTxnMarkersRequest)
     if not authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
         # Only brokers write markers (Kafka: every partition CLUSTER_AUTHORIZATION_FAILED).
-        return _refused(request, body)
+        return reply(
+            request, _answer(body, lambda _marker, _tp: ErrorCode.cluster_authorization_failed)
+        )
     markers = [
         TxnMarker(
             producer_id=marker.producer_id,
@@ -49,55 +59,36 @@ async def handle_write_txn_markers(context: BrokerContext, request: DecodedReque
     context.replica_manager.append_txn_markers(markers, timeout_ms, pending.resolve)
     results = await pending
     return reply(
-        request,
-        {
-            "markers": [
-                {
-                    "producer_id": marker.producer_id,
-                    "topics": [
-                        {
-                            "name": topic.name,
-                            "partitions": [
-                                {
-                                    "partition_index": index,
-                                    "error_code": results[marker.producer_id][
-                                        TopicPartition(topic.name, index)
-                                    ],
-                                }
-                                for index in topic.partition_indexes
-                            ],
-                        }
-                        for topic in marker.topics
-                    ],
-                }
-                for marker in body.markers
-            ],
-        },
+        request, _answer(body, lambda marker, tp: ErrorCode(results[marker.producer_id][tp]))
     )
 
 
-def _refused(request: DecodedRequest, body: Any) -> Response:
-    error = ErrorCode.cluster_authorization_failed
-    return reply(
-        request,
-        {
-            "markers": [
-                {
-                    "producer_id": marker.producer_id,
-                    "topics": [
-                        {
-                            "name": topic.name,
-                            "partitions": [
-                                {"partition_index": index, "error_code": error}
-                                for index in topic.partition_indexes
-                            ],
-                        }
-                        for topic in marker.topics
-                    ],
-                }
-                for marker in body.markers
-            ],
-        },
+def _answer(
+    body: WriteTxnMarkersRequest,
+    error_of: Callable[[WritableTxnMarker, TopicPartition], ErrorCode],
+) -> WriteTxnMarkersResponse:
+    """The response naming every marker's partitions in the request's order, each with
+    ``error_of(marker, partition)``."""
+    return WriteTxnMarkersResponse(
+        markers=tuple(
+            WritableTxnMarkerResult(
+                producer_id=marker.producer_id,
+                topics=tuple(
+                    WritableTxnMarkerTopicResult(
+                        name=topic.name,
+                        partitions=tuple(
+                            WritableTxnMarkerPartitionResult(
+                                partition_index=index,
+                                error_code=error_of(marker, TopicPartition(topic.name, index)),
+                            )
+                            for index in topic.partition_indexes
+                        ),
+                    )
+                    for topic in marker.topics
+                ),
+            )
+            for marker in body.markers
+        )
     )
 
 
