@@ -15,7 +15,9 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
-from kio.schema.delete_records.v2.request import DeleteRecordsRequest
+from collections.abc import Mapping
+
+from kio.schema.delete_records.v2.request import DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.delete_records.v2.response import (
     DeleteRecordsPartitionResult as PartitionAnswer,
 )
@@ -32,6 +34,22 @@ from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Pending, Response, reply, to_ms
+
+
+def _topic_answer(
+    topic: DeleteRecordsTopic, results: Mapping[TopicPartition, DeleteRecordsPartitionResult]
+) -> DeleteRecordsTopicResult:
+    partitions = []
+    for p in topic.partitions:
+        result = results[TopicPartition(topic.name, p.partition_index)]
+        partitions.append(
+            PartitionAnswer(
+                partition_index=p.partition_index,
+                low_watermark=i64(result.low_watermark),
+                error_code=ErrorCode(result.error_code),
+            )
+        )
+    return DeleteRecordsTopicResult(name=topic.name, partitions=tuple(partitions))
 
 
 async def handle_delete_records(context: BrokerContext, request: DecodedRequest) -> Response:
@@ -52,21 +70,7 @@ async def handle_delete_records(context: BrokerContext, request: DecodedRequest)
         pending: Pending[dict[TopicPartition, DeleteRecordsPartitionResult]] = Pending()
         context.replica_manager.delete_records(to_ms(body.timeout), offsets, pending.resolve)
         results.update(await pending)
-    topics = tuple(
-        DeleteRecordsTopicResult(
-            name=topic.name,
-            partitions=tuple(
-                PartitionAnswer(
-                    partition_index=p.partition_index,
-                    low_watermark=i64(result.low_watermark),
-                    error_code=ErrorCode(result.error_code),
-                )
-                for p in topic.partitions
-                for result in [results[TopicPartition(topic.name, p.partition_index)]]
-            ),
-        )
-        for topic in body.topics
-    )
+    topics = tuple(_topic_answer(topic, results) for topic in body.topics)
     return reply(request, DeleteRecordsResponse(throttle_time=NO_THROTTLE, topics=topics))
 
 
