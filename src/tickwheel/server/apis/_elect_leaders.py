@@ -69,21 +69,20 @@ def _single_node(
 async def handle_elect_leaders(context: BrokerContext, request: DecodedRequest) -> Response:
     """Elect the requested partitions' leaders on the controller and answer per partition."""
     body = request.body_as(ElectLeadersRequest)
-    election_type = body.election_type
     requested = _requested(body)
     top_error = ErrorCode.none
     results: dict[TopicPartition, ErrorCode] = {}
     if not authorize_cluster(context, request, AclOperation.ALTER):
         top_error = ErrorCode.cluster_authorization_failed
         results = dict.fromkeys(requested or [], top_error)
-    elif election_type not in (_PREFERRED, _UNCLEAN):
+    elif body.election_type not in (_PREFERRED, _UNCLEAN):
         top_error = ErrorCode.invalid_request
     elif context.cluster is None:
         # A null list asks for every partition: none needs an election here.
         results = _single_node(context, requested or [])
     else:
         results = await context.cluster.elect_leaders(
-            requested, preferred=election_type == _PREFERRED, timeout_ms=to_ms(body.timeout)
+            requested, preferred=body.election_type == _PREFERRED, timeout_ms=to_ms(body.timeout)
         )
     if top_error != ErrorCode.none and request.api_version < _FIRST_TOP_LEVEL_ERROR_VERSION:
         results = dict.fromkeys(requested or [], top_error)

@@ -20,8 +20,8 @@ which the connection also asks before every request (``Connection._admit``):
   whether the user exists; the broker logs the reason. A SaslAuthenticate outside an exchange
   is ILLEGAL_SASL_STATE.
 
-The handlers read and answer with SaslHandshake v1's and SaslAuthenticate v2's classes;
-``reply`` converts an answer to the version asked.
+The handlers are written against SaslHandshake v1's and SaslAuthenticate v2's classes;
+``body_as`` and ``reply`` carry SaslAuthenticate v0 and v1.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
