@@ -19,15 +19,32 @@ Changes go through ``AclStore.update``, one per resource pattern, so they are du
 (the log directory's file, or ZooKeeper) before the answer and seen at once by every
 broker's authorizer.
 
+The handlers are written against v3's classes; ``body_as`` and ``reply`` carry the
+versions before it.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+from kio.schema.create_acls.v3.response import AclCreationResult, CreateAclsResponse
+from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
+from kio.schema.delete_acls.v3.response import (
+    DeleteAclsFilterResult,
+    DeleteAclsMatchingAcl,
+    DeleteAclsResponse,
+)
+from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+from kio.schema.describe_acls.v3.response import (
+    AclDescription,
+    DescribeAclsResource,
+    DescribeAclsResponse,
+)
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import (
@@ -44,14 +61,14 @@ from tickwheel.security import (
 from tickwheel.server._acl_store import AclStore
 from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
 
 _log = logging.getLogger(__name__)
 _VERSIONS = VersionRange(1, 3)
 _NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def _filter(item: Any) -> AclBindingFilter:
+def _filter(item: DescribeAclsRequest | DeleteAclsFilter) -> AclBindingFilter:
     return AclBindingFilter(
         ResourceType.from_code(item.resource_type_filter),
         item.resource_name_filter,
@@ -63,7 +80,7 @@ def _filter(item: Any) -> AclBindingFilter:
     )
 
 
-def _binding(item: Any) -> AclBinding:
+def _binding(item: AclCreation) -> AclBinding:
     return AclBinding(
         ResourcePattern(
             ResourceType.from_code(item.resource_type),
@@ -79,52 +96,57 @@ def _binding(item: Any) -> AclBinding:
     )
 
 
-def _entry_fields(entry: AccessControlEntry) -> dict[str, Any]:
-    return {
-        "principal": entry.principal,
-        "host": entry.host,
-        "operation": entry.operation.value,
-        "permission_type": entry.permission.value,
-    }
+def _description(entry: AccessControlEntry) -> AclDescription:
+    return AclDescription(
+        principal=entry.principal,
+        host=entry.host,
+        operation=i8(entry.operation.value),
+        permission_type=i8(entry.permission.value),
+    )
+
+
+def _described(error_code: ErrorCode, message: str) -> DescribeAclsResponse:
+    return DescribeAclsResponse(
+        throttle_time=NO_THROTTLE, error_code=error_code, error_message=message, resources=()
+    )
 
 
 async def handle_describe_acls(context: BrokerContext, request: DecodedRequest) -> Response:
     """The bindings the filter selects, grouped by resource pattern."""
-    answer: dict[str, Any] = {
-        "throttle_time": 0,
-        "error_code": ErrorCode.none,
-        "error_message": None,
-        "resources": [],
-    }
     authorizer = context.authorizer
-    binding_filter = _filter(request.body)
+    binding_filter = _filter(request.body_as(DescribeAclsRequest))
     if authorizer is None:
-        answer.update(error_code=ErrorCode.security_disabled, error_message=_NO_AUTHORIZER)
-        return reply(request, answer)
+        return reply(request, _described(ErrorCode.security_disabled, _NO_AUTHORIZER))
     if not authorize_cluster(context, request, AclOperation.DESCRIBE):
-        answer.update(
-            error_code=ErrorCode.cluster_authorization_failed,
-            error_message="Cluster authorization failed.",
+        return reply(
+            request,
+            _described(ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
         )
-        return reply(request, answer)
     try:
         binding_filter.validate()
     except AclError as exc:
-        answer.update(error_code=ErrorCode.invalid_request, error_message=str(exc))
-        return reply(request, answer)
+        return reply(request, _described(ErrorCode.invalid_request, str(exc)))
     grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
     for binding in authorizer.acls(binding_filter):
         grouped.setdefault(binding.pattern, []).append(binding.entry)
-    answer["resources"] = [
-        {
-            "resource_type": pattern.resource_type.value,
-            "resource_name": pattern.name,
-            "pattern_type": pattern.pattern_type.value,
-            "acls": [_entry_fields(entry) for entry in entries],
-        }
+    resources = tuple(
+        DescribeAclsResource(
+            resource_type=i8(pattern.resource_type.value),
+            resource_name=pattern.name,
+            pattern_type=i8(pattern.pattern_type.value),
+            acls=tuple(_description(entry) for entry in entries),
+        )
         for pattern, entries in grouped.items()
-    ]
-    return reply(request, answer)
+    )
+    return reply(
+        request,
+        DescribeAclsResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            error_message=None,
+            resources=resources,
+        ),
+    )
 
 
 def _refusal(context: BrokerContext, request: DecodedRequest) -> tuple[ErrorCode, str | None]:
@@ -138,56 +160,64 @@ def _refusal(context: BrokerContext, request: DecodedRequest) -> tuple[ErrorCode
 
 async def handle_create_acls(context: BrokerContext, request: DecodedRequest) -> Response:
     """Store each valid binding; one result per creation, in order."""
-    body: Any = request.body
+    body = request.body_as(CreateAclsRequest)
     error_code, message = _refusal(context, request)
     store = context.acl_store
     if error_code != ErrorCode.none or store is None:
-        refused = [{"error_code": error_code, "error_message": message} for _ in body.creations]
-        return reply(request, {"throttle_time": 0, "results": refused})
-    results: list[dict[str, Any]] = []
+        refused = AclCreationResult(error_code=error_code, error_message=message)
+        return reply(
+            request,
+            CreateAclsResponse(
+                throttle_time=NO_THROTTLE, results=tuple(refused for _ in body.creations)
+            ),
+        )
+    results: list[AclCreationResult] = []
     additions: dict[ResourcePattern, set[AccessControlEntry]] = {}
     for creation in body.creations:
         binding = _binding(creation)
         try:
             binding.validate()
         except AclError as exc:
-            results.append({"error_code": ErrorCode.invalid_request, "error_message": str(exc)})
+            results.append(
+                AclCreationResult(error_code=ErrorCode.invalid_request, error_message=str(exc))
+            )
             continue
         additions.setdefault(binding.pattern, set()).add(binding.entry)
-        results.append({"error_code": ErrorCode.none, "error_message": None})
+        results.append(AclCreationResult(error_code=ErrorCode.none, error_message=None))
     failure = await _apply(store, additions, {})
     if failure is not None:
-        for result in results:
-            if result["error_code"] == ErrorCode.none:
-                result.update(error_code=ErrorCode.unknown_server_error, error_message=failure)
-    return reply(request, {"throttle_time": 0, "results": results})
+        failed = AclCreationResult(error_code=ErrorCode.unknown_server_error, error_message=failure)
+        results = [failed if r.error_code == ErrorCode.none else r for r in results]
+    return reply(request, CreateAclsResponse(throttle_time=NO_THROTTLE, results=tuple(results)))
 
 
 async def handle_delete_acls(context: BrokerContext, request: DecodedRequest) -> Response:
     """Remove what each filter selects; each removed binding reported once."""
-    body: Any = request.body
+    body = request.body_as(DeleteAclsRequest)
     error_code, message = _refusal(context, request)
     store = context.acl_store
     if error_code != ErrorCode.none or store is None:
-        refused: list[dict[str, Any]] = [
-            {"error_code": error_code, "error_message": message, "matching_acls": []}
-            for _ in body.filters
-        ]
-        return reply(request, {"throttle_time": 0, "filter_results": refused})
+        refused = DeleteAclsFilterResult(
+            error_code=error_code, error_message=message, matching_acls=()
+        )
+        return reply(
+            request,
+            DeleteAclsResponse(
+                throttle_time=NO_THROTTLE, filter_results=tuple(refused for _ in body.filters)
+            ),
+        )
     taken: set[AclBinding] = set()
     removals: dict[ResourcePattern, set[AccessControlEntry]] = {}
-    results: list[dict[str, Any]] = []
+    results: list[DeleteAclsFilterResult] = []
     for item in body.filters:
         binding_filter = _filter(item)
         try:
             binding_filter.validate()
         except AclError as exc:
             results.append(
-                {
-                    "error_code": ErrorCode.invalid_request,
-                    "error_message": str(exc),
-                    "matching_acls": [],
-                }
+                DeleteAclsFilterResult(
+                    error_code=ErrorCode.invalid_request, error_message=str(exc), matching_acls=()
+                )
             )
             continue
         matched = [b for b in store.authorizer.acls(binding_filter) if b not in taken]
@@ -195,34 +225,36 @@ async def handle_delete_acls(context: BrokerContext, request: DecodedRequest) ->
         for binding in matched:
             removals.setdefault(binding.pattern, set()).add(binding.entry)
         results.append(
-            {
-                "error_code": ErrorCode.none,
-                "error_message": None,
-                "matching_acls": [_matching(binding) for binding in matched],
-            }
+            DeleteAclsFilterResult(
+                error_code=ErrorCode.none,
+                error_message=None,
+                matching_acls=tuple(_matching(binding) for binding in matched),
+            )
         )
     failure = await _apply(store, {}, removals)
     if failure is not None:
-        for result in results:
-            if result["error_code"] == ErrorCode.none:
-                result.update(
-                    error_code=ErrorCode.unknown_server_error,
-                    error_message=failure,
-                    matching_acls=[],
-                )
-    return reply(request, {"throttle_time": 0, "filter_results": results})
+        failed = DeleteAclsFilterResult(
+            error_code=ErrorCode.unknown_server_error, error_message=failure, matching_acls=()
+        )
+        results = [failed if r.error_code == ErrorCode.none else r for r in results]
+    return reply(
+        request, DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=tuple(results))
+    )
 
 
-def _matching(binding: AclBinding) -> dict[str, Any]:
-    pattern = binding.pattern
-    return {
-        "error_code": ErrorCode.none,
-        "error_message": None,
-        "resource_type": pattern.resource_type.value,
-        "resource_name": pattern.name,
-        "pattern_type": pattern.pattern_type.value,
-        **_entry_fields(binding.entry),
-    }
+def _matching(binding: AclBinding) -> DeleteAclsMatchingAcl:
+    pattern, entry = binding.pattern, binding.entry
+    return DeleteAclsMatchingAcl(
+        error_code=ErrorCode.none,
+        error_message=None,
+        resource_type=i8(pattern.resource_type.value),
+        resource_name=pattern.name,
+        pattern_type=i8(pattern.pattern_type.value),
+        principal=entry.principal,
+        host=entry.host,
+        operation=i8(entry.operation.value),
+        permission_type=i8(entry.permission.value),
+    )
 
 
 async def _apply(

@@ -1,6 +1,7 @@
 """ApiVersions (key 18): the versions this broker handles, per API.
 
-An ApiVersions request at a version we do not handle never reaches this handler: the
+The answer is built with v3's classes and converted to the version asked. An
+ApiVersions request at a version we do not handle never reaches this handler: the
 dispatcher answers it with the v0 body and UNSUPPORTED_VERSION (35), so the client can
 retry at a version we listed (Kafka's rule).
 
@@ -9,25 +10,26 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
+from kio.schema.api_versions.v3.response import ApiVersion, ApiVersionsResponse
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
 
 
 async def handle_api_versions(context: BrokerContext, request: DecodedRequest) -> Response:
     """List every API key with its supported version range."""
+    api_keys = tuple(
+        ApiVersion(api_key=i16(key), min_version=i16(r.min_version), max_version=i16(r.max_version))
+        for key, r in sorted(context.supported_versions.items())
+    )
     return reply(
         request,
-        {
-            "error_code": ErrorCode.none,
-            "api_keys": [
-                {"api_key": key, "min_version": r.min_version, "max_version": r.max_version}
-                for key, r in sorted(context.supported_versions.items())
-            ],
-            "throttle_time": 0,
-        },
+        ApiVersionsResponse(
+            error_code=ErrorCode.none, api_keys=api_keys, throttle_time=NO_THROTTLE
+        ),
     )
 
 

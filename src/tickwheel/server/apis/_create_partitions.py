@@ -10,15 +10,22 @@ again (see CreateTopics for why these codes). ``validate_only`` changes nothing.
 Authorization (Kafka's ``handleCreatePartitionsRequest``): ALTER on each topic, else it
 is answered TOPIC_AUTHORIZATION_FAILED.
 
+Written against v3's classes; ``body_as`` and ``reply`` carry v0-v2.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
+from kio.schema.create_partitions.v3.response import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import is_internal_topic
@@ -26,7 +33,7 @@ from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
 from tickwheel.server._cluster import add_cluster_partitions
 from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply, to_ms
 from tickwheel.server.apis._create_topics import (
     TopicValidationError,
     storage_error,
@@ -35,7 +42,15 @@ from tickwheel.server.apis._create_topics import (
 )
 
 
-def _validate(context: BrokerContext, topic: Any, counts: Counter[str]) -> None:
+def _failed(name: TopicName, error: TopicValidationError) -> CreatePartitionsTopicResult:
+    return CreatePartitionsTopicResult(
+        name=name, error_code=error.error_code, error_message=str(error)
+    )
+
+
+def _validate(
+    context: BrokerContext, topic: CreatePartitionsTopic, counts: Counter[TopicName]
+) -> None:
     if counts[topic.name] > 1:
         raise TopicValidationError(
             ErrorCode.invalid_request, f"topic {topic.name!r} appears more than once"
@@ -70,10 +85,10 @@ def _validate(context: BrokerContext, topic: Any, counts: Counter[str]) -> None:
 
 async def handle_create_partitions(context: BrokerContext, request: DecodedRequest) -> Response:
     """Grow each topic unless ``validate_only``."""
-    body: Any = request.body
+    body = request.body_as(CreatePartitionsRequest)
     counts = Counter(topic.name for topic in body.topics)
     allowed = authorized_names(context, request, AclOperation.ALTER, ResourceType.TOPIC, counts)
-    results = []
+    results: list[CreatePartitionsTopicResult] = []
     for topic in body.topics:
         try:
             if topic.name not in allowed and counts[topic.name] == 1:
@@ -82,25 +97,26 @@ async def handle_create_partitions(context: BrokerContext, request: DecodedReque
                 )
             _validate(context, topic, counts)
         except TopicValidationError as exc:
-            results.append(
-                {"name": topic.name, "error_code": exc.error_code, "error_message": str(exc)}
-            )
+            results.append(_failed(topic.name, exc))
             continue
         if context.cluster is not None:
             error = await add_cluster_partitions(
                 context, topic, validate_only=body.validate_only, timeout_ms=to_ms(body.timeout)
             )
             if error is not None:
-                results.append({"name": topic.name, **error})
+                refused = TopicValidationError(error["error_code"], error["error_message"])
+                results.append(_failed(topic.name, refused))
                 continue
         elif not body.validate_only:
             try:
                 context.add_partitions(topic.name, topic.count)
             except STORAGE_ERRORS as exc:
-                results.append(storage_error(topic.name, exc))
+                results.append(_failed(topic.name, storage_error(exc)))
                 continue
-        results.append({"name": topic.name, "error_code": ErrorCode.none})
-    return reply(request, {"throttle_time": 0, "results": results})
+        results.append(CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.none))
+    return reply(
+        request, CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
+    )
 
 
 CREATE_PARTITIONS = ApiSpec(

@@ -28,15 +28,25 @@ TOPIC_AUTHORIZATION_FAILED (after the duplicate check, before any other); a crea
 topic's configs are answered only with DESCRIBE_CONFIGS on it (else none, and
 ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED, v5+).
 
+Written against v5's classes; ``body_as`` and ``reply`` carry v2-v4, whose answers
+have no configs.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
+from kio.schema.create_topics.v5.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.create_topics.v5.response import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsResponse,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i8, i16, i32
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
@@ -45,14 +55,16 @@ from tickwheel.server._cluster import create_cluster_topic
 from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
 from tickwheel.server._descriptors import partitions_that_fit
 from tickwheel.server._topics import topic_name_error
-from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply, to_ms
 
 USE_DEFAULT = -1
 MAX_PARTITIONS_PER_TOPIC = 100_000
 """More partitions than this are refused: each one is a directory and open files on
 this one broker (Kafka has no such limit, but spreads partitions over brokers)."""
-_DYNAMIC_TOPIC_CONFIG = 1
-_DEFAULT_CONFIG = 5
+_DYNAMIC_TOPIC_CONFIG = i8(1)
+_DEFAULT_CONFIG = i8(5)
+_NO_CONFIGS = i16(ErrorCode.topic_authorization_failed.value)
+"""``topic_config_error_code`` (an int16 in the schema) when configs may not be described."""
 
 
 class TopicValidationError(Exception):
@@ -103,20 +115,22 @@ def validate_descriptor_budget(context: BrokerContext, new_partitions: int) -> N
     DescriptorBudget(context).take(new_partitions)
 
 
-def _failed(name: str, error_code: ErrorCode, message: str) -> dict[str, Any]:
-    # ``configs`` has no default in v5 and is null on an error, as Kafka sends it.
-    return {"name": name, "error_code": error_code, "error_message": message, "configs": None}
+def _failed(name: TopicName, error: TopicValidationError) -> CreatableTopicResult:
+    # ``configs`` is null on an error, as Kafka sends it.
+    return CreatableTopicResult(
+        name=name, error_code=error.error_code, error_message=str(error), configs=None
+    )
 
 
-def storage_error(name: str, exc: Exception) -> dict[str, Any]:
-    """The result for topic ``name`` whose partitions could not be created."""
-    return _failed(
-        name, ErrorCode.kafka_storage_error, f"could not create the partitions' logs: {exc}"
+def storage_error(exc: Exception) -> TopicValidationError:
+    """The error of a topic whose partitions could not be created."""
+    return TopicValidationError(
+        ErrorCode.kafka_storage_error, f"could not create the partitions' logs: {exc}"
     )
 
 
 def _validate(
-    context: BrokerContext, topic: Any, budget: DescriptorBudget
+    context: BrokerContext, topic: CreatableTopic, budget: DescriptorBudget
 ) -> tuple[int, int, dict[str, str]]:
     """The partition count, replication factor and configs, or TopicValidationError."""
     name_error = topic_name_error(topic.name)
@@ -167,27 +181,41 @@ def _validate(
     return num_partitions, replication_factor, configs
 
 
+def _config_entries(
+    context: BrokerContext, configs: dict[str, str]
+) -> tuple[CreatableTopicConfigs, ...]:
+    """Every config of a new topic with ``configs`` as overrides, and its source."""
+    return tuple(
+        CreatableTopicConfigs(
+            name=key,
+            value=value,
+            read_only=False,
+            config_source=_DYNAMIC_TOPIC_CONFIG if key in configs else _DEFAULT_CONFIG,
+            is_sensitive=False,
+        )
+        for key, value in sorted(context.topic_properties(configs).items())
+    )
+
+
 def _created(
-    context: BrokerContext, name: str, partitions: int, replication: int, configs: dict[str, str]
-) -> dict[str, Any]:
-    effective = context.topic_properties(configs)
-    return {
-        "name": name,
-        "error_code": ErrorCode.none,
-        "error_message": None,
-        "num_partitions": partitions,
-        "replication_factor": replication,
-        "configs": [
-            {
-                "name": key,
-                "value": value,
-                "read_only": False,
-                "config_source": _DYNAMIC_TOPIC_CONFIG if key in configs else _DEFAULT_CONFIG,
-                "is_sensitive": False,
-            }
-            for key, value in sorted(effective.items())
-        ],
-    }
+    context: BrokerContext,
+    name: TopicName,
+    partitions: int,
+    replication: int,
+    configs: dict[str, str],
+    *,
+    describable: bool,
+) -> CreatableTopicResult:
+    """A created topic's result, its configs only if the principal may describe them."""
+    return CreatableTopicResult(
+        name=name,
+        error_code=ErrorCode.none,
+        error_message=None,
+        topic_config_error_code=i16(0) if describable else _NO_CONFIGS,
+        num_partitions=i32(partitions),
+        replication_factor=i16(replication),
+        configs=_config_entries(context, configs) if describable else (),
+    )
 
 
 async def handle_create_topics(context: BrokerContext, request: DecodedRequest) -> Response:
@@ -203,9 +231,9 @@ async def handle_create_topics(context: BrokerContext, request: DecodedRequest) 
 
 
 async def _create_topics(context: BrokerContext, request: DecodedRequest) -> Response:
-    body: Any = request.body
+    body = request.body_as(CreateTopicsRequest)
     counts = Counter(topic.name for topic in body.topics)
-    allowed = set(counts)
+    allowed: set[str] = set(counts)
     if context.authorizer is not None and not authorize_cluster(
         context, request, AclOperation.CREATE, log_if_denied=False
     ):
@@ -213,7 +241,7 @@ async def _create_topics(context: BrokerContext, request: DecodedRequest) -> Res
             context, request, AclOperation.CREATE, ResourceType.TOPIC, counts
         )
     budget = DescriptorBudget(context)
-    results = []
+    results: list[CreatableTopicResult] = []
     for topic in body.topics:
         try:
             if counts[topic.name] > 1:
@@ -226,9 +254,8 @@ async def _create_topics(context: BrokerContext, request: DecodedRequest) -> Res
                 )
             partitions, replication, configs = _validate(context, topic, budget)
         except TopicValidationError as exc:
-            results.append(_failed(topic.name, exc.error_code, str(exc)))
+            results.append(_failed(topic.name, exc))
             continue
-        validate_only = bool(getattr(body, "validate_only", False))
         if context.cluster is not None:
             error = await create_cluster_topic(
                 context,
@@ -236,30 +263,31 @@ async def _create_topics(context: BrokerContext, request: DecodedRequest) -> Res
                 partitions,
                 replication,
                 configs,
-                validate_only=validate_only,
+                validate_only=body.validate_only,
                 timeout_ms=to_ms(body.timeout),
             )
             if error is not None:
-                results.append(_failed(topic.name, error["error_code"], error["error_message"]))
+                refused = TopicValidationError(error["error_code"], error["error_message"])
+                results.append(_failed(topic.name, refused))
                 continue
-        elif not validate_only:
+        elif not body.validate_only:
             try:
                 context.create_topic(topic.name, partitions, configs)
             except STORAGE_ERRORS as exc:
-                results.append(storage_error(topic.name, exc))
+                results.append(_failed(topic.name, storage_error(exc)))
                 continue
-        created = _created(context, topic.name, partitions, replication, configs)
-        if not authorize(
+        describable = authorize(
             context,
             request,
             AclOperation.DESCRIBE_CONFIGS,
             ResourceType.TOPIC,
             topic.name,
             log_if_denied=False,
-        ):
-            created.update(configs=[], topic_config_error_code=ErrorCode.topic_authorization_failed)
-        results.append(created)
-    return reply(request, {"throttle_time": 0, "topics": results})
+        )
+        results.append(
+            _created(context, topic.name, partitions, replication, configs, describable=describable)
+        )
+    return reply(request, CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results)))
 
 
 CREATE_TOPICS = ApiSpec(

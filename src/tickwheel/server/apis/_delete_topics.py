@@ -12,22 +12,28 @@ principal cannot probe for names). A refusal reveals nothing the request did not
 one by name answers the zero topic id, one by id answers no name unless the principal
 may DESCRIBE the topic (DELETE implies DESCRIBE, so only a refused one can lack it).
 
+Written against v6's classes; v1-v5 name topics in a list of names (``topic_names``),
+which v6 replaced, so they are read with v5's request class.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
+from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as DeleteTopicsByName
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.delete_topics.v6.response import DeletableTopicResult, DeleteTopicsResponse
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply, to_ms
 
 _FIRST_TOPIC_STRUCT_VERSION = 6
 _NO_TOPIC_ID = uuid.UUID(int=0)
@@ -56,31 +62,46 @@ async def _delete(
     return ErrorCode.none, None
 
 
+def _name(context: BrokerContext, topic: DeleteTopicState) -> str | None:
+    """The name of a v6 ``topic``: the one given, else the one its id has, if any."""
+    if topic.name is not None:
+        return topic.name
+    return None if topic.topic_id is None else context.topic_name(topic.topic_id)
+
+
 async def handle_delete_topics(context: BrokerContext, request: DecodedRequest) -> Response:
     """Delete each named topic."""
-    body: Any = request.body
+    names: list[tuple[str | None, uuid.UUID | None]]
     if request.api_version >= _FIRST_TOPIC_STRUCT_VERSION:
-        names = [
-            (t.name if t.name is not None else context.topic_name(t.topic_id), t.topic_id)
-            for t in body.topics
-        ]
+        body = request.body_as(DeleteTopicsRequest)
+        names = [(_name(context, t), t.topic_id) for t in body.topics]
+        timeout_ms = to_ms(body.timeout)
     else:
-        names = [(name, None) for name in body.topic_names]
+        by_name = request.body_as(DeleteTopicsByName)
+        names = [(name, None) for name in by_name.topic_names]
+        timeout_ms = to_ms(by_name.timeout)
     responses = []
     for known_name, asked_id in names:
         name = known_name
         topic_id = (context.topic_id(name) if name is not None else None) or asked_id
-        error, message = await _delete(context, request, name, to_ms(body.timeout))
+        error, message = await _delete(context, request, name, timeout_ms)
         if error == ErrorCode.topic_authorization_failed:
             topic_id, name = _refused_answer(context, request, name, asked_id)
         responses.append(
-            {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
+            DeletableTopicResult(
+                name=None if name is None else TopicName(name),
+                topic_id=topic_id,
+                error_code=error,
+                error_message=message,
+            )
         )
-    return reply(request, {"throttle_time": 0, "responses": responses})
+    return reply(
+        request, DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(responses))
+    )
 
 
 def _refused_answer(
-    context: BrokerContext, request: DecodedRequest, name: str | None, asked_id: Any
+    context: BrokerContext, request: DecodedRequest, name: str | None, asked_id: uuid.UUID | None
 ) -> tuple[uuid.UUID, str | None]:
     """The (topic id, name) a refused topic is answered with: what the request named."""
     if asked_id is None or asked_id == _NO_TOPIC_ID:

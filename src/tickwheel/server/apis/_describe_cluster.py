@@ -11,37 +11,48 @@ cluster operations the principal may perform (all of them with no authorizer) wh
 may DESCRIBE the cluster and 0 when it may not; not asked, the field keeps its "not
 asked" value (Int.MinValue).
 
+Written against v1's classes; a v0 request reads as asking for brokers.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
 from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import CLUSTER_NAME, AclOperation, ResourceType
 from tickwheel.server._authorization import authorize_cluster, authorized_operations
-from tickwheel.server._cluster import broker_entries
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
 
 _BROKERS_ENDPOINT: Final = 1
 _NOT_ASKED: Final = -(2**31)
 
 
-def _brokers(context: BrokerContext) -> list[dict[str, Any]]:
+def _brokers(context: BrokerContext) -> tuple[DescribeClusterBroker, ...]:
     if context.cluster is not None:
-        return [
-            {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
-            for b in broker_entries(context.cluster, context.request_listener)
-        ]
+        return tuple(
+            DescribeClusterBroker(broker_id=BrokerId(b.broker_id), host=b.host, port=i32(b.port))
+            for b in context.cluster.cache.endpoints(context.request_listener)
+        )
     endpoint = context.advertised
-    return [{"broker_id": context.broker_id, "host": endpoint.host, "port": endpoint.port}]
+    return (
+        DescribeClusterBroker(
+            broker_id=BrokerId(context.broker_id), host=endpoint.host, port=i32(endpoint.port)
+        ),
+    )
 
 
-def _cluster_operations(context: BrokerContext, request: DecodedRequest, body: Any) -> int:
+def _cluster_operations(
+    context: BrokerContext, request: DecodedRequest, body: DescribeClusterRequest
+) -> int:
     if not body.include_cluster_authorized_operations:
         return _NOT_ASKED
     if not authorize_cluster(context, request, AclOperation.DESCRIBE):
@@ -51,26 +62,28 @@ def _cluster_operations(context: BrokerContext, request: DecodedRequest, body: A
 
 async def handle_describe_cluster(context: BrokerContext, request: DecodedRequest) -> Response:
     """The cluster as this broker knows it."""
-    body: Any = request.body
+    body = request.body_as(DescribeClusterRequest)
     cluster = context.cluster
-    answer: dict[str, Any] = {
-        "throttle_time": 0,
-        "error_code": ErrorCode.none,
-        "error_message": None,
-        "cluster_id": context.cluster_id,
-        "controller_id": cluster.cache.live_controller_id() if cluster else context.broker_id,
-        "brokers": _brokers(context),
-        "cluster_authorized_operations": _cluster_operations(context, request, body),
-    }
-    endpoint_type = getattr(body, "endpoint_type", _BROKERS_ENDPOINT)
-    answer["endpoint_type"] = endpoint_type
-    if endpoint_type != _BROKERS_ENDPOINT:
-        answer.update(
-            error_code=ErrorCode.unsupported_endpoint_type,
-            error_message="a ZooKeeper-mode broker has no controller quorum to describe",
-            brokers=[],
-        )
-    return reply(request, answer)
+    error_code, error_message, brokers = ErrorCode.none, None, _brokers(context)
+    if body.endpoint_type != _BROKERS_ENDPOINT:
+        error_code = ErrorCode.unsupported_endpoint_type
+        error_message = "a ZooKeeper-mode broker has no controller quorum to describe"
+        brokers = ()
+    return reply(
+        request,
+        DescribeClusterResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error_code,
+            error_message=error_message,
+            endpoint_type=body.endpoint_type,
+            cluster_id=context.cluster_id,
+            controller_id=BrokerId(
+                cluster.cache.live_controller_id() if cluster else context.broker_id
+            ),
+            brokers=brokers,
+            cluster_authorized_operations=i32(_cluster_operations(context, request, body)),
+        ),
+    )
 
 
 DESCRIBE_CLUSTER = ApiSpec(

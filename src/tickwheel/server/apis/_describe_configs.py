@@ -21,21 +21,29 @@ Authorization (Kafka's ``handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on th
 topic, the group, or the cluster for a broker's configs; else the resource is answered
 TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED.
 
+Written against v4's classes; ``body_as`` and ``reply`` carry v1-v3.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.describe_configs.v4.response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import config_refusal, refusal_message
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
 from tickwheel.server.config._admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server.config._broker import SENSITIVE_PROPERTIES
 from tickwheel.server.config._dynamic import (
@@ -45,52 +53,66 @@ from tickwheel.server.config._dynamic import (
 )
 from tickwheel.server.config._groups import GROUP_RESOURCE
 
-_STRING_TYPE = 2
+_STRING_TYPE = i8(2)
 
 
 def _entry(
     name: str, value: str, chain: list[Synonym], *, read_only: bool, synonyms: bool
-) -> dict[str, Any]:
+) -> DescribeConfigsResourceResult:
     # A secret is described without its value, as Kafka does.
     sensitive = name in SENSITIVE_PROPERTIES
-    return {
-        "name": name,
-        "value": None if sensitive else value,
-        "read_only": read_only,
-        "config_source": chain[0].source,
-        "is_sensitive": sensitive,
-        "synonyms": [
-            {"name": s.name, "value": None if sensitive else s.value, "source": s.source}
+    return DescribeConfigsResourceResult(
+        name=name,
+        value=None if sensitive else value,
+        read_only=read_only,
+        config_source=i8(chain[0].source),
+        is_sensitive=sensitive,
+        synonyms=tuple(
+            DescribeConfigsSynonym(
+                name=s.name, value=None if sensitive else s.value, source=i8(s.source)
+            )
             for s in chain
             if synonyms
-        ],
-        "config_type": _STRING_TYPE,
-        "documentation": None,
-    }
+        ),
+        config_type=_STRING_TYPE,
+        documentation=None,
+    )
 
 
-def _wanted(names: list[str], keys: Any) -> list[str]:
+def _wanted(names: list[str], keys: tuple[str, ...] | None) -> list[str]:
     return sorted(names) if keys is None else [k for k in keys if k in names]
 
 
-def _error(head: dict[str, Any], error_code: ErrorCode, message: str) -> dict[str, Any]:
-    return {**head, "error_code": error_code, "error_message": message, "configs": []}
+def _result(
+    resource: DescribeConfigsResource,
+    error_code: ErrorCode,
+    message: str | None,
+    configs: tuple[DescribeConfigsResourceResult, ...] = (),
+) -> DescribeConfigsResult:
+    return DescribeConfigsResult(
+        error_code=error_code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        configs=configs,
+    )
 
 
-def _describe(context: BrokerContext, resource: Any, synonyms: bool) -> dict[str, Any]:
-    head = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
+def _describe(
+    context: BrokerContext, resource: DescribeConfigsResource, synonyms: bool
+) -> DescribeConfigsResult:
     keys = resource.configuration_keys
     dynamic = context.dynamic
     if resource.resource_type == TOPIC_RESOURCE:
         info = context.topics.topics.get(resource.resource_name)
         if info is None:
-            return _error(
-                head,
+            return _result(
+                resource,
                 ErrorCode.unknown_topic_or_partition,
                 f"topic {resource.resource_name!r} does not exist",
             )
         values = context.topic_properties(info.configs)
-        entries = [
+        entries = tuple(
             _entry(
                 name,
                 values[name],
@@ -99,10 +121,10 @@ def _describe(context: BrokerContext, resource: Any, synonyms: bool) -> dict[str
                 synonyms=synonyms,
             )
             for name in _wanted(list(values), keys)
-        ]
+        )
     elif resource.resource_type == BROKER_RESOURCE and resource.resource_name == "":
         defaults = dynamic.entity_configs(DEFAULT_BROKER_ENTITY)
-        entries = [
+        entries = tuple(
             _entry(
                 name,
                 defaults[name],
@@ -111,12 +133,12 @@ def _describe(context: BrokerContext, resource: Any, synonyms: bool) -> dict[str
                 synonyms=synonyms,
             )
             for name in _wanted(list(defaults), keys)
-        ]
+        )
     elif resource.resource_type == BROKER_RESOURCE and resource.resource_name == str(
         context.broker_id
     ):
         values = context.config.as_properties()
-        entries = [
+        entries = tuple(
             _entry(
                 name,
                 values[name],
@@ -125,11 +147,11 @@ def _describe(context: BrokerContext, resource: Any, synonyms: bool) -> dict[str
                 synonyms=synonyms,
             )
             for name in _wanted(list(values), keys)
-        ]
+        )
     elif resource.resource_type == GROUP_RESOURCE and resource.resource_name:
         overrides = context.group_configs.overrides.get(resource.resource_name, {})
         values = context.group_configs.effective(resource.resource_name)
-        entries = [
+        entries = tuple(
             _entry(
                 name,
                 values[name],
@@ -146,17 +168,19 @@ def _describe(context: BrokerContext, resource: Any, synonyms: bool) -> dict[str
                 synonyms=synonyms,
             )
             for name in _wanted(list(values), keys)
-        ]
+        )
     else:
-        return _error(
-            head,
+        return _result(
+            resource,
             ErrorCode.invalid_request,
             "only topics, groups and this broker can be described",
         )
-    return {**head, "error_code": ErrorCode.none, "error_message": None, "configs": entries}
+    return _result(resource, ErrorCode.none, None, entries)
 
 
-def _refusal(context: BrokerContext, request: DecodedRequest, resource: Any) -> ErrorCode | None:
+def _refusal(
+    context: BrokerContext, request: DecodedRequest, resource: DescribeConfigsResource
+) -> ErrorCode | None:
     return config_refusal(
         context,
         request,
@@ -168,24 +192,14 @@ def _refusal(context: BrokerContext, request: DecodedRequest, resource: Any) -> 
 
 async def handle_describe_configs(context: BrokerContext, request: DecodedRequest) -> Response:
     """Describe each requested resource."""
-    body: Any = request.body
-    synonyms = bool(body.include_synonyms)
-    return reply(
-        request,
-        {
-            "throttle_time": 0,
-            "results": [
-                _describe(context, r, synonyms)
-                if (refused := _refusal(context, request, r)) is None
-                else _error(
-                    {"resource_type": r.resource_type, "resource_name": r.resource_name},
-                    refused,
-                    refusal_message(refused),
-                )
-                for r in body.resources
-            ],
-        },
+    body = request.body_as(DescribeConfigsRequest)
+    results = tuple(
+        _describe(context, r, body.include_synonyms)
+        if (refused := _refusal(context, request, r)) is None
+        else _result(r, refused, refusal_message(refused))
+        for r in body.resources
     )
+    return reply(request, DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=results))
 
 
 DESCRIBE_CONFIGS = ApiSpec(

@@ -16,28 +16,36 @@ partition already has its only replica as leader: ELECTION_NOT_NEEDED.
 Authorization (Kafka's ``handleElectLeaders``): ALTER on the cluster, else every
 partition and the whole answer CLUSTER_AUTHORIZATION_FAILED.
 
+Written against v2's classes; v0, which has no election type, reads as PREFERRED.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+from kio.schema.elect_leaders.v2.response import (
+    ElectLeadersResponse,
+    PartitionResult,
+    ReplicaElectionResult,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply, to_ms
 
 _PREFERRED = 0
 _UNCLEAN = 1
 _FIRST_TOP_LEVEL_ERROR_VERSION = 1
 
 
-def _requested(body: Any) -> list[TopicPartition] | None:
+def _requested(body: ElectLeadersRequest) -> list[TopicPartition] | None:
     if body.topic_partitions is None:
         return None
     return [
@@ -60,40 +68,39 @@ def _single_node(
 
 async def handle_elect_leaders(context: BrokerContext, request: DecodedRequest) -> Response:
     """Elect the requested partitions' leaders on the controller and answer per partition."""
-    body: Any = request.body
-    election_type = getattr(body, "election_type", _PREFERRED)
+    body = request.body_as(ElectLeadersRequest)
     requested = _requested(body)
     top_error = ErrorCode.none
     results: dict[TopicPartition, ErrorCode] = {}
     if not authorize_cluster(context, request, AclOperation.ALTER):
         top_error = ErrorCode.cluster_authorization_failed
         results = dict.fromkeys(requested or [], top_error)
-    elif election_type not in (_PREFERRED, _UNCLEAN):
+    elif body.election_type not in (_PREFERRED, _UNCLEAN):
         top_error = ErrorCode.invalid_request
     elif context.cluster is None:
         # A null list asks for every partition: none needs an election here.
         results = _single_node(context, requested or [])
     else:
         results = await context.cluster.elect_leaders(
-            requested, preferred=election_type == _PREFERRED, timeout_ms=to_ms(body.timeout)
+            requested, preferred=body.election_type == _PREFERRED, timeout_ms=to_ms(body.timeout)
         )
     if top_error != ErrorCode.none and request.api_version < _FIRST_TOP_LEVEL_ERROR_VERSION:
         results = dict.fromkeys(requested or [], top_error)
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[PartitionResult]] = {}
     for tp, code in sorted(results.items()):
         by_topic.setdefault(tp.topic, []).append(
-            {"partition_id": tp.partition, "error_code": code, "error_message": None}
+            PartitionResult(partition_id=i32(tp.partition), error_code=code, error_message=None)
         )
     return reply(
         request,
-        {
-            "throttle_time": 0,
-            "error_code": top_error,
-            "replica_election_results": [
-                {"topic": topic, "partition_result": partitions}
+        ElectLeadersResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=top_error,
+            replica_election_results=tuple(
+                ReplicaElectionResult(topic=TopicName(topic), partition_result=tuple(partitions))
                 for topic, partitions in by_topic.items()
-            ],
-        },
+            ),
+        ),
     )
 
 

@@ -7,19 +7,26 @@ Each config of a resource carries an operation: SET, DELETE, APPEND or SUBTRACT
 Authorization (Kafka's): ALTER_CONFIGS on the topic, the group, or the cluster for a
 broker's configs; else the resource is answered TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED.
 
+Written against v1's classes; ``body_as`` and ``reply`` carry v0.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+
+from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
+from kio.schema.incremental_alter_configs.v1.response import (
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse,
+)
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import config_refusal
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
 from tickwheel.server.config._admin import Resource, alter_each, incremental
 
 
@@ -27,7 +34,7 @@ async def handle_incremental_alter_configs(
     context: BrokerContext, request: DecodedRequest
 ) -> Response:
     """Apply each resource's operations."""
-    body: Any = request.body
+    body = request.body_as(IncrementalAlterConfigsRequest)
     requested = [
         (
             Resource(r.resource_type, r.resource_name),
@@ -40,12 +47,15 @@ async def handle_incremental_alter_configs(
     responses = await alter_each(
         context,
         requested,
+        AlterConfigsResourceResponse,
         validate_only=body.validate_only,
         refusal=lambda resource: config_refusal(
             context, request, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.name
         ),
     )
-    return reply(request, {"throttle_time": 0, "responses": responses})
+    return reply(
+        request, IncrementalAlterConfigsResponse(throttle_time=NO_THROTTLE, responses=responses)
+    )
 
 
 INCREMENTAL_ALTER_CONFIGS = ApiSpec(

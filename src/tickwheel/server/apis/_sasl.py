@@ -20,15 +20,23 @@ which the connection also asks before every request (``Connection._admit``):
   whether the user exists; the broker logs the reason. A SaslAuthenticate outside an exchange
   is ILLEGAL_SASL_STATE.
 
+The handlers are written against SaslHandshake v1's and SaslAuthenticate v2's classes;
+``body_as`` and ``reply`` carry SaslAuthenticate v0 and v1.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
-from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
+from kio.static.primitive import i64Timedelta
 
 from tickwheel.protocol import DecodedRequest, VersionRange
 from tickwheel.security import (
@@ -48,10 +56,10 @@ _OUTSIDE_EXCHANGE = "SaslAuthenticate request received outside a SASL exchange"
 
 async def handle_sasl_handshake(context: BrokerContext, request: DecodedRequest) -> Response:
     """Choose the connection's mechanism, or begin its re-authentication."""
-    body: Any = request.body
+    body = request.body_as(SaslHandshakeRequest)
     authenticator = current_authenticator()
     if authenticator is None:
-        return reply(request, {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []})
+        return reply(request, SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state))
     error_code = authenticator.handshake(body.mechanism)
     if error_code == ErrorCode.unsupported_sasl_mechanism:
         _log.info(
@@ -61,13 +69,16 @@ async def handle_sasl_handshake(context: BrokerContext, request: DecodedRequest)
             current_session().listener_name,
         )
     return reply(
-        request, {"error_code": error_code, "mechanisms": authenticator.enabled_mechanisms}
+        request,
+        SaslHandshakeResponse(
+            error_code=error_code, mechanisms=tuple(authenticator.enabled_mechanisms)
+        ),
     )
 
 
 async def handle_sasl_authenticate(context: BrokerContext, request: DecodedRequest) -> Response:
     """Evaluate the client's next token."""
-    body: Any = request.body
+    body = request.body_as(SaslAuthenticateRequest)
     authenticator = current_authenticator()
     if authenticator is None or authenticator.state not in (
         SaslState.AUTHENTICATE,
@@ -75,11 +86,11 @@ async def handle_sasl_authenticate(context: BrokerContext, request: DecodedReque
     ):
         return reply(
             request,
-            {
-                "error_code": ErrorCode.illegal_sasl_state,
-                "error_message": _OUTSIDE_EXCHANGE,
-                "auth_bytes": b"",
-            },
+            SaslAuthenticateResponse(
+                error_code=ErrorCode.illegal_sasl_state,
+                error_message=_OUTSIDE_EXCHANGE,
+                auth_bytes=b"",
+            ),
         )
     reauthenticating = authenticator.state == SaslState.REAUTHENTICATE
     try:
@@ -88,11 +99,11 @@ async def handle_sasl_authenticate(context: BrokerContext, request: DecodedReque
         # The connection logs the reason when it closes, after the delay.
         return reply(
             request,
-            {
-                "error_code": ErrorCode.sasl_authentication_failed,
-                "error_message": authenticator.failure_message,
-                "auth_bytes": b"",
-            },
+            SaslAuthenticateResponse(
+                error_code=ErrorCode.sasl_authentication_failed,
+                error_message=authenticator.failure_message,
+                auth_bytes=b"",
+            ),
         )
     if reauthenticating and authenticator.complete:
         _log.debug(
@@ -103,12 +114,12 @@ async def handle_sasl_authenticate(context: BrokerContext, request: DecodedReque
         )
     return reply(
         request,
-        {
-            "error_code": ErrorCode.none,
-            "error_message": None,
-            "auth_bytes": token,
-            "session_lifetime": lifetime_ms,
-        },
+        SaslAuthenticateResponse(
+            error_code=ErrorCode.none,
+            error_message=None,
+            auth_bytes=token,
+            session_lifetime=i64Timedelta.parse(datetime.timedelta(milliseconds=lifetime_ms)),
+        ),
     )
 
 

@@ -11,15 +11,30 @@ lists each credential's mechanism and iterations, never its keys. Under an autho
 describing needs DESCRIBE on the cluster (else the whole answer is
 CLUSTER_AUTHORIZATION_FAILED) and altering needs ALTER (else each user's result is).
 
+Both handlers are written against v0's classes, the only version served.
+
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest
+from kio.schema.alter_user_scram_credentials.v0.response import (
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+)
+from kio.schema.describe_user_scram_credentials.v0.request import (
+    DescribeUserScramCredentialsRequest,
+)
+from kio.schema.describe_user_scram_credentials.v0.response import (
+    CredentialInfo,
+    DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResult,
+)
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i32
 
 from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import (
@@ -32,7 +47,7 @@ from tickwheel.security import (
 )
 from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
 
 _log = logging.getLogger(__name__)
 
@@ -41,38 +56,39 @@ async def handle_describe_user_scram_credentials(
     context: BrokerContext, request: DecodedRequest
 ) -> Response:
     """Each named user's credentials (every user's when none is named)."""
-    body: Any = request.body
+    body = request.body_as(DescribeUserScramCredentialsRequest)
     if not authorize_cluster(context, request, AclOperation.DESCRIBE):
         return reply(
             request,
-            {
-                "throttle_time": 0,
-                "error_code": ErrorCode.cluster_authorization_failed,
-                "error_message": None,
-                "results": [],
-            },
+            DescribeUserScramCredentialsResponse(
+                throttle_time=NO_THROTTLE,
+                error_code=ErrorCode.cluster_authorization_failed,
+                error_message=None,
+                results=(),
+            ),
         )
     users = None if body.users is None else [user.name for user in body.users]
     described = describe_credentials(users, context.users.credentials.all_configs())
+    results = tuple(
+        DescribeUserScramCredentialsResult(
+            user=answer.user,
+            error_code=answer.error_code,
+            error_message=answer.error_message,
+            credential_infos=tuple(
+                CredentialInfo(mechanism=i8(info.mechanism), iterations=i32(info.iterations))
+                for info in answer.credentials
+            ),
+        )
+        for answer in described
+    )
     return reply(
         request,
-        {
-            "throttle_time": 0,
-            "error_code": ErrorCode.none,
-            "error_message": None,
-            "results": [
-                {
-                    "user": answer.user,
-                    "error_code": answer.error_code,
-                    "error_message": answer.error_message,
-                    "credential_infos": [
-                        {"mechanism": info.mechanism, "iterations": info.iterations}
-                        for info in answer.credentials
-                    ],
-                }
-                for answer in described
-            ],
-        },
+        DescribeUserScramCredentialsResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            error_message=None,
+            results=results,
+        ),
     )
 
 
@@ -80,18 +96,17 @@ async def handle_alter_user_scram_credentials(
     context: BrokerContext, request: DecodedRequest
 ) -> Response:
     """Delete and set credentials, per user all or nothing."""
-    body: Any = request.body
+    body = request.body_as(AlterUserScramCredentialsRequest)
     if not authorize_cluster(context, request, AclOperation.ALTER):
         names = dict.fromkeys([u.name for u in body.upsertions] + [d.name for d in body.deletions])
-        refused = ErrorCode.cluster_authorization_failed
+        refused = tuple(
+            AlterUserScramCredentialsResult(
+                user=name, error_code=ErrorCode.cluster_authorization_failed, error_message=None
+            )
+            for name in names
+        )
         return reply(
-            request,
-            {
-                "throttle_time": 0,
-                "results": [
-                    {"user": name, "error_code": refused, "error_message": None} for name in names
-                ],
-            },
+            request, AlterUserScramCredentialsResponse(throttle_time=NO_THROTTLE, results=refused)
         )
     results, to_write = plan_alterations(
         [
@@ -115,19 +130,20 @@ async def handle_alter_user_scram_credentials(
             )
             message = f"could not store the credentials: {type(exc).__name__}"
             written[user] = UserResult(user, ErrorCode.unknown_server_error, message)
+    answered = (written.get(result.user, result) for result in results)
     return reply(
         request,
-        {
-            "throttle_time": 0,
-            "results": [
-                {
-                    "user": result.user,
-                    "error_code": written.get(result.user, result).error_code,
-                    "error_message": written.get(result.user, result).error_message,
-                }
-                for result in results
-            ],
-        },
+        AlterUserScramCredentialsResponse(
+            throttle_time=NO_THROTTLE,
+            results=tuple(
+                AlterUserScramCredentialsResult(
+                    user=result.user,
+                    error_code=result.error_code,
+                    error_message=result.error_message,
+                )
+                for result in answered
+            ),
+        ),
     )
 
 

@@ -34,9 +34,14 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
+from kio.schema.alter_configs.v2.response import AlterConfigsResourceResponse
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1.response import (
+    AlterConfigsResourceResponse as IncrementalResourceResponse,
+)
+from kio.static.primitive import i8
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.log import LogConfig
@@ -51,6 +56,7 @@ from tickwheel.server.config._groups import (
 )
 
 _log = logging.getLogger(__name__)
+R = TypeVar("R", AlterConfigsResourceResponse, IncrementalResourceResponse)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -289,17 +295,20 @@ async def alter_resource(
 async def alter_each(
     context: BrokerContext,
     requested: Iterable[tuple[Resource, Callable[[], NewOverrides]]],
+    answer: type[R],
     *,
     validate_only: bool,
     refusal: Callable[[Resource], ErrorCode | None] = lambda _resource: None,
-) -> list[dict[str, Any]]:
-    """Alter each resource; the response entry of each, in request order. ``refusal``
-    tells the authorization error of a resource the principal may not alter."""
+) -> tuple[R, ...]:
+    """Alter each resource; the ``answer`` (the AlterConfigs v2 or IncrementalAlterConfigs
+    v1 response entry) of each, in request order. ``refusal`` tells the authorization
+    error of a resource the principal may not alter."""
     pairs = list(requested)
     repeated = duplicates(resource for resource, _ in pairs)
     answers = []
     for resource, plan in pairs:
-        error_code, message = ErrorCode.none, None
+        error_code = ErrorCode.none
+        message: str | None = None
         try:
             if resource in repeated:
                 raise ConfigAlterError(
@@ -318,11 +327,11 @@ async def alter_each(
             _log.exception("altering the configs of %s failed", resource.name)
             error_code, message = ErrorCode.unknown_server_error, str(exc)
         answers.append(
-            {
-                "error_code": error_code,
-                "error_message": message,
-                "resource_type": resource.resource_type,
-                "resource_name": resource.name,
-            }
+            answer(
+                error_code=error_code,
+                error_message=message,
+                resource_type=i8(resource.resource_type),
+                resource_name=resource.name,
+            )
         )
-    return answers
+    return tuple(answers)
