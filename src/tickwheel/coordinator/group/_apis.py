@@ -52,7 +52,7 @@ import asyncio
 import datetime
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.delete_groups.v2.response import DeletableGroupResult, DeleteGroupsResponse
@@ -63,6 +63,8 @@ from kio.schema.describe_groups.v5.response import (
     DescribeGroupsResponse,
 )
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinatorResponse
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 from kio.schema.join_group.v7.request import JoinGroupRequest
@@ -98,16 +100,15 @@ from kio.schema.txn_offset_commit.v3.response import (
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
 )
-from kio.schema.types import GroupId, TopicName
+from kio.schema.types import BrokerId, GroupId, TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
-from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tickwheel.coordinator._locator import FIND_COORDINATOR_KEY, CoordinatorLocator
 from tickwheel.coordinator.group._coordinator import GroupCoordinator, JoinRequest, LeavingMember
 from tickwheel.coordinator.group._group import JoinGroupResult, SyncGroupResult, TopicPartition
 from tickwheel.coordinator.group._manager import FetchedOffset
 from tickwheel.coordinator.group._records import NO_LEADER_EPOCH, OffsetValue
-from tickwheel.protocol import ApiKey, VersionRange, build_entity, response_schema
+from tickwheel.protocol import ApiKey, VersionRange
 
 T = TypeVar("T")
 
@@ -162,10 +163,10 @@ LEAVE_GROUP_BATCHED = 3
 """The first LeaveGroup version naming several members (read older ones with
 ``one_member_leaving``)."""
 _OFFSET_FETCH_ALL_PARTITIONS = 2
-_FIND_COORDINATOR_BATCHED = 4
 _TXN_OFFSET_COMMIT_LOAD_ERROR = 2  # from v2, COORDINATOR_LOAD_IN_PROGRESS is understood
 _COORDINATOR_TYPE_GROUP = ApiKey.PRODUCE
-_NO_NODE = -1  # node id and port of "no coordinator"
+_NO_NODE = BrokerId(-1)  # node id and port of "no coordinator"
+_NO_PORT = i32(-1)
 _NO_OFFSET = -1  # nothing committed
 _CLASSIC_GROUP_TYPE = "classic"
 _ONE_MS = datetime.timedelta(milliseconds=1)
@@ -207,9 +208,15 @@ class _Answer(Generic[T]):
         return await self._future
 
 
-def _respond(request: RequestPayload, values: Mapping[str, Any]) -> ResponsePayload:
-    cls = response_schema(int(type(request).__api_key__), int(type(request).__version__))
-    return build_entity(cls, {"throttle_time": 0, **values})
+def _no_coordinator(key: str, error: ErrorCode) -> Coordinator:
+    return Coordinator(
+        key=key,
+        node_id=_NO_NODE,
+        host="",
+        port=_NO_PORT,
+        error_code=error,
+        error_message=None,
+    )
 
 
 def _ms(duration: datetime.timedelta) -> int:
@@ -352,34 +359,31 @@ class GroupApis:
 
     # --- FindCoordinator ---------------------------------------------------------------
 
-    def _find(self, key: str, key_type: int) -> dict[str, Any]:
-        if key_type != _COORDINATOR_TYPE_GROUP:
+    def _find(self, key: str, key_type: int) -> Coordinator:
+        if key_type != _COORDINATOR_TYPE_GROUP or not key:
             # Kafka's answer to a coordinator type it does not know (transactional ids
             # go to tickwheel.coordinator.transaction before reaching this).
-            return {"error_code": ErrorCode.invalid_request, "node_id": _NO_NODE}
-        if not key:
-            return {"error_code": ErrorCode.invalid_request, "node_id": _NO_NODE}
+            return _no_coordinator(key, ErrorCode.invalid_request)
         node = self._locate(self.coordinator.partition_for(key))
         if node is None:
-            return {"error_code": ErrorCode.coordinator_not_available, "node_id": _NO_NODE}
-        return {
-            "error_code": ErrorCode.none,
-            "node_id": node.node_id,
-            "host": node.host,
-            "port": node.port,
-        }
+            return _no_coordinator(key, ErrorCode.coordinator_not_available)
+        return Coordinator(
+            key=key,
+            node_id=BrokerId(node.node_id),
+            host=node.host,
+            port=i32(node.port),
+            error_code=ErrorCode.none,
+            error_message=None,
+        )
 
-    def find_coordinator(self, request: Any) -> ResponsePayload:
-        """The broker that coordinates a group (v4: several groups at once)."""
-        key_type = int(getattr(request, "key_type", _COORDINATOR_TYPE_GROUP))
-        defaults = {"host": "", "port": _NO_NODE, "error_message": None}
-        if int(type(request).__version__) >= _FIND_COORDINATOR_BATCHED:
-            coordinators = [
-                {**defaults, "key": key, **self._find(key, key_type)}
-                for key in getattr(request, "coordinator_keys", ())
-            ]
-            return _respond(request, {"coordinators": coordinators})
-        return _respond(request, {**defaults, **self._find(request.key, key_type)})
+    def find_coordinator(self, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+        """The broker that coordinates each group named (a request before v4 names one)."""
+        return FindCoordinatorResponse(
+            throttle_time=NO_THROTTLE,
+            coordinators=tuple(
+                self._find(key, request.key_type) for key in request.coordinator_keys
+            ),
+        )
 
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ------------------------------------
 
