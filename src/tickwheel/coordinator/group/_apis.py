@@ -1,12 +1,17 @@
 """``GroupApis``: the group coordinator's requests as kio entities in and out.
 
-One method per API (``async`` where the answer waits) takes the decoded kio request body
-of whatever version the client sent (plus, for JoinGroup, the client id from the request
-header) and returns the kio response body of the same version. Version differences are
-handled here, once: fields a version lacks are read with Kafka's defaults (JoinGroup v0
-has no rebalance timeout, so the session timeout serves; LeaveGroup before v3 names one
-member; OffsetFetch v1 cannot ask for "all"), and responses are built with
-``tickwheel.protocol.build_entity``, which keeps only the fields the version has.
+One method per API (``async`` where the answer waits) takes the kio request of the
+newest version the table below gives (the broker reads whatever version the client sent
+as that one, the fields it lacks at Kafka's defaults) and returns the kio response of
+that version, which the broker carries down to the version asked; ``mypy --strict``
+checks every field read and written. Where a version changes behaviour and not only
+fields, the method takes the version sent (``api_version``): JoinGroup (before v1 the
+session timeout serves as rebalance timeout; from v4 a new member must rejoin with its
+id; before v7 a null protocol name reads ""), LeaveGroup (before v3 the one member's
+error is the answer's; such a request is read with ``one_member_leaving``), OffsetFetch
+(v1 has no top-level error) and TxnOffsetCommit (below). FindCoordinator is answered as
+v6, one key or many (the broker's ``_find_coordinator`` carries a one-key version to v6
+and back).
 
 =================  ===  ========  =================================================
 API                key  versions  waits for
@@ -42,8 +47,9 @@ Concurrency contract: the methods run on one asyncio event loop (the broker's). 
 coordinator may answer from another thread (threaded purgatories): ``_Answer`` hands the
 value to the loop with ``call_soon_threadsafe`` then, and sets it directly on the loop.
 
-kio has one class per version with no common base for a request's fields, so the
-handlers take the request as ``Any`` and read fields by name.
+The answers of OffsetCommit, TxnOffsetCommit, OffsetFetch and DeleteGroups are built by
+module functions (``offset_commit_response`` ...) that the consumer-protocol layer and
+the broker's authorization use for their own answers too.
 """
 
 from __future__ import annotations

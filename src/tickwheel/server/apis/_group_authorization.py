@@ -1,10 +1,10 @@
 """Authorization of the group coordinator's APIs, as Kafka's ``KafkaApis`` does it.
 
 The coordinator (``tickwheel.coordinator.group``) knows nothing of principals; with an
-authorizer configured, the rule of each API (``authorized_group_handler``, chosen once
-when the broker's API table is built) checks a group API request here first, hands the
-coordinator's handler only what the principal may touch, then puts the refusals into
-its answer:
+authorizer configured, the rule of each API (``authorize_...``, a ``Rule``: the request,
+its body read as the newest version, and the coordinator to ``ask``) checks a group API
+request here first, asks the coordinator only about what the principal may touch (a
+narrowed copy of the typed body), then puts the refusals into its typed answer:
 
 - JoinGroup, SyncGroup, Heartbeat, LeaveGroup: READ on the group, else the whole
   request is answered GROUP_AUTHORIZATION_FAILED;

@@ -2,11 +2,14 @@
 
 OffsetCommit, OffsetFetch, FindCoordinator (key_type 0, routed by
 ``_find_coordinator``), JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups,
-ListGroups, DeleteGroups and OffsetDelete: their versions and handlers live in
-``tickwheel.coordinator.group``; each API's spec here calls that API's handler
-(``GROUP_API_HANDLERS``) directly, over the ``apis`` of the broker's ``GroupService``
+ListGroups, DeleteGroups and OffsetDelete: their versions and answers live in
+``tickwheel.coordinator.group``, over the ``apis`` of the broker's ``GroupService``
 (``context.groups``), which also knows from here which topic partitions exist
-(OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION for the others).
+(OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION for the others). Each API's handler
+here (``_HANDLERS``) reads the request as the newest version the coordinator knows
+(``DecodedRequest.body_as``; LeaveGroup before v3 through ``one_member_leaving``;
+OffsetFetch as v7 before v8, as v9 from there), asks the coordinator, and replies with
+its typed answer carried down to the version asked (``reply``).
 
 ``start_groups`` runs at broker start-up, once the hosted partitions are open: the
 service loads the groups of every ``__consumer_offsets`` partition and starts expiring

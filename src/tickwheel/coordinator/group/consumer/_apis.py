@@ -3,8 +3,9 @@
 ConsumerGroupHeartbeat and ConsumerGroupDescribe are answered here; every other group
 API goes to the classic ``GroupApis`` after a look at whether its group id names a
 consumer-protocol group (one namespace for every protocol; ListGroups also lists, and
-DeleteGroups hands on, the share groups the broker tells it of). ``GROUP_API_HANDLERS``
-names the handler of each API, which the broker's API table calls directly:
+DeleteGroups hands on, the share groups the broker tells it of). Like ``GroupApis``, each
+method takes and returns kio entities of the newest version in the table (the broker
+converts), with the version sent where behaviour depends on it:
 
 =====================  ===  ========  ===============================================
 API                    key  versions  for a consumer-protocol group
@@ -30,8 +31,10 @@ JoinGroup               11  0-7       INCONSISTENT_GROUP_PROTOCOL while it has m
 =====================  ===  ========  ===============================================
 
 ``GROUP_API_VERSIONS_WITH_CONSUMER`` is what the broker advertises: the classic table,
-OffsetFetch widened to v9 (the batched versions are answered here, each group through
-the classic coordinator's ``handle_fetch_offsets``), and the two new APIs. Topic ids
+OffsetFetch widened to v9 (the batched versions, from ``OFFSET_FETCH_BATCHED``, are
+answered here as v9, each group through the classic coordinator's
+``handle_fetch_offsets``; the broker sends the one-group versions to the classic
+``offset_fetch`` as v7), and the two new APIs. Topic ids
 travel on the wire; ``TopicCatalog`` names them for ConsumerGroupDescribe.
 
 Concurrency contract: the methods run on the broker's event loop, like ``GroupApis``;
