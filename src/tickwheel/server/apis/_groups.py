@@ -6,7 +6,7 @@ ListGroups, DeleteGroups and OffsetDelete: their versions and answers live in
 ``tickwheel.coordinator.group``, over the ``apis`` of the broker's ``GroupService``
 (``context.groups``), which also knows from here which topic partitions exist
 (OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION for the others). Each API's handler
-here (``_HANDLERS``) reads the request as the newest version the coordinator knows
+here (``_APIS``) reads the request as the newest version the coordinator knows
 (``DecodedRequest.body_as``; LeaveGroup before v3 through ``one_member_leaving``;
 OffsetFetch as v7 before v8, as v9 from there), asks the coordinator, and replies with
 its typed answer carried down to the version asked (``reply``).
@@ -222,31 +222,35 @@ def _cluster_locator(
     return locate
 
 
-GroupHandler = Callable[[BrokerContext, ConsumerGroupApis, DecodedRequest], Awaitable[Response]]
-"""One group API's handler over the broker's ``ConsumerGroupApis``."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class _GroupApi:
+    """One group API's handler over the broker's ``ConsumerGroupApis``: the coordinator's
+    answer, and the same behind the API's authorization rule."""
+
+    answer: Callable[[ConsumerGroupApis, DecodedRequest], Awaitable[Response]]
+    authorized: Callable[[BrokerContext, ConsumerGroupApis, DecodedRequest], Awaitable[Response]]
 
 
 def _served(
     read: Callable[[DecodedRequest], Req],
     answer: Callable[[ConsumerGroupApis, Req, DecodedRequest], Awaitable[Resp]],
     rule: Rule[Req, Resp],
-) -> GroupHandler:
-    """The handler that ``read``s the body, has the coordinator ``answer`` it and replies;
-    with an authorizer, behind the API's authorization ``rule``."""
+) -> _GroupApi:
+    """The API whose body is ``read`` from the request and ``answer``ed by the
+    coordinator; with an authorizer, behind ``rule``."""
 
-    async def serve(
+    async def answered(apis: ConsumerGroupApis, request: DecodedRequest) -> Response:
+        return reply(request, await answer(apis, read(request), request))
+
+    async def authorized(
         context: BrokerContext, apis: ConsumerGroupApis, request: DecodedRequest
     ) -> Response:
-        body = read(request)
-
         def ask(narrowed: Req) -> Awaitable[Resp]:
             return answer(apis, narrowed, request)
 
-        if context.authorizer is None:
-            return reply(request, await ask(body))
-        return await rule(context, request, body, ask)
+        return await rule(context, request, read(request), ask)
 
-    return serve
+    return _GroupApi(answered, authorized)
 
 
 def _as(cls: type[Body]) -> Callable[[DecodedRequest], Body]:
@@ -273,20 +277,24 @@ def _client_id(request: DecodedRequest) -> str:
     return request.header.client_id or ""
 
 
-def _offset_fetch(one_group: GroupHandler, groups: GroupHandler) -> GroupHandler:
+def _offset_fetch(one_group: _GroupApi, groups: _GroupApi) -> _GroupApi:
     """OffsetFetch: one group before v8 (the classic handler), several from v8."""
 
-    async def serve(
+    def by_version(request: DecodedRequest) -> _GroupApi:
+        return one_group if request.api_version < OFFSET_FETCH_BATCHED else groups
+
+    async def answered(apis: ConsumerGroupApis, request: DecodedRequest) -> Response:
+        return await by_version(request).answer(apis, request)
+
+    async def authorized(
         context: BrokerContext, apis: ConsumerGroupApis, request: DecodedRequest
     ) -> Response:
-        if request.api_version < OFFSET_FETCH_BATCHED:
-            return await one_group(context, apis, request)
-        return await groups(context, apis, request)
+        return await by_version(request).authorized(context, apis, request)
 
-    return serve
+    return _GroupApi(answered, authorized)
 
 
-_HANDLERS: Mapping[int, GroupHandler] = {
+_APIS: Mapping[int, _GroupApi] = {
     ApiKey.OFFSET_COMMIT: _served(
         _as(OffsetCommitRequest),
         lambda apis, body, request: apis.offset_commit(body, api_version=request.api_version),
@@ -370,13 +378,15 @@ _HANDLERS: Mapping[int, GroupHandler] = {
 
 def _group_spec(api_key: int, versions: VersionRange) -> ApiSpec:
     """API ``api_key`` answered by the group coordinator."""
-    serve = _HANDLERS[api_key]
+    api = _APIS[api_key]
 
     async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
         groups = context.groups
         if groups is None:
             raise RuntimeError("the group coordinator is not started")
-        return await serve(context, groups.apis, request)
+        if context.authorizer is not None:
+            return await api.authorized(context, groups.apis, request)
+        return await api.answer(groups.apis, request)
 
     return ApiSpec(api_key, GROUP_API_NAMES_WITH_CONSUMER[api_key], versions, handle)
 
