@@ -8,11 +8,15 @@ what is due; answers land in ``Replies`` objects the tests inspect.
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tickwheel.coordinator.group import (
     GroupConfig,
@@ -23,8 +27,10 @@ from tickwheel.coordinator.group import (
     JoinRequest,
     SyncGroupResult,
 )
+from tickwheel.protocol import build_entity, convert, request_schema, response_schema
 from tickwheel.timer import InlineExecutor, ManualClock, SystemTimer
 
+E = TypeVar("E", bound=RequestPayload)
 CONSUMER = "consumer"
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
@@ -225,3 +231,19 @@ def make_config(**overrides: int) -> GroupConfig:
     }
     values.update(overrides)
     return GroupConfig(**values)
+
+
+def sent(cls: type[E], version: int, values: dict[str, Any]) -> E:
+    """A request a client sent at ``version`` as the coordinator reads it: ``cls``, the
+    newest version it knows (what the broker's ``DecodedRequest.body_as`` gives)."""
+    return convert(cls, build_entity(request_schema(cls.__api_key__, version), values))
+
+
+def answered(response: ResponsePayload, version: int) -> Any:
+    """``response`` as the client gets it at ``version``: converted down, encoded and
+    decoded again by kio (which proves it valid at that version)."""
+    cls = response_schema(type(response).__api_key__, version)
+    buffer = io.BytesIO()
+    entity_writer(cls)(buffer, convert(cls, response))
+    decoded, _size = entity_reader(cls)(buffer.getvalue(), 0)
+    return decoded

@@ -1,12 +1,17 @@
 """``GroupApis``: the group coordinator's requests as kio entities in and out.
 
-One method per API (``async`` where the answer waits) takes the decoded kio request body
-of whatever version the client sent (plus, for JoinGroup, the client id from the request
-header) and returns the kio response body of the same version. Version differences are
-handled here, once: fields a version lacks are read with Kafka's defaults (JoinGroup v0
-has no rebalance timeout, so the session timeout serves; LeaveGroup before v3 names one
-member; OffsetFetch v1 cannot ask for "all"), and responses are built with
-``tickwheel.protocol.build_entity``, which keeps only the fields the version has.
+One method per API (``async`` where the answer waits) takes the kio request of the
+newest version the table below gives (the broker reads whatever version the client sent
+as that one, the fields it lacks at Kafka's defaults) and returns the kio response of
+that version, which the broker carries down to the version asked; ``mypy --strict``
+checks every field read and written. Where a version changes behaviour and not only
+fields, the method takes the version sent (``api_version``): JoinGroup (before v1 the
+session timeout serves as rebalance timeout; from v4 a new member must rejoin with its
+id; before v7 a null protocol name reads ""), LeaveGroup (before v3 the one member's
+error is the answer's; such a request is read with ``one_member_leaving``), OffsetFetch
+(v1 has no top-level error) and TxnOffsetCommit (below). FindCoordinator is answered as
+v6, one key or many (the broker's ``_find_coordinator`` carries a one-key version to v6
+and back).
 
 =================  ===  ========  =================================================
 API                key  versions  waits for
@@ -42,8 +47,9 @@ Concurrency contract: the methods run on one asyncio event loop (the broker's). 
 coordinator may answer from another thread (threaded purgatories): ``_Answer`` hands the
 value to the loop with ``call_soon_threadsafe`` then, and sets it directly on the loop.
 
-kio has one class per version with no common base for a request's fields, so the
-handlers take the request as ``Any`` and read fields by name.
+The answers of OffsetCommit, TxnOffsetCommit, OffsetFetch and DeleteGroups are built by
+module functions (``offset_commit_response`` ...) that the consumer-protocol layer and
+the broker's authorization use for their own answers too.
 """
 
 from __future__ import annotations
@@ -51,17 +57,64 @@ from __future__ import annotations
 import asyncio
 import datetime
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Generic, Protocol, TypeVar
 
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.delete_groups.v2.response import DeletableGroupResult, DeleteGroupsResponse
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.describe_groups.v5.response import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsResponse,
+)
 from kio.schema.errors import ErrorCode
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinatorResponse
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.heartbeat.v4.response import HeartbeatResponse
+from kio.schema.join_group.v7.request import JoinGroupRequest
+from kio.schema.join_group.v7.response import JoinGroupResponse, JoinGroupResponseMember
+from kio.schema.leave_group.v2.request import LeaveGroupRequest as LeaveGroupRequestV2
+from kio.schema.leave_group.v5.request import LeaveGroupRequest, MemberIdentity
+from kio.schema.leave_group.v5.response import LeaveGroupResponse, MemberResponse
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.list_groups.v5.response import ListedGroup, ListGroupsResponse
+from kio.schema.offset_commit.v9.request import OffsetCommitRequest
+from kio.schema.offset_commit.v9.response import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_delete.v0.response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest
+from kio.schema.offset_fetch.v7.response import (
+    OffsetFetchResponse,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from kio.schema.sync_group.v5.request import SyncGroupRequest
+from kio.schema.sync_group.v5.response import SyncGroupResponse
+from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest
+from kio.schema.txn_offset_commit.v3.response import (
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+from kio.schema.types import BrokerId, GroupId, TopicName
+from kio.static.primitive import i32, i32Timedelta, i64
 
 from tickwheel.coordinator._locator import FIND_COORDINATOR_KEY, CoordinatorLocator
 from tickwheel.coordinator.group._coordinator import GroupCoordinator, JoinRequest, LeavingMember
 from tickwheel.coordinator.group._group import JoinGroupResult, SyncGroupResult, TopicPartition
+from tickwheel.coordinator.group._manager import FetchedOffset
 from tickwheel.coordinator.group._records import NO_LEADER_EPOCH, OffsetValue
-from tickwheel.protocol import ApiKey, VersionRange, build_entity, response_schema
+from tickwheel.protocol import ApiKey, VersionRange
 
 T = TypeVar("T")
 
@@ -109,21 +162,24 @@ GROUP_API_NAMES: Mapping[int, str] = {
 }
 
 # Version thresholds, from Kafka's message definitions.
+_JOIN_REBALANCE_TIMEOUT = 1  # before, the session timeout serves
 _JOIN_REQUIRES_KNOWN_MEMBER_ID = 4  # KIP-394
 _JOIN_NULLABLE_PROTOCOL_NAME = 7
-_LEAVE_BATCHED = 3
+LEAVE_GROUP_BATCHED = 3
+"""The first LeaveGroup version naming several members (read older ones with
+``one_member_leaving``)."""
 _OFFSET_FETCH_ALL_PARTITIONS = 2
-_FIND_COORDINATOR_BATCHED = 4
 _TXN_OFFSET_COMMIT_LOAD_ERROR = 2  # from v2, COORDINATOR_LOAD_IN_PROGRESS is understood
 _COORDINATOR_TYPE_GROUP = ApiKey.PRODUCE
-_NO_NODE = -1  # node id and port of "no coordinator"
+_NO_NODE = BrokerId(-1)  # node id and port of "no coordinator"
+_NO_PORT = i32(-1)
 _NO_OFFSET = -1  # nothing committed
-# Kafka's "authorized operations were not asked for" marker in DescribeGroups.
-_AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 _CLASSIC_GROUP_TYPE = "classic"
 _ONE_MS = datetime.timedelta(milliseconds=1)
 # Kafka prefixes the client address with a slash (InetAddress.toString()).
 DEFAULT_CLIENT_HOST = "/127.0.0.1"
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+"""A response's ``throttle_time``: the coordinator throttles no one."""
 
 
 PartitionChecker = Callable[[str, int], bool]
@@ -158,37 +214,139 @@ class _Answer(Generic[T]):
         return await self._future
 
 
-def _version(request: RequestPayload) -> int:
-    return int(type(request).__version__)
-
-
-def _respond(request: RequestPayload, values: Mapping[str, Any]) -> ResponsePayload:
-    cls = response_schema(int(type(request).__api_key__), _version(request))
-    return build_entity(cls, {"throttle_time": 0, **values})
+def _no_coordinator(key: str, error: ErrorCode) -> Coordinator:
+    return Coordinator(
+        key=key,
+        node_id=_NO_NODE,
+        host="",
+        port=_NO_PORT,
+        error_code=error,
+        error_message=None,
+    )
 
 
 def _ms(duration: datetime.timedelta) -> int:
     return duration // _ONE_MS
 
 
-def _partition_errors(
-    request: Any, errors: dict[TopicPartition, ErrorCode]
-) -> list[dict[str, Any]]:
-    """Each requested topic's partitions with their error code (OffsetCommit and
-    TxnOffsetCommit answer in this shape)."""
-    return [
-        {
-            "name": topic.name,
-            "partitions": [
-                {
-                    "partition_index": p.partition_index,
-                    "error_code": errors[(topic.name, int(p.partition_index))],
-                }
-                for p in topic.partitions
-            ],
-        }
-        for topic in request.topics
-    ]
+class CommittedPartition(Protocol):
+    """A partition's offset in an OffsetCommit or TxnOffsetCommit request."""
+
+    @property
+    def partition_index(self) -> i32: ...
+    @property
+    def committed_offset(self) -> i64: ...
+    @property
+    def committed_leader_epoch(self) -> i32: ...
+    @property
+    def committed_metadata(self) -> str | None: ...
+
+
+class CommitTopic(Protocol):
+    """A topic's offsets in an OffsetCommit or TxnOffsetCommit request."""
+
+    @property
+    def name(self) -> TopicName: ...
+    @property
+    def partitions(self) -> Sequence[CommittedPartition]: ...
+
+
+AskedPartitions = Sequence[tuple[TopicName, Sequence[i32]]]
+"""The partitions a request names, topic by topic, in its order."""
+PartitionError = Callable[[TopicPartition], ErrorCode]
+
+
+def asked_partitions(topics: Iterable[CommitTopic]) -> AskedPartitions:
+    """The partitions named by an (Txn)OffsetCommit request's ``topics``."""
+    return [(topic.name, [p.partition_index for p in topic.partitions]) for topic in topics]
+
+
+def offset_commit_response(
+    asked: AskedPartitions, error_of: PartitionError
+) -> OffsetCommitResponse:
+    """The OffsetCommit answer: each asked partition with ``error_of`` it."""
+    return OffsetCommitResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            OffsetCommitResponseTopic(
+                name=name,
+                partitions=tuple(
+                    OffsetCommitResponsePartition(
+                        partition_index=index, error_code=error_of((name, int(index)))
+                    )
+                    for index in indexes
+                ),
+            )
+            for name, indexes in asked
+        ),
+    )
+
+
+def txn_offset_commit_response(
+    asked: AskedPartitions, error_of: PartitionError
+) -> TxnOffsetCommitResponse:
+    """The TxnOffsetCommit answer: each asked partition with ``error_of`` it."""
+    return TxnOffsetCommitResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            TxnOffsetCommitResponseTopic(
+                name=name,
+                partitions=tuple(
+                    TxnOffsetCommitResponsePartition(
+                        partition_index=index, error_code=error_of((name, int(index)))
+                    )
+                    for index in indexes
+                ),
+            )
+            for name, indexes in asked
+        ),
+    )
+
+
+def fetched_topics(
+    fetched: Mapping[TopicPartition, FetchedOffset],
+) -> tuple[OffsetFetchResponseTopic, ...]:
+    """OffsetFetch's answer for ``fetched`` offsets, topic by topic in name order."""
+    by_topic: dict[str, list[OffsetFetchResponsePartition]] = {}
+    for (topic, partition), offset in sorted(fetched.items()):
+        by_topic.setdefault(topic, []).append(
+            OffsetFetchResponsePartition(
+                partition_index=i32(partition),
+                committed_offset=i64(offset.offset),
+                committed_leader_epoch=i32(offset.leader_epoch),
+                metadata=offset.metadata,
+                error_code=offset.error,
+            )
+        )
+    return tuple(
+        OffsetFetchResponseTopic(name=TopicName(name), partitions=tuple(partitions))
+        for name, partitions in by_topic.items()
+    )
+
+
+def delete_groups_response(results: Iterable[tuple[str, ErrorCode]]) -> DeleteGroupsResponse:
+    """The DeleteGroups answer: each group with its error code."""
+    return DeleteGroupsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            DeletableGroupResult(group_id=GroupId(group_id), error_code=error)
+            for group_id, error in results
+        ),
+    )
+
+
+def join_protocol_name(protocol_name: str | None, api_version: int) -> str | None:
+    """JoinGroup's protocol name at ``api_version``: null reads "" before v7."""
+    if protocol_name is None and api_version < _JOIN_NULLABLE_PROTOCOL_NAME:
+        return ""
+    return protocol_name
+
+
+def one_member_leaving(request: LeaveGroupRequestV2) -> LeaveGroupRequest:
+    """A LeaveGroup request before v3 (one member, by id) in v5's shape."""
+    return LeaveGroupRequest(
+        group_id=request.group_id, members=(MemberIdentity(member_id=request.member_id),)
+    )
 
 
 class GroupApis:
@@ -207,53 +365,55 @@ class GroupApis:
 
     # --- FindCoordinator ---------------------------------------------------------------
 
-    def _find(self, key: str, key_type: int) -> dict[str, Any]:
-        if key_type != _COORDINATOR_TYPE_GROUP:
+    def _find(self, key: str, key_type: int) -> Coordinator:
+        if key_type != _COORDINATOR_TYPE_GROUP or not key:
             # Kafka's answer to a coordinator type it does not know (transactional ids
             # go to tickwheel.coordinator.transaction before reaching this).
-            return {"error_code": ErrorCode.invalid_request, "node_id": _NO_NODE}
-        if not key:
-            return {"error_code": ErrorCode.invalid_request, "node_id": _NO_NODE}
+            return _no_coordinator(key, ErrorCode.invalid_request)
         node = self._locate(self.coordinator.partition_for(key))
         if node is None:
-            return {"error_code": ErrorCode.coordinator_not_available, "node_id": _NO_NODE}
-        return {
-            "error_code": ErrorCode.none,
-            "node_id": node.node_id,
-            "host": node.host,
-            "port": node.port,
-        }
+            return _no_coordinator(key, ErrorCode.coordinator_not_available)
+        return Coordinator(
+            key=key,
+            node_id=BrokerId(node.node_id),
+            host=node.host,
+            port=i32(node.port),
+            error_code=ErrorCode.none,
+            error_message=None,
+        )
 
-    def find_coordinator(self, request: Any) -> ResponsePayload:
-        """The broker that coordinates a group (v4: several groups at once)."""
-        key_type = int(getattr(request, "key_type", _COORDINATOR_TYPE_GROUP))
-        defaults = {"host": "", "port": _NO_NODE, "error_message": None}
-        if _version(request) >= _FIND_COORDINATOR_BATCHED:
-            coordinators = [
-                {**defaults, "key": key, **self._find(key, key_type)}
-                for key in getattr(request, "coordinator_keys", ())
-            ]
-            return _respond(request, {"coordinators": coordinators})
-        return _respond(request, {**defaults, **self._find(request.key, key_type)})
+    def find_coordinator(self, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+        """The broker that coordinates each group named (a request before v4 names one)."""
+        return FindCoordinatorResponse(
+            throttle_time=NO_THROTTLE,
+            coordinators=tuple(
+                self._find(key, request.key_type) for key in request.coordinator_keys
+            ),
+        )
 
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ------------------------------------
 
     async def join_group(
-        self, request: Any, *, client_id: str, client_host: str = DEFAULT_CLIENT_HOST
-    ) -> ResponsePayload:
+        self,
+        request: JoinGroupRequest,
+        *,
+        api_version: int,
+        client_id: str,
+        client_host: str = DEFAULT_CLIENT_HOST,
+    ) -> JoinGroupResponse:
         """Join the group; answers when the rebalance completes."""
-        version = _version(request)
         session_timeout_ms = _ms(request.session_timeout)
-        rebalance_timeout = getattr(request, "rebalance_timeout", None)
         join = JoinRequest(
             group_id=request.group_id,
             member_id=request.member_id,
-            group_instance_id=getattr(request, "group_instance_id", None),
-            require_known_member_id=version >= _JOIN_REQUIRES_KNOWN_MEMBER_ID,
+            group_instance_id=request.group_instance_id,
+            require_known_member_id=api_version >= _JOIN_REQUIRES_KNOWN_MEMBER_ID,
             client_id=client_id,
             client_host=client_host,
             rebalance_timeout_ms=(
-                session_timeout_ms if rebalance_timeout is None else _ms(rebalance_timeout)
+                session_timeout_ms
+                if api_version < _JOIN_REBALANCE_TIMEOUT
+                else _ms(request.rebalance_timeout)
             ),
             session_timeout_ms=session_timeout_ms,
             protocol_type=request.protocol_type,
@@ -262,176 +422,154 @@ class GroupApis:
         answer: _Answer[JoinGroupResult] = _Answer()
         self.coordinator.handle_join_group(join, answer.deliver)
         result = await answer.wait()
-        protocol_name = result.protocol_name
-        if protocol_name is None and version < _JOIN_NULLABLE_PROTOCOL_NAME:
-            protocol_name = ""
-        return _respond(
-            request,
-            {
-                "error_code": result.error,
-                "generation_id": result.generation_id,
-                "protocol_type": result.protocol_type,
-                "protocol_name": protocol_name,
-                "leader": result.leader_id,
-                "member_id": result.member_id,
-                "members": [
-                    {
-                        "member_id": m.member_id,
-                        "group_instance_id": m.group_instance_id,
-                        "metadata": m.metadata,
-                    }
-                    for m in result.members
-                ],
-            },
+        return JoinGroupResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=result.error,
+            generation_id=i32(result.generation_id),
+            protocol_type=result.protocol_type,
+            protocol_name=join_protocol_name(result.protocol_name, api_version),
+            leader=result.leader_id,
+            member_id=result.member_id,
+            members=tuple(
+                JoinGroupResponseMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    metadata=m.metadata,
+                )
+                for m in result.members
+            ),
         )
 
-    async def sync_group(self, request: Any) -> ResponsePayload:
+    async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:
         """Send (leader) or await (everyone) the assignment of the current generation."""
         answer: _Answer[SyncGroupResult] = _Answer()
         self.coordinator.handle_sync_group(
             request.group_id,
-            int(request.generation_id),
+            request.generation_id,
             request.member_id,
-            getattr(request, "group_instance_id", None),
-            getattr(request, "protocol_type", None),
-            getattr(request, "protocol_name", None),
+            request.group_instance_id,
+            request.protocol_type,
+            request.protocol_name,
             {a.member_id: bytes(a.assignment) for a in request.assignments},
             answer.deliver,
         )
         result = await answer.wait()
-        return _respond(
-            request,
-            {
-                "error_code": result.error,
-                "protocol_type": result.protocol_type,
-                "protocol_name": result.protocol_name,
-                "assignment": result.assignment,
-            },
+        return SyncGroupResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=result.error,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            assignment=result.assignment,
         )
 
-    async def heartbeat(self, request: Any) -> ResponsePayload:
+    async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
         """A member's sign of life."""
         answer: _Answer[ErrorCode] = _Answer()
         self.coordinator.handle_heartbeat(
             request.group_id,
             request.member_id,
-            getattr(request, "group_instance_id", None),
-            int(request.generation_id),
+            request.group_instance_id,
+            request.generation_id,
             answer.deliver,
         )
-        return _respond(request, {"error_code": await answer.wait()})
+        return HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=await answer.wait())
 
-    async def leave_group(self, request: Any) -> ResponsePayload:
-        """Members leave the group at once."""
-        batched = _version(request) >= _LEAVE_BATCHED
-        leaving = (
-            [LeavingMember(m.member_id, m.group_instance_id) for m in request.members]
-            if batched
-            else [LeavingMember(request.member_id, None)]
-        )
+    async def leave_group(
+        self, request: LeaveGroupRequest, *, api_version: int
+    ) -> LeaveGroupResponse:
+        """Members leave the group at once (before v3 the one of ``one_member_leaving``,
+        whose error is the answer's)."""
+        leaving = [LeavingMember(m.member_id, m.group_instance_id) for m in request.members]
         answer: _Answer[tuple[ErrorCode, list[LeavingMember]]] = _Answer()
         self.coordinator.handle_leave_group(
             request.group_id, leaving, lambda error, members: answer.deliver((error, members))
         )
         error, members = await answer.wait()
-        if not batched and error is ErrorCode.none and members:
-            error = members[0].error  # before v3 the one member's error is the answer
-        return _respond(
-            request,
-            {
-                "error_code": error,
-                "members": [
-                    {
-                        "member_id": m.member_id,
-                        "group_instance_id": m.group_instance_id,
-                        "error_code": m.error,
-                    }
-                    for m in members
-                ],
-            },
+        if api_version < LEAVE_GROUP_BATCHED and error is ErrorCode.none and members:
+            error = members[0].error
+        return LeaveGroupResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            members=tuple(
+                MemberResponse(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
+                )
+                for m in members
+            ),
         )
 
     # --- offsets -------------------------------------------------------------------------
 
-    async def offset_commit(self, request: Any) -> ResponsePayload:
-        """Commit offsets; answers once they are written.
-
-        A partition that does not exist is answered UNKNOWN_TOPIC_OR_PARTITION and its
-        offset is not stored, as Kafka's ``handleOffsetCommitRequest`` does; the others
-        are committed.
-        """
+    def _split_offsets(
+        self, topics: Iterable[CommitTopic], commit_timestamp_ms: int
+    ) -> tuple[dict[TopicPartition, OffsetValue], dict[TopicPartition, ErrorCode]]:
+        """The offsets to store of the partitions that exist, and the others'
+        UNKNOWN_TOPIC_OR_PARTITION (Kafka's ``handleOffsetCommitRequest`` does not store
+        them)."""
         offsets: dict[TopicPartition, OffsetValue] = {}
         unknown: dict[TopicPartition, ErrorCode] = {}
-        for topic in request.topics:
+        for topic in topics:
             for partition in topic.partitions:
                 tp = (topic.name, int(partition.partition_index))
                 if not self._partition_exists(*tp):
                     unknown[tp] = ErrorCode.unknown_topic_or_partition
                     continue
                 offsets[tp] = OffsetValue(
-                    offset=int(partition.committed_offset),
-                    leader_epoch=int(getattr(partition, "committed_leader_epoch", NO_LEADER_EPOCH)),
-                    metadata=partition.committed_metadata or "",
-                    commit_timestamp_ms=self.coordinator.manager.clock_ms(),
-                )
-        answer: _Answer[dict[TopicPartition, ErrorCode]] = _Answer()
-        if offsets:
-            self.coordinator.handle_commit_offsets(
-                request.group_id,
-                request.member_id,
-                getattr(request, "group_instance_id", None),
-                int(request.generation_id_or_member_epoch),
-                offsets,
-                answer.deliver,
-            )
-            errors = await answer.wait()
-        else:
-            errors = {}
-        errors.update(unknown)
-        return _respond(request, {"topics": _partition_errors(request, errors)})
-
-    async def txn_offset_commit(self, request: Any) -> ResponsePayload:
-        """Commit offsets in a transaction; answers once they are written (pending until
-        the transaction ends)."""
-        offsets: dict[TopicPartition, OffsetValue] = {}
-        errors: dict[TopicPartition, ErrorCode] = {}
-        commit_timestamp_ms = self.coordinator.manager.clock_ms()
-        for topic in request.topics:
-            for partition in topic.partitions:
-                tp = (topic.name, int(partition.partition_index))
-                if not self._partition_exists(*tp):
-                    errors[tp] = ErrorCode.unknown_topic_or_partition
-                    continue
-                offsets[tp] = OffsetValue(
-                    offset=int(partition.committed_offset),
-                    leader_epoch=int(getattr(partition, "committed_leader_epoch", NO_LEADER_EPOCH)),
+                    offset=partition.committed_offset,
+                    leader_epoch=partition.committed_leader_epoch,
                     metadata=partition.committed_metadata or "",
                     commit_timestamp_ms=commit_timestamp_ms,
                 )
+        return offsets, unknown
+
+    async def offset_commit(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
+        """Commit offsets; answers once they are written (a partition that does not
+        exist: UNKNOWN_TOPIC_OR_PARTITION, its offset not stored)."""
+        offsets, errors = self._split_offsets(request.topics, self.coordinator.manager.clock_ms())
         if offsets:
             answer: _Answer[dict[TopicPartition, ErrorCode]] = _Answer()
-            self.coordinator.handle_txn_commit_offsets(
+            self.coordinator.handle_commit_offsets(
                 request.group_id,
-                int(request.producer_id),
-                int(request.producer_epoch),
-                getattr(request, "member_id", ""),
-                getattr(request, "group_instance_id", None),
-                int(getattr(request, "generation_id", -1)),
+                request.member_id,
+                request.group_instance_id,
+                request.generation_id_or_member_epoch,
                 offsets,
                 answer.deliver,
             )
             errors.update(await answer.wait())
-        if _version(request) < _TXN_OFFSET_COMMIT_LOAD_ERROR:
+        return offset_commit_response(asked_partitions(request.topics), errors.__getitem__)
+
+    async def txn_offset_commit(
+        self, request: TxnOffsetCommitRequest, *, api_version: int
+    ) -> TxnOffsetCommitResponse:
+        """Commit offsets in a transaction; answers once they are written (pending until
+        the transaction ends)."""
+        offsets, errors = self._split_offsets(request.topics, self.coordinator.manager.clock_ms())
+        if offsets:
+            answer: _Answer[dict[TopicPartition, ErrorCode]] = _Answer()
+            self.coordinator.handle_txn_commit_offsets(
+                request.group_id,
+                request.producer_id,
+                request.producer_epoch,
+                request.member_id,
+                request.group_instance_id,
+                request.generation_id,
+                offsets,
+                answer.deliver,
+            )
+            errors.update(await answer.wait())
+        if api_version < _TXN_OFFSET_COMMIT_LOAD_ERROR:
             errors = {
                 tp: ErrorCode.coordinator_not_available
                 if error is ErrorCode.coordinator_load_in_progress
                 else error
                 for tp, error in errors.items()
             }
-        return _respond(request, {"topics": _partition_errors(request, errors)})
+        return txn_offset_commit_response(asked_partitions(request.topics), errors.__getitem__)
 
-    def offset_fetch(self, request: Any) -> ResponsePayload:
-        """Committed offsets of the asked partitions (from v2, None asks for all)."""
+    def offset_fetch(self, request: OffsetFetchRequest, *, api_version: int) -> OffsetFetchResponse:
+        """Committed offsets of the asked partitions (from v2, None asks for all; v1 has
+        no top-level error: every partition asked for carries it)."""
         wanted: list[TopicPartition] | None = None
         if request.topics is not None:
             wanted = [
@@ -440,112 +578,71 @@ class GroupApis:
                 for index in topic.partition_indexes
             ]
         error, fetched = self.coordinator.handle_fetch_offsets(
-            request.group_id, wanted, require_stable=bool(getattr(request, "require_stable", False))
+            request.group_id, wanted, require_stable=request.require_stable
         )
-        per_partition_error = _version(request) < _OFFSET_FETCH_ALL_PARTITIONS
-        if per_partition_error and error is not ErrorCode.none and wanted is not None:
-            # v1 has no top-level error: every partition carries it.
-            fetched = {}
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for (topic, partition), offset in sorted(fetched.items()):
-            by_topic.setdefault(topic, []).append(
-                {
-                    "partition_index": partition,
-                    "committed_offset": offset.offset,
-                    "committed_leader_epoch": offset.leader_epoch,
-                    "metadata": offset.metadata,
-                    "error_code": offset.error,
-                }
+        if api_version < _OFFSET_FETCH_ALL_PARTITIONS and error is not ErrorCode.none:
+            fetched = dict.fromkeys(
+                wanted or (), FetchedOffset(_NO_OFFSET, NO_LEADER_EPOCH, "", error)
             )
-        if per_partition_error and error is not ErrorCode.none and wanted is not None:
-            for topic, partition in wanted:
-                by_topic.setdefault(topic, []).append(
-                    {
-                        "partition_index": partition,
-                        "committed_offset": _NO_OFFSET,
-                        "committed_leader_epoch": NO_LEADER_EPOCH,
-                        "metadata": "",
-                        "error_code": error,
-                    }
-                )
-        return _respond(
-            request,
-            {
-                "error_code": error,
-                "topics": [
-                    {"name": topic, "partitions": partitions}
-                    for topic, partitions in by_topic.items()
-                ],
-            },
+        return OffsetFetchResponse(
+            throttle_time=NO_THROTTLE, error_code=error, topics=fetched_topics(fetched)
         )
 
     # --- ListGroups, DescribeGroups, DeleteGroups ---------------------------------------
 
-    def list_groups(self, request: Any) -> ResponsePayload:
-        """The groups this broker coordinates (v4: filtered by state)."""
-        states = frozenset(getattr(request, "states_filter", ()))
-        types = {t.lower() for t in getattr(request, "types_filter", ())}
-        error, overviews = self.coordinator.handle_list_groups(states)
+    def list_groups(self, request: ListGroupsRequest) -> ListGroupsResponse:
+        """The groups this broker coordinates (v4: filtered by state, v5: by type)."""
+        types = {t.lower() for t in request.types_filter}
+        error, overviews = self.coordinator.handle_list_groups(frozenset(request.states_filter))
         if types and _CLASSIC_GROUP_TYPE not in types:
             overviews = []
-        return _respond(
-            request,
-            {
-                "error_code": error,
-                "groups": [
-                    {
-                        "group_id": o.group_id,
-                        "protocol_type": o.protocol_type,
-                        "group_state": o.state.value,
-                        "group_type": _CLASSIC_GROUP_TYPE,
-                    }
-                    for o in overviews
-                ],
-            },
+        return ListGroupsResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            groups=tuple(
+                ListedGroup(
+                    group_id=GroupId(o.group_id),
+                    protocol_type=o.protocol_type,
+                    group_state=o.state.value,
+                    group_type=_CLASSIC_GROUP_TYPE,
+                )
+                for o in overviews
+            ),
         )
 
-    def describe_groups(self, request: Any) -> ResponsePayload:
+    def describe_groups(self, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
         """State, protocol and members of each named group."""
         described = []
         for group_id in request.groups:
             error, summary = self.coordinator.handle_describe_group(group_id)
             described.append(
-                {
-                    "error_code": error,
-                    "group_id": group_id,
-                    "group_state": summary.state,
-                    "protocol_type": summary.protocol_type,
-                    "protocol_data": summary.protocol_name,
-                    "authorized_operations": _AUTHORIZED_OPERATIONS_OMITTED,
-                    "members": [
-                        {
-                            "member_id": m.member_id,
-                            "group_instance_id": m.group_instance_id,
-                            "client_id": m.client_id,
-                            "client_host": m.client_host,
-                            "member_metadata": m.metadata,
-                            "member_assignment": m.assignment,
-                        }
+                DescribedGroup(
+                    error_code=error,
+                    group_id=group_id,
+                    group_state=summary.state,
+                    protocol_type=summary.protocol_type,
+                    protocol_data=summary.protocol_name,
+                    members=tuple(
+                        DescribedGroupMember(
+                            member_id=m.member_id,
+                            group_instance_id=m.group_instance_id,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            member_metadata=m.metadata,
+                            member_assignment=m.assignment,
+                        )
                         for m in summary.members
-                    ],
-                }
+                    ),
+                )
             )
-        return _respond(request, {"groups": described})
+        return DescribeGroupsResponse(throttle_time=NO_THROTTLE, groups=tuple(described))
 
-    def delete_groups(self, request: Any) -> ResponsePayload:
+    def delete_groups(self, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
         """Delete empty groups and their committed offsets."""
         results = self.coordinator.handle_delete_groups(list(request.groups_names))
-        return _respond(
-            request,
-            {
-                "results": [
-                    {"group_id": group_id, "error_code": error}
-                    for group_id, error in results.items()
-                ]
-            },
-        )
+        return delete_groups_response(results.items())
 
-    def offset_delete(self, request: Any) -> ResponsePayload:
+    def offset_delete(self, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
         """Delete a group's committed offsets of the named partitions."""
         errors: dict[TopicPartition, ErrorCode] = {}
         known: list[TopicPartition] = []
@@ -558,18 +655,18 @@ class GroupApis:
                     errors[tp] = ErrorCode.unknown_topic_or_partition
         error, deleted = self.coordinator.handle_delete_offsets(request.group_id, known)
         errors.update(deleted)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[OffsetDeleteResponsePartition]] = {}
         for (topic_name, partition_index), partition_error in errors.items():
             by_topic.setdefault(topic_name, []).append(
-                {"partition_index": partition_index, "error_code": partition_error}
+                OffsetDeleteResponsePartition(
+                    partition_index=i32(partition_index), error_code=partition_error
+                )
             )
-        return _respond(
-            request,
-            {
-                "error_code": error,
-                "topics": [
-                    {"name": name, "partitions": partitions}
-                    for name, partitions in by_topic.items()
-                ],
-            },
+        return OffsetDeleteResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            topics=tuple(
+                OffsetDeleteResponseTopic(name=TopicName(name), partitions=tuple(partitions))
+                for name, partitions in by_topic.items()
+            ),
         )

@@ -1,10 +1,10 @@
 """Authorization of the group coordinator's APIs, as Kafka's ``KafkaApis`` does it.
 
 The coordinator (``tickwheel.coordinator.group``) knows nothing of principals; with an
-authorizer configured, the rule of each API (``authorized_group_handler``, chosen once
-when the broker's API table is built) checks a group API request here first, hands the
-coordinator's handler only what the principal may touch, then puts the refusals into
-its answer:
+authorizer configured, the rule of each API (``authorize_...``, a ``Rule``: the request,
+its body read as the newest version, and the coordinator to ``ask``) checks a group API
+request here first, asks the coordinator only about what the principal may touch (a
+narrowed copy of the typed body), then puts the refusals into its typed answer:
 
 - JoinGroup, SyncGroup, Heartbeat, LeaveGroup: READ on the group, else the whole
   request is answered GROUP_AUTHORIZATION_FAILED;
@@ -27,65 +27,122 @@ Concurrency: event-loop thread only, like every handler.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
-from kio.schema.errors import ErrorCode
-
-from tickwheel.coordinator.group import GroupService
-from tickwheel.coordinator.group.consumer import GroupApiHandler
-from tickwheel.protocol import (
-    ApiKey,
-    DecodedRequest,
-    build_entity,
-    encode_response,
-    response_schema,
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_describe.v1.response import (
+    ConsumerGroupDescribeResponse,
 )
+from kio.schema.consumer_group_describe.v1.response import (
+    DescribedGroup as ConsumerDescribedGroup,
+)
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.delete_groups.v2.response import DeletableGroupResult, DeleteGroupsResponse
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.describe_groups.v5.response import DescribedGroup, DescribeGroupsResponse
+from kio.schema.errors import ErrorCode
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.list_groups.v5.response import ListGroupsResponse
+from kio.schema.offset_commit.v9.request import OffsetCommitRequest
+from kio.schema.offset_commit.v9.response import OffsetCommitResponse
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_delete.v0.response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as OffsetFetchRequestV7
+from kio.schema.offset_fetch.v7.response import OffsetFetchResponse as OffsetFetchResponseV7
+from kio.schema.offset_fetch.v7.response import (
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest
+from kio.schema.offset_fetch.v9.response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponseTopics,
+)
+from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest
+from kio.schema.txn_offset_commit.v3.response import TxnOffsetCommitResponse
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32, i64
+from kio.static.protocol import ResponsePayload
+
+from tickwheel.coordinator.group import (
+    AskedPartitions,
+    CommitTopic,
+    PartitionError,
+    asked_partitions,
+    offset_commit_response,
+    txn_offset_commit_response,
+)
+from tickwheel.protocol import DecodedRequest, convert
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorize_cluster, authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import Response, refuse_whole
+from tickwheel.server.apis._common import NO_THROTTLE, Response, refuse_whole, reply
 
-_OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
-_OFFSET_FETCH = ApiKey.OFFSET_FETCH
-_JOIN_GROUP = ApiKey.JOIN_GROUP
-_HEARTBEAT = ApiKey.HEARTBEAT
-_LEAVE_GROUP = ApiKey.LEAVE_GROUP
-_SYNC_GROUP = ApiKey.SYNC_GROUP
-_DESCRIBE_GROUPS = ApiKey.DESCRIBE_GROUPS
-_LIST_GROUPS = ApiKey.LIST_GROUPS
-_DELETE_GROUPS = ApiKey.DELETE_GROUPS
-_OFFSET_DELETE = 47
-_TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 _OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION = 2
-_CONSUMER_GROUP_HEARTBEAT = ApiKey.CONSUMER_GROUP_HEARTBEAT
-_CONSUMER_GROUP_DESCRIBE = ApiKey.CONSUMER_GROUP_DESCRIBE
-_MEMBER_GROUP_APIS = frozenset({_JOIN_GROUP, _HEARTBEAT, _LEAVE_GROUP, _SYNC_GROUP})
+_NO_OFFSET = i64(-1)
+_NO_LEADER_EPOCH = i32(-1)
 _GROUP_DENIED = ErrorCode.group_authorization_failed
 _TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
-_Rule = Callable[
-    [BrokerContext, GroupService, DecodedRequest, GroupApiHandler], Coroutine[Any, Any, Response]
-]
-AuthorizedHandler = Callable[[BrokerContext, GroupService, DecodedRequest], Awaitable[Response]]
+
+class _OfGroup(Protocol):
+    @property
+    def group_id(self) -> GroupId: ...
 
 
-def _with(entity: Any, **values: Any) -> Any:
-    """``entity`` with some fields replaced (nested values may be plain mappings)."""
-    current = {f.name: getattr(entity, f.name) for f in dataclasses.fields(entity)}
-    return build_entity(type(entity), {**current, **values})
+class _Named(Protocol):
+    @property
+    def name(self) -> TopicName: ...
 
 
-async def _delegate(
-    groups: GroupService, request: DecodedRequest, handler: GroupApiHandler, body: Any
-) -> Any:
-    return await handler(groups.apis, body, request.header.client_id or "")
+class _FetchTopic(Protocol):
+    @property
+    def name(self) -> TopicName: ...
+    @property
+    def partition_indexes(self) -> Sequence[i32]: ...
 
 
-async def _answer(
-    groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
-) -> Response:
-    return _encode(request, await _delegate(groups, request, handler, request.body))
+class _CommitRequest(Protocol):
+    @property
+    def topics(self) -> Sequence[CommitTopic]: ...
+
+
+class _PartitionAnswer(Protocol):
+    @property
+    def partition_index(self) -> i32: ...
+    @property
+    def error_code(self) -> ErrorCode: ...
+
+
+class _TopicAnswer(Protocol):
+    @property
+    def name(self) -> TopicName: ...
+    @property
+    def partitions(self) -> Sequence[_PartitionAnswer]: ...
+
+
+class _CommitAnswer(Protocol):
+    @property
+    def topics(self) -> Sequence[_TopicAnswer]: ...
+
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+GroupRequest = TypeVar("GroupRequest", bound=_OfGroup)
+CommitRequest = TypeVar("CommitRequest", bound=_CommitRequest)
+FetchTopic = TypeVar("FetchTopic", bound=_FetchTopic)
+Ask = Callable[[Req], Awaitable[Resp]]
+"""The coordinator's answer to a request body (narrowed to what the principal may touch)."""
+Rule = Callable[[BrokerContext, DecodedRequest, Req, Ask[Req, Resp]], Awaitable[Response]]
+"""An API's authorization: the request, its body and the coordinator to ask, in; the
+response frame out."""
 
 
 def _group_allowed(
@@ -100,79 +157,100 @@ def _topics_allowed(
     return authorized_names(context, request, operation, ResourceType.TOPIC, names)
 
 
-def _partition_errors(
-    topics: Iterable[tuple[str, Iterable[int]]], error_code: ErrorCode, **extra: Any
-) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": name,
-            "partitions": [
-                {"partition_index": index, "error_code": error_code, **extra} for index in indexes
-            ],
-        }
-        for name, indexes in topics
-    ]
-
-
-async def _member_api(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
+async def authorize_member(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: GroupRequest,
+    ask: Ask[GroupRequest, ResponsePayload],
 ) -> Response:
-    body: Any = request.body
+    """JoinGroup, SyncGroup, Heartbeat, LeaveGroup: READ on the group."""
     if not _group_allowed(context, request, AclOperation.READ, body.group_id):
         return refuse_whole(request, _GROUP_DENIED)
-    return await _answer(groups, request, handler)
+    return reply(request, await ask(body))
 
 
-async def _consumer_group_heartbeat(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
+async def authorize_consumer_group_heartbeat(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: ConsumerGroupHeartbeatRequest,
+    ask: Ask[ConsumerGroupHeartbeatRequest, ResponsePayload],
 ) -> Response:
-    body: Any = request.body
+    """ConsumerGroupHeartbeat: READ on the group, DESCRIBE on every subscribed topic."""
     if not _group_allowed(context, request, AclOperation.READ, body.group_id):
         return refuse_whole(request, _GROUP_DENIED)
     subscribed = body.subscribed_topic_names or ()
     if set(subscribed) - _topics_allowed(context, request, AclOperation.DESCRIBE, subscribed):
         return refuse_whole(request, _TOPIC_DENIED)
-    return await _answer(groups, request, handler)
+    return reply(request, await ask(body))
+
+
+def _errors_of(answer: _CommitAnswer) -> dict[tuple[str, int], ErrorCode]:
+    return {
+        (topic.name, int(p.partition_index)): p.error_code
+        for topic in answer.topics
+        for p in topic.partitions
+    }
 
 
 async def _commit(
     context: BrokerContext,
-    groups: GroupService,
     request: DecodedRequest,
-    handler: GroupApiHandler,
+    body: CommitRequest,
+    ask: Ask[CommitRequest, _CommitAnswer],
     refusal: ErrorCode | None,
+    narrow: Callable[[CommitRequest, set[str]], CommitRequest],
+    respond: Callable[[AskedPartitions, PartitionError], ResponsePayload],
 ) -> Response:
     """OffsetCommit or TxnOffsetCommit: every partition answered ``refusal`` if set, else
-    the topics the principal may not READ answered TOPIC_AUTHORIZATION_FAILED."""
-    body: Any = request.body
-    asked = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
+    the topics the principal may not READ answered TOPIC_AUTHORIZATION_FAILED and the
+    others committed (``narrow`` keeps those in the body)."""
+    asked = asked_partitions(body.topics)
     if refusal is not None:
-        values = {"throttle_time": 0, "topics": _partition_errors(asked, refusal)}
-        return _encode(request, build_entity(_response_class(request), values))
+        return reply(request, respond(asked, lambda _tp: refusal))
     allowed = _topics_allowed(context, request, AclOperation.READ, (n for n, _ in asked))
-    refused = _partition_errors([(n, i) for n, i in asked if n not in allowed], _TOPIC_DENIED)
-    if not refused:
-        return await _answer(groups, request, handler)
-    kept = tuple(t for t in body.topics if t.name in allowed)
-    if not kept:
-        values = {"throttle_time": 0, "topics": refused}
-        return _encode(request, build_entity(_response_class(request), values))
-    answered = await _delegate(groups, request, handler, dataclasses.replace(body, topics=kept))
-    return _encode(request, _with(answered, topics=[*answered.topics, *refused]))
+    kept = [(name, indexes) for name, indexes in asked if name in allowed]
+    refused = [(name, indexes) for name, indexes in asked if name not in allowed]
+    errors = _errors_of(await ask(narrow(body, allowed) if refused else body)) if kept else {}
+    return reply(request, respond([*kept, *refused], lambda tp: errors.get(tp, _TOPIC_DENIED)))
 
 
-async def _offset_commit(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
+def _keep_offset_commit_topics(body: OffsetCommitRequest, names: set[str]) -> OffsetCommitRequest:
+    return dataclasses.replace(body, topics=tuple(t for t in body.topics if t.name in names))
+
+
+def _keep_txn_offset_commit_topics(
+    body: TxnOffsetCommitRequest, names: set[str]
+) -> TxnOffsetCommitRequest:
+    return dataclasses.replace(body, topics=tuple(t for t in body.topics if t.name in names))
+
+
+async def authorize_offset_commit(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: OffsetCommitRequest,
+    ask: Ask[OffsetCommitRequest, OffsetCommitResponse],
 ) -> Response:
-    body: Any = request.body
+    """OffsetCommit: READ on the group, then READ on each topic."""
     allowed = _group_allowed(context, request, AclOperation.READ, body.group_id)
-    return await _commit(context, groups, request, handler, None if allowed else _GROUP_DENIED)
+    refusal = None if allowed else _GROUP_DENIED
+    return await _commit(
+        context,
+        request,
+        body,
+        ask,
+        refusal,
+        _keep_offset_commit_topics,
+        offset_commit_response,
+    )
 
 
-async def _txn_offset_commit(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
+async def authorize_txn_offset_commit(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: TxnOffsetCommitRequest,
+    ask: Ask[TxnOffsetCommitRequest, TxnOffsetCommitResponse],
 ) -> Response:
-    body: Any = request.body
+    """TxnOffsetCommit: WRITE on the transactional id, then OffsetCommit's rules."""
     refusal = None
     if not authorize(
         context, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
@@ -180,182 +258,228 @@ async def _txn_offset_commit(
         refusal = ErrorCode.transactional_id_authorization_failed
     elif not _group_allowed(context, request, AclOperation.READ, body.group_id):
         refusal = _GROUP_DENIED
-    return await _commit(context, groups, request, handler, refusal)
-
-
-_NO_OFFSET = {"committed_offset": -1, "committed_leader_epoch": -1, "metadata": ""}
-
-
-def _fetch_topics(
-    context: BrokerContext, request: DecodedRequest, topics: Any
-) -> tuple[Any, list[dict[str, Any]], Callable[[Any], bool]]:
-    """What an OffsetFetch of ``topics`` (None: all) may ask the coordinator, the
-    refused topics' answers, and which answered topics to keep."""
-    if topics is None:
-        allowed_answer = set[str]()
-
-        def keep(topic: Any) -> bool:
-            if topic.name not in allowed_answer and authorize(
-                context,
-                request,
-                AclOperation.DESCRIBE,
-                ResourceType.TOPIC,
-                topic.name,
-                log_if_denied=False,
-            ):
-                allowed_answer.add(topic.name)
-            return topic.name in allowed_answer
-
-        return None, [], keep
-    allowed = _topics_allowed(context, request, AclOperation.DESCRIBE, (t.name for t in topics))
-    refused = _partition_errors(
-        [(t.name, t.partition_indexes) for t in topics if t.name not in allowed],
-        _TOPIC_DENIED,
-        **_NO_OFFSET,
+    return await _commit(
+        context,
+        request,
+        body,
+        ask,
+        refusal,
+        _keep_txn_offset_commit_topics,
+        txn_offset_commit_response,
     )
-    return tuple(t for t in topics if t.name in allowed), refused, lambda _topic: True
 
 
-async def _offset_fetch(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
+def _refused_fetch(
+    topics: Iterable[_FetchTopic], error: ErrorCode
+) -> tuple[OffsetFetchResponseTopic, ...]:
+    """OffsetFetch's answer of ``error`` for every partition of ``topics``."""
+    return tuple(
+        OffsetFetchResponseTopic(
+            name=topic.name,
+            partitions=tuple(
+                OffsetFetchResponsePartition(
+                    partition_index=index,
+                    committed_offset=_NO_OFFSET,
+                    committed_leader_epoch=_NO_LEADER_EPOCH,
+                    metadata="",
+                    error_code=error,
+                )
+                for index in topic.partition_indexes
+            ),
+        )
+        for topic in topics
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FetchScope:
+    """What one group's OffsetFetch may ask the coordinator (``topics``; None: all),
+    the refused topics' answers, and which topics of the coordinator's answer to keep."""
+
+    context: BrokerContext
+    request: DecodedRequest
+    refused: tuple[OffsetFetchResponseTopic, ...]
+    everything: bool
+
+    def keep(self, topic: _Named) -> bool:
+        """A fetch of all offsets shows only the topics the principal may DESCRIBE."""
+        return not self.everything or authorize(
+            self.context,
+            self.request,
+            AclOperation.DESCRIBE,
+            ResourceType.TOPIC,
+            topic.name,
+            log_if_denied=False,
+        )
+
+
+def _fetch_scope(
+    context: BrokerContext, request: DecodedRequest, topics: Sequence[FetchTopic] | None
+) -> tuple[tuple[FetchTopic, ...] | None, _FetchScope]:
+    """The topics an OffsetFetch of ``topics`` (None: all) may ask for, and its scope."""
+    if topics is None:
+        return None, _FetchScope(context, request, (), everything=True)
+    allowed = _topics_allowed(context, request, AclOperation.DESCRIBE, (t.name for t in topics))
+    refused = _refused_fetch((t for t in topics if t.name not in allowed), _TOPIC_DENIED)
+    kept = tuple(t for t in topics if t.name in allowed)
+    return kept, _FetchScope(context, request, refused, everything=False)
+
+
+async def authorize_offset_fetch(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: OffsetFetchRequestV7,
+    ask: Ask[OffsetFetchRequestV7, OffsetFetchResponseV7],
 ) -> Response:
-    body: Any = request.body
-    if not hasattr(body, "groups"):
-        if not _group_allowed(context, request, AclOperation.DESCRIBE, body.group_id):
-            if request.api_version >= _OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION:
-                return refuse_whole(request, _GROUP_DENIED)
-            # v1 has no request-level error: every partition asked for carries it.
-            asked = [(t.name, t.partition_indexes) for t in body.topics or ()]
-            topics = _partition_errors(asked, _GROUP_DENIED, **_NO_OFFSET)
-            response = build_entity(
-                _response_class(request), {"throttle_time": 0, "topics": topics}
-            )
-            return _encode(request, response)
-        kept, refused, keep = _fetch_topics(context, request, body.topics)
-        answered = await _delegate(groups, request, handler, dataclasses.replace(body, topics=kept))
-        topics = [*(t for t in answered.topics if keep(t)), *refused]
-        return _encode(request, _with(answered, topics=topics))
+    """OffsetFetch of one group (before v8): DESCRIBE on it, DESCRIBE on each topic."""
+    if not _group_allowed(context, request, AclOperation.DESCRIBE, body.group_id):
+        if request.api_version >= _OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION:
+            return refuse_whole(request, _GROUP_DENIED)
+        # v1 has no request-level error: every partition asked for carries it.
+        topics = _refused_fetch(body.topics or (), _GROUP_DENIED)
+        return reply(request, OffsetFetchResponseV7(throttle_time=NO_THROTTLE, topics=topics))
+    kept, scope = _fetch_scope(context, request, body.topics)
+    answered = await ask(dataclasses.replace(body, topics=kept))
+    shown = tuple(t for t in answered.topics if scope.keep(t))
+    return reply(request, dataclasses.replace(answered, topics=shown + scope.refused))
+
+
+async def authorize_offset_fetch_groups(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: OffsetFetchRequest,
+    ask: Ask[OffsetFetchRequest, OffsetFetchResponse],
+) -> Response:
+    """OffsetFetch of several groups (v8+): DESCRIBE on each, DESCRIBE on each topic."""
     allowed_groups = []
-    refused_by_group: dict[str, list[dict[str, Any]]] = {}
-    keep_by_group: dict[str, Callable[[Any], bool]] = {}
+    scopes: dict[str, _FetchScope] = {}
     denied_groups = []
     for group in body.groups:
         if not _group_allowed(context, request, AclOperation.DESCRIBE, group.group_id):
             denied_groups.append(
-                {"group_id": group.group_id, "topics": [], "error_code": _GROUP_DENIED}
+                OffsetFetchResponseGroup(
+                    group_id=group.group_id, topics=(), error_code=_GROUP_DENIED
+                )
             )
             continue
-        kept, refused, keep = _fetch_topics(context, request, group.topics)
+        kept, scopes[group.group_id] = _fetch_scope(context, request, group.topics)
         allowed_groups.append(dataclasses.replace(group, topics=kept))
-        refused_by_group[group.group_id] = refused
-        keep_by_group[group.group_id] = keep
-    answered_groups: list[Any] = []
-    answered = None
+    answered_groups: tuple[OffsetFetchResponseGroup, ...] = ()
     if allowed_groups:
-        answered = await _delegate(
-            groups, request, handler, dataclasses.replace(body, groups=tuple(allowed_groups))
-        )
-        answered_groups = [
-            _with(
+        answered = await ask(dataclasses.replace(body, groups=tuple(allowed_groups)))
+        answered_groups = tuple(
+            dataclasses.replace(
                 g,
-                topics=[
-                    *(t for t in g.topics if keep_by_group.get(g.group_id, bool)(t)),
-                    *refused_by_group.get(g.group_id, ()),
-                ],
+                topics=tuple(t for t in g.topics if scopes[g.group_id].keep(t))
+                + tuple(convert(OffsetFetchResponseTopics, t) for t in scopes[g.group_id].refused),
             )
             for g in answered.groups
-        ]
-    values = {"groups": [*answered_groups, *denied_groups]}
-    if answered is None:
-        response = build_entity(_response_class(request), {"throttle_time": 0, **values})
-    else:
-        response = _with(answered, **values)
-    return _encode(request, response)
+        )
+    groups = answered_groups + tuple(denied_groups)
+    return reply(request, OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=groups))
 
 
-async def _per_group(
+def _split_groups(
     context: BrokerContext,
-    groups: GroupService,
     request: DecodedRequest,
-    handler: GroupApiHandler,
     operation: AclOperation,
-    ids_field: str,
-    results_field: str,
-    denied_entry: Callable[[str], dict[str, Any]],
+    group_ids: Iterable[GroupId],
+) -> tuple[tuple[GroupId, ...], tuple[GroupId, ...]]:
+    """The groups the principal may ``operation`` and the others, in request order."""
+    ids = tuple(group_ids)
+    allowed = tuple(g for g in ids if _group_allowed(context, request, operation, g))
+    return allowed, tuple(g for g in ids if g not in allowed)
+
+
+async def authorize_describe_groups(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: DescribeGroupsRequest,
+    ask: Ask[DescribeGroupsRequest, DescribeGroupsResponse],
 ) -> Response:
-    """A request naming groups in ``ids_field`` whose answer lists one entry per group
-    in ``results_field``: the groups refused get ``denied_entry``."""
-    body: Any = request.body
-    ids = list(getattr(body, ids_field))
-    allowed = [g for g in ids if _group_allowed(context, request, operation, g)]
-    denied = [denied_entry(g) for g in ids if g not in allowed]
+    """DescribeGroups: DESCRIBE on each group."""
+    allowed, denied = _split_groups(context, request, AclOperation.DESCRIBE, body.groups)
     if not denied:
-        return await _answer(groups, request, handler)
-    if not allowed:
-        values = {"throttle_time": 0, results_field: denied}
-        return _encode(request, build_entity(_response_class(request), values))
-    answered = await _delegate(
-        groups, request, handler, dataclasses.replace(body, **{ids_field: tuple(allowed)})
+        return reply(request, await ask(body))
+    answered = (await ask(dataclasses.replace(body, groups=allowed))).groups if allowed else ()
+    refused = tuple(
+        DescribedGroup(
+            error_code=_GROUP_DENIED,
+            group_id=group_id,
+            group_state="",
+            protocol_type="",
+            protocol_data="",
+            members=(),
+        )
+        for group_id in denied
     )
-    results = [*getattr(answered, results_field), *denied]
-    return _encode(request, _with(answered, **{results_field: results}))
-
-
-async def _describe_groups(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
-) -> Response:
-    def denied(group_id: str) -> dict[str, Any]:
-        return {
-            "error_code": _GROUP_DENIED,
-            "group_id": group_id,
-            "group_state": "",
-            "protocol_type": "",
-            "protocol_data": "",
-            "members": [],
-        }
-
-    return await _per_group(
-        context, groups, request, handler, AclOperation.DESCRIBE, "groups", "groups", denied
+    return reply(
+        request, DescribeGroupsResponse(throttle_time=NO_THROTTLE, groups=answered + refused)
     )
 
 
-async def _consumer_group_describe(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
+async def authorize_consumer_group_describe(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: ConsumerGroupDescribeRequest,
+    ask: Ask[ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse],
 ) -> Response:
-    def denied(group_id: str) -> dict[str, Any]:
-        return {
-            "error_code": _GROUP_DENIED,
-            "group_id": group_id,
-            "group_state": "",
-            "group_epoch": 0,
-            "assignment_epoch": 0,
-            "assignor_name": "",
-            "members": [],
-        }
-
-    return await _per_group(
-        context, groups, request, handler, AclOperation.DESCRIBE, "group_ids", "groups", denied
+    """ConsumerGroupDescribe: DESCRIBE on each group."""
+    allowed, denied = _split_groups(context, request, AclOperation.DESCRIBE, body.group_ids)
+    if not denied:
+        return reply(request, await ask(body))
+    answered = (await ask(dataclasses.replace(body, group_ids=allowed))).groups if allowed else ()
+    refused = tuple(
+        ConsumerDescribedGroup(
+            error_code=_GROUP_DENIED,
+            group_id=group_id,
+            group_state="",
+            group_epoch=i32(0),
+            assignment_epoch=i32(0),
+            assignor_name="",
+            members=(),
+        )
+        for group_id in denied
+    )
+    return reply(
+        request,
+        ConsumerGroupDescribeResponse(throttle_time=NO_THROTTLE, groups=answered + refused),
     )
 
 
-async def _delete_groups(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
+async def authorize_delete_groups(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: DeleteGroupsRequest,
+    ask: Ask[DeleteGroupsRequest, DeleteGroupsResponse],
 ) -> Response:
-    def denied(group_id: str) -> dict[str, Any]:
-        return {"group_id": group_id, "error_code": _GROUP_DENIED}
-
-    return await _per_group(
-        context, groups, request, handler, AclOperation.DELETE, "groups_names", "results", denied
+    """DeleteGroups: DELETE on each group."""
+    allowed, denied = _split_groups(context, request, AclOperation.DELETE, body.groups_names)
+    if not denied:
+        return reply(request, await ask(body))
+    answered = (
+        (await ask(dataclasses.replace(body, groups_names=allowed))).results if allowed else ()
+    )
+    refused = tuple(
+        DeletableGroupResult(group_id=group_id, error_code=_GROUP_DENIED) for group_id in denied
+    )
+    return reply(
+        request, DeleteGroupsResponse(throttle_time=NO_THROTTLE, results=answered + refused)
     )
 
 
-async def _list_groups(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
+async def authorize_list_groups(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: ListGroupsRequest,
+    ask: Ask[ListGroupsRequest, ListGroupsResponse],
 ) -> Response:
+    """ListGroups: everything with DESCRIBE on the cluster, else the groups it may
+    DESCRIBE."""
+    answered = await ask(body)
     if authorize_cluster(context, request, AclOperation.DESCRIBE, log_if_denied=False):
-        return await _answer(groups, request, handler)
-    answered = await _delegate(groups, request, handler, request.body)
-    listed = [
+        return reply(request, answered)
+    listed = tuple(
         g
         for g in answered.groups
         if authorize(
@@ -366,57 +490,36 @@ async def _list_groups(
             g.group_id,
             log_if_denied=False,
         )
-    ]
-    return _encode(request, _with(answered, groups=listed))
+    )
+    return reply(request, dataclasses.replace(answered, groups=listed))
 
 
-async def _offset_delete(
-    context: BrokerContext, groups: GroupService, request: DecodedRequest, handler: GroupApiHandler
+async def authorize_offset_delete(
+    context: BrokerContext,
+    request: DecodedRequest,
+    body: OffsetDeleteRequest,
+    ask: Ask[OffsetDeleteRequest, OffsetDeleteResponse],
 ) -> Response:
-    body: Any = request.body
+    """OffsetDelete: DELETE on the group, READ on each topic."""
     if not _group_allowed(context, request, AclOperation.DELETE, body.group_id):
         return refuse_whole(request, _GROUP_DENIED)
-    asked = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
-    allowed = _topics_allowed(context, request, AclOperation.READ, (n for n, _ in asked))
-    refused = _partition_errors([(n, i) for n, i in asked if n not in allowed], _TOPIC_DENIED)
-    if not refused:
-        return await _answer(groups, request, handler)
+    names = {t.name for t in body.topics}
+    allowed = _topics_allowed(context, request, AclOperation.READ, names)
+    if names <= allowed:
+        return reply(request, await ask(body))
     kept = tuple(t for t in body.topics if t.name in allowed)
-    answered = await _delegate(groups, request, handler, dataclasses.replace(body, topics=kept))
-    return _encode(request, _with(answered, topics=[*answered.topics, *refused]))
-
-
-def _response_class(request: DecodedRequest) -> type[Any]:
-    return response_schema(request.api_key, request.api_version)
-
-
-def _encode(request: DecodedRequest, response: Any) -> bytes:
-    return encode_response(request.correlation_id, response)
-
-
-_RULES: Mapping[int, _Rule] = {
-    **dict.fromkeys(_MEMBER_GROUP_APIS, _member_api),
-    _CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
-    _OFFSET_COMMIT: _offset_commit,
-    _TXN_OFFSET_COMMIT: _txn_offset_commit,
-    _OFFSET_FETCH: _offset_fetch,
-    _DESCRIBE_GROUPS: _describe_groups,
-    _CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
-    _DELETE_GROUPS: _delete_groups,
-    _LIST_GROUPS: _list_groups,
-    _OFFSET_DELETE: _offset_delete,
-}
-
-
-def authorized_group_handler(api_key: int, handler: GroupApiHandler) -> AuthorizedHandler:
-    """API ``api_key``'s handler behind its authorization rule (see the module docstring)."""
-    rule = _RULES.get(api_key)
-    if rule is None:
-        raise RuntimeError(f"no authorization rule for group API {api_key}")
-
-    async def authorized(
-        context: BrokerContext, groups: GroupService, request: DecodedRequest
-    ) -> Response:
-        return await rule(context, groups, request, handler)
-
-    return authorized
+    answered = await ask(dataclasses.replace(body, topics=kept))
+    refused = tuple(
+        OffsetDeleteResponseTopic(
+            name=t.name,
+            partitions=tuple(
+                OffsetDeleteResponsePartition(
+                    partition_index=p.partition_index, error_code=_TOPIC_DENIED
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in body.topics
+        if t.name not in allowed
+    )
+    return reply(request, dataclasses.replace(answered, topics=answered.topics + refused))

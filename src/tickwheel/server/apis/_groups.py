@@ -2,11 +2,14 @@
 
 OffsetCommit, OffsetFetch, FindCoordinator (key_type 0, routed by
 ``_find_coordinator``), JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups,
-ListGroups, DeleteGroups and OffsetDelete: their versions and handlers live in
-``tickwheel.coordinator.group``; each API's spec here calls that API's handler
-(``GROUP_API_HANDLERS``) directly, over the ``apis`` of the broker's ``GroupService``
+ListGroups, DeleteGroups and OffsetDelete: their versions and answers live in
+``tickwheel.coordinator.group``, over the ``apis`` of the broker's ``GroupService``
 (``context.groups``), which also knows from here which topic partitions exist
-(OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION for the others).
+(OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION for the others). Each API's handler
+here (``_APIS``) reads the request as the newest version the coordinator knows
+(``DecodedRequest.body_as``; LeaveGroup before v3 through ``one_member_leaving``;
+OffsetFetch as v7 before v8, as v9 from there), asks the coordinator, and replies with
+its typed answer carried down to the version asked (``reply``).
 
 ``start_groups`` runs at broker start-up, once the hosted partitions are open: the
 service loads the groups of every ``__consumer_offsets`` partition and starts expiring
@@ -40,23 +43,66 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TypeVar
+
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.join_group.v7.request import JoinGroupRequest
+from kio.schema.leave_group.v2.request import LeaveGroupRequest as LeaveGroupRequestV2
+from kio.schema.leave_group.v5.request import LeaveGroupRequest
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.offset_commit.v9.request import OffsetCommitRequest
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as OffsetFetchRequestV7
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest
+from kio.schema.sync_group.v5.request import SyncGroupRequest
+from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tickwheel.cluster import ClusterNode
 from tickwheel.coordinator import FIND_COORDINATOR_KEY, CoordinatorLocator, CoordinatorNode
-from tickwheel.coordinator.group import OFFSETS_TOPIC, GroupConfig, GroupService
+from tickwheel.coordinator.group import (
+    LEAVE_GROUP_BATCHED,
+    OFFSETS_TOPIC,
+    GroupConfig,
+    GroupService,
+    one_member_leaving,
+)
 from tickwheel.coordinator.group.consumer import (
-    GROUP_API_HANDLERS,
     GROUP_API_NAMES_WITH_CONSUMER,
     GROUP_API_VERSIONS_WITH_CONSUMER,
+    OFFSET_FETCH_BATCHED,
+    ConsumerGroupApis,
 )
-from tickwheel.protocol import DecodedRequest, VersionRange, encode_response
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server._time import BrokerTime
-from tickwheel.server.apis._common import ApiSpec, Response
-from tickwheel.server.apis._group_authorization import authorized_group_handler
+from tickwheel.server.apis._common import ApiSpec, Response, reply
+from tickwheel.server.apis._group_authorization import (
+    Rule,
+    authorize_consumer_group_describe,
+    authorize_consumer_group_heartbeat,
+    authorize_delete_groups,
+    authorize_describe_groups,
+    authorize_list_groups,
+    authorize_member,
+    authorize_offset_commit,
+    authorize_offset_delete,
+    authorize_offset_fetch,
+    authorize_offset_fetch_groups,
+    authorize_txn_offset_commit,
+)
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
+
+T = TypeVar("T")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp", bound=ResponsePayload)
+Body = TypeVar("Body", bound=RequestPayload)
 
 
 class _BrokerTopics:
@@ -176,17 +222,169 @@ def _cluster_locator(
     return locate
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _GroupApi:
+    """One group API's handler over the broker's ``ConsumerGroupApis``: the coordinator's
+    answer, and the same behind the API's authorization rule."""
+
+    answer: Callable[[ConsumerGroupApis, DecodedRequest], Awaitable[Response]]
+    authorized: Callable[[BrokerContext, ConsumerGroupApis, DecodedRequest], Awaitable[Response]]
+
+
+def _served(
+    read: Callable[[DecodedRequest], Req],
+    answer: Callable[[ConsumerGroupApis, Req, DecodedRequest], Awaitable[Resp]],
+    rule: Rule[Req, Resp],
+) -> _GroupApi:
+    """The API whose body is ``read`` from the request and ``answer``ed by the
+    coordinator; with an authorizer, behind ``rule``."""
+
+    async def answered(apis: ConsumerGroupApis, request: DecodedRequest) -> Response:
+        return reply(request, await answer(apis, read(request), request))
+
+    async def authorized(
+        context: BrokerContext, apis: ConsumerGroupApis, request: DecodedRequest
+    ) -> Response:
+        def ask(narrowed: Req) -> Awaitable[Resp]:
+            return answer(apis, narrowed, request)
+
+        return await rule(context, request, read(request), ask)
+
+    return _GroupApi(answered, authorized)
+
+
+def _as(cls: type[Body]) -> Callable[[DecodedRequest], Body]:
+    """Read the body as ``cls``, the newest version the coordinator knows."""
+
+    def read(request: DecodedRequest) -> Body:
+        return request.body_as(cls)
+
+    return read
+
+
+def _read_leave_group(request: DecodedRequest) -> LeaveGroupRequest:
+    """LeaveGroup as v5: before v3 it names one member."""
+    if request.api_version < LEAVE_GROUP_BATCHED:
+        return one_member_leaving(request.body_as(LeaveGroupRequestV2))
+    return request.body_as(LeaveGroupRequest)
+
+
+async def _now(response: T) -> T:
+    return response
+
+
+def _client_id(request: DecodedRequest) -> str:
+    return request.header.client_id or ""
+
+
+def _offset_fetch(one_group: _GroupApi, groups: _GroupApi) -> _GroupApi:
+    """OffsetFetch: one group before v8 (the classic handler), several from v8."""
+
+    def by_version(request: DecodedRequest) -> _GroupApi:
+        return one_group if request.api_version < OFFSET_FETCH_BATCHED else groups
+
+    async def answered(apis: ConsumerGroupApis, request: DecodedRequest) -> Response:
+        return await by_version(request).answer(apis, request)
+
+    async def authorized(
+        context: BrokerContext, apis: ConsumerGroupApis, request: DecodedRequest
+    ) -> Response:
+        return await by_version(request).authorized(context, apis, request)
+
+    return _GroupApi(answered, authorized)
+
+
+_APIS: Mapping[int, _GroupApi] = {
+    ApiKey.OFFSET_COMMIT: _served(
+        _as(OffsetCommitRequest),
+        lambda apis, body, request: apis.offset_commit(body, api_version=request.api_version),
+        authorize_offset_commit,
+    ),
+    ApiKey.OFFSET_FETCH: _offset_fetch(
+        _served(
+            _as(OffsetFetchRequestV7),
+            lambda apis, body, request: _now(
+                apis.classic.offset_fetch(body, api_version=request.api_version)
+            ),
+            authorize_offset_fetch,
+        ),
+        _served(
+            _as(OffsetFetchRequest),
+            lambda apis, body, _request: _now(apis.offset_fetch(body)),
+            authorize_offset_fetch_groups,
+        ),
+    ),
+    ApiKey.JOIN_GROUP: _served(
+        _as(JoinGroupRequest),
+        lambda apis, body, request: apis.join_group(
+            body, api_version=request.api_version, client_id=_client_id(request)
+        ),
+        authorize_member,
+    ),
+    ApiKey.HEARTBEAT: _served(
+        _as(HeartbeatRequest),
+        lambda apis, body, _request: apis.classic.heartbeat(body),
+        authorize_member,
+    ),
+    ApiKey.LEAVE_GROUP: _served(
+        _read_leave_group,
+        lambda apis, body, request: apis.classic.leave_group(body, api_version=request.api_version),
+        authorize_member,
+    ),
+    ApiKey.SYNC_GROUP: _served(
+        _as(SyncGroupRequest),
+        lambda apis, body, _request: apis.classic.sync_group(body),
+        authorize_member,
+    ),
+    ApiKey.DESCRIBE_GROUPS: _served(
+        _as(DescribeGroupsRequest),
+        lambda apis, body, _request: _now(apis.describe_groups(body)),
+        authorize_describe_groups,
+    ),
+    ApiKey.LIST_GROUPS: _served(
+        _as(ListGroupsRequest),
+        lambda apis, body, _request: _now(apis.list_groups(body)),
+        authorize_list_groups,
+    ),
+    ApiKey.TXN_OFFSET_COMMIT: _served(
+        _as(TxnOffsetCommitRequest),
+        lambda apis, body, request: apis.txn_offset_commit(body, api_version=request.api_version),
+        authorize_txn_offset_commit,
+    ),
+    ApiKey.DELETE_GROUPS: _served(
+        _as(DeleteGroupsRequest),
+        lambda apis, body, _request: apis.delete_groups(body),
+        authorize_delete_groups,
+    ),
+    ApiKey.OFFSET_DELETE: _served(
+        _as(OffsetDeleteRequest),
+        lambda apis, body, _request: _now(apis.offset_delete(body)),
+        authorize_offset_delete,
+    ),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _served(
+        _as(ConsumerGroupHeartbeatRequest),
+        lambda apis, body, request: apis.heartbeat(
+            body, api_version=request.api_version, client_id=_client_id(request)
+        ),
+        authorize_consumer_group_heartbeat,
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _served(
+        _as(ConsumerGroupDescribeRequest),
+        lambda apis, body, _request: _now(apis.describe(body)),
+        authorize_consumer_group_describe,
+    ),
+}
+
+
 def _group_spec(api_key: int, versions: VersionRange) -> ApiSpec:
-    """API ``api_key`` answered by the group coordinator's handler for it."""
-    handler = GROUP_API_HANDLERS[api_key]
-    authorized = authorized_group_handler(api_key, handler)
+    """API ``api_key`` answered by the group coordinator."""
+    api = _APIS[api_key]
 
     async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
         groups = context.groups
         if context.authorizer is not None:
-            return await authorized(context, groups, request)
-        response = await handler(groups.apis, request.body, request.header.client_id or "")
-        return encode_response(request.correlation_id, response)
+            return await api.authorized(context, groups.apis, request)
+        return await api.answer(groups.apis, request)
 
     return ApiSpec(api_key, GROUP_API_NAMES_WITH_CONSUMER[api_key], versions, handle)
 

@@ -4,22 +4,26 @@ and OffsetFetch v9; every response is encoded and decoded again by kio."""
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import pytest
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.offset_commit.v9.request import OffsetCommitRequest
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest
 from kio.static.protocol import ResponsePayload
 
+from coordinator.group.harness import answered, sent
 from tickwheel.coordinator.group import GroupApis, GroupCoordinator
-from tickwheel.coordinator.group.consumer import GROUP_API_HANDLERS, ConsumerGroupApis
-from tickwheel.protocol import build_entity, request_schema
+from tickwheel.coordinator.group.consumer import ConsumerGroupApis
 from tickwheel.timer import InlineExecutor, SystemTimer
 
 from .harness import REBALANCE_MS, TOPIC, TOPIC_ID, ConsumerHarness
 
-HEARTBEAT, DESCRIBE, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 68, 69, 8, 9, 16
+HEARTBEAT, DESCRIBE, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, OFFSET_DELETE = 68, 69, 8, 9, 16, 47
 
 
 def _apis(h: ConsumerHarness) -> ConsumerGroupApis:
@@ -31,20 +35,24 @@ def _apis(h: ConsumerHarness) -> ConsumerGroupApis:
     return ConsumerGroupApis(GroupApis(classic, lambda _p: None), h.coordinator, h.topics)
 
 
-def request(api_key: int, version: int, values: dict[str, Any]) -> Any:
-    return build_entity(request_schema(api_key, version), values)
-
-
-def round_trip(response: ResponsePayload) -> Any:
-    buffer = io.BytesIO()
-    entity_writer(type(response))(buffer, response)
-    decoded, _size = entity_reader(type(response))(buffer.getvalue(), 0)
-    return decoded
-
-
 async def call(apis: ConsumerGroupApis, api_key: int, version: int, values: dict[str, Any]) -> Any:
-    handler = GROUP_API_HANDLERS[api_key]
-    return round_trip(await handler(apis, request(api_key, version, values), "test"))
+    """API ``api_key`` sent at ``version``, answered by ``apis`` as the broker calls it."""
+    response: ResponsePayload
+    if api_key == HEARTBEAT:
+        body = sent(ConsumerGroupHeartbeatRequest, version, values)
+        response = await apis.heartbeat(body, api_version=version, client_id="test")
+    elif api_key == DESCRIBE:
+        response = apis.describe(sent(ConsumerGroupDescribeRequest, version, values))
+    elif api_key == OFFSET_COMMIT:
+        body = sent(OffsetCommitRequest, version, values)
+        response = await apis.offset_commit(body, api_version=version)
+    elif api_key == OFFSET_FETCH:
+        response = apis.offset_fetch(sent(OffsetFetchRequest, version, values))
+    elif api_key == LIST_GROUPS:
+        response = apis.list_groups(sent(ListGroupsRequest, version, values))
+    else:
+        response = apis.offset_delete(sent(OffsetDeleteRequest, version, values))
+    return answered(response, version)
 
 
 def join_body(member_id: str) -> dict[str, Any]:
@@ -191,7 +199,7 @@ async def test_offset_delete_keeps_the_subscribed_topics_offsets() -> None:
         }
         await call(apis, OFFSET_COMMIT, 9, body)
     topics = [{"name": t, "partitions": [{"partition_index": 0}]} for t in (TOPIC, "other")]
-    deleted = await call(apis, 47, 0, {"group_id": "g", "topics": topics})
+    deleted = await call(apis, OFFSET_DELETE, 0, {"group_id": "g", "topics": topics})
     assert deleted.error_code is ErrorCode.none
     errors = {t.name: t.partitions[0].error_code for t in deleted.topics}
     assert errors == {TOPIC: ErrorCode.group_subscribed_to_topic, "other": ErrorCode.none}

@@ -3,8 +3,9 @@
 ConsumerGroupHeartbeat and ConsumerGroupDescribe are answered here; every other group
 API goes to the classic ``GroupApis`` after a look at whether its group id names a
 consumer-protocol group (one namespace for every protocol; ListGroups also lists, and
-DeleteGroups hands on, the share groups the broker tells it of). ``GROUP_API_HANDLERS``
-names the handler of each API, which the broker's API table calls directly:
+DeleteGroups hands on, the share groups the broker tells it of). Like ``GroupApis``, each
+method takes and returns kio entities of the newest version in the table (the broker
+converts), with the version sent where behaviour depends on it:
 
 =====================  ===  ========  ===============================================
 API                    key  versions  for a consumer-protocol group
@@ -30,8 +31,10 @@ JoinGroup               11  0-7       INCONSISTENT_GROUP_PROTOCOL while it has m
 =====================  ===  ========  ===============================================
 
 ``GROUP_API_VERSIONS_WITH_CONSUMER`` is what the broker advertises: the classic table,
-OffsetFetch widened to v9 (the batched versions are answered here, each group through
-the classic coordinator's ``handle_fetch_offsets``), and the two new APIs. Topic ids
+OffsetFetch widened to v9 (the batched versions, from ``OFFSET_FETCH_BATCHED``, are
+answered here as v9, each group through the classic coordinator's
+``handle_fetch_offsets``; the broker sends the one-group versions to the classic
+``offset_fetch`` as v7), and the two new APIs. Topic ids
 travel on the wire; ``TopicCatalog`` names them for ConsumerGroupDescribe.
 
 Concurrency contract: the methods run on the broker's event loop, like ``GroupApis``;
@@ -42,29 +45,70 @@ reaches the loop through ``GroupApis``' ``_Answer``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_describe.v1.response import Assignment as DescribedAssignment
+from kio.schema.consumer_group_describe.v1.response import (
+    ConsumerGroupDescribeResponse,
+    Member,
+)
+from kio.schema.consumer_group_describe.v1.response import (
+    DescribedGroup as ConsumerDescribedGroup,
+)
+from kio.schema.consumer_group_describe.v1.response import (
+    TopicPartitions as DescribedTopicPartitions,
+)
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+from kio.schema.consumer_group_heartbeat.v1.response import Assignment as HeartbeatAssignment
+from kio.schema.consumer_group_heartbeat.v1.response import ConsumerGroupHeartbeatResponse
+from kio.schema.consumer_group_heartbeat.v1.response import (
+    TopicPartitions as HeartbeatTopicPartitions,
+)
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.delete_groups.v2.response import DeleteGroupsResponse
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.describe_groups.v5.response import DescribedGroup, DescribeGroupsResponse
 from kio.schema.errors import ErrorCode
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.schema.join_group.v7.request import JoinGroupRequest
+from kio.schema.join_group.v7.response import JoinGroupResponse
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.list_groups.v5.response import ListedGroup, ListGroupsResponse
+from kio.schema.offset_commit.v9.request import OffsetCommitRequest
+from kio.schema.offset_commit.v9.response import OffsetCommitResponse
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_delete.v0.response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest
+from kio.schema.offset_fetch.v9.response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponseTopics,
+)
+from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest
+from kio.schema.txn_offset_commit.v3.response import TxnOffsetCommitResponse
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta
 
 from tickwheel.coordinator.group._apis import (
     DEFAULT_CLIENT_HOST,
-    DELETE_GROUPS_KEY,
-    DESCRIBE_GROUPS_KEY,
     GROUP_API_NAMES,
     GROUP_API_VERSIONS,
-    HEARTBEAT_KEY,
-    JOIN_GROUP_KEY,
-    LEAVE_GROUP_KEY,
-    LIST_GROUPS_KEY,
-    OFFSET_COMMIT_KEY,
-    OFFSET_DELETE_KEY,
+    NO_THROTTLE,
     OFFSET_FETCH_KEY,
-    SYNC_GROUP_KEY,
-    TXN_OFFSET_COMMIT_KEY,
     GroupApis,
     _Answer,
+    asked_partitions,
+    delete_groups_response,
+    fetched_topics,
+    join_protocol_name,
+    offset_commit_response,
+    txn_offset_commit_response,
 )
 from tickwheel.coordinator.group._group import GroupState
 from tickwheel.coordinator.group._manager import FetchedOffset
@@ -77,7 +121,7 @@ from tickwheel.coordinator.group.consumer._coordinator import (
     TopicCatalog,
 )
 from tickwheel.coordinator.group.consumer._member import Assignment, normalized
-from tickwheel.protocol import ApiKey, VersionRange, build_entity, response_schema
+from tickwheel.protocol import ApiKey, VersionRange, convert
 
 CONSUMER_GROUP_HEARTBEAT_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 CONSUMER_GROUP_DESCRIBE_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
@@ -86,7 +130,8 @@ CONSUMER_GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     CONSUMER_GROUP_HEARTBEAT_KEY: VersionRange(0, 1),
     CONSUMER_GROUP_DESCRIBE_KEY: VersionRange(0, 1),
 }
-_OFFSET_FETCH_BATCHED = 8  # OffsetFetch names several groups from v8 (KIP-709)
+OFFSET_FETCH_BATCHED = 8
+"""The first OffsetFetch version naming several groups (KIP-709), answered here."""
 GROUP_API_VERSIONS_WITH_CONSUMER: Mapping[int, VersionRange] = {
     **GROUP_API_VERSIONS,
     OFFSET_FETCH_KEY: VersionRange(GROUP_API_VERSIONS[OFFSET_FETCH_KEY].min_version, 9),
@@ -100,38 +145,12 @@ GROUP_API_NAMES_WITH_CONSUMER: Mapping[int, str] = {
 }
 
 _CLASSIC_GROUP_TYPE = "classic"
-_AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-_CONSUMER_MEMBER_TYPE = 1  # KIP-1099: -1 unknown, 0 classic, 1 consumer protocol
+_CONSUMER_MEMBER_TYPE = i8(1)  # KIP-1099: -1 unknown, 0 classic, 1 consumer protocol
 _DEAD = GroupState.DEAD.value
-_JOIN_NULLABLE = 7  # JoinGroup's protocol name is nullable from v7
 _CLIENT_MEMBER_ID_VERSION = 1  # ConsumerGroupHeartbeat v1: the client names its member
 
 
-def _respond(request: RequestPayload, values: Mapping[str, Any]) -> ResponsePayload:
-    cls = response_schema(int(type(request).__api_key__), int(type(request).__version__))
-    return build_entity(cls, {"throttle_time": 0, **values})
-
-
-def _refuse_offsets(request: Any, error: ErrorCode) -> ResponsePayload:
-    """An (Txn)OffsetCommit response with ``error`` for every partition."""
-    return _respond(
-        request,
-        {
-            "topics": [
-                {
-                    "name": topic.name,
-                    "partitions": [
-                        {"partition_index": p.partition_index, "error_code": error}
-                        for p in topic.partitions
-                    ],
-                }
-                for topic in request.topics
-            ]
-        },
-    )
-
-
-def _owned(request: Any) -> Assignment | None:
+def _owned(request: ConsumerGroupHeartbeatRequest) -> Assignment | None:
     if request.topic_partitions is None:
         return None
     return normalized(
@@ -143,11 +162,15 @@ def _owned(request: Any) -> Assignment | None:
     )
 
 
-def _wire_assignment(assignment: Assignment) -> list[dict[str, Any]]:
-    return [
-        {"topic_id": topic_id, "partitions": sorted(partitions)}
-        for topic_id, partitions in sorted(assignment.items())
-    ]
+def _wire_assignment(assignment: Assignment) -> HeartbeatAssignment:
+    return HeartbeatAssignment(
+        topic_partitions=tuple(
+            HeartbeatTopicPartitions(
+                topic_id=topic_id, partitions=tuple(i32(p) for p in sorted(partitions))
+            )
+            for topic_id, partitions in sorted(assignment.items())
+        )
+    )
 
 
 class ConsumerGroupApis:
@@ -167,41 +190,43 @@ class ConsumerGroupApis:
         self.delete_other_group: Callable[[str], Awaitable[ErrorCode]] | None = None
 
     async def join_group(
-        self, request: Any, client_id: str, client_host: str = DEFAULT_CLIENT_HOST
-    ) -> ResponsePayload:
+        self,
+        request: JoinGroupRequest,
+        *,
+        api_version: int,
+        client_id: str,
+        client_host: str = DEFAULT_CLIENT_HOST,
+    ) -> JoinGroupResponse:
         """JoinGroup: refused for a consumer-protocol group that stays one, else classic."""
-        refused = self._refuse_join(request)
-        if refused is not None:
-            return refused
-        return await self.classic.join_group(request, client_id=client_id, client_host=client_host)
-
-    def _refuse_join(self, request: Any) -> ResponsePayload | None:
-        """The answer to a classic JoinGroup for a consumer-protocol group that stays one."""
         error = self.coordinator.downgrade(request.group_id)
-        if error is None:
-            return None
-        return _respond(
-            request,
-            {
-                "error_code": error,
-                "generation_id": -1,
-                "protocol_name": None if int(type(request).__version__) >= _JOIN_NULLABLE else "",
-                "leader": "",
-                "member_id": request.member_id,
-                "members": [],
-            },
+        if error is not None:
+            return JoinGroupResponse(
+                throttle_time=NO_THROTTLE,
+                error_code=error,
+                protocol_name=join_protocol_name(None, api_version),
+                leader="",
+                member_id=request.member_id,
+                members=(),
+            )
+        return await self.classic.join_group(
+            request, api_version=api_version, client_id=client_id, client_host=client_host
         )
 
     # --- ConsumerGroupHeartbeat, ConsumerGroupDescribe -------------------------------------
 
     async def heartbeat(
-        self, request: Any, client_id: str, client_host: str = DEFAULT_CLIENT_HOST
-    ) -> ResponsePayload:
+        self,
+        request: ConsumerGroupHeartbeatRequest,
+        *,
+        api_version: int,
+        client_id: str,
+        client_host: str = DEFAULT_CLIENT_HOST,
+    ) -> ConsumerGroupHeartbeatResponse:
         """ConsumerGroupHeartbeat; answers once the group's records are written."""
         decoded = HeartbeatRequest(
             group_id=request.group_id,
             member_id=request.member_id,
-            member_epoch=int(request.member_epoch),
+            member_epoch=request.member_epoch,
             instance_id=request.instance_id,
             rack_id=request.rack_id,
             rebalance_timeout_ms=int(request.rebalance_timeout.total_seconds() * 1000),
@@ -210,132 +235,121 @@ class ConsumerGroupApis:
                 if request.subscribed_topic_names is None
                 else tuple(request.subscribed_topic_names)
             ),
-            subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+            subscribed_topic_regex=request.subscribed_topic_regex,
             server_assignor=request.server_assignor,
             owned=_owned(request),
             client_id=client_id,
             client_host=client_host,
-            member_id_required=int(type(request).__version__) >= _CLIENT_MEMBER_ID_VERSION,
+            member_id_required=api_version >= _CLIENT_MEMBER_ID_VERSION,
         )
         answer: _Answer[HeartbeatResult] = _Answer()
         self.coordinator.handle_heartbeat(decoded, answer.deliver)
         result = await answer.wait()
-        return _respond(
-            request,
-            {
-                "error_code": result.error,
-                "error_message": result.error_message,
-                "member_id": result.member_id,
-                "member_epoch": result.member_epoch,
-                "heartbeat_interval": result.heartbeat_interval_ms,
-                "assignment": (
-                    None
-                    if result.assignment is None
-                    else {"topic_partitions": _wire_assignment(result.assignment)}
-                ),
-            },
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=result.error,
+            error_message=result.error_message,
+            member_id=result.member_id,
+            member_epoch=i32(result.member_epoch),
+            heartbeat_interval=i32Timedelta.parse(
+                datetime.timedelta(milliseconds=result.heartbeat_interval_ms)
+            ),
+            assignment=(None if result.assignment is None else _wire_assignment(result.assignment)),
         )
 
-    def _described_assignment(self, assignment: Assignment) -> dict[str, Any]:
-        return {
-            "topic_partitions": [
-                {
-                    "topic_id": topic_id,
-                    "topic_name": self._topics.topic_name(topic_id) or "",
-                    "partitions": sorted(partitions),
-                }
+    def _described_assignment(self, assignment: Assignment) -> DescribedAssignment:
+        return DescribedAssignment(
+            topic_partitions=tuple(
+                DescribedTopicPartitions(
+                    topic_id=topic_id,
+                    topic_name=TopicName(self._topics.topic_name(topic_id) or ""),
+                    partitions=tuple(i32(p) for p in sorted(partitions)),
+                )
                 for topic_id, partitions in sorted(assignment.items())
-            ]
-        }
+            )
+        )
 
-    def describe(self, request: Any) -> ResponsePayload:
+    def describe(self, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
         """ConsumerGroupDescribe: members, epochs, current and target assignments."""
         groups = []
         for group_id in request.group_ids:
             described = self.coordinator.describe(group_id)
             groups.append(
-                {
-                    "error_code": described.error,
-                    "group_id": group_id,
-                    "group_state": described.state,
-                    "group_epoch": described.group_epoch,
-                    "assignment_epoch": described.assignment_epoch,
-                    "assignor_name": described.assignor_name,
-                    "authorized_operations": _AUTHORIZED_OPERATIONS_OMITTED,
-                    "members": [
-                        {
-                            "member_id": m.member.member_id,
-                            "instance_id": m.member.instance_id,
-                            "rack_id": m.member.rack_id,
-                            "member_epoch": m.member.member_epoch,
-                            "client_id": m.member.client_id,
-                            "client_host": m.member.client_host,
-                            "subscribed_topic_names": list(m.member.subscribed_topic_names),
-                            "subscribed_topic_regex": m.member.subscribed_topic_regex,
-                            "assignment": self._described_assignment(m.member.assigned_partitions),
-                            "target_assignment": self._described_assignment(m.target),
-                            "member_type": _CONSUMER_MEMBER_TYPE,
-                        }
+                ConsumerDescribedGroup(
+                    error_code=described.error,
+                    group_id=group_id,
+                    group_state=described.state,
+                    group_epoch=i32(described.group_epoch),
+                    assignment_epoch=i32(described.assignment_epoch),
+                    assignor_name=described.assignor_name,
+                    members=tuple(
+                        Member(
+                            member_id=m.member.member_id,
+                            instance_id=m.member.instance_id,
+                            rack_id=m.member.rack_id,
+                            member_epoch=i32(m.member.member_epoch),
+                            client_id=m.member.client_id,
+                            client_host=m.member.client_host,
+                            subscribed_topic_names=tuple(
+                                TopicName(name) for name in m.member.subscribed_topic_names
+                            ),
+                            subscribed_topic_regex=m.member.subscribed_topic_regex,
+                            assignment=self._described_assignment(m.member.assigned_partitions),
+                            target_assignment=self._described_assignment(m.target),
+                            member_type=_CONSUMER_MEMBER_TYPE,
+                        )
                         for m in described.members
-                    ],
-                }
+                    ),
+                )
             )
-        return _respond(request, {"groups": groups})
+        return ConsumerGroupDescribeResponse(throttle_time=NO_THROTTLE, groups=tuple(groups))
 
     # --- the classic APIs, for consumer-protocol groups ------------------------------------
 
-    async def offset_commit(self, request: Any) -> ResponsePayload:
+    async def offset_commit(
+        self, request: OffsetCommitRequest, *, api_version: int
+    ) -> OffsetCommitResponse:
         """OffsetCommit: a consumer-protocol member's epoch is checked first."""
         error = self.coordinator.validate_offset_commit(
             request.group_id,
             request.member_id,
-            int(request.generation_id_or_member_epoch),
-            api_version=int(type(request).__version__),
+            request.generation_id_or_member_epoch,
+            api_version=api_version,
         )
         if error is None:
             return await self.classic.offset_commit(request)
         if error is not ErrorCode.none:
-            return _refuse_offsets(request, error)
+            return offset_commit_response(asked_partitions(request.topics), lambda _tp: error)
         # Validated here: the offsets manager stores them as for a group without members.
         as_admin = dataclasses.replace(
-            request, member_id="", generation_id_or_member_epoch=-1, group_instance_id=None
+            request, member_id="", generation_id_or_member_epoch=i32(-1), group_instance_id=None
         )
         return await self.classic.offset_commit(as_admin)
 
-    async def txn_offset_commit(self, request: Any) -> ResponsePayload:
+    async def txn_offset_commit(
+        self, request: TxnOffsetCommitRequest, *, api_version: int
+    ) -> TxnOffsetCommitResponse:
         """TxnOffsetCommit: a consumer-protocol member's epoch is checked first."""
         error = self.coordinator.validate_offset_commit(
             request.group_id,
-            getattr(request, "member_id", ""),
-            int(getattr(request, "generation_id", -1)),
-            api_version=int(type(request).__version__),
+            request.member_id,
+            request.generation_id,
+            api_version=api_version,
             transactional=True,
         )
         if error is None:
-            return await self.classic.txn_offset_commit(request)
+            return await self.classic.txn_offset_commit(request, api_version=api_version)
         if error is not ErrorCode.none:
-            return _refuse_offsets(request, error)
+            return txn_offset_commit_response(asked_partitions(request.topics), lambda _tp: error)
         as_producer = dataclasses.replace(
-            request,
-            **{
-                name: value
-                for name, value in (
-                    ("member_id", ""),
-                    ("generation_id", -1),
-                    ("group_instance_id", None),
-                )
-                if hasattr(request, name)
-            },
+            request, member_id="", generation_id=i32(-1), group_instance_id=None
         )
-        return await self.classic.txn_offset_commit(as_producer)
+        return await self.classic.txn_offset_commit(as_producer, api_version=api_version)
 
-    def offset_fetch(self, request: Any) -> ResponsePayload:
+    def offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
         """OffsetFetch v8+: each named group's offsets; from v9 a consumer-protocol
         member's epoch is checked (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH). Earlier
-        versions name one group and no member: the classic handler answers them."""
-        if int(type(request).__version__) < _OFFSET_FETCH_BATCHED:
-            return self.classic.offset_fetch(request)
-        require_stable = bool(request.require_stable)
+        versions name one group and no member: the classic ``offset_fetch`` answers them."""
         groups = []
         for asked in request.groups:
             wanted = (
@@ -344,136 +358,118 @@ class ConsumerGroupApis:
                 else [(t.name, int(p)) for t in asked.topics for p in t.partition_indexes]
             )
             error = self.coordinator.validate_offset_fetch(
-                asked.group_id,
-                getattr(asked, "member_id", None),
-                int(getattr(asked, "member_epoch", -1)),
+                asked.group_id, asked.member_id, asked.member_epoch
             )
             fetched: dict[tuple[str, int], FetchedOffset] = {}
             if error is None or error is ErrorCode.none:
                 error, fetched = self.classic.coordinator.handle_fetch_offsets(
-                    asked.group_id, wanted, require_stable=require_stable
-                )
-            by_topic: dict[str, list[dict[str, Any]]] = {}
-            for (topic, partition), offset in sorted(fetched.items()):
-                by_topic.setdefault(topic, []).append(
-                    {
-                        "partition_index": partition,
-                        "committed_offset": offset.offset,
-                        "committed_leader_epoch": offset.leader_epoch,
-                        "metadata": offset.metadata,
-                        "error_code": offset.error,
-                    }
+                    asked.group_id, wanted, require_stable=request.require_stable
                 )
             groups.append(
-                {
-                    "group_id": asked.group_id,
-                    "error_code": error,
-                    "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()],
-                }
+                OffsetFetchResponseGroup(
+                    group_id=asked.group_id,
+                    error_code=error,
+                    topics=tuple(
+                        convert(OffsetFetchResponseTopics, topic)
+                        for topic in fetched_topics(fetched)
+                    ),
+                )
             )
-        return _respond(request, {"groups": groups})
+        return OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(groups))
 
-    def offset_delete(self, request: Any) -> ResponsePayload:
+    def offset_delete(self, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
         """OffsetDelete: a consumer-protocol group keeps the offsets of subscribed topics."""
         subscribed = self.coordinator.subscribed_topics(request.group_id)
         if not subscribed:
             return self.classic.offset_delete(request)
-        kept = [t for t in request.topics if t.name in subscribed]
         classic = self.classic.offset_delete(
             dataclasses.replace(
                 request, topics=tuple(t for t in request.topics if t.name not in subscribed)
             )
         )
-        response: Any = classic
-        if response.error_code is not ErrorCode.none:
+        if classic.error_code is not ErrorCode.none:
             return classic
-        topics = [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": p.error_code}
+        kept = tuple(
+            OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=tuple(
+                    OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.group_subscribed_to_topic,
+                    )
                     for p in t.partitions
-                ],
-            }
-            for t in response.topics
-        ] + [
-            {
-                "name": t.name,
-                "partitions": [
-                    {
-                        "partition_index": p.partition_index,
-                        "error_code": ErrorCode.group_subscribed_to_topic,
-                    }
-                    for p in t.partitions
-                ],
-            }
-            for t in kept
-        ]
-        return _respond(request, {"error_code": ErrorCode.none, "topics": topics})
+                ),
+            )
+            for t in request.topics
+            if t.name in subscribed
+        )
+        return dataclasses.replace(classic, topics=classic.topics + kept)
 
-    def list_groups(self, request: Any) -> ResponsePayload:
+    def list_groups(self, request: ListGroupsRequest) -> ListGroupsResponse:
         """ListGroups of both group types, with ``types_filter`` and ``states_filter``."""
-        types = {t.lower() for t in getattr(request, "types_filter", ())}
-        states = {s.lower() for s in getattr(request, "states_filter", ())}
+        types = {t.lower() for t in request.types_filter}
+        states = {s.lower() for s in request.states_filter}
         error, overviews = self.classic.coordinator.handle_list_groups()
         consumer = dict(self.coordinator.groups())
-        groups: list[dict[str, Any]] = []
+        listed: list[tuple[str, str, str, str]] = []
         if not types or _CLASSIC_GROUP_TYPE in types:
-            groups += [
-                {
-                    "group_id": o.group_id,
-                    "protocol_type": o.protocol_type,
-                    "group_state": o.state.value,
-                    "group_type": _CLASSIC_GROUP_TYPE,
-                }
+            listed += [
+                (o.group_id, o.protocol_type, o.state.value, _CLASSIC_GROUP_TYPE)
                 for o in overviews
                 if o.group_id not in consumer
             ]
         if not types or CONSUMER_GROUP_TYPE in types:
-            groups += [
-                {
-                    "group_id": group_id,
-                    "protocol_type": CONSUMER_PROTOCOL_TYPE,
-                    "group_state": state.value,
-                    "group_type": CONSUMER_GROUP_TYPE,
-                }
+            listed += [
+                (group_id, CONSUMER_PROTOCOL_TYPE, state.value, CONSUMER_GROUP_TYPE)
                 for group_id, state in consumer.items()
             ]
         # The share groups.
-        groups += [
-            g for g in self.other_groups(frozenset(states)) if not types or g["group_type"] in types
+        listed += [
+            (g["group_id"], g["protocol_type"], g["group_state"], g["group_type"])
+            for g in self.other_groups(frozenset(states))
+            if not types or g["group_type"] in types
         ]
-        if states:
-            groups = [g for g in groups if g["group_state"].lower() in states]
-        return _respond(request, {"error_code": error, "groups": groups})
+        return ListGroupsResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            groups=tuple(
+                ListedGroup(
+                    group_id=GroupId(group_id),
+                    protocol_type=protocol_type,
+                    group_state=state,
+                    group_type=group_type,
+                )
+                for group_id, protocol_type, state, group_type in listed
+                if not states or state.lower() in states
+            ),
+        )
 
-    def describe_groups(self, request: Any) -> ResponsePayload:
+    def describe_groups(self, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
         """DescribeGroups: a consumer-protocol group reads "Dead" (it is not classic)."""
         if not any(self.coordinator.has_group(g) for g in request.groups):
             return self.classic.describe_groups(request)
-        classic_response: Any = self.classic.describe_groups(
+        classic_response = self.classic.describe_groups(
             dataclasses.replace(
                 request,
                 groups=tuple(g for g in request.groups if not self.coordinator.has_group(g)),
             )
         )
         classic = {g.group_id: g for g in classic_response.groups}
-        described = [
+        described = tuple(
             classic.get(group_id)
-            or {
-                "error_code": ErrorCode.none,
-                "group_id": group_id,
-                "group_state": _DEAD,
-                "protocol_type": "",
-                "protocol_data": "",
-                "authorized_operations": _AUTHORIZED_OPERATIONS_OMITTED,
-                "members": [],
-            }
+            or DescribedGroup(
+                error_code=ErrorCode.none,
+                group_id=group_id,
+                group_state=_DEAD,
+                protocol_type="",
+                protocol_data="",
+                members=(),
+            )
             for group_id in request.groups
-        ]
-        return _respond(request, {"groups": described})
+        )
+        return DescribeGroupsResponse(throttle_time=NO_THROTTLE, groups=described)
 
-    async def delete_groups(self, request: Any) -> ResponsePayload:
+    async def delete_groups(self, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
         """DeleteGroups: an empty consumer-protocol group goes with its offsets; a group of
         another protocol (a share group) is deleted by its owner."""
         delete_other = self.delete_other_group
@@ -494,70 +490,9 @@ class ConsumerGroupApis:
             if g not in others and consumer.get(g, ErrorCode.none) is ErrorCode.none
         ]
         results = {**self.classic.coordinator.handle_delete_groups(classic_ids), **others}
-        for group_id, error in consumer.items():
-            if error is ErrorCode.none and results.get(group_id) is ErrorCode.group_id_not_found:
-                results[group_id] = ErrorCode.none  # a group without offsets
+        for consumer_id, error in consumer.items():
+            if error is ErrorCode.none and results.get(consumer_id) is ErrorCode.group_id_not_found:
+                results[consumer_id] = ErrorCode.none  # a group without offsets
             elif error is not ErrorCode.none:
-                results[group_id] = error
-        return _respond(
-            request,
-            {
-                "results": [
-                    {"group_id": group_id, "error_code": results[group_id]}
-                    for group_id in request.groups_names
-                ]
-            },
-        )
-
-
-GroupApiHandler = Callable[[ConsumerGroupApis, Any, str], Awaitable[ResponsePayload]]
-"""One group API's handler: the broker's ``ConsumerGroupApis``, a request body and the
-client id in, the response body out."""
-
-
-def _waiting(
-    method: Callable[[ConsumerGroupApis, Any], Awaitable[ResponsePayload]],
-) -> GroupApiHandler:
-    """``method`` as a handler (it needs no client id)."""
-
-    async def handle(apis: ConsumerGroupApis, request: Any, _client_id: str) -> ResponsePayload:
-        return await method(apis, request)
-
-    return handle
-
-
-def _immediate(method: Callable[[ConsumerGroupApis, Any], ResponsePayload]) -> GroupApiHandler:
-    """``method``, which answers without waiting, as a handler."""
-
-    async def handle(apis: ConsumerGroupApis, request: Any, _client_id: str) -> ResponsePayload:
-        return method(apis, request)
-
-    return handle
-
-
-def _classic(method: Callable[[GroupApis, Any], Awaitable[ResponsePayload]]) -> GroupApiHandler:
-    """The classic ``GroupApis``' ``method`` as a handler (an API of classic groups only)."""
-
-    async def handle(apis: ConsumerGroupApis, request: Any, _client_id: str) -> ResponsePayload:
-        return await method(apis.classic, request)
-
-    return handle
-
-
-GROUP_API_HANDLERS: Mapping[int, GroupApiHandler] = {
-    OFFSET_COMMIT_KEY: _waiting(ConsumerGroupApis.offset_commit),
-    OFFSET_FETCH_KEY: _immediate(ConsumerGroupApis.offset_fetch),
-    JOIN_GROUP_KEY: ConsumerGroupApis.join_group,
-    HEARTBEAT_KEY: _classic(GroupApis.heartbeat),
-    LEAVE_GROUP_KEY: _classic(GroupApis.leave_group),
-    SYNC_GROUP_KEY: _classic(GroupApis.sync_group),
-    DESCRIBE_GROUPS_KEY: _immediate(ConsumerGroupApis.describe_groups),
-    LIST_GROUPS_KEY: _immediate(ConsumerGroupApis.list_groups),
-    TXN_OFFSET_COMMIT_KEY: _waiting(ConsumerGroupApis.txn_offset_commit),
-    DELETE_GROUPS_KEY: _waiting(ConsumerGroupApis.delete_groups),
-    OFFSET_DELETE_KEY: _immediate(ConsumerGroupApis.offset_delete),
-    CONSUMER_GROUP_HEARTBEAT_KEY: ConsumerGroupApis.heartbeat,
-    CONSUMER_GROUP_DESCRIBE_KEY: _immediate(ConsumerGroupApis.describe),
-}
-"""The handler of each group API but FindCoordinator (which the broker routes by key
-type to ``GroupApis.find_coordinator``), which the broker's API table calls directly."""
+                results[consumer_id] = error
+        return delete_groups_response((g, results[g]) for g in request.groups_names)
