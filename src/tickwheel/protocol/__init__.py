@@ -36,6 +36,7 @@ from tickwheel.protocol._client_asyncio import AsyncClient
 from tickwheel.protocol._client_blocking import BlockingClient
 from tickwheel.protocol._codec import (
     API_VERSIONS_KEY,
+    NO_THROTTLE,
     DecodedRequest,
     VersionRange,
     decode_request,
@@ -91,6 +92,7 @@ __all__ = [
     "FETCH_MAX_VERSION",
     "FETCH_MIN_VERSION",
     "FOLLOWER_FETCH_VERSION",
+    "NO_THROTTLE",
     "SIZE_PREFIX_BYTES",
     "ApiKey",
     "AsyncClient",

@@ -26,6 +26,7 @@ Stateless apart from the schema caches; safe from any thread.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import io
 import struct
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar, cast
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i16, i32
+from kio.static.primitive import i16, i32, i32Timedelta
 from kio.static.protocol import Entity, RequestHeader, RequestPayload, ResponsePayload
 
 from tickwheel.protocol._api_keys import ApiKey
@@ -64,6 +65,8 @@ _HOT_PATH_CHECKS: dict[int, Callable[[bytes, int, int], None]] = {
 # The response header of a flexible version carries a tagged-field section: empty.
 _EMPTY_TAGGED_FIELDS = b"\x00"
 _RESPONSE_HEADER_V0 = struct.Struct(">i")
+NO_THROTTLE: Final = i32Timedelta.parse(datetime.timedelta(0))
+"""A response's ``throttle_time`` when the client is not throttled."""
 # Zero values of the field types that are not numbers (numbers, durations and
 # timestamps are 0, which ``build_entity`` coerces).
 _EMPTY_BY_KAFKA_TYPE: dict[object, object] = {"string": "", "bytes": b"", "bool": False}

@@ -107,14 +107,14 @@ from kio.schema.txn_offset_commit.v3.response import (
     TxnOffsetCommitResponseTopic,
 )
 from kio.schema.types import BrokerId, GroupId, TopicName
-from kio.static.primitive import i32, i32Timedelta, i64
+from kio.static.primitive import i32, i64
 
 from tickwheel.coordinator._locator import FIND_COORDINATOR_KEY, CoordinatorLocator
 from tickwheel.coordinator.group._coordinator import GroupCoordinator, JoinRequest, LeavingMember
 from tickwheel.coordinator.group._group import JoinGroupResult, SyncGroupResult, TopicPartition
 from tickwheel.coordinator.group._manager import FetchedOffset
 from tickwheel.coordinator.group._records import NO_LEADER_EPOCH, OffsetValue
-from tickwheel.protocol import ApiKey, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, VersionRange
 
 T = TypeVar("T")
 
@@ -178,8 +178,6 @@ _CLASSIC_GROUP_TYPE = "classic"
 _ONE_MS = datetime.timedelta(milliseconds=1)
 # Kafka prefixes the client address with a slash (InetAddress.toString()).
 DEFAULT_CLIENT_HOST = "/127.0.0.1"
-NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
-"""A response's ``throttle_time``: the coordinator throttles no one."""
 
 
 PartitionChecker = Callable[[str, int], bool]

@@ -30,7 +30,6 @@ Concurrency: event-loop thread only.
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -59,12 +58,12 @@ from kio.schema.types import BrokerId
 from kio.schema.write_share_group_state.v1 import response as write_v1
 from kio.schema.write_share_group_state.v1.request import PartitionData as WritePartition
 from kio.schema.write_share_group_state.v1.request import WriteShareGroupStateRequest
-from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+from kio.static.primitive import i8, i16, i32, i64
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tickwheel.coordinator._locator import CoordinatorNode
 from tickwheel.coordinator.share_state._coordinator import NO_LEADER_EPOCH, ShareCoordinator
-from tickwheel.protocol import ApiKey, VersionRange, decode_topic_id
+from tickwheel.protocol import NO_THROTTLE, ApiKey, VersionRange, decode_topic_id
 from tickwheel.share_delivery import (
     PersisterStateBatch,
     RecordState,
@@ -81,7 +80,6 @@ UNINITIALIZED_START_OFFSET = -1
 """The start offset read for a share-partition that has no state (Kafka's)."""
 DEFAULT_STATE_EPOCH = 0
 _NO_TOPIC_ID = uuid.UUID(int=0)
-_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 
 class _PartitionRequest(Protocol):
@@ -276,7 +274,7 @@ class ShareStateApis:
     def find_coordinator(self, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
         """The brokers coordinating share-partitions ``group:topicId:partition`` (v6)."""
         return FindCoordinatorResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=NO_THROTTLE,
             coordinators=tuple(self._coordinator_of(text) for text in request.coordinator_keys),
         )
 

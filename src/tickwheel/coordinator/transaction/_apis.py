@@ -83,7 +83,7 @@ from tickwheel.coordinator.transaction._coordinator import (
     TransactionCoordinator,
 )
 from tickwheel.coordinator.transaction._metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 
 T = TypeVar("T")
@@ -122,7 +122,6 @@ _PRODUCER_FENCED_SINCE: Mapping[int, int] = {
 }
 _NO_NODE = BrokerId(-1)
 _NO_PORT = i32(-1)
-_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 
 def client_error(api_key: int, api_version: int, error: ErrorCode) -> ErrorCode:
@@ -208,7 +207,7 @@ class TransactionApis:
     def find_coordinator(self, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
         """The brokers coordinating transactional ids."""
         return FindCoordinatorResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=NO_THROTTLE,
             coordinators=tuple(self._find(key) for key in request.coordinator_keys),
         )
 
@@ -232,7 +231,7 @@ class TransactionApis:
             )
             result = await answer.future
         return InitProducerIdResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=NO_THROTTLE,
             error_code=client_error(INIT_PRODUCER_ID_KEY, api_version, result.error),
             producer_id=ProducerId(result.producer_id),
             producer_epoch=i16(result.producer_epoch),
@@ -277,7 +276,7 @@ class TransactionApis:
                 )
             )
         return AddPartitionsToTxnResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=NO_THROTTLE,
             results_by_topic_v3_and_below=tuple(
                 AddPartitionsToTxnTopicResult(
                     name=TopicName(name), results_by_partition=tuple(results)
@@ -299,7 +298,7 @@ class TransactionApis:
             answer.deliver,
         )
         error = client_error(ADD_OFFSETS_TO_TXN_KEY, api_version, await answer.future)
-        return AddOffsetsToTxnResponse(throttle_time=_NO_THROTTLE, error_code=error)
+        return AddOffsetsToTxnResponse(throttle_time=NO_THROTTLE, error_code=error)
 
     # -- EndTxn -------------------------------------------------------------------
 
@@ -315,7 +314,7 @@ class TransactionApis:
             callback=answer.deliver,
         )
         error = client_error(END_TXN_KEY, api_version, await answer.future)
-        return EndTxnResponse(throttle_time=_NO_THROTTLE, error_code=error)
+        return EndTxnResponse(throttle_time=NO_THROTTLE, error_code=error)
 
     # -- DescribeTransactions / ListTransactions ------------------------------------
 
@@ -324,7 +323,7 @@ class TransactionApis:
     ) -> DescribeTransactionsResponse:
         """DescribeTransactions v0."""
         return DescribeTransactionsResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=NO_THROTTLE,
             transaction_states=tuple(
                 described_state(self.coordinator.describe(transactional_id))
                 for transactional_id in request.transactional_ids
@@ -339,7 +338,7 @@ class TransactionApis:
             int(request.duration_filter),
         )
         return ListTransactionsResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=NO_THROTTLE,
             error_code=result.error,
             unknown_state_filters=result.unknown_state_filters,
             transaction_states=tuple(

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32Timedelta
 from kio.static.protocol import ResponsePayload
 
 from tickwheel.log import LogError
@@ -39,8 +38,6 @@ Response = bytes | FetchResponseFrame | None
 Handler = Callable[[BrokerContext, DecodedRequest], Awaitable[Response]]
 T = TypeVar("T")
 _MS_PER_S = 1000
-NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
-"""A response's ``throttle_time`` when the client is not throttled."""
 
 
 class CloseConnectionError(Exception):

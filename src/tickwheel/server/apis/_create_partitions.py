@@ -27,13 +27,13 @@ from kio.schema.create_partitions.v3.response import (
 from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
 from tickwheel.server._cluster import add_cluster_partitions
 from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply, to_ms
+from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
 from tickwheel.server.apis._create_topics import (
     TopicValidationError,
     storage_error,

@@ -48,14 +48,14 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorize_cluster, authorized_names
 from tickwheel.server._cluster import create_cluster_topic
 from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
 from tickwheel.server._descriptors import partitions_that_fit
 from tickwheel.server._topics import topic_name_error
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply, to_ms
+from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
 
 USE_DEFAULT = -1
 MAX_PARTITIONS_PER_TOPIC = 100_000

@@ -28,12 +28,12 @@ from kio.schema.delete_records.v2.response import (
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i64
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import DeleteRecordsPartitionResult, TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Pending, Response, reply, to_ms
+from tickwheel.server.apis._common import ApiSpec, Pending, Response, reply, to_ms
 
 
 def _topic_answer(

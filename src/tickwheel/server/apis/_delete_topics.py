@@ -28,12 +28,12 @@ from kio.schema.delete_topics.v6.response import DeletableTopicResult, DeleteTop
 from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply, to_ms
+from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
 
 _FIRST_TOPIC_STRUCT_VERSION = 6
 _NO_TOPIC_ID = uuid.UUID(int=0)

@@ -26,11 +26,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import CLUSTER_NAME, AclOperation, ResourceType
 from tickwheel.server._authorization import authorize_cluster, authorized_operations
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
+from tickwheel.server.apis._common import ApiSpec, Response, reply
 
 _BROKERS_ENDPOINT: Final = 1
 _NOT_ASKED: Final = -(2**31)

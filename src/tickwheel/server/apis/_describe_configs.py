@@ -39,11 +39,11 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import config_refusal, refusal_message
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
+from tickwheel.server.apis._common import ApiSpec, Response, reply
 from tickwheel.server.config._admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server.config._broker import SENSITIVE_PROPERTIES
 from tickwheel.server.config._dynamic import (

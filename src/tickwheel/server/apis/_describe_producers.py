@@ -27,12 +27,12 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId, TopicName
 from kio.static.primitive import i32, i64
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
+from tickwheel.server.apis._common import ApiSpec, Response, reply
 
 
 def _partition(

@@ -33,12 +33,12 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation
 from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply, to_ms
+from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
 
 _PREFERRED = 0
 _UNCLEAN = 1

@@ -40,7 +40,7 @@ from tickwheel.coordinator import FIND_COORDINATOR_KEY
 from tickwheel.coordinator.group import GROUP_API_VERSIONS
 from tickwheel.coordinator.share_state import COORDINATOR_TYPE_SHARE, SHARE_KEY_MIN_VERSION
 from tickwheel.coordinator.transaction import COORDINATOR_TYPE_TRANSACTION
-from tickwheel.protocol import DecodedRequest, convert
+from tickwheel.protocol import NO_THROTTLE, DecodedRequest, convert
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import (
     AUTHORIZATION_FAILED,
@@ -48,7 +48,7 @@ from tickwheel.server._authorization import (
     authorized_names,
 )
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, refuse_whole, reply
+from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole, reply
 
 _MULTI_KEY_VERSION: Final = 4
 _NO_NODE: Final = BrokerId(-1)

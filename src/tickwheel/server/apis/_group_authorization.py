@@ -79,11 +79,11 @@ from tickwheel.coordinator.group import (
     offset_commit_response,
     txn_offset_commit_response,
 )
-from tickwheel.protocol import DecodedRequest, convert
+from tickwheel.protocol import NO_THROTTLE, DecodedRequest, convert
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorize_cluster, authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, Response, refuse_whole, reply
+from tickwheel.server.apis._common import Response, refuse_whole, reply
 
 _OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION = 2
 _NO_OFFSET = i64(-1)

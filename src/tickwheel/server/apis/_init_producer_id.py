@@ -25,7 +25,7 @@ from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
 from kio.schema.types import ProducerId
 from kio.static.primitive import i16
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import (
     authorize,
@@ -33,7 +33,7 @@ from tickwheel.server._authorization import (
     authorize_cluster,
 )
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, refuse_whole, reply
+from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole, reply
 
 _FIRST_EPOCH = i16(0)
 

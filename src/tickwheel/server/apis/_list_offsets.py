@@ -35,12 +35,12 @@ from kio.schema.list_offsets.v7.response import (
 from kio.static.primitive import i32, i64
 
 from tickwheel.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import FetchIsolation, Partition, PartitionError, TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, answer_as_leader, reply
+from tickwheel.server.apis._common import ApiSpec, Response, answer_as_leader, reply
 
 _NOT_FOUND = -1
 

@@ -53,6 +53,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
 
 from tickwheel.protocol import (
+    NO_THROTTLE,
     ApiKey,
     DecodedRequest,
     VersionRange,
@@ -72,7 +73,7 @@ from tickwheel.server._authorization import (
 from tickwheel.server._cluster import auto_create_topic, partition_entries
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._topics import topic_name_error
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response
+from tickwheel.server.apis._common import ApiSpec, Response
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
 _NULLABLE_RESPONSE_NAME_VERSION = 12

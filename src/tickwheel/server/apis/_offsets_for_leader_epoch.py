@@ -41,12 +41,12 @@ from kio.schema.offset_for_leader_epoch.v4.response import (
 )
 from kio.static.primitive import i32, i64
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import Partition, TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize_cluster, authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, answer_as_leader, reply
+from tickwheel.server.apis._common import ApiSpec, Response, answer_as_leader, reply
 
 
 def _last_offset_for_leader_epoch(

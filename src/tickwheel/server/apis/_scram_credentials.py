@@ -36,7 +36,7 @@ from kio.schema.describe_user_scram_credentials.v0.response import (
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import (
     AclOperation,
     Deletion,
@@ -47,7 +47,7 @@ from tickwheel.security import (
 )
 from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
+from tickwheel.server.apis._common import ApiSpec, Response, reply
 
 _log = logging.getLogger(__name__)
 

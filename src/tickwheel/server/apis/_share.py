@@ -78,14 +78,13 @@ from tickwheel.coordinator.group.share import (
     ShareGroupTopology,
 )
 from tickwheel.coordinator.share_state import ShareCoordinatorService
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import (
-    NO_THROTTLE,
     ApiSpec,
     Response,
     refuse_whole,

@@ -48,11 +48,11 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
 from tickwheel.coordinator.group.share import TopicOffsets
-from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, ApiSpec, Response, reply
+from tickwheel.server.apis._common import ApiSpec, Response, reply
 from tickwheel.server.apis._share import group_coordinator_error
 
 DESCRIBE_SHARE_GROUP_OFFSETS_KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS

@@ -46,11 +46,11 @@ from tickwheel.coordinator.transaction import (
     TransactionService,
     described_state,
 )
-from tickwheel.protocol import ApiKey, DecodedRequest
+from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._context import BrokerContext
-from tickwheel.server.apis._common import NO_THROTTLE, Response, refuse_whole, reply
+from tickwheel.server.apis._common import Response, refuse_whole, reply
 
 _ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
 _ADD_OFFSETS_TO_TXN = ApiKey.ADD_OFFSETS_TO_TXN

@@ -99,7 +99,6 @@ from tickwheel.coordinator.group._apis import (
     DEFAULT_CLIENT_HOST,
     GROUP_API_NAMES,
     GROUP_API_VERSIONS,
-    NO_THROTTLE,
     OFFSET_FETCH_KEY,
     GroupApis,
     _Answer,
@@ -121,7 +120,7 @@ from tickwheel.coordinator.group.consumer._coordinator import (
     TopicCatalog,
 )
 from tickwheel.coordinator.group.consumer._member import Assignment, normalized
-from tickwheel.protocol import ApiKey, VersionRange, convert
+from tickwheel.protocol import NO_THROTTLE, ApiKey, VersionRange, convert
 
 CONSUMER_GROUP_HEARTBEAT_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 CONSUMER_GROUP_DESCRIBE_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE

@@ -64,6 +64,7 @@ from kio.static.primitive import i32, i32Timedelta
 
 from tickwheel.coordinator.group.share._assignor import assign
 from tickwheel.coordinator.group.share._config import ShareGroupConfig
+from tickwheel.protocol import NO_THROTTLE
 from tickwheel.timer import SystemTimer, TimerTask
 
 _log = logging.getLogger(__name__)
@@ -75,7 +76,6 @@ SHARE_PROTOCOL_TYPE = "share"
 SIMPLE_ASSIGNOR = "simple"
 SHARE_SESSION_TIMEOUT_MS = "share.session.timeout.ms"
 SHARE_HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
-_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 
 class ShareGroupState(enum.Enum):
@@ -157,7 +157,7 @@ class ShareGroupCoordinator:
             self.config.group_share_max_heartbeat_interval_ms,
         )
         base = ShareGroupHeartbeatResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=NO_THROTTLE,
             error_code=ErrorCode.none,
             member_id=request.member_id,
             member_epoch=request.member_epoch,
