@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
+from kio.schema.create_partitions.v3.request import CreatePartitionsTopic
+from kio.schema.create_topics.v5.request import CreatableTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.response import MetadataResponsePartition
 from kio.schema.types import BrokerId
@@ -156,15 +158,6 @@ def join_cluster(context: BrokerState, stored_cluster_id: str | None) -> Cluster
     return node
 
 
-def broker_entries(node: ClusterNode, listener_name: str) -> list[dict[str, Any]]:
-    """The live brokers, as a Metadata response lists them: their endpoints on the
-    listener named (the one the request came on; a broker without it is left out)."""
-    return [
-        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
-        for b in node.cache.endpoints(listener_name)
-    ]
-
-
 def partition_entries(
     node: ClusterNode, topic: str, listener_name: str
 ) -> tuple[MetadataResponsePartition, ...]:
@@ -220,42 +213,49 @@ async def auto_create_topic(context: BrokerContext, name: str) -> None:
         _log.info("auto-creating topic %s: %s", name, exc)
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterRefusal:
+    """Why the cluster refused a topic's creation or growth: Kafka's code and message."""
+
+    error_code: ErrorCode
+    message: str
+
+
 async def create_cluster_topic(
     context: BrokerContext,
-    topic: Any,
+    topic: CreatableTopic,
     num_partitions: int,
     replication_factor: int,
     configs: dict[str, str],
     *,
     validate_only: bool,
     timeout_ms: int,
-) -> dict[str, Any] | None:
-    """Create one CreateTopics ``topic`` in the cluster; its error entry, or None.
+) -> ClusterRefusal | None:
+    """Create one CreateTopics ``topic`` in the cluster; why it was refused, or None.
 
     Replicas come from the request's manual assignment, checked against the live
     brokers, or from Kafka's assignment over them; ``validate_only`` stops there.
     """
     node = context.cluster
     assert node is not None
-    manual = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments or ()}
+    manual = {int(a.partition_index): tuple(a.broker_ids) for a in topic.assignments or ()}
     try:
         assignment = await node.plan_assignment(num_partitions, replication_factor, manual or None)
         if not validate_only:
             await node.create_topic(topic.name, assignment, configs, timeout_ms=timeout_ms)
     except AssignmentError as exc:
-        return {"error_code": exc.error_code, "error_message": str(exc)}
+        return ClusterRefusal(exc.error_code, str(exc))
     except TopicExistsError:
-        return {
-            "error_code": ErrorCode.topic_already_exists,
-            "error_message": f"topic {topic.name!r} already exists",
-        }
+        return ClusterRefusal(
+            ErrorCode.topic_already_exists, f"topic {topic.name!r} already exists"
+        )
     return None
 
 
 async def add_cluster_partitions(
-    context: BrokerContext, topic: Any, *, validate_only: bool, timeout_ms: int
-) -> dict[str, Any] | None:
-    """Grow one CreatePartitions ``topic`` in the cluster; its error entry, or None.
+    context: BrokerContext, topic: CreatePartitionsTopic, *, validate_only: bool, timeout_ms: int
+) -> ClusterRefusal | None:
+    """Grow one CreatePartitions ``topic`` in the cluster; why it was refused, or None.
 
     New partitions get as many replicas as partition 0 has, from the request's
     assignment (checked against the live brokers) or from Kafka's assignment.
@@ -277,7 +277,7 @@ async def add_cluster_partitions(
         if not validate_only:
             await node.add_partitions(topic.name, assignment, timeout_ms=timeout_ms)
     except AssignmentError as exc:
-        return {"error_code": exc.error_code, "error_message": str(exc)}
+        return ClusterRefusal(exc.error_code, str(exc))
     return None
 
 

@@ -5,6 +5,12 @@ is a whole frame (``bytes``), a Fetch ``FetchResponseFrame`` (chunks with record
 slices), or None when the request gets no answer (acks=0 produce). Handlers that wait
 in a purgatory await a future that the delayed operation's callback resolves.
 
+Handlers are typed against kio's classes of the newest version they handle: a handler
+reads its request with ``request.body_as(Request)`` (an older version's request carried
+to that one, its missing fields at Kafka's defaults) and answers with
+``reply(request, Response(...))``, which writes the response at the version asked.
+``mypy --strict`` so checks every field a handler reads or writes.
+
 Concurrency: handlers run on the broker's event-loop thread.
 """
 
@@ -12,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -25,7 +31,6 @@ from tickwheel.protocol import (
     FetchResponseFrame,
     RequestKey,
     VersionRange,
-    build_entity,
     convert,
     encode_response,
     error_response,
@@ -58,12 +63,10 @@ class ApiSpec:
     handle: Handler
 
 
-def reply(request: DecodedRequest, response: ResponsePayload | Mapping[str, Any]) -> bytes:
+def reply(request: DecodedRequest, response: ResponsePayload) -> bytes:
     """The response frame to ``request``: ``response`` (a kio response of any version of
-    its API) at the request's version."""
+    its API, as a handler builds it at the newest it knows) at the request's version."""
     cls = response_schema(request.api_key, request.api_version)
-    if isinstance(response, Mapping):
-        return encode_response(request.correlation_id, build_entity(cls, response))
     return encode_response(request.correlation_id, convert(cls, response))
 
 

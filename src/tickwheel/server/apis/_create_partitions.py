@@ -104,7 +104,7 @@ async def handle_create_partitions(context: BrokerContext, request: DecodedReque
                 context, topic, validate_only=body.validate_only, timeout_ms=to_ms(body.timeout)
             )
             if error is not None:
-                refused = TopicValidationError(error["error_code"], error["error_message"])
+                refused = TopicValidationError(error.error_code, error.message)
                 results.append(_failed(topic.name, refused))
                 continue
         elif not body.validate_only:

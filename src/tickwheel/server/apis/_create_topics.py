@@ -267,7 +267,7 @@ async def _create_topics(context: BrokerContext, request: DecodedRequest) -> Res
                 timeout_ms=to_ms(body.timeout),
             )
             if error is not None:
-                refused = TopicValidationError(error["error_code"], error["error_message"])
+                refused = TopicValidationError(error.error_code, error.message)
                 results.append(_failed(topic.name, refused))
                 continue
         elif not body.validate_only:

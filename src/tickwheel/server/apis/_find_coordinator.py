@@ -40,7 +40,7 @@ from tickwheel.coordinator import FIND_COORDINATOR_KEY
 from tickwheel.coordinator.group import GROUP_API_VERSIONS
 from tickwheel.coordinator.share_state import COORDINATOR_TYPE_SHARE, SHARE_KEY_MIN_VERSION
 from tickwheel.coordinator.transaction import COORDINATOR_TYPE_TRANSACTION
-from tickwheel.protocol import NO_THROTTLE, DecodedRequest, convert
+from tickwheel.protocol import NO_THROTTLE, DecodedRequest
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import (
     AUTHORIZATION_FAILED,
@@ -91,7 +91,7 @@ def _coordinator_answer(
     """The coordinator's answer to ``body`` (group or transaction keys)."""
     if body.key_type == COORDINATOR_TYPE_TRANSACTION:
         return context.transactions.apis.find_coordinator(body)
-    return convert(FindCoordinatorResponse, context.groups.apis.classic.find_coordinator(body))
+    return context.groups.apis.classic.find_coordinator(body)
 
 
 async def _authorized(

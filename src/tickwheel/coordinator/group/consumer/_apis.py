@@ -47,7 +47,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.consumer_group_describe.v1.response import Assignment as DescribedAssignment
@@ -184,7 +183,7 @@ class ConsumerGroupApis:
         # The groups of the other protocol (share groups), set by the broker: as
         # ListGroups shows them given its states filter (each entry has a
         # ``group_type``), whether an id is one, and its deletion.
-        self.other_groups: Callable[[frozenset[str]], list[dict[str, Any]]] = lambda states: []
+        self.other_groups: Callable[[frozenset[str]], list[ListedGroup]] = lambda states: []
         self.is_other_group: Callable[[str], bool] = lambda name: False
         self.delete_other_group: Callable[[str], Awaitable[ErrorCode]] | None = None
 
@@ -424,9 +423,9 @@ class ConsumerGroupApis:
             ]
         # The share groups.
         listed += [
-            (g["group_id"], g["protocol_type"], g["group_state"], g["group_type"])
+            (g.group_id, g.protocol_type, g.group_state, g.group_type)
             for g in self.other_groups(frozenset(states))
-            if not types or g["group_type"] in types
+            if not types or g.group_type in types
         ]
         return ListGroupsResponse(
             throttle_time=NO_THROTTLE,

@@ -51,9 +51,9 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.list_groups.v5.response import ListedGroup
 from kio.schema.share_group_describe.v1 import response as describe_v1
 from kio.schema.share_group_describe.v1.response import DescribedGroup
 from kio.schema.share_group_heartbeat.v1 import response as heartbeat_v1
@@ -383,16 +383,16 @@ class ShareGroupCoordinator:
             assignment=describe_v1.Assignment(topic_partitions=topic_partitions),
         )
 
-    def list_groups(self, states: frozenset[str]) -> list[dict[str, Any]]:
+    def list_groups(self, states: frozenset[str]) -> list[ListedGroup]:
         """The share groups as ListGroups shows them, filtered by state (case-insensitive)."""
         wanted = {s.lower() for s in states}
         return [
-            {
-                "group_id": group.group_id,
-                "protocol_type": SHARE_PROTOCOL_TYPE,
-                "group_state": group.state.value,
-                "group_type": SHARE_GROUP_TYPE,
-            }
+            ListedGroup(
+                group_id=GroupId(group.group_id),
+                protocol_type=SHARE_PROTOCOL_TYPE,
+                group_state=group.state.value,
+                group_type=SHARE_GROUP_TYPE,
+            )
             for group in self.groups.values()
             if not wanted or group.state.value.lower() in wanted
         ]
