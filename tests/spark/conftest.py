@@ -49,8 +49,14 @@ def kafka(bootstrap_servers: str) -> KafkaHelper:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """The run's one local SparkSession (local[2], loopback, 2 shuffle partitions)."""
+def spark(bootstrap_servers: str) -> Iterator[SparkSession]:
+    """The run's one local SparkSession (local[2], loopback, 2 shuffle partitions).
+
+    It starts after the broker and stops before it, so the Kafka clients the source
+    keeps in Spark's Python workers never outlive the broker they read (they would
+    retry it, and log each refused connection, until the run ends).
+    """
+    del bootstrap_servers  # only its order of set-up and teardown
     session = local_session("tickwheel-tests")
     yield session
     session.stop()

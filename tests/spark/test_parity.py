@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -39,11 +39,22 @@ TIMED_RECORDS = 20
 
 def produce_timed(kafka: KafkaHelper, topic: str, numbers: Iterable[int]) -> None:
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"})
+    failures: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            failures.append(error)
+
     for n in numbers:
         producer.produce(
-            topic, value=f"v{n}".encode(), partition=n % 2, timestamp=BASE_MS + n * STEP_MS
+            topic,
+            value=f"v{n}".encode(),
+            partition=n % 2,
+            timestamp=BASE_MS + n * STEP_MS,
+            on_delivery=delivered,
         )
     assert producer.flush(TIMEOUT_S) == 0
+    assert not failures, failures
 
 
 def timed_topic(kafka: KafkaHelper, prefix: str) -> str:
