@@ -39,6 +39,7 @@ def answers(draw: st.DrawFn) -> list[TopicAnswer]:
                     draw(st.just(-1) | st.integers(0, MAX_TIMESTAMP_MS)),
                     draw(int64s),
                     draw(nullable_text),
+                    draw(st.lists(st.tuples(int32s, nullable_text), max_size=3)),
                 )
                 for _ in range(draw(st.integers(0, 3)))
             ],
@@ -60,12 +61,21 @@ def kio_values(topics: list[TopicAnswer]) -> dict[str, Any]:
                         "base_offset": base_offset,
                         "log_append_time": None if append_time_ms < 0 else append_time_ms,
                         "log_start_offset": start_offset,
-                        "record_errors": [],
+                        "record_errors": [
+                            {"batch_index": batch_index, "batch_index_error_message": reason}
+                            for batch_index, reason in record_errors
+                        ],
                         "error_message": message,
                     }
-                    for index, error_code, base_offset, append_time_ms, start_offset, message in (
-                        partitions
-                    )
+                    for (
+                        index,
+                        error_code,
+                        base_offset,
+                        append_time_ms,
+                        start_offset,
+                        message,
+                        record_errors,
+                    ) in partitions
                 ],
             }
             for name, partitions in topics

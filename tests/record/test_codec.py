@@ -13,7 +13,7 @@ from tickwheel.record import (
     decode_records,
     decompress,
     encode_record,
-    has_null_key,
+    null_key_indexes,
     parse_header,
     read_varint,
     record_keys,
@@ -42,7 +42,9 @@ def test_records_decode_as_encoded(
     decoded = decode_records(batch, header)
     assert [(r.key, r.value) for r in decoded] == records
     assert [(r.offset_delta, r.key) for r in decoded] == record_keys(batch, header)
-    assert has_null_key(batch, header) == any(key is None for key, _ in records)
+    assert null_key_indexes(batch, header) == [
+        i for i, (key, _) in enumerate(records) if key is None
+    ]
     for record in decoded:
         assert encode_record(record, record.timestamp_delta) == record.raw
 

@@ -266,3 +266,33 @@ def test_kafka_python_idempotent_producer_and_consumer_on_a_compacted_topic(
         *[(b"k%d" % k, b"%d" % (295 + k)) for k in range(5)],
         (b"k0", b"after"),
     ]
+
+
+def test_keyless_records_fail_their_batch_with_their_own_error(
+    tickwheel_broker: BackgroundBroker,
+) -> None:
+    """librdkafka reads the record errors (KIP-467): the keyless records fail with
+    INVALID_RECORD, the others of their batch with its local error for a record refused
+    because of another; nothing of the batch is appended, as in Kafka."""
+    create_topic(tickwheel_broker, "mixed", TOPIC_CONFIG)
+    keyless = set(range(3, 100, 10))
+    outcomes: dict[int, int] = {}
+
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
+        outcomes[int(message.value() or b"")] = (
+            KafkaError.NO_ERROR if error is None else error.code()
+        )
+
+    # One linger long enough that the 100 records travel as one batch.
+    producer = Producer(
+        {"bootstrap.servers": tickwheel_broker.bootstrap_servers, "linger.ms": 1000}
+    )
+    for i in range(100):
+        key = None if i in keyless else b"k%d" % i
+        producer.produce("mixed", key=key, value=b"%d" % i, partition=0, on_delivery=on_delivery)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert {i for i, code in outcomes.items() if code == KafkaError.INVALID_RECORD} == keyless
+    assert {i for i, code in outcomes.items() if code == KafkaError._INVALID_DIFFERENT_RECORD} == (
+        set(range(100)) - keyless
+    )
+    assert consume_all(tickwheel_broker, "mixed") == []

@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from replica.records import batch
 from tickwheel.server import BackgroundBroker
-from tickwheel.server.apis import SUPPORTED_VERSIONS
+from tickwheel.server.apis import ADVERTISED_VERSIONS
 from tickwheel.server.net._connection import SENDFILE_MIN_BYTES
 
 from .wire import WireClient, create_topic, host_port
@@ -40,10 +40,11 @@ def test_api_versions_lists_what_is_handled(client: WireClient) -> None:
     assert body.error_code == ErrorCode.none
     advertised = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert advertised == {
-        key: (r.min_version, r.max_version) for key, r in SUPPORTED_VERSIONS.items()
+        key: (r.min_version, r.max_version) for key, r in ADVERTISED_VERSIONS.items()
     }
     assert advertised[METADATA] == (1, 12)
-    assert advertised[PRODUCE] == (3, 9)
+    # Served from 3, listed from 0 as Kafka 4 lists it (KAFKA-18659).
+    assert advertised[PRODUCE] == (0, 9)
     assert advertised[FETCH] == (4, 12)
 
 
@@ -65,9 +66,14 @@ def test_an_unsupported_api_versions_version_gets_error_35_and_a_v0_body(
         sock.sendall(struct.pack(">i", len(request)) + request)
         size, correlation_id, error = struct.unpack(">iih", sock.recv(10))
         assert (correlation_id, error) == (42, ErrorCode.unsupported_version.value)
-        rest = sock.recv(size - 6)
-        (count,) = struct.unpack_from(">i", rest)
-        assert count == len(SUPPORTED_VERSIONS)
+        rest = b""
+        while len(rest) < size - 6:
+            rest += sock.recv(size - 6 - len(rest))
+    (count,) = struct.unpack_from(">i", rest)
+    listed = [struct.unpack_from(">hhh", rest, 4 + 6 * i) for i in range(count)]
+    assert {key: (low, high) for key, low, high in listed} == {
+        key: (r.min_version, r.max_version) for key, r in ADVERTISED_VERSIONS.items()
+    }
 
 
 @pytest.mark.parametrize(

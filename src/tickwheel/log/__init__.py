@@ -50,6 +50,7 @@ from tickwheel.log._errors import (
     OutOfOrderSequenceError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    RecordValidationError,
     TransactionCoordinatorFencedError,
     UnexpectedAppendOffsetError,
 )
@@ -130,6 +131,7 @@ __all__ = [
     "ProducerStateSummary",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "RecordValidationError",
     "TimestampAndOffset",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",

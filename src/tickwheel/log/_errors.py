@@ -11,6 +11,8 @@ Concurrency: exceptions are immutable values; any thread may raise or read them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tickwheel.record import CorruptRecordError, InvalidRecordError
 from tickwheel.record import RecordError as LogError
 
@@ -25,6 +27,7 @@ __all__ = [
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "RecordValidationError",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
 ]
@@ -49,6 +52,25 @@ class RecordTooLargeError(LogError):
     """A batch larger than ``max.message.bytes`` (MESSAGE_TOO_LARGE)."""
 
     error_code = MESSAGE_TOO_LARGE
+
+
+class RecordValidationError(InvalidRecordError):
+    """Records of a batch that break a per-record rule (Kafka's ``RecordValidationException``).
+
+    INVALID_RECORD, with ``record_errors``: each bad record's position in its batch and
+    why; the message is Kafka's summary, showing the first three.
+    """
+
+    def __init__(self, record_errors: Sequence[tuple[int, str]]) -> None:
+        self.record_errors = tuple(record_errors)
+        shown = ", ".join(
+            f"RecordError(batchIndex={index}, message='{message}')"
+            for index, message in self.record_errors[:3]
+        )
+        super().__init__(
+            f"One or more records have been rejected due to {len(self.record_errors)} record "
+            f"errors in total, and only showing the first three errors at most: [{shown}]"
+        )
 
 
 class RecordBatchTooLargeError(LogError):

@@ -146,6 +146,7 @@ from tickwheel.log._errors import (
     LogStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    RecordValidationError,
     UnexpectedAppendOffsetError,
 )
 from tickwheel.log._index import NO_TIMESTAMP
@@ -178,8 +179,8 @@ from tickwheel.record import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     EndTxnMarker,
-    has_null_key,
     log_append_time_header,
+    null_key_indexes,
     parse_batches,
     read_control_batch,
 )
@@ -310,14 +311,20 @@ def _with_markers(data: memoryview, batches: list[tuple[int, BatchHeader]]) -> l
 
 
 def _check_keys(
-    config: LogConfig, data: memoryview, batches: list[tuple[int, BatchHeader]]
+    config: LogConfig,
+    name: str,
+    data: memoryview,
+    batches: list[tuple[int, BatchHeader]],
 ) -> None:
-    """Refuse a record without a key, as Kafka does, if the topic is compacted."""
+    """Refuse records without a key, as Kafka does, if the topic is compacted: the
+    first batch holding any is refused with each of them (``RecordValidationError``)."""
     if not config.compacted:
         return
     for position, header in batches:
-        if has_null_key(data[position : position + header.size_bytes], header):
-            raise InvalidRecordError("compacted topic cannot accept a record without a key")
+        keyless = null_key_indexes(data[position : position + header.size_bytes], header)
+        if keyless:
+            reason = f"Compacted topic cannot accept message without key in topic partition {name}"
+            raise RecordValidationError([(index, reason) for index in keyless])
 
 
 class Log:
@@ -539,7 +546,8 @@ class Log:
         A retried idempotent batch returns its first append's offsets (``duplicate``).
         ``origin`` COORDINATOR (the broker's coordinators) may append transaction
         markers and skips the sequence checks (``_producer_state``). Raises
-        ``CorruptRecordError``, ``InvalidRecordError``, ``RecordTooLargeError``,
+        ``CorruptRecordError``, ``InvalidRecordError`` (``RecordValidationError`` for
+        records without a key on a compacted topic), ``RecordTooLargeError``,
         ``RecordBatchTooLargeError``, ``OutOfOrderSequenceError``,
         ``InvalidProducerEpochError``, ``InvalidTxnStateError`` or
         ``TransactionCoordinatorFencedError``; nothing is written then.
@@ -553,7 +561,7 @@ class Log:
         )
         marked = _with_markers(data, batches) if idempotent else None
         if not coordinator:
-            _check_keys(config, data, batches)
+            _check_keys(config, f"{self._topic}-{self._partition}", data, batches)
         total_bytes = len(data)
         with self._lock:
             if self._closed:

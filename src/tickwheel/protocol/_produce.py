@@ -8,10 +8,11 @@ writing it would cost an order of magnitude more than the few µs ``struct`` tak
 ``encode_produce_response`` writes the frame (size prefix, response header, body) from
 plain tuples: the same bytes kio writes for the equivalent ProduceResponse entity
 (v3-v4: index, error code, base offset, log append time; v5-v7 add the log start
-offset; v8 adds the empty record errors and the error message; v9 is flexible: compact
-lengths, empty tagged-field sections and response header v1). Every partition is
-answered with no record errors. ``tests/protocol/test_produce_response.py`` compares
-the bytes with kio's over generated answers. (The request's own hot-path check is
+offset; v8 adds the record errors, each a batch index and a nullable message, and the
+error message; v9 is flexible: compact lengths, empty tagged-field sections and
+response header v1). A partition without record errors, the common case, costs one
+constant for them. ``tests/protocol/test_produce_response.py`` compares the bytes with
+kio's over generated answers. (The request's own hot-path check is
 ``_request_checks``.)
 
 Pure functions; safe from any thread.
@@ -43,9 +44,12 @@ _EMPTY_LEGACY_ARRAY: Final = _INT32.pack(0)
 _EMPTY_COMPACT_ARRAY: Final = b"\x01"
 _NO_THROTTLE: Final = _INT32.pack(0)
 
-PartitionAnswer = tuple[int, int, int, int, int, str | None]
+RecordErrorAnswer = tuple[int, str | None]
+"""One refused record: its position in its batch and why (None: no message)."""
+
+PartitionAnswer = tuple[int, int, int, int, int, str | None, Sequence[RecordErrorAnswer]]
 """One partition's answer: index, error code, base offset, log append time in ms (-1:
-none), log start offset, error message (None: none)."""
+none), log start offset, error message (None: none), record errors (v8+)."""
 
 TopicAnswer = tuple[str, Sequence[PartitionAnswer]]
 """One topic's name and its partitions' answers, in the request's order."""
@@ -68,6 +72,18 @@ def _array_length(count: int, *, flexible: bool) -> bytes:
     return uvarint(count + 1) if flexible else _INT32.pack(count)
 
 
+def _record_errors(errors: Sequence[RecordErrorAnswer], *, flexible: bool) -> bytes:
+    if not errors:
+        return _EMPTY_COMPACT_ARRAY if flexible else _EMPTY_LEGACY_ARRAY
+    parts = [_array_length(len(errors), flexible=flexible)]
+    for batch_index, message in errors:
+        parts.append(_INT32.pack(batch_index))
+        parts.append(_nullable_string(message, flexible=flexible))
+        if flexible:
+            parts.append(_EMPTY_TAGGED_FIELDS)
+    return b"".join(parts)
+
+
 def encode_produce_response(
     correlation_id: int, version: int, topics: Sequence[TopicAnswer]
 ) -> bytes:
@@ -80,7 +96,15 @@ def encode_produce_response(
     for name, partitions in topics:
         parts.append(_string(name, flexible=flexible))
         parts.append(_array_length(len(partitions), flexible=flexible))
-        for index, error_code, base_offset, append_time_ms, start_offset, message in partitions:
+        for (
+            index,
+            error_code,
+            base_offset,
+            append_time_ms,
+            start_offset,
+            message,
+            record_errors,
+        ) in partitions:
             if with_log_start:
                 parts.append(
                     _PARTITION_V5.pack(index, error_code, base_offset, append_time_ms, start_offset)
@@ -88,7 +112,7 @@ def encode_produce_response(
             else:
                 parts.append(_PARTITION_V3.pack(index, error_code, base_offset, append_time_ms))
             if with_error_message:
-                parts.append(_EMPTY_COMPACT_ARRAY if flexible else _EMPTY_LEGACY_ARRAY)
+                parts.append(_record_errors(record_errors, flexible=flexible))
                 parts.append(_nullable_string(message, flexible=flexible))
             if flexible:
                 parts.append(_EMPTY_TAGGED_FIELDS)

@@ -3,7 +3,7 @@
 The log stores batches as opaque bytes (``_batch``). The parts that need the records
 inside: the log cleaner, which keeps each key's latest record (``record_keys``,
 ``decode_records``, ``encode_record``); a leader append to a compacted topic, which
-refuses records without a key (``has_null_key``; INVALID_RECORD, as Kafka does);
+refuses records without a key (``null_key_indexes``; INVALID_RECORD, as Kafka does);
 ListOffsets by time (``record_timestamps``); transaction markers (``_control``); and
 the coordinators, which read their state topics back record by record.
 
@@ -193,16 +193,17 @@ def record_keys(batch: bytes | memoryview, header: BatchHeader) -> list[tuple[in
     return keys
 
 
-def has_null_key(batch: bytes | memoryview, header: BatchHeader) -> bool:
-    """Whether any record of ``batch`` has a null key.
+def null_key_indexes(batch: bytes | memoryview, header: BatchHeader) -> list[int]:
+    """The positions in ``batch`` (0 for its first record) of the records with a null key.
 
     Reads only each record's length and the varints before its key: a leader runs it
     on every batch produced to a compacted topic.
     """
     data = records_section(batch, header)
     position = 0
+    found: list[int] = []
     try:
-        for _ in range(header.records_count):
+        for index in range(header.records_count):
             length, position = _varint_at(data, position)
             end = position + length
             # Attributes, then the timestamp and offset deltas.
@@ -210,13 +211,13 @@ def has_null_key(batch: bytes | memoryview, header: BatchHeader) -> bool:
             _, at = _varint_at(data, at)
             key_length, _ = _varint_at(data, at)
             if key_length == _NULL_LENGTH:
-                return True
+                found.append(index)
             position = end
     except IndexError as error:
         raise CorruptRecordError("a record runs past the end of its batch") from error
     if position != len(data):
         raise CorruptRecordError("the records do not fill their batch")
-    return False
+    return found
 
 
 def encode_record_fields(

@@ -67,6 +67,7 @@ from tickwheel.log import (
     LogError,
     LogStorageError,
     ProducerStateSummary,
+    RecordValidationError,
     build_end_txn_marker,
     system_clock_ms,
 )
@@ -437,6 +438,14 @@ class ReplicaManager:
             info, hw_moved = partition.append_records_to_leader(records, required_acks, origin)
         except PartitionError as exc:
             return ProducePartitionResult(exc.error_code, error_message=str(exc)), _NO_OFFSET
+        except RecordValidationError as exc:
+            refused = ProducePartitionResult(
+                exc.error_code,
+                log_start_offset=partition.log.log_start_offset,
+                error_message=str(exc),
+                record_errors=exc.record_errors,
+            )
+            return refused, _NO_OFFSET
         except (LogError, OSError) as exc:
             error = self._log_failure(tp, exc)
             return ProducePartitionResult(error, error_message=str(exc)), _NO_OFFSET

@@ -112,6 +112,8 @@ class ProducePartitionResult:
     log_append_time_ms: int = NO_TIMESTAMP
     log_start_offset: int = UNKNOWN_OFFSET
     error_message: str | None = None
+    # Each record refused by a per-record rule: its position in its batch and why.
+    record_errors: tuple[tuple[int, str], ...] = ()
     # Not on the wire: records this append added (0 for a duplicate), for the
     # broker's MessagesInPerSec.
     appended_messages: int = 0
@@ -125,6 +127,7 @@ class ProducePartitionResult:
             self.log_append_time_ms,
             self.log_start_offset,
             self.error_message,
+            self.record_errors,
             self.appended_messages,
         )
 

@@ -96,7 +96,7 @@ from tickwheel.server._metrics import BrokerMetrics, PurgatoryMetrics, serve_met
 from tickwheel.server._time import BrokerTime
 from tickwheel.server._topics import TopicRegistry
 from tickwheel.server._users import UserConfigs
-from tickwheel.server.apis import API_SPECS, SUPPORTED_VERSIONS
+from tickwheel.server.apis import ADVERTISED_VERSIONS, API_SPECS
 from tickwheel.server.apis._groups import start_groups
 from tickwheel.server.apis._share import start_share
 from tickwheel.server.apis._share_state import start_share_coordinator
@@ -300,7 +300,7 @@ class Broker:
             users.load()
         context = BrokerContext(
             BrokerParts(
-                config, replica_manager, topics, metrics, SUPPORTED_VERSIONS, cluster_id, users
+                config, replica_manager, topics, metrics, ADVERTISED_VERSIONS, cluster_id, users
             ),
             functools.partial(self._start_services, stored.cluster_id if stored else None),
         )

@@ -2,7 +2,7 @@
 
 One object per running broker, handed to each handler: the config, the
 ``ReplicaManager``, the ``TopicRegistry``, the metrics, the advertised endpoint, the
-API version table and the broker's services (``BrokerServices``: the group,
+advertised API versions and the broker's services (``BrokerServices``: the group,
 transaction and share coordinators, share groups, share-partitions and their admin).
 
 It is built whole: ``BrokerState`` is everything but the services, and the services
@@ -104,15 +104,15 @@ class BrokerServices:
 @dataclass(frozen=True, slots=True)
 class BrokerParts:
     """What a broker builds before its state: the config, the replica manager over the
-    opened logs, the topic registry, the metrics, the API version table, this broker's
-    cluster id (meta.properties; in a cluster, until it has joined, the id it proposes)
-    and users' SCRAM credentials."""
+    opened logs, the topic registry, the metrics, the advertised API versions, this
+    broker's cluster id (meta.properties; in a cluster, until it has joined, the id it
+    proposes) and users' SCRAM credentials."""
 
     config: BrokerConfig
     replica_manager: ReplicaManager
     topics: TopicRegistry
     metrics: BrokerMetrics
-    supported_versions: Mapping[int, VersionRange]
+    advertised_versions: Mapping[int, VersionRange]
     cluster_id: str
     users: UserConfigs
 
@@ -138,7 +138,7 @@ class BrokerState:
         # Each topic's encoded Metadata entry, kept until the topic changes.
         self.topic_metadata = TopicMetadataParts()
         self.metrics = parts.metrics
-        self.supported_versions = parts.supported_versions
+        self.advertised_versions = parts.advertised_versions
         # Where clients reach each listener, by listener name (set by the broker once it
         # listens), and the listener other brokers use.
         self.listener_endpoints: dict[str, Endpoint] = {}

@@ -1,8 +1,11 @@
 """The API handlers, one module per Kafka API key, and the table the broker serves.
 
-``API_SPECS`` lists every API this broker answers with the versions it handles (the
-ApiVersions response is built from it); ``SUPPORTED_VERSIONS`` is the same as a map
-for the decoder. The consumer-group APIs (``_groups``) go to the group coordinator,
+``API_SPECS`` lists every API this broker answers with the versions it handles;
+``SUPPORTED_VERSIONS`` is the same as a map for the decoder, and
+``ADVERTISED_VERSIONS`` what the ApiVersions response lists (Produce from 0, as Kafka
+4 does, though versions 0-2 are refused).
+
+The consumer-group APIs (``_groups``) go to the group coordinator,
 the transaction APIs (``_transactions``) to the transaction coordinator, and
 FindCoordinator (``_find_coordinator``) to either by key type; the share-group APIs
 (``_share``) to the share-group coordinator and the share-partition manager; SASL
@@ -72,8 +75,10 @@ API_SPECS: tuple[ApiSpec, ...] = (
     *SCRAM_CREDENTIAL_SPECS,
 )
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}
+ADVERTISED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.advertised for spec in API_SPECS}
 
 __all__ = [
+    "ADVERTISED_VERSIONS",
     "API_SPECS",
     "PRODUCE",
     "SUPPORTED_VERSIONS",

@@ -1,5 +1,9 @@
 """ApiVersions (key 18): the versions this broker handles, per API.
 
+Each API's range is its ``ApiSpec.advertised``: the versions handled, except Produce,
+listed from 0 as Kafka 4 lists it (KAFKA-18659) while versions 0-2 close the
+connection.
+
 The answer is built with v3's classes and converted to the version asked. An
 ApiVersions request at a version we do not handle never reaches this handler: the
 dispatcher answers it with the v0 body and UNSUPPORTED_VERSION (35), so the client can
@@ -23,7 +27,7 @@ async def handle_api_versions(context: BrokerContext, request: DecodedRequest) -
     """List every API key with its supported version range."""
     api_keys = tuple(
         ApiVersion(api_key=i16(key), min_version=i16(r.min_version), max_version=i16(r.max_version))
-        for key, r in sorted(context.supported_versions.items())
+        for key, r in sorted(context.advertised_versions.items())
     )
     return reply(
         request,

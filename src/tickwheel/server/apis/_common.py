@@ -55,12 +55,25 @@ class CloseConnectionError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
-    """One API: its key, Kafka's name for it, the versions handled, and the handler."""
+    """One API: its key, Kafka's name for it, the versions handled, and the handler.
+
+    ApiVersions lists ``advertised``: the versions handled, unless
+    ``advertised_min_version`` lowers the floor it shows (a request below
+    ``versions`` still closes the connection).
+    """
 
     api_key: int
     name: str
     versions: VersionRange
     handle: Handler
+    advertised_min_version: int | None = None
+
+    @property
+    def advertised(self) -> VersionRange:
+        """The version range ApiVersions lists for this API."""
+        if self.advertised_min_version is None:
+            return self.versions
+        return VersionRange(self.advertised_min_version, self.versions.max_version)
 
 
 def reply(request: DecodedRequest, response: ResponsePayload) -> bytes:

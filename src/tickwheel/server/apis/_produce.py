@@ -163,7 +163,17 @@ def _partition_answer(index: int, result: ProducePartitionResult) -> PartitionAn
         result.log_append_time_ms if result.log_append_time_ms >= 0 else -1,
         result.log_start_offset,
         result.error_message,
+        result.record_errors,
     )
 
 
-PRODUCE = ApiSpec(ApiKey.PRODUCE, "Produce", VersionRange(3, 9), handle_produce)
+# Kafka 4 removed versions 0-2 but still lists Produce from 0 (KAFKA-18659: librdkafka
+# turns off compression and other features when the floor is above 0); a request
+# below 3 closes the connection, as Kafka's request parser refuses it.
+PRODUCE = ApiSpec(
+    ApiKey.PRODUCE,
+    "Produce",
+    VersionRange(3, 9),
+    handle_produce,
+    advertised_min_version=0,
+)

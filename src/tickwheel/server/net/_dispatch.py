@@ -1,7 +1,8 @@
 """``Dispatcher``: from a request frame to a handler's response.
 
-Decodes the frame against the advertised versions, answers an ApiVersions request
-at a version we do not handle with the v0 fallback body (error 35), calls the API's
+Decodes the frame against the versions handled, answers an ApiVersions request at a
+version we do not handle with the v0 fallback body (error 35, listing the advertised
+ranges, as the normal answer does), calls the API's
 handler, and records the request's count and time under Kafka's metric names. Any
 other frame that cannot be handled raises ``ProtocolError`` for the connection to
 deal with: ``InvalidRequestError`` (the request breaks its schema) carries the
@@ -35,6 +36,7 @@ class Dispatcher:
         self._context = context
         self._specs = {spec.api_key: spec for spec in specs}
         self._versions = {key: spec.versions for key, spec in self._specs.items()}
+        self._advertised = sorted((key, spec.advertised) for key, spec in self._specs.items())
 
     async def dispatch(self, frame: bytes) -> Response:
         """The response to one request frame (None: send nothing)."""
@@ -44,7 +46,7 @@ class Dispatcher:
             key = peek_request_key(frame)
             if key.api_key != API_VERSIONS_KEY:
                 raise
-            return encode_api_versions_fallback(key.correlation_id, sorted(self._versions.items()))
+            return encode_api_versions_fallback(key.correlation_id, self._advertised)
         spec = self._specs[request.api_key]
         started_s = time.perf_counter()
         response = await spec.handle(self._context, request)
