@@ -32,12 +32,14 @@ def _described_id(admin: AdminClient, topic: str) -> uuid.UUID:
     return topic_id
 
 
-def _metadata_by_id(client: WireClient, topic_id: uuid.UUID, version: int = 12) -> Any:
+def _metadata_by_id(
+    client: WireClient, topic_id: uuid.UUID, version: int = 12, name: str | None = None
+) -> Any:
     body = client.call(
         METADATA,
         version,
         {
-            "topics": [{"topic_id": topic_id, "name": None}],
+            "topics": [{"topic_id": topic_id, "name": name}],
             "allow_auto_topic_creation": False,
             "include_topic_authorized_operations": False,
             **({"include_cluster_authorized_operations": False} if version < 11 else {}),
@@ -77,9 +79,30 @@ def test_metadata_and_delete_topics_by_id(tickwheel_broker: BackgroundBroker) ->
             "by-id",
             3,
         )
-        for version in (10, 11, 12):
-            unknown = _metadata_by_id(client, uuid.uuid4(), version)
-            assert unknown.error_code == ErrorCode.unknown_topic_id
+        # Kafka's Java admin client sends the name "" with the id: the id decides, and
+        # so it does over any name that comes with it.
+        for name in ("", "some-other-name"):
+            named = _metadata_by_id(client, topic_id, name=name)
+            assert (named.error_code, named.name, named.topic_id) == (
+                ErrorCode.none,
+                "by-id",
+                topic_id,
+            )
+        unknown_id = uuid.uuid4()
+        unknown = _metadata_by_id(client, unknown_id, name="")
+        assert (unknown.error_code, unknown.name, unknown.topic_id) == (
+            ErrorCode.unknown_topic_id,
+            None,
+            unknown_id,
+        )
+        # Ids are read from v12 only: before, Kafka refuses the request.
+        for version in (10, 11):
+            early = _metadata_by_id(client, topic_id, version, name="by-id")
+            assert (early.error_code, early.name, early.topic_id) == (
+                ErrorCode.invalid_request,
+                "by-id",
+                topic_id,
+            )
         body = client.call(
             DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": topic_id}], "timeout": 5000}
         )

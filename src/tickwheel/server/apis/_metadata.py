@@ -11,9 +11,14 @@ Every topic a client asks for appears in the answer — with
 UNKNOWN_TOPIC_OR_PARTITION or INVALID_TOPIC_EXCEPTION when it cannot be served —
 because librdkafka, kafka-python and aiokafka all misbehave on a response that leaves
 a requested topic out. A null topic list (v1+) means every topic. Each topic carries
-its topic id (v10+; the Kafka 4 group protocols' clients need it), and a topic may be
-asked for by id alone: an unknown id is answered UNKNOWN_TOPIC_ID. Unknown topics are
-created with the broker defaults when both the request and
+its topic id (v10+; the Kafka 4 group protocols' clients need it). A topic may be
+asked for by id (v12): as in Kafka's ``handleTopicMetadataRequest``, once any
+requested topic carries a non-zero id the request is answered by its ids alone,
+whatever names come with them (Kafka's Java admin client sends an id with the name
+"", not null), and an unknown id is answered UNKNOWN_TOPIC_ID with the id and a null
+name. Before v12 a topic with a null name or a non-zero id makes the request invalid:
+every topic is answered INVALID_REQUEST, as Kafka answers the request's error. Unknown
+topics are created with the broker defaults when both the request and
 ``auto.create.topics.enable`` allow it; internal topics never are.
 
 Authorization (Kafka's ``handleTopicMetadataRequest``): a request for all topics lists
@@ -73,10 +78,11 @@ from tickwheel.server._authorization import (
 from tickwheel.server._cluster import auto_create_topic, partition_entries
 from tickwheel.server._context import BrokerContext
 from tickwheel.server._topics import topic_name_error
-from tickwheel.server.apis._common import ApiSpec, Response
+from tickwheel.server.apis._common import ApiSpec, Response, reply
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
-_NULLABLE_RESPONSE_NAME_VERSION = 12
+_FIRST_TOPIC_ID_REQUEST_VERSION = 12
+_NO_CONTROLLER = -1
 
 
 def _error_entry(
@@ -91,11 +97,10 @@ def _error_entry(
 
 
 def _unknown_topic_id_entry(
-    topic_id: uuid.UUID, version: int, error: ErrorCode = ErrorCode.unknown_topic_id
+    topic_id: uuid.UUID, error: ErrorCode = ErrorCode.unknown_topic_id
 ) -> MetadataResponseTopic:
-    # A response names an unknown topic null from v12; v10 and v11 have no null name.
-    name = None if version >= _NULLABLE_RESPONSE_NAME_VERSION else ""
-    return _error_entry(error, name, topic_id)
+    # Only v12 requests ask by id, and its response's name is nullable.
+    return _error_entry(error, None, topic_id)
 
 
 def _topic_entry(context: BrokerContext, name: str) -> MetadataResponseTopic:
@@ -224,9 +229,7 @@ def _entry(
             ),
         )
     elif name in by_id:
-        entry = _unknown_topic_id_entry(
-            by_id[name], request.api_version, ErrorCode.topic_authorization_failed
-        )
+        entry = _unknown_topic_id_entry(by_id[name], ErrorCode.topic_authorization_failed)
     else:
         entry = _error_entry(ErrorCode.topic_authorization_failed, name)
     item_class = array_item_class(response_schema(request.api_key, request.api_version), "topics")
@@ -251,9 +254,53 @@ async def _auto_create(
             context.auto_create_topic(name)
 
 
+def _requested_ids(body: MetadataRequest) -> list[uuid.UUID]:
+    """The non-zero topic ids of the request, each once, in its order; when there is
+    any, Kafka answers by them and ignores the names."""
+    found = (t.topic_id for t in body.topics or ())
+    return list(dict.fromkeys(i for i in found if i is not None and i != _NO_TOPIC_ID))
+
+
+def _ids_too_early(body: MetadataRequest, version: int) -> bool:
+    """Whether a request before v12 names a topic by id or leaves a name null (Kafka
+    refuses both: ids are read from v12 only)."""
+    if version >= _FIRST_TOPIC_ID_REQUEST_VERSION or body.topics is None:
+        return False
+    return any(
+        t.name is None or (t.topic_id is not None and t.topic_id != _NO_TOPIC_ID)
+        for t in body.topics
+    )
+
+
+def _invalid_request(request: DecodedRequest, body: MetadataRequest) -> bytes:
+    """Kafka's error answer to a whole Metadata request: each topic INVALID_REQUEST,
+    its name ("" for null) and id echoed, no brokers."""
+    topics = tuple(
+        MetadataResponseTopic(
+            error_code=ErrorCode.invalid_request,
+            name=TopicName(t.name or ""),
+            topic_id=t.topic_id,
+            partitions=(),
+        )
+        for t in body.topics or ()
+    )
+    return reply(
+        request,
+        MetadataResponse(
+            throttle_time=NO_THROTTLE,
+            brokers=(),
+            cluster_id=None,
+            controller_id=BrokerId(_NO_CONTROLLER),
+            topics=topics,
+        ),
+    )
+
+
 async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Response:
     """Describe the cluster and the requested (or all) topics."""
     body = request.body_as(MetadataRequest)
+    if _ids_too_early(body, request.api_version):
+        return _invalid_request(request, body)
     cluster = context.cluster
     unknown_ids: list[uuid.UUID] = []
     by_id: dict[str, uuid.UUID] = {}
@@ -274,12 +321,9 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
                 )
             )
     else:
-        names = [t.name for t in body.topics if t.name is not None]
-        # From v10 a topic may be asked for by id alone (name null).
-        for t in body.topics:
-            topic_id = t.topic_id
-            if t.name is not None or topic_id is None or topic_id == _NO_TOPIC_ID:
-                continue
+        topic_ids = _requested_ids(body)
+        names = [] if topic_ids else [t.name for t in body.topics if t.name is not None]
+        for topic_id in topic_ids:
             known = context.topic_name(topic_id)
             if known is None:
                 unknown_ids.append(topic_id)
@@ -296,8 +340,7 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
     item_class = array_item_class(response_class, "topics")
     topics = [_entry(context, request, body, name, name in denied, by_id) for name in names]
     topics += [
-        encode_entity(item_class, _unknown_topic_id_entry(topic_id, request.api_version))
-        for topic_id in unknown_ids
+        encode_entity(item_class, _unknown_topic_id_entry(topic_id)) for topic_id in unknown_ids
     ]
     rest = MetadataResponse(
         throttle_time=NO_THROTTLE,
