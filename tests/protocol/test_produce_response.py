@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import (
+    PartitionAnswer,
     TopicAnswer,
     build_entity,
     encode_produce_response,
@@ -48,36 +49,28 @@ def answers(draw: st.DrawFn) -> list[TopicAnswer]:
     ]
 
 
+def kio_partition(answer: PartitionAnswer) -> dict[str, Any]:
+    """One partition's values as the handler used to give ``build_entity``."""
+    index, error_code, base_offset, append_time_ms, start_offset, message, errors = answer
+    return {
+        "index": index,
+        "error_code": error_code,
+        "base_offset": base_offset,
+        "log_append_time": None if append_time_ms < 0 else append_time_ms,
+        "log_start_offset": start_offset,
+        "record_errors": [
+            {"batch_index": batch_index, "batch_index_error_message": reason}
+            for batch_index, reason in errors
+        ],
+        "error_message": message,
+    }
+
+
 def kio_values(topics: list[TopicAnswer]) -> dict[str, Any]:
     """The values the handler used to give ``build_entity``."""
     return {
         "responses": [
-            {
-                "name": name,
-                "partition_responses": [
-                    {
-                        "index": index,
-                        "error_code": error_code,
-                        "base_offset": base_offset,
-                        "log_append_time": None if append_time_ms < 0 else append_time_ms,
-                        "log_start_offset": start_offset,
-                        "record_errors": [
-                            {"batch_index": batch_index, "batch_index_error_message": reason}
-                            for batch_index, reason in record_errors
-                        ],
-                        "error_message": message,
-                    }
-                    for (
-                        index,
-                        error_code,
-                        base_offset,
-                        append_time_ms,
-                        start_offset,
-                        message,
-                        record_errors,
-                    ) in partitions
-                ],
-            }
+            {"name": name, "partition_responses": [kio_partition(p) for p in partitions]}
             for name, partitions in topics
         ],
         "throttle_time": 0,

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import kafka
+import kafka.errors
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -296,3 +297,37 @@ def test_keyless_records_fail_their_batch_with_their_own_error(
         set(range(100)) - keyless
     )
     assert consume_all(tickwheel_broker, "mixed") == []
+
+
+def test_kafka_python_fails_each_keyless_record_with_kafkas_message(
+    tickwheel_broker: BackgroundBroker,
+) -> None:
+    """kafka-python, like Kafka's Java client, gives each record named in the record
+    errors its message, and the others of the batch a generic error."""
+    create_topic(tickwheel_broker, "named", TOPIC_CONFIG)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=tickwheel_broker.bootstrap_servers, linger_ms=1000
+    )
+    futures = [
+        producer.send("named", key=None if i % 3 == 1 else b"k", value=b"%d" % i, partition=0)
+        for i in range(6)
+    ]
+    producer.flush(TIMEOUT_S)
+    producer.close()
+    outcomes = []
+    for future in futures:
+        with pytest.raises(kafka.errors.KafkaError) as raised:
+            future.get(TIMEOUT_S)
+        outcomes.append((type(raised.value), raised.value.args[0]))
+    keyless = (
+        kafka.errors.InvalidRecordError,
+        "Compacted topic cannot accept message without key in topic partition named-0",
+    )
+    assert [outcome == keyless for outcome in outcomes] == [i % 3 == 1 for i in range(6)]
+    assert {o for o in outcomes if o != keyless} == {
+        (
+            kafka.errors.KafkaError,
+            "Failed to append record because it was part of a batch which had one more more "
+            "invalid records",
+        )
+    }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 
@@ -26,7 +25,7 @@ from confluent_kafka.admin import (
 from replica.records import batch
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
-from .wire import WireClient
+from .wire import WireClient, first_batch_attributes
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +37,6 @@ PRODUCE_DELAY_S = 0.2
 WOKEN_LATENCY_LIMIT_S = 0.15
 FETCH = 1
 PRODUCE = 0
-ATTRIBUTES_OFFSET = 21
 CODEC_MASK = 0x07
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # Small enough that 500 messages in batches of 20 fill several segments.
@@ -124,33 +122,6 @@ def test_acks_all_goes_through_the_produce_purgatory(tickwheel_broker: Backgroun
     assert (produce_metrics.num_delayed_operations, produce_metrics.expirations) == (0, 0)
 
 
-def first_batch_attributes(broker: BackgroundBroker, topic: str) -> int:
-    wire = WireClient(broker.bootstrap_servers)
-    try:
-        body = wire.call(
-            FETCH,
-            12,
-            {
-                "max_wait": 0,
-                "min_bytes": 1,
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [
-                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
-                        ],
-                    }
-                ],
-                "forgotten_topics_data": [],
-            },
-        )
-    finally:
-        wire.close()
-    records = body.responses[0].partitions[0].records
-    (attributes,) = struct.unpack_from(">h", records, ATTRIBUTES_OFFSET)
-    return int(attributes)
-
-
 @pytest.mark.parametrize("codec", sorted(CODECS))
 def test_compressed_batches_are_stored_and_served_as_sent(
     tickwheel_broker: BackgroundBroker, codec: str
@@ -159,7 +130,10 @@ def test_compressed_batches_are_stored_and_served_as_sent(
     create_topic(tickwheel_broker, topic)
     values = [b"compressible " * 20 + b"%d" % i for i in range(100)]
     produce_all(tickwheel_broker, topic, values, **{"compression.type": codec, "linger.ms": 50})
-    assert first_batch_attributes(tickwheel_broker, topic) & CODEC_MASK == CODECS[codec]
+    assert (
+        first_batch_attributes(tickwheel_broker.bootstrap_servers, topic) & CODEC_MASK
+        == CODECS[codec]
+    )
     assert consume(tickwheel_broker, topic, len(values)) == values
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from tickwheel.server import BackgroundBroker
 
+from .wire import first_batch_attributes
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed"),
@@ -16,6 +18,8 @@ pytestmark = [
 
 TIMEOUT_S = 30
 LINES = [b"line-%d" % i for i in range(50)]
+GZIP = 1
+COMPRESSION_CODEC_MASK = 0x07
 
 
 def kcat(broker: BackgroundBroker, *args: str, stdin: bytes = b"") -> bytes:
@@ -48,3 +52,13 @@ def test_compressed_produce(tickwheel_broker: BackgroundBroker) -> None:
         kcat(tickwheel_broker, "-P", "-t", topic, "-p", "0", "-z", codec, stdin=b"a\nb\nc\n")
         out = kcat(tickwheel_broker, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e")
         assert out.splitlines() == [b"a", b"b", b"c"]
+
+
+def test_a_compressed_produce_is_stored_compressed(tickwheel_broker: BackgroundBroker) -> None:
+    """An older librdkafka (this kcat's 2.0.2) compresses only if the broker lists
+    Produce below version 3, as Kafka 4 does (KAFKA-18659): from 3 it logs "Broker does
+    not support compression type gzip" and sends the batch uncompressed."""
+    lines = b"".join(b"line %d of many alike\n" % i for i in range(200))
+    kcat(tickwheel_broker, "-P", "-t", "gz", "-p", "0", "-z", "gzip", stdin=lines)
+    attributes = first_batch_attributes(tickwheel_broker.bootstrap_servers, "gz")
+    assert attributes & COMPRESSION_CODEC_MASK == GZIP

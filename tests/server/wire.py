@@ -98,6 +98,8 @@ class WireClient:
 
 
 CREATE_TOPICS = 19
+FETCH = 1
+ATTRIBUTES_OFFSET = 21
 
 
 def create_topic_result(client: WireClient, name: str, partitions: int = 1) -> Any:
@@ -124,3 +126,31 @@ def create_topic_result(client: WireClient, name: str, partitions: int = 1) -> A
 def create_topic(client: WireClient, name: str, partitions: int = 1) -> None:
     """Create ``name`` (replication factor 1) through a CreateTopics v5 request."""
     assert create_topic_result(client, name, partitions).error_code == ErrorCode.none
+
+
+def first_batch_attributes(bootstrap_servers: str, topic: str) -> int:
+    """The attributes of the first batch of ``topic``'s partition 0, fetched (v12)."""
+    wire = WireClient(bootstrap_servers)
+    try:
+        body = wire.call(
+            FETCH,
+            12,
+            {
+                "max_wait": 0,
+                "min_bytes": 1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+            },
+        )
+    finally:
+        wire.close()
+    records = body.responses[0].partitions[0].records
+    (attributes,) = struct.unpack_from(">h", records, ATTRIBUTES_OFFSET)
+    return int(attributes)

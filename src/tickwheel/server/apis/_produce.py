@@ -167,9 +167,9 @@ def _partition_answer(index: int, result: ProducePartitionResult) -> PartitionAn
     )
 
 
-# Kafka 4 removed versions 0-2 but still lists Produce from 0 (KAFKA-18659: librdkafka
-# turns off compression and other features when the floor is above 0); a request
-# below 3 closes the connection, as Kafka's request parser refuses it.
+# Kafka 4 removed versions 0-2 but still lists Produce from 0 (KAFKA-18659: an older
+# librdkafka, such as kcat's 2.0.2, sends batches uncompressed when the list starts at
+# 3); a request below 3 closes the connection, as Kafka's request parser refuses it.
 PRODUCE = ApiSpec(
     ApiKey.PRODUCE,
     "Produce",
