@@ -46,12 +46,12 @@ def latest_offset(client: WireClient, topic: str) -> int:
     return int(body.topics[0].partitions[0].offset)
 
 
-def produce(client: WireClient, version: int, topic: str, records: bytes) -> Any:
+def produce(client: WireClient, version: int, topic: str, records: bytes, acks: int = 1) -> Any:
     body = client.call(
         PRODUCE,
         version,
         {
-            "acks": 1,
+            "acks": acks,
             "timeout": 1000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
         },
@@ -105,16 +105,16 @@ def test_a_removed_produce_version_closes_the_connection_and_appends_nothing(
     assert latest_offset(client, "legacy") == 0
 
 
-@pytest.mark.parametrize("version", [8, 9])
+@pytest.mark.parametrize(("version", "acks"), [(8, 1), (9, 1), (9, -1)])
 def test_keyless_records_on_a_compacted_topic_are_named_in_record_errors(
-    client: WireClient, version: int
+    client: WireClient, version: int, acks: int
 ) -> None:
-    topic = f"compacted-v{version}"
+    topic = f"compacted-v{version}-acks{acks}"
     create_compacted_topic(client, topic)
     good = make_keyed_batch([(b"a", b"1")])
     mixed = make_keyed_batch([(b"b", b"2"), (None, b"3"), (b"c", b"4"), (None, b"5")])
     # Kafka validates batch by batch: the first batch holding keyless records is named.
-    answer = produce(client, version, topic, good + mixed)
+    answer = produce(client, version, topic, good + mixed, acks)
     reason = KEYLESS_REASON.format(topic)
     assert answer.error_code == ErrorCode.invalid_record
     assert answer.base_offset == -1

@@ -87,8 +87,9 @@ move, truncation and log start move. An ABORT marker adds an entry to its segmen
 transactions overlapping the read.
 
 Compaction (``cleanup.policy=compact``; the cleaner is ``_cleaner``): a leader refuses
-records without a key (INVALID_RECORD); ``cleaning_view`` hands the cleaner the closed
-segments, ``replace_segments`` swaps cleaned ones in (under the lock, crash-safe), and
+records without a key (INVALID_RECORD, naming each: ``RecordValidationError``);
+``cleaning_view`` hands the cleaner the closed segments, ``replace_segments`` swaps
+cleaned ones in (under the lock, crash-safe), and
 ``mark_cleaned`` moves ``cleaner-offset-checkpoint``. A compacted log has gaps where
 whole batches were removed: reads, lookups and follower appends then step over them,
 and recovery accepts them (``_recovery``). Retention skips a log whose policy lacks

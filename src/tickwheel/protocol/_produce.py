@@ -73,8 +73,6 @@ def _array_length(count: int, *, flexible: bool) -> bytes:
 
 
 def _record_errors(errors: Sequence[RecordErrorAnswer], *, flexible: bool) -> bytes:
-    if not errors:
-        return _EMPTY_COMPACT_ARRAY if flexible else _EMPTY_LEGACY_ARRAY
     parts = [_array_length(len(errors), flexible=flexible)]
     for batch_index, message in errors:
         parts.append(_INT32.pack(batch_index))
@@ -91,6 +89,7 @@ def encode_produce_response(
     flexible = version >= _FIRST_FLEXIBLE_VERSION
     with_error_message = version >= _FIRST_ERROR_MESSAGE_VERSION
     with_log_start = version >= _FIRST_LOG_START_OFFSET_VERSION
+    no_record_errors = _EMPTY_COMPACT_ARRAY if flexible else _EMPTY_LEGACY_ARRAY
     parts: list[bytes] = [b"", _EMPTY_TAGGED_FIELDS] if flexible else [b""]
     parts.append(_array_length(len(topics), flexible=flexible))
     for name, partitions in topics:
@@ -112,7 +111,11 @@ def encode_produce_response(
             else:
                 parts.append(_PARTITION_V3.pack(index, error_code, base_offset, append_time_ms))
             if with_error_message:
-                parts.append(_record_errors(record_errors, flexible=flexible))
+                parts.append(
+                    _record_errors(record_errors, flexible=flexible)
+                    if record_errors
+                    else no_record_errors
+                )
                 parts.append(_nullable_string(message, flexible=flexible))
             if flexible:
                 parts.append(_EMPTY_TAGGED_FIELDS)

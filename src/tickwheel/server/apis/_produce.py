@@ -6,7 +6,10 @@ validates them and assigns offsets). acks=0 gets no response at all (and when it
 fails, the connection is closed, as Kafka does, since no response can carry the
 error); acks=1 is answered after the append; acks=all waits in the Produce purgatory
 (DelayedProduce) until the high watermark covers the appended records, or the
-request's timeout. Partitions are answered in the order the request listed them.
+request's timeout. Partitions are answered in the order the request listed them. A
+partition whose records the log refuses one by one (a record without a key on a
+compacted topic) is answered INVALID_RECORD with each of them in ``record_errors``
+and Kafka's summary in ``error_message`` (v8+), as Kafka's ``LogValidator`` answers.
 
 Transactional batches (Kafka's ``handleProduceRequest`` and ``handleProduceAppend``): a
 request whose partitions' first batch is transactional but which names no
