@@ -127,7 +127,7 @@ def decode_request(frame: bytes, supported: Mapping[int, VersionRange]) -> Decod
         raise UnknownApiKeyError(f"api_key={key.api_key} is not supported")
     if key.api_version not in versions:
         raise UnsupportedVersionError(
-            f"api_key={key.api_key} v{key.api_version} is not advertised "
+            f"api_key={key.api_key} v{key.api_version} is not served "
             f"(supported {versions.min_version}-{versions.max_version})"
         )
     body_cls = request_schema(key.api_key, key.api_version)
