@@ -14,12 +14,11 @@ from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
-from tickwheel.security import AccessControlEntry, PatternType, ResourcePattern
 from tickwheel.security import AclOperation as Op
-from tickwheel.security import AclPermissionType as Permission
 from tickwheel.security import ResourceType as Resource
-from tickwheel.server import BackgroundBroker, Broker, BrokerConfig
+from tickwheel.server import BackgroundBroker, BrokerConfig
 
+from .acls import grant
 from .wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -214,18 +213,6 @@ def test_confluent_describe_topics_agrees(broker: BackgroundBroker) -> None:
     )
 
 
-def grant(broker: BackgroundBroker, topic: str, *operations: Op) -> None:
-    pattern = ResourcePattern(Resource.TOPIC, topic, PatternType.LITERAL)
-    entries = [AccessControlEntry(ANONYMOUS, "*", op, Permission.ALLOW) for op in operations]
-
-    async def update(running: Broker) -> None:
-        store = running.context.acl_store
-        assert store is not None
-        await store.update(pattern, entries, ())
-
-    broker.call(update)
-
-
 def test_topics_the_principal_may_not_describe(tmp_path: Path) -> None:
     config = BrokerConfig.from_properties(
         {
@@ -238,7 +225,7 @@ def test_topics_the_principal_may_not_describe(tmp_path: Path) -> None:
     with BackgroundBroker(config) as running:
         for name in ("seen", "hidden"):
             running.call(lambda b, n=name: b.context.create_topic(n, 1, {}))
-        grant(running, "seen", Op.DESCRIBE)
+        grant(running, Resource.TOPIC, "seen", Op.DESCRIBE)
         client = WireClient(running.bootstrap_servers)
         try:
             everything = describe(client, [])
