@@ -123,6 +123,26 @@ def test_the_cursor_continues_where_the_limit_stopped_across_topics(
         client.close()
 
 
+def test_a_limit_below_one_still_describes_one_partition(broker: BackgroundBroker) -> None:
+    client = WireClient(broker.bootstrap_servers)
+    try:
+        response = describe(client, ["pages-b"], limit=0)
+        assert [len(t.partitions) for t in response.topics] == [1]
+        assert (response.next_cursor.topic_name, response.next_cursor.partition_index) == (
+            "pages-b",
+            1,
+        )
+        # A cursor past a topic's last partition describes none of it and goes on.
+        past = describe(client, ["pages-b", "pages-c"], cursor=("pages-b", 7))
+        assert [(t.name, len(t.partitions)) for t in past.topics] == [
+            ("pages-b", 0),
+            ("pages-c", 2),
+        ]
+        assert past.next_cursor is None
+    finally:
+        client.close()
+
+
 def test_topics_are_described_as_metadata_describes_them(broker: BackgroundBroker) -> None:
     client = WireClient(broker.bootstrap_servers)
     try:
