@@ -24,6 +24,7 @@ from tickwheel.server.apis._delete_topics import DELETE_TOPICS
 from tickwheel.server.apis._describe_cluster import DESCRIBE_CLUSTER
 from tickwheel.server.apis._describe_configs import DESCRIBE_CONFIGS
 from tickwheel.server.apis._describe_producers import DESCRIBE_PRODUCERS
+from tickwheel.server.apis._describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from tickwheel.server.apis._elect_leaders import ELECT_LEADERS
 from tickwheel.server.apis._fetch import FETCH
 from tickwheel.server.apis._find_coordinator import FIND_COORDINATOR
@@ -64,6 +65,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
     INCREMENTAL_ALTER_CONFIGS,
     WRITE_TXN_MARKERS,
     DESCRIBE_PRODUCERS,
+    DESCRIBE_TOPIC_PARTITIONS,
     *SHARE_SPECS,
     *SHARE_ADMIN_SPECS,
     *SHARE_STATE_SPECS,
