@@ -40,6 +40,7 @@ from tickwheel.server.apis._share import SHARE_SPECS
 from tickwheel.server.apis._share_admin import SHARE_ADMIN_SPECS
 from tickwheel.server.apis._share_state import SHARE_STATE_SPECS
 from tickwheel.server.apis._transactions import TRANSACTION_SPECS
+from tickwheel.server.apis._update_features import UPDATE_FEATURES
 from tickwheel.server.apis._write_txn_markers import WRITE_TXN_MARKERS
 
 API_SPECS: tuple[ApiSpec, ...] = (
@@ -64,6 +65,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
     INCREMENTAL_ALTER_CONFIGS,
     WRITE_TXN_MARKERS,
     DESCRIBE_PRODUCERS,
+    UPDATE_FEATURES,
     *SHARE_SPECS,
     *SHARE_ADMIN_SPECS,
     *SHARE_STATE_SPECS,
