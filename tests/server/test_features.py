@@ -3,6 +3,8 @@ the wire and through kafka-python's admin), and the levels kept over a restart."
 
 from __future__ import annotations
 
+import datetime
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 API_VERSIONS = 18
 UPDATE_FEATURES = 57
+CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT = 68, 76
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 SERVED = {"group.version": 1, "share.version": 1, "transaction.version": 1}
 ALL_FAILED = "The update failed for all features since the following feature had an error: "
@@ -165,6 +168,40 @@ def test_each_version_answers_as_kafka_does(client: WireClient) -> None:
     assert (v2.error_code, v2.error_message) == (ErrorCode.none, None)
     assert not hasattr(v2, "results")
     assert finalized(client) == (2, SERVED)
+
+
+def heartbeat_errors(client: WireClient) -> tuple[int, int]:
+    """The error codes of a first consumer-protocol and a first share heartbeat."""
+    member = {"member_id": uuid.uuid4().hex, "member_epoch": 0, "rack_id": None}
+    consumer = client.call(
+        CONSUMER_GROUP_HEARTBEAT,
+        1,
+        {
+            **member,
+            "group_id": "gated-consumers",
+            "instance_id": None,
+            "rebalance_timeout": datetime.timedelta(seconds=30),
+            "subscribed_topic_names": ["gated"],
+            "subscribed_topic_regex": None,
+            "server_assignor": None,
+            "topic_partitions": [],
+        },
+    )
+    share = client.call(
+        SHARE_GROUP_HEARTBEAT,
+        1,
+        {**member, "group_id": "gated-share", "subscribed_topic_names": ["gated"]},
+    )
+    return consumer.error_code, share.error_code
+
+
+def test_a_feature_at_level_0_turns_its_group_protocol_off(client: WireClient) -> None:
+    off = [("group.version", 0, SAFE_DOWNGRADE), ("share.version", 0, SAFE_DOWNGRADE)]
+    assert update(client, off).error_code == ErrorCode.none
+    assert heartbeat_errors(client) == (ErrorCode.unsupported_version,) * 2
+    on = [("group.version", 1, UPGRADE), ("share.version", 1, UPGRADE)]
+    assert update(client, on).error_code == ErrorCode.none
+    assert ErrorCode.unsupported_version not in heartbeat_errors(client)
 
 
 def test_kafka_python_describes_and_updates_the_features(

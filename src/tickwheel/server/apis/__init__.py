@@ -25,6 +25,7 @@ from tickwheel.server.apis._describe_cluster import DESCRIBE_CLUSTER
 from tickwheel.server.apis._describe_configs import DESCRIBE_CONFIGS
 from tickwheel.server.apis._describe_producers import DESCRIBE_PRODUCERS
 from tickwheel.server.apis._elect_leaders import ELECT_LEADERS
+from tickwheel.server.apis._feature_gate import feature_gated
 from tickwheel.server.apis._fetch import FETCH
 from tickwheel.server.apis._find_coordinator import FIND_COORDINATOR
 from tickwheel.server.apis._groups import GROUP_SPECS
@@ -73,6 +74,8 @@ API_SPECS: tuple[ApiSpec, ...] = (
     *SASL_SPECS,
     *SCRAM_CREDENTIAL_SPECS,
 )
+# The consumer group and share group APIs answer only while their feature is on.
+API_SPECS = feature_gated(API_SPECS)
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}
 
 __all__ = [
