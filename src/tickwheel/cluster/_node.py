@@ -712,8 +712,8 @@ class ClusterNode:
             cache.set_brokers(event.brokers)
             await self.controller.on_brokers_changed()
         elif isinstance(event, _ControllerElected):
-            await asyncio.to_thread(self._zk.create_features, self.settings.default_features)
             await self.controller.activate(event.epoch)
+            await asyncio.to_thread(self._zk.create_features, self.settings.default_features)
         elif isinstance(event, _TopicChanged):
             cache.set_topic(
                 event.name,
