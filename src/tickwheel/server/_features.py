@@ -27,7 +27,8 @@ The levels change only through UpdateFeatures (``kafka-features.sh upgrade`` /
 level outside the supported range, a lower level asked as an upgrade, or a higher one
 asked as a downgrade fails the whole request with INVALID_UPDATE_VERSION and Kafka's
 message; safe and unsafe downgrades are the same for these features. Each change
-raises the epoch by one.
+raises the epoch by one. At level 0 a group feature turns its protocol off
+(``server.apis._feature_gate``).
 
 Where they are kept: on a single node in the topic registry file
 (``TopicRegistry.set_finalized_features``), in a cluster in ZooKeeper's ``/feature``
