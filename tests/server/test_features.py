@@ -168,6 +168,9 @@ def test_each_version_answers_as_kafka_does(client: WireClient) -> None:
     assert (v2.error_code, v2.error_message) == (ErrorCode.none, None)
     assert not hasattr(v2, "results")
     assert finalized(client) == (2, SERVED)
+    # Asking for the levels already finalized changes nothing, not even the epoch.
+    assert update(client, [("share.version", 1, UPGRADE)]).error_code == ErrorCode.none
+    assert finalized(client) == (2, SERVED)
 
 
 def heartbeat_errors(client: WireClient) -> tuple[int, int]:

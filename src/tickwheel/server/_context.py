@@ -241,13 +241,15 @@ class BrokerState:
     ) -> None:
         """Apply ``updates`` to the finalized features, all or none (``plan_update``'s
         ``FeatureUpdateError`` when one is refused; ``validate_only``: only checked).
+        Levels left as they were are no change and keep the epoch, as Kafka's
+        ZooKeeper-mode controller leaves ``/feature`` alone then.
         In a cluster an update that loses the race to another is planned again, until
         ``timeout_ms`` has passed (then ``TimeoutError``)."""
         deadline_s = time.monotonic() + timeout_ms / _MS_PER_S
         while True:
             current = self.finalized_features
             levels = plan_update(current, updates, self.broker_id)
-            if validate_only:
+            if validate_only or levels == current.levels:
                 return
             if self.cluster is None:
                 self.topics.set_finalized_features(FinalizedFeatures(current.epoch + 1, levels))
