@@ -134,6 +134,19 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
         CLUSTER_DENIED,
     ),
     (
+        "UpdateFeatures (ALTER on the cluster; no per-feature results)",
+        57,
+        1,
+        {
+            "feature_updates": [
+                {"feature": "group.version", "max_version_level": 0, "upgrade_type": 2}
+            ],
+            "timeout": 1000,
+        },
+        lambda r: (r.error_code, r.results),
+        (CLUSTER_DENIED, ()),
+    ),
+    (
         "WriteTxnMarkers",
         27,
         1,
