@@ -26,7 +26,7 @@ from tickwheel.replica._fetcher import (
 from tickwheel.replica._isr import IsrManager, IsrWriter
 from tickwheel.replica._leader_and_isr import NO_LEADER, LeaderAndIsr
 from tickwheel.replica._leadership import become_follower, become_leader
-from tickwheel.replica._log_manager import LogDirError, LogManager, check_log_dir
+from tickwheel.replica._log_manager import LogDirError, LogDirInfo, LogManager, check_log_dir
 from tickwheel.replica._manager import PurgatoryConfig, ReplicaManager
 from tickwheel.replica._partition import OffsetSnapshot, Partition, PartitionError, ReplicaState
 from tickwheel.replica._types import (
@@ -71,6 +71,7 @@ __all__ = [
     "IsrWriter",
     "LeaderAndIsr",
     "LogDirError",
+    "LogDirInfo",
     "LogManager",
     "OffsetSnapshot",
     "Partition",
