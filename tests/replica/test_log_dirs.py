@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,46 @@ async def test_leading_after_a_crash_raises_the_high_watermark_to_the_log_end(
     finally:
         restarted.shutdown()
         crashed.shutdown()
+
+
+def _one_record_log(log_dir: Path) -> None:
+    manager = LogManager([log_dir])
+    try:
+        manager.get_or_create_log(TopicPartition("t", 0), LogConfig()).append_as_leader(
+            batch(b"kept"), 0
+        )
+    finally:
+        manager.close()
+
+
+def test_a_move_stopped_between_its_renames_restores_the_source(tmp_path: Path) -> None:
+    source, destination = tmp_path / "a", tmp_path / "b"
+    _one_record_log(source)
+    destination.mkdir()
+    shutil.copytree(source / "t-0", destination / "t-0.1f2e-future")
+    (source / "t-0").rename(source / "t-0.9a8b-delete")
+
+    manager = LogManager([source, destination])
+    try:
+        assert manager.dir_of(TopicPartition("t", 0)) == source
+        assert sorted(p.name for p in source.iterdir() if p.is_dir()) == ["t-0"]
+        assert [p.name for p in destination.iterdir() if p.is_dir()] == []
+        log = manager.get_or_create_log(TopicPartition("t", 0), LogConfig())
+        assert log.log_end_offset == 1
+    finally:
+        manager.close()
+
+
+def test_a_finished_move_deletes_the_source_left_behind(tmp_path: Path) -> None:
+    source, destination = tmp_path / "a", tmp_path / "b"
+    _one_record_log(source)
+    destination.mkdir()
+    shutil.copytree(source / "t-0", destination / "t-0")
+    (source / "t-0").rename(source / "t-0.9a8b-delete")
+
+    manager = LogManager([source, destination])
+    try:
+        assert manager.dir_of(TopicPartition("t", 0)) == destination
+        assert [p.name for p in source.iterdir() if p.is_dir()] == []
+    finally:
+        manager.close()
