@@ -136,13 +136,18 @@ def _one_record_log(log_dir: Path) -> None:
         manager.close()
 
 
-def test_a_move_stopped_between_its_renames_restores_the_source(tmp_path: Path) -> None:
+def _stopped_move(tmp_path: Path, copy_name: str) -> tuple[Path, Path]:
+    """Two log directories as a move stopped after the source's rename left them."""
     source, destination = tmp_path / "a", tmp_path / "b"
     _one_record_log(source)
     destination.mkdir()
-    shutil.copytree(source / "t-0", destination / "t-0.1f2e-future")
+    shutil.copytree(source / "t-0", destination / copy_name)
     (source / "t-0").rename(source / "t-0.9a8b-delete")
+    return source, destination
 
+
+def test_a_move_stopped_between_its_renames_restores_the_source(tmp_path: Path) -> None:
+    source, destination = _stopped_move(tmp_path, "t-0.1f2e-future")
     manager = LogManager([source, destination])
     try:
         assert manager.dir_of(TopicPartition("t", 0)) == source
@@ -155,12 +160,7 @@ def test_a_move_stopped_between_its_renames_restores_the_source(tmp_path: Path) 
 
 
 def test_a_finished_move_deletes_the_source_left_behind(tmp_path: Path) -> None:
-    source, destination = tmp_path / "a", tmp_path / "b"
-    _one_record_log(source)
-    destination.mkdir()
-    shutil.copytree(source / "t-0", destination / "t-0")
-    (source / "t-0").rename(source / "t-0.9a8b-delete")
-
+    source, destination = _stopped_move(tmp_path, "t-0")
     manager = LogManager([source, destination])
     try:
         assert manager.dir_of(TopicPartition("t", 0)) == destination
