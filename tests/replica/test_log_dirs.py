@@ -167,3 +167,55 @@ def test_a_finished_move_deletes_the_source_left_behind(tmp_path: Path) -> None:
         assert [p.name for p in source.iterdir() if p.is_dir()] == []
     finally:
         manager.close()
+
+
+def test_a_moved_log_keeps_what_was_appended_up_to_its_swap(tmp_path: Path) -> None:
+    source, destination = tmp_path / "a", tmp_path / "b"
+    tp = TopicPartition("t", 0)
+    manager = LogManager([source, destination])
+    try:
+        log = manager.get_or_create_log(tp, LogConfig())
+        for value in (b"one", b"two", b"three"):
+            log.append_as_leader(batch(value), 0)
+        log.update_high_watermark(3)
+        move = manager.start_move(tp, destination)
+
+        def future() -> tuple[int, int, bool]:
+            (info,) = next(d for d in manager.describe(None) if d.path == destination).logs
+            return info.size_bytes, info.offset_lag, info.is_future
+
+        assert future() == (0, 3, True)
+        move.copy_changed()
+        move.copied_end_offset = 3
+        assert future() == (log.size_bytes, 0, True)
+        log.append_as_leader(batch(b"four"), 0)
+        assert future()[1] == 1
+
+        moved = manager.finish_move(tp)
+        assert manager.dir_of(tp) == destination
+        assert (moved.log_end_offset, moved.high_watermark) == (4, 3)
+        assert [d.path for d in manager.describe(None) if d.logs] == [destination]
+        assert sorted(p.name for p in source.iterdir() if p.is_dir()) == []
+    finally:
+        manager.close()
+    reopened = LogManager([source, destination])
+    try:
+        assert reopened.dir_of(tp) == destination
+        assert reopened.get_or_create_log(tp, LogConfig()).log_end_offset == 4
+    finally:
+        reopened.close()
+
+
+def test_deleting_a_moving_partition_removes_its_copy(tmp_path: Path) -> None:
+    source, destination = tmp_path / "a", tmp_path / "b"
+    tp = TopicPartition("t", 0)
+    manager = LogManager([source, destination])
+    try:
+        manager.get_or_create_log(tp, LogConfig()).append_as_leader(batch(b"x"), 0)
+        move = manager.start_move(tp, destination)
+        move.copy_changed()
+        manager.delete_log(tp)
+        assert [p.name for p in destination.iterdir() if p.is_dir()] == []
+        assert manager.move_of(tp) is None
+    finally:
+        manager.close()
