@@ -776,6 +776,17 @@ class ReplicaManager:
         if self._move_tasks.get(tp) is task:
             del self._move_tasks[tp]
 
+    def _still_moving(self, partition: Partition, move: LogDirMove) -> bool:
+        """Whether ``move`` should go on: not abandoned, its partition hosted and online
+        (else its copy is removed)."""
+        tp = move.tp
+        if self.log_manager.move_of(tp) is not move:
+            return False
+        if self._partitions.get(tp) is not partition or partition.offline:
+            self.log_manager.abandon_move(tp)
+            return False
+        return True
+
     async def _run_move(self, partition: Partition, move: LogDirMove) -> None:
         """Copy ``move`` while the partition serves, then swap it in (on the loop)."""
         tp = move.tp
@@ -783,15 +794,20 @@ class ReplicaManager:
             for _ in range(_COPY_PASSES):
                 end_offset = partition.log.log_end_offset
                 await asyncio.to_thread(move.copy_changed)
-                if self._partitions.get(tp) is not partition or partition.offline:
-                    self.log_manager.abandon_move(tp)
+                if not self._still_moving(partition, move):
                     return
                 move.copied_end_offset = end_offset
         except OSError as error:
+            if not self._still_moving(partition, move):
+                return  # abandoned meanwhile: its copy was removed under the pass
             _log.error("copying the log of %s to %s failed: %s", tp, move.destination_dir, error)
             self.log_manager.abandon_move(tp)
             if storage_failure(error) is not None:
-                self.log_manager.fail_dir(move.destination_dir, error)
+                failed = str(error.filename or "")
+                reading = failed.startswith(str(move.source))
+                self.log_manager.fail_dir(
+                    move.source.parent if reading else move.destination_dir, error
+                )
             return
         try:
             partition.log = self.log_manager.finish_move(tp)
