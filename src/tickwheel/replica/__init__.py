@@ -4,8 +4,10 @@
 LEO over a ``tickwheel.log.Log``) and three purgatories — Produce, Fetch and
 DeleteRecords — driven by the asyncio event loop. ``DelayedProduce``,
 ``DelayedFetch`` and ``DelayedDeleteRecords`` carry Kafka's completion cases in their
-docstrings and code. Built on ``tickwheel.log``, ``tickwheel.purgatory`` and
-``tickwheel.timer``; knows nothing of sockets or the wire format.
+docstrings and code. ``LogManager`` keeps the logs under ``log.dirs`` and moves one
+between them (``LogDirMove``, AlterReplicaLogDirs). Built on ``tickwheel.log``,
+``tickwheel.purgatory`` and ``tickwheel.timer``; knows nothing of sockets or the wire
+format.
 
 Concurrency: everything runs on one event-loop thread (see ``_manager``).
 """

@@ -53,7 +53,8 @@ no thread exists; completions, expirations and purges all run on the event loop.
 
 Concurrency: everything — handlers, partitions, logs, purgatories, timers — runs on
 the one event-loop thread that called ``start``; nothing here may be called from
-another thread.
+another thread. The one piece of work sent to a worker thread is a log move's copy
+pass, which touches files only (``LogDirMove.copy_changed``), never a log.
 """
 
 from __future__ import annotations
