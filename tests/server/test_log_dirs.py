@@ -261,6 +261,12 @@ def test_kafka_python_moves_and_gets_kafkas_errors(
         # Already there: nothing to do.
         again = admin.alter_replica_log_dirs({(TOPIC, 1, broker_id): str(destination)})
         assert list(again.values()) == [NoError]
+        # The partition named before it existed is created where it was asked to go,
+        # not in the other directory, which holds fewer.
+        created = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        created.create_topics([NewTopic("unknown", 1)])["unknown"].result(WAIT_S)
+        tp = TopicPartition("unknown", 0)
+        assert broker.call(lambda b: b.replica_manager.log_manager.dir_of(tp)) == destination
 
         failed = OSError(errno.EIO, "injected")
         broker.call(lambda b: b.replica_manager.log_manager.fail_dir(destination, failed))

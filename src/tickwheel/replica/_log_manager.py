@@ -8,7 +8,8 @@ partition (``OffsetCheckpoints``). At start-up every such directory is opened
 (``Log.open`` recovers it, from the offsets its directory's checkpoints hold); a
 deleted partition's directory is closed and removed, and its entries leave the files
 with their next write. A new partition goes to the online directory holding the
-fewest partitions, as Kafka's ``LogManager.nextLogDirs`` places it.
+fewest partitions, as Kafka's ``LogManager.nextLogDirs`` places it, unless
+AlterReplicaLogDirs named its directory before it was hosted (``prefer_dir``).
 
 Checkpoints: the broker has ``checkpoint`` write the high watermarks every
 ``replica.high.watermark.checkpoint.interval.ms``, the recovery points every
@@ -190,6 +191,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._moves: dict[TopicPartition, LogDirMove] = {}
+        # Where partitions not hosted yet are to be created (AlterReplicaLogDirs before
+        # the partition reached this broker, Kafka's ``preferredLogDirs``).
+        self._preferred: dict[TopicPartition, Path] = {}
         self._on_disk = self._scan()
         # Partitions on disk per directory, kept as ``_on_disk`` changes: placing a new
         # partition must not cost a pass over every partition.
@@ -289,6 +293,9 @@ class LogManager:
         online = [log_dir for log_dir in self.log_dirs if log_dir not in self._offline]
         if not online:
             raise LogStorageError("every log directory is offline")
+        preferred = self._preferred.pop(tp, None)
+        if preferred in online:
+            return preferred
         return min(online, key=lambda log_dir: self._held[log_dir])
 
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig) -> Log:
@@ -456,6 +463,10 @@ class LogManager:
     def is_dir_offline(self, log_dir: Path) -> bool:
         """Whether ``log_dir`` (a ``log.dirs`` entry) is offline."""
         return log_dir in self._offline
+
+    def prefer_dir(self, tp: TopicPartition, log_dir: Path) -> None:
+        """Create ``tp``'s log in ``log_dir`` when it is first hosted here."""
+        self._preferred[tp] = log_dir
 
     def move_of(self, tp: TopicPartition) -> LogDirMove | None:
         """The move of ``tp``'s log under way, if any."""

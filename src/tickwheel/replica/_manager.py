@@ -722,7 +722,8 @@ class ReplicaManager:
         LOG_DIR_NOT_FOUND for a path not in ``log.dirs``; KAFKA_STORAGE_ERROR for an
         offline destination, an offline partition, or while any directory is offline (a
         future log is never created then); REPLICA_NOT_AVAILABLE for a partition not
-        hosted here. A log already there, or already moving there, answers NONE.
+        hosted here, whose log is created in ``log_dir`` if it comes here later. A log
+        already there, or already moving there, answers NONE.
         """
         manager = self.log_manager
         destination = manager.resolve_dir(log_dir)
@@ -755,6 +756,9 @@ class ReplicaManager:
         if self.log_manager.is_dir_offline(destination):
             return ErrorCode.kafka_storage_error
         if partition is None:
+            # Created there if it comes to this broker later, as Kafka's
+            # ``maybeUpdatePreferredLogDir``; the answer is still REPLICA_NOT_AVAILABLE.
+            self.log_manager.prefer_dir(tp, destination)
             return (
                 ErrorCode.kafka_storage_error
                 if self.log_manager.is_offline(tp)
