@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tickwheel.log import LogConfig, LogStorageError
+from tickwheel.log import Log, LogConfig, LogStorageError
 from tickwheel.replica import LogDirError, LogManager, ReplicaManager, TopicPartition, check_log_dir
+from tickwheel.replica._log_dir_move import LogDirMove
 from tickwheel.replica._log_manager import storage_failure
 
 from .conftest import BROKER_ID, T0, T1
@@ -169,16 +170,21 @@ def test_a_finished_move_deletes_the_source_left_behind(tmp_path: Path) -> None:
         manager.close()
 
 
+def _moving(manager: LogManager, destination: Path, *values: bytes) -> tuple[Log, LogDirMove]:
+    """Partition t-0's log holding ``values``, and its move to ``destination`` begun."""
+    log = manager.get_or_create_log(TopicPartition("t", 0), LogConfig())
+    for value in values:
+        log.append_as_leader(batch(value), 0)
+    return log, manager.start_move(TopicPartition("t", 0), destination)
+
+
 def test_a_moved_log_keeps_what_was_appended_up_to_its_swap(tmp_path: Path) -> None:
     source, destination = tmp_path / "a", tmp_path / "b"
     tp = TopicPartition("t", 0)
     manager = LogManager([source, destination])
     try:
-        log = manager.get_or_create_log(tp, LogConfig())
-        for value in (b"one", b"two", b"three"):
-            log.append_as_leader(batch(value), 0)
+        log, move = _moving(manager, destination, b"one", b"two", b"three")
         log.update_high_watermark(3)
-        move = manager.start_move(tp, destination)
 
         def future() -> tuple[int, int, bool]:
             (info,) = next(d for d in manager.describe(None) if d.path == destination).logs
@@ -207,12 +213,11 @@ def test_a_moved_log_keeps_what_was_appended_up_to_its_swap(tmp_path: Path) -> N
 
 
 def test_deleting_a_moving_partition_removes_its_copy(tmp_path: Path) -> None:
-    source, destination = tmp_path / "a", tmp_path / "b"
+    destination = tmp_path / "b"
     tp = TopicPartition("t", 0)
-    manager = LogManager([source, destination])
+    manager = LogManager([tmp_path / "a", destination])
     try:
-        manager.get_or_create_log(tp, LogConfig()).append_as_leader(batch(b"x"), 0)
-        move = manager.start_move(tp, destination)
+        _, move = _moving(manager, destination, b"x")
         move.copy_changed()
         manager.delete_log(tp)
         assert [p.name for p in destination.iterdir() if p.is_dir()] == []
