@@ -20,7 +20,13 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KafkaPartition
-from kafka.errors import KafkaStorageError, LogDirNotFoundError, NoError, ReplicaNotAvailableError
+from kafka.errors import (
+    InvalidTopicError,
+    KafkaStorageError,
+    LogDirNotFoundError,
+    NoError,
+    ReplicaNotAvailableError,
+)
 from kio.schema.errors import ErrorCode
 
 from tickwheel.pytest_plugin import TEST_BROKER_PROPERTIES
@@ -38,6 +44,8 @@ _SEGMENT_BYTES = 65_536
 _FLUSH_EVERY = 50
 _PRODUCER = {"acks": "all", "batch.size": 8192, "linger.ms": 1}
 ALTER_REPLICA_LOG_DIRS = 34
+LONG_TOPIC = "t" * 249
+"""The longest topic name Kafka allows: too long for a future directory's name."""
 
 
 def _broker(first: Path, second: Path) -> BackgroundBroker:
@@ -247,12 +255,14 @@ def test_kafka_python_moves_and_gets_kafkas_errors(
                 (TOPIC, 1, broker_id): str(destination),
                 ("unknown", 0, broker_id): str(destination),
                 (TOPIC, 0, broker_id): "/no/such/log/dir",
+                (LONG_TOPIC, 0, broker_id): str(destination),
             }
         )
         assert {(tpr.topic, tpr.partition): error for tpr, error in answers.items()} == {
             (TOPIC, 1): NoError,
             ("unknown", 0): ReplicaNotAvailableError,
             (TOPIC, 0): LogDirNotFoundError,
+            (LONG_TOPIC, 0): InvalidTopicError,
         }
         deadline = time.monotonic() + WAIT_S
         while _dir_of(broker, 1) != destination:

@@ -54,6 +54,9 @@ FUTURE_DIR_SUFFIX: Final = "-future"
 DELETE_DIR_SUFFIX: Final = "-delete"
 _WORK_FILE_SUFFIXES: Final = (TEMP_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 _LOG_FILE_SUFFIX: Final = ".log"
+_MAX_NAME_BYTES: Final = 255
+"""The longest file name the file systems take (``NAME_MAX``), as Kafka checks it."""
+_UNIQUE_ID_CHARS: Final = 32
 
 FileStamp = tuple[int, int, int]
 """A file's inode, size and modification time (ns): changed when any of them is."""
@@ -62,6 +65,13 @@ FileStamp = tuple[int, int, int]
 def moving_dir_name(tp: TopicPartition, suffix: str) -> str:
     """Kafka's name of a future (or to-be-deleted) directory of ``tp``'s log."""
     return f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}{suffix}"
+
+
+def movable(tp: TopicPartition) -> bool:
+    """Whether ``tp``'s future directory name fits a file name (Kafka refuses to move
+    a partition of a longer topic name, KAFKA-4893)."""
+    name = f"{tp.topic}-{tp.partition}.{'0' * _UNIQUE_ID_CHARS}{FUTURE_DIR_SUFFIX}"
+    return len(name.encode()) <= _MAX_NAME_BYTES
 
 
 def parse_moving_dir(name: str) -> tuple[TopicPartition, str] | None:

@@ -90,7 +90,7 @@ from tickwheel.replica._delayed_produce import (
     ProduceCallback,
     ProducePartitionStatus,
 )
-from tickwheel.replica._log_dir_move import LogDirMove
+from tickwheel.replica._log_dir_move import LogDirMove, movable
 from tickwheel.replica._log_manager import LogManager, storage_failure
 from tickwheel.replica._partition import Partition, PartitionError
 from tickwheel.replica._types import (
@@ -719,7 +719,8 @@ class ReplicaManager:
         """Start moving ``tp``'s log to ``log_dir``; the partition's AlterReplicaLogDirs
         error, as Kafka's ``alterReplicaLogDirs`` answers it.
 
-        LOG_DIR_NOT_FOUND for a path not in ``log.dirs``; KAFKA_STORAGE_ERROR for an
+        INVALID_TOPIC_EXCEPTION for a topic name too long for the future directory's
+        name; LOG_DIR_NOT_FOUND for a path not in ``log.dirs``; KAFKA_STORAGE_ERROR for an
         offline destination, an offline partition, or while any directory is offline (a
         future log is never created then); REPLICA_NOT_AVAILABLE for a partition not
         hosted here, whose log is created in ``log_dir`` if it comes here later. A log
@@ -727,11 +728,9 @@ class ReplicaManager:
         """
         manager = self.log_manager
         destination = manager.resolve_dir(log_dir)
-        if destination is None:
-            return ErrorCode.log_dir_not_found
         partition = self._partitions.get(tp)
         error = self._move_refusal(tp, partition, destination)
-        if error is not None or partition is None:
+        if error is not None or partition is None or destination is None:
             return error or ErrorCode.replica_not_available
         move = manager.move_of(tp)
         if move is not None and move.destination_dir == destination:
@@ -750,9 +749,14 @@ class ReplicaManager:
         return ErrorCode.none
 
     def _move_refusal(
-        self, tp: TopicPartition, partition: Partition | None, destination: Path
+        self, tp: TopicPartition, partition: Partition | None, destination: Path | None
     ) -> ErrorCode | None:
-        """Why ``tp``'s log cannot move to ``destination`` now, or None."""
+        """Why ``tp``'s log cannot move to ``destination`` (None: not a log directory)
+        now, or None."""
+        if not movable(tp):
+            return ErrorCode.invalid_topic_exception
+        if destination is None:
+            return ErrorCode.log_dir_not_found
         if self.log_manager.is_dir_offline(destination):
             return ErrorCode.kafka_storage_error
         if partition is None:
@@ -764,10 +768,9 @@ class ReplicaManager:
                 if self.log_manager.is_offline(tp)
                 else ErrorCode.replica_not_available
             )
-        if partition.offline:
-            return ErrorCode.kafka_storage_error
-        if self.log_manager.offline_dir_count and self.log_manager.dir_of(tp) != destination:
-            # No future log while a directory is offline, as Kafka.
+        # No future log either while a directory is offline, as Kafka.
+        some_offline = self.log_manager.offline_dir_count > 0
+        if partition.offline or (some_offline and self.log_manager.dir_of(tp) != destination):
             return ErrorCode.kafka_storage_error
         return None
 
