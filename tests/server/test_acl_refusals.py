@@ -379,6 +379,22 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
         lambda r: r.error_code,
         TXN_DENIED,
     ),
+    (
+        "DescribeLogDirs",
+        35,
+        4,
+        {"topics": None},
+        lambda r: (r.error_code, r.results),
+        (CLUSTER_DENIED, ()),
+    ),
+    (
+        "AlterReplicaLogDirs",
+        34,
+        2,
+        {"dirs": [{"path": "/elsewhere", "topics": [{"name": "orders", "partitions": [0]}]}]},
+        lambda r: [(t.topic_name, [p.error_code for p in t.partitions]) for t in r.results],
+        [("orders", [CLUSTER_DENIED])],
+    ),
 ]
 
 

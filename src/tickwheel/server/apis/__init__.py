@@ -33,6 +33,7 @@ from tickwheel.server.apis._groups import GROUP_SPECS
 from tickwheel.server.apis._incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from tickwheel.server.apis._init_producer_id import INIT_PRODUCER_ID
 from tickwheel.server.apis._list_offsets import LIST_OFFSETS
+from tickwheel.server.apis._log_dirs import LOG_DIR_SPECS
 from tickwheel.server.apis._metadata import METADATA
 from tickwheel.server.apis._offsets_for_leader_epoch import OFFSETS_FOR_LEADER_EPOCH
 from tickwheel.server.apis._produce import PRODUCE
@@ -62,6 +63,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
     ALTER_CONFIGS,
     CREATE_PARTITIONS,
     OFFSETS_FOR_LEADER_EPOCH,
+    *LOG_DIR_SPECS,
     ELECT_LEADERS,
     DESCRIBE_CLUSTER,
     INCREMENTAL_ALTER_CONFIGS,
