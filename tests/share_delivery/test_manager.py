@@ -31,11 +31,21 @@ WAIT_MS = 5_000
 
 
 def fetch(
-    shares: Shares, member: str, *, max_wait_ms: int = WAIT_MS, max_records: int = 100
+    shares: Shares,
+    member: str,
+    *,
+    max_wait_ms: int = WAIT_MS,
+    max_records: int = 100,
+    max_bytes: int = 1 << 20,
 ) -> asyncio.Task[dict[SharePartitionKey, ShareFetchPartitionResult]]:
     return asyncio.create_task(
         shares.manager.fetch(
-            "g", member, [KEY], max_wait_ms=max_wait_ms, max_records=max_records, max_bytes=1 << 20
+            "g",
+            member,
+            [KEY],
+            max_wait_ms=max_wait_ms,
+            max_records=max_records,
+            max_bytes=max_bytes,
         )
     )
 
@@ -293,6 +303,34 @@ async def test_a_backlog_is_read_a_chunk_at_a_time(
     assert result.acquired == [AcquiredRecords(n, n, 1) for n in range(4)]
     assert result.records is not None
     assert [first for first, _, _, _ in record_batches(result.records)] == [0, 1, 2, 3]
+
+
+@pytest.mark.asyncio
+async def test_only_the_first_batch_may_pass_max_bytes(
+    shares: Shares, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tickwheel.share_delivery._manager.FIRST_READ_BYTES", 200)
+    shares.group_configs["share.auto.offset.reset"] = "earliest"
+    for n in range(6):
+        await shares.produce(str(n).encode() * 100)  # one batch of about 170 bytes each
+    sizes = [end - start for _, _, start, end in record_batches(await read_log(shares))]
+    # The first read (one chunk) holds one batch, the second read two more of the three
+    # that remain below max bytes; the fourth batch would pass it.
+    max_bytes = sum(sizes[:3]) + sizes[3] // 2
+    result = (await fetch(shares, "a", max_bytes=max_bytes))[KEY]
+    assert result.records is not None
+    assert len(result.records) == sum(sizes[:3])
+    assert result.acquired == [AcquiredRecords(0, 0, 1), AcquiredRecords(1, 2, 1)]
+    larger = (await fetch(shares, "b", max_bytes=sizes[3] // 2))[KEY]
+    assert larger.records is not None
+    assert len(larger.records) == sizes[3]
+    assert larger.acquired == [AcquiredRecords(3, 3, 1)]
+
+
+async def read_log(shares: Shares) -> bytes:
+    replica = shares.replica_manager.get_partition(TP)
+    assert replica is not None
+    return replica.log.read(0, 1 << 20).records.read_bytes()
 
 
 @pytest.mark.asyncio

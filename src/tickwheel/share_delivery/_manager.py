@@ -13,7 +13,8 @@ Kafka's ``SharePartitionManager``, restated for one event loop. It owns:
 - the share sessions (``ShareSessionCache``).
 
 ``fetch`` acquires records for a member from each share-partition in turn, within the
-request's ``max_records`` and ``max_bytes``: it reads the partition's log (read
+request's ``max_records`` and ``max_bytes`` (only the answer's first batch may pass
+``max_bytes``, Kafka's rule for fetches): it reads the partition's log (read
 uncommitted, up to the high watermark) from ``next_fetch_offset()`` -- first
 ``FIRST_READ_BYTES``, each further read twice the last, up to ``READ_CHUNK_BYTES`` (a
 fetch of a few records copies a few kilobytes, a large one few chunks) -- hands the
@@ -378,15 +379,18 @@ class SharePartitionManager:
         lock_duration_ms: int,
     ) -> dict[SharePartitionKey, ShareFetchPartitionResult]:
         results = {}
+        sent_bytes = 0
         for partition in partitions:
-            if max_records <= 0 or max_bytes <= 0 or not self._is_current(partition):
+            if max_records <= 0 or sent_bytes >= max_bytes or not self._is_current(partition):
                 # A share-partition dropped while this fetch waited is loaded again by
                 # the member's next fetch.
                 results[partition.key] = ShareFetchPartitionResult()
                 continue
-            result = self._acquire(partition, member_id, max_records, max_bytes, lock_duration_ms)
+            result = self._acquire(
+                partition, member_id, max_records, (sent_bytes, max_bytes), lock_duration_ms
+            )
             max_records -= sum(a.last_offset - a.first_offset + 1 for a in result.acquired)
-            max_bytes -= 0 if result.records is None else len(result.records)
+            sent_bytes += 0 if result.records is None else len(result.records)
             results[partition.key] = result
         return results
 
@@ -395,24 +399,32 @@ class SharePartitionManager:
         partition: SharePartition,
         member_id: str,
         max_records: int,
-        max_bytes: int,
+        response_bytes: tuple[int, int],
         lock_duration_ms: int,
     ) -> ShareFetchPartitionResult:
         """Read the log from the share-partition's next fetch offset and acquire, a chunk
-        of at most ``READ_CHUNK_BYTES`` at a time, until ``max_records`` or ``max_bytes``
-        is reached or nothing more can be acquired."""
+        of at most ``READ_CHUNK_BYTES`` at a time, until ``max_records`` or the response's
+        max bytes is reached or nothing more can be acquired. ``response_bytes`` is the
+        bytes the response already holds and its max bytes: as in Kafka's fetch, only the
+        response's first batch may pass that limit (so that a batch larger than the
+        limit still makes progress); every later read stops short of it."""
         tp = self.topic_partition(partition.key)
         if tp is None:
             return ShareFetchPartitionResult(ErrorCode.unknown_topic_id)
         acquired: list[AcquiredRecords] = []
         chunks: dict[int, bytes] = {}  # the batches holding acquired records, by offset
-        sent_bytes = 0
+        sent_bytes, max_bytes = response_bytes
         read_bytes = min(FIRST_READ_BYTES, READ_CHUNK_BYTES)
         while max_records > 0 and sent_bytes < max_bytes:
             fetch_offset = partition.next_fetch_offset()
             if fetch_offset is None:
                 break
-            read = self._read(tp, fetch_offset, min(read_bytes, max_bytes - sent_bytes))
+            remaining_bytes = max_bytes - sent_bytes
+            first = sent_bytes == 0
+            read = self._read(tp, fetch_offset, min(read_bytes, remaining_bytes), first)
+            if read == b"" and not first and read_bytes < remaining_bytes:
+                # The next batch is larger than a chunk but may fit the response.
+                read = self._read(tp, fetch_offset, remaining_bytes, first)
             read_bytes = min(2 * read_bytes, READ_CHUNK_BYTES)
             if read == ErrorCode.offset_out_of_range and self._skip_deleted(tp, partition):
                 continue
@@ -448,14 +460,18 @@ class SharePartitionManager:
         self._track(self._write(partition))
         return True
 
-    def _read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> bytes | ErrorCode:
-        """Whole batches from ``fetch_offset`` below the high watermark (at least one)."""
+    def _read(
+        self, tp: TopicPartition, fetch_offset: int, max_bytes: int, min_one_batch: bool
+    ) -> bytes | ErrorCode:
+        """Whole batches from ``fetch_offset`` below the high watermark within
+        ``max_bytes``; with ``min_one_batch``, at least one even if larger."""
         params = FetchParams(
             replica_id=_CONSUMER_REPLICA_ID,
             max_wait_ms=0,
             min_bytes=1,
             max_bytes=max_bytes,
             isolation=FetchIsolation.HIGH_WATERMARK,
+            hard_max_bytes_limit=not min_one_batch,
         )
         info = PartitionFetchInfo(fetch_offset=fetch_offset, max_bytes=max_bytes)
         read = self._replica_manager.read_from_local_log(params, [(tp, info)])[tp]
