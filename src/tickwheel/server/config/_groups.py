@@ -109,6 +109,8 @@ _CHOICES: Mapping[str, tuple[str, Callable[[str], bool]]] = {
     "share.isolation.level": ("read_uncommitted", lambda value: value in _ISOLATION_LEVELS),
 }
 GROUP_CONFIG_NAMES = frozenset(_BOUNDED) | frozenset(_CHOICES)
+GROUP_INT_CONFIGS = frozenset(_BOUNDED)
+"""The group configs of Kafka's INT type; the others are STRINGs."""
 _NO_OVERRIDES: Mapping[str, str] = {}
 
 
