@@ -8,10 +8,12 @@ the persister before an acknowledgement returns.
 from __future__ import annotations
 
 import asyncio
+import struct
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from tickwheel.record import SimpleRecord, build_batch
 from tickwheel.share_delivery import (
     AcknowledgementBatch,
     AcknowledgeType,
@@ -21,6 +23,7 @@ from tickwheel.share_delivery import (
     ShareFetchPartitionResult,
     ShareGroupState,
     SharePartitionKey,
+    aborted_batches,
     record_batches,
 )
 
@@ -345,3 +348,26 @@ async def test_records_deleted_from_the_log_are_skipped(shares: Shares) -> None:
     replica.log.delete_records_before(2)
     result = (await fetch(shares, "n"))[KEY]
     assert result.acquired == [AcquiredRecords(2, 2, 1)]
+
+
+def stored_batch(base_offset: int, count: int, producer_id: int = -1, **kind: bool) -> bytes:
+    """A batch of ``count`` records as the log stores it at ``base_offset``."""
+    records = [SimpleRecord(None, b"v", 0) for _ in range(count)]
+    built = build_batch(records, producer_id=producer_id, producer_epoch=0, **kind)
+    return struct.pack(">q", base_offset) + built[8:]
+
+
+def test_aborted_batches_are_the_data_batches_of_an_aborted_transaction() -> None:
+    log = b"".join(
+        (
+            stored_batch(0, 2, producer_id=1, transactional=True),  # aborted below
+            stored_batch(2, 1, producer_id=2, transactional=True),  # committed
+            stored_batch(3, 1, producer_id=1, transactional=True, control=True),  # abort marker
+            stored_batch(4, 1, producer_id=1, transactional=True),  # a later transaction
+            stored_batch(5, 1),  # not transactional
+        )
+    )
+    assert aborted_batches(log, [(1, 0)]) == {0}
+    assert aborted_batches(log, [(1, 4), (1, 0)]) == {0, 4}
+    assert aborted_batches(log, [(2, 2)]) == {2}
+    assert aborted_batches(log, []) == set()
