@@ -330,6 +330,19 @@ async def test_only_the_first_batch_may_pass_max_bytes(
     assert larger.acquired == [AcquiredRecords(3, 3, 1)]
 
 
+@pytest.mark.asyncio
+async def test_a_batch_larger_than_a_read_chunk_still_joins_the_answer(
+    shares: Shares, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tickwheel.share_delivery._manager.FIRST_READ_BYTES", 200)
+    monkeypatch.setattr("tickwheel.share_delivery._manager.READ_CHUNK_BYTES", 200)
+    shares.group_configs["share.auto.offset.reset"] = "earliest"
+    await shares.produce(b"small")
+    await shares.produce(b"x" * 600)
+    result = (await fetch(shares, "a", max_bytes=2_000))[KEY]
+    assert result.acquired == [AcquiredRecords(0, 0, 1), AcquiredRecords(1, 1, 1)]
+
+
 async def read_log(shares: Shares) -> bytes:
     replica = shares.replica_manager.get_partition(TP)
     assert replica is not None

@@ -222,8 +222,7 @@ def set_group_configs(broker: BackgroundBroker, group: str, **configs: str) -> N
     admin.incremental_alter_configs([resource])[resource].result(DEADLINE_S)
 
 
-def produce_transactions(broker: BackgroundBroker, topic: str) -> None:
-    """One aborted transaction, then one committed, whose last record is ``end``."""
+def transactional_producer(broker: BackgroundBroker, topic: str) -> Producer:
     producer = Producer(
         {
             "bootstrap.servers": broker.bootstrap_servers,
@@ -232,6 +231,12 @@ def produce_transactions(broker: BackgroundBroker, topic: str) -> None:
         }
     )
     producer.init_transactions(DEADLINE_S)
+    return producer
+
+
+def produce_transactions(broker: BackgroundBroker, topic: str) -> None:
+    """One aborted transaction, then one committed, whose last record is ``end``."""
+    producer = transactional_producer(broker, topic)
     for values, commit in (([b"aborted-1", b"aborted-2"], False), ([b"kept", b"end"], True)):
         producer.begin_transaction()
         for value in values:
@@ -276,6 +281,33 @@ def test_a_read_committed_group_never_sees_an_aborted_transaction(
         poll=lambda: seen.extend(m.value() for m in poll_messages(share_consumer)),
     )
     assert seen == expected
+
+
+def test_a_read_committed_group_waits_for_an_open_transaction(
+    broker: BackgroundBroker, topic: str, consumers: list[ShareConsumer]
+) -> None:
+    create_topic(broker, topic)
+    set_group_configs(
+        broker, "open", share_auto_offset_reset="earliest", share_isolation_level="read_committed"
+    )
+    producer = transactional_producer(broker, topic)
+    producer.begin_transaction()
+    producer.produce(topic, b"pending")
+    producer.flush(DEADLINE_S)
+    produce(broker, topic, [b"plain"], one_by_one=True)  # above the last stable offset
+    share_consumer = consumer(broker, "open")
+    consumers.append(share_consumer)
+    share_consumer.subscribe([topic])
+    seen: list[bytes] = []
+
+    def collect() -> None:
+        seen.extend(m.value() for m in poll_messages(share_consumer))
+
+    wait_for(lambda: waiting_share_fetches(broker) >= 1, "a waiting fetch", poll=collect)
+    assert seen == []
+    producer.commit_transaction(DEADLINE_S)
+    wait_for(lambda: len(seen) >= 2, "the committed records", poll=collect)
+    assert seen == [b"pending", b"plain"]
 
 
 _HOLDER = """

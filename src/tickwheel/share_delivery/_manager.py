@@ -466,12 +466,17 @@ class SharePartitionManager:
             if fetch_offset is None:
                 break
             remaining_bytes = max_bytes - sent_bytes
-            first = sent_bytes == 0
+            first_read = sent_bytes == 0  # the response's first batch: sent whole
             chunk_bytes = min(read_bytes, remaining_bytes)
-            read = self._read(tp, fetch_offset, chunk_bytes, first, committed=committed)
-            if isinstance(read, _LogRead) and not read.data and chunk_bytes < remaining_bytes:
+            read = self._read(tp, fetch_offset, chunk_bytes, first_read, committed=committed)
+            if (
+                isinstance(read, _LogRead)
+                and not read.data
+                and not first_read
+                and chunk_bytes < remaining_bytes
+            ):
                 # The next batch is larger than a chunk but may fit the response.
-                read = self._read(tp, fetch_offset, remaining_bytes, first, committed=committed)
+                read = self._read(tp, fetch_offset, remaining_bytes, False, committed=committed)
             read_bytes = min(2 * read_bytes, READ_CHUNK_BYTES)
             if read == ErrorCode.offset_out_of_range and self._skip_deleted(tp, partition):
                 continue
