@@ -13,7 +13,7 @@ import struct
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tickwheel.record import SimpleRecord, build_batch
+from tickwheel.record import SimpleRecord, build_batch, build_end_txn_marker
 from tickwheel.share_delivery import (
     AcknowledgementBatch,
     AcknowledgeType,
@@ -367,7 +367,11 @@ def stored_batch(base_offset: int, count: int, producer_id: int = -1, **kind: bo
     """A batch of ``count`` records as the log stores it at ``base_offset``."""
     records = [SimpleRecord(None, b"v", 0) for _ in range(count)]
     built = build_batch(records, producer_id=producer_id, producer_epoch=0, **kind)
-    return struct.pack(">q", base_offset) + built[8:]
+    return at_offset(base_offset, built)
+
+
+def at_offset(base_offset: int, batch: bytes) -> bytes:
+    return struct.pack(">q", base_offset) + batch[8:]
 
 
 def test_aborted_batches_are_the_data_batches_of_an_aborted_transaction() -> None:
@@ -375,12 +379,13 @@ def test_aborted_batches_are_the_data_batches_of_an_aborted_transaction() -> Non
         (
             stored_batch(0, 2, producer_id=1, transactional=True),  # aborted below
             stored_batch(2, 1, producer_id=2, transactional=True),  # committed
-            stored_batch(3, 1, producer_id=1, transactional=True, control=True),  # abort marker
-            stored_batch(4, 1, producer_id=1, transactional=True),  # a later transaction
-            stored_batch(5, 1),  # not transactional
+            at_offset(3, build_end_txn_marker(2, 0, 0, commit=True, timestamp_ms=0)),
+            at_offset(4, build_end_txn_marker(1, 0, 0, commit=False, timestamp_ms=0)),
+            stored_batch(5, 1, producer_id=1, transactional=True),  # a later transaction
+            stored_batch(6, 1),  # not transactional
         )
     )
     assert aborted_batches(log, [(1, 0)]) == {0}
-    assert aborted_batches(log, [(1, 4), (1, 0)]) == {0, 4}
-    assert aborted_batches(log, [(2, 2)]) == {2}
+    assert aborted_batches(log, [(1, 5), (1, 0)]) == {0, 5}
+    assert aborted_batches(log, [(2, 2)]) == {2}  # a COMMIT marker does not end it
     assert aborted_batches(log, []) == set()

@@ -58,7 +58,14 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.log import Log, LogError
 from tickwheel.purgatory import DelayedOperationPurgatory
-from tickwheel.record import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK, iter_batches
+from tickwheel.record import (
+    CONTROL_FLAG_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    ControlType,
+    iter_batches,
+    read_control_batch,
+)
 from tickwheel.replica import (
     FetchIsolation,
     FetchParams,
@@ -138,22 +145,31 @@ def record_batches(data: bytes, until_offset: int | None = None) -> list[tuple[i
 
 def aborted_batches(data: bytes, aborted_transactions: Sequence[tuple[int, int]]) -> set[int]:
     """The first offsets of the batches in ``data`` that belong to an aborted transaction,
-    given the read's ``(producer id, first offset)`` of each (Kafka's read_committed
-    filter): a transactional data batch of a producer whose aborted transaction began at
-    or before it, until that producer's abort marker."""
+    given the read's ``(producer id, first offset)`` of each (Kafka's
+    ``fetchAbortedTransactionRecordBatches``): a transactional data batch of a producer
+    whose aborted transaction began at or before the batch's end, until that producer's
+    ABORT marker."""
     pending = sorted(aborted_transactions, key=lambda txn: txn[1])
     aborting: set[int] = set()
     batches = set()
-    for _position, header in iter_batches(data):
+    for position, header in iter_batches(data):
         while pending and pending[0][1] <= header.last_offset:
             aborting.add(pending.pop(0)[0])
         if not header.attributes & TRANSACTIONAL_FLAG_MASK or header.producer_id not in aborting:
             continue
-        if header.attributes & CONTROL_FLAG_MASK:
-            aborting.discard(header.producer_id)  # the abort marker ends the transaction
-        else:
+        if not header.attributes & CONTROL_FLAG_MASK:
             batches.add(header.base_offset)
+        elif _is_abort_marker(data[position : position + header.size_bytes], header):
+            aborting.discard(header.producer_id)
     return batches
+
+
+def _is_abort_marker(batch: bytes, header: BatchHeader) -> bool:
+    try:
+        marker = read_control_batch(batch, header)
+    except ValueError:
+        return False
+    return marker is not None and marker.control_type is ControlType.ABORT
 
 
 def _keep_batches_holding(
