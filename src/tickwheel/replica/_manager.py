@@ -601,7 +601,7 @@ class ReplicaManager:
         remaining_bytes = params.max_bytes
         # Like Kafka, the first partition with data returns at least one whole batch,
         # even past max bytes, so a consumer never stalls on a large batch.
-        min_one_message = True
+        min_one_message = not params.hard_max_bytes_limit
         results: dict[TopicPartition, FetchPartitionResult] = {}
         for tp, info in fetch_infos:
             result = self._read_partition(
