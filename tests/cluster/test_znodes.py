@@ -27,9 +27,11 @@ from tickwheel.cluster import (
 from tickwheel.cluster._znodes import (
     ProducerIdBlock,
     decode_controller,
+    decode_features,
     decode_producer_id_block,
     decode_topic_config,
     encode_controller,
+    encode_features,
     encode_producer_id_block,
     encode_topic_config,
 )
@@ -216,3 +218,41 @@ def test_config_change_notifications_are_kafkas_documents() -> None:
     assert config_change_sequence("something_else") is None
     with pytest.raises(ZnodeError):
         decode_config_change(b'{"version": 2}')
+
+
+def test_the_feature_znode_is_kafkas_version_2_document() -> None:
+    data = encode_features({"share.version": 1, "group.version": 1, "transaction.version": 0})
+    assert json.loads(data) == {
+        "version": 2,
+        "status": 1,
+        "features": {
+            "group.version": {"max_version_level": 1},
+            "share.version": {"max_version_level": 1},
+        },
+    }
+    assert decode_features(data) == {"group.version": 1, "share.version": 1}
+
+
+def test_a_version_1_feature_znode_is_read_and_a_disabled_one_finalizes_nothing() -> None:
+    v1 = {
+        "version": 1,
+        "status": 1,
+        "features": {"group.version": {"min_version_level": 1, "max_version_level": 1}},
+    }
+    assert decode_features(json.dumps(v1).encode()) == {"group.version": 1}
+    assert decode_features(json.dumps({**v1, "status": 0}).encode()) == {}
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"version": 3, "status": 1, "features": {}},
+        {"version": 2, "status": 7, "features": {}},
+        {"version": 2, "status": 1},
+        {"version": 2, "status": 1, "features": {"group.version": {"max_version_level": 0}}},
+        {"version": 2, "status": 1, "features": {"group.version": 1}},
+    ],
+)
+def test_a_malformed_feature_znode_is_refused(document: dict[str, object]) -> None:
+    with pytest.raises(ZnodeError, match="/feature"):
+        decode_features(json.dumps(document).encode())

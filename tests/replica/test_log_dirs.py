@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import errno
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tickwheel.log import LogConfig, LogStorageError
+from tickwheel.log import Log, LogConfig, LogStorageError
 from tickwheel.replica import LogDirError, LogManager, ReplicaManager, TopicPartition, check_log_dir
+from tickwheel.replica._log_dir_move import LogDirMove
 from tickwheel.replica._log_manager import storage_failure
 
 from .conftest import BROKER_ID, T0, T1
@@ -123,3 +125,102 @@ async def test_leading_after_a_crash_raises_the_high_watermark_to_the_log_end(
     finally:
         restarted.shutdown()
         crashed.shutdown()
+
+
+def _one_record_log(log_dir: Path) -> None:
+    manager = LogManager([log_dir])
+    try:
+        manager.get_or_create_log(TopicPartition("t", 0), LogConfig()).append_as_leader(
+            batch(b"kept"), 0
+        )
+    finally:
+        manager.close()
+
+
+def _stopped_move(tmp_path: Path, copy_name: str) -> tuple[Path, Path]:
+    """Two log directories as a move stopped after the source's rename left them."""
+    source, destination = tmp_path / "a", tmp_path / "b"
+    _one_record_log(source)
+    destination.mkdir()
+    shutil.copytree(source / "t-0", destination / copy_name)
+    (source / "t-0").rename(source / "t-0.9a8b-delete")
+    return source, destination
+
+
+def test_a_move_stopped_between_its_renames_restores_the_source(tmp_path: Path) -> None:
+    source, destination = _stopped_move(tmp_path, "t-0.1f2e-future")
+    manager = LogManager([source, destination])
+    try:
+        assert manager.dir_of(TopicPartition("t", 0)) == source
+        assert sorted(p.name for p in source.iterdir() if p.is_dir()) == ["t-0"]
+        assert [p.name for p in destination.iterdir() if p.is_dir()] == []
+        log = manager.get_or_create_log(TopicPartition("t", 0), LogConfig())
+        assert log.log_end_offset == 1
+    finally:
+        manager.close()
+
+
+def test_a_finished_move_deletes_the_source_left_behind(tmp_path: Path) -> None:
+    source, destination = _stopped_move(tmp_path, "t-0")
+    manager = LogManager([source, destination])
+    try:
+        assert manager.dir_of(TopicPartition("t", 0)) == destination
+        assert [p.name for p in source.iterdir() if p.is_dir()] == []
+    finally:
+        manager.close()
+
+
+def _moving(manager: LogManager, destination: Path, *values: bytes) -> tuple[Log, LogDirMove]:
+    """Partition t-0's log holding ``values``, and its move to ``destination`` begun."""
+    log = manager.get_or_create_log(TopicPartition("t", 0), LogConfig())
+    for value in values:
+        log.append_as_leader(batch(value), 0)
+    return log, manager.start_move(TopicPartition("t", 0), destination)
+
+
+def test_a_moved_log_keeps_what_was_appended_up_to_its_swap(tmp_path: Path) -> None:
+    source, destination = tmp_path / "a", tmp_path / "b"
+    tp = TopicPartition("t", 0)
+    manager = LogManager([source, destination])
+    try:
+        log, move = _moving(manager, destination, b"one", b"two", b"three")
+        log.update_high_watermark(3)
+
+        def future() -> tuple[int, int, bool]:
+            (info,) = next(d for d in manager.describe(None) if d.path == destination).logs
+            return info.size_bytes, info.offset_lag, info.is_future
+
+        assert future() == (0, 3, True)
+        move.copy_changed()
+        move.copied_end_offset = 3
+        assert future() == (log.size_bytes, 0, True)
+        log.append_as_leader(batch(b"four"), 0)
+        assert future()[1] == 1
+
+        moved = manager.finish_move(tp)
+        assert manager.dir_of(tp) == destination
+        assert (moved.log_end_offset, moved.high_watermark) == (4, 3)
+        assert [d.path for d in manager.describe(None) if d.logs] == [destination]
+        assert sorted(p.name for p in source.iterdir() if p.is_dir()) == []
+    finally:
+        manager.close()
+    reopened = LogManager([source, destination])
+    try:
+        assert reopened.dir_of(tp) == destination
+        assert reopened.get_or_create_log(tp, LogConfig()).log_end_offset == 4
+    finally:
+        reopened.close()
+
+
+def test_deleting_a_moving_partition_removes_its_copy(tmp_path: Path) -> None:
+    destination = tmp_path / "b"
+    tp = TopicPartition("t", 0)
+    manager = LogManager([tmp_path / "a", destination])
+    try:
+        _, move = _moving(manager, destination, b"x")
+        move.copy_changed()
+        manager.delete_log(tp)
+        assert [p.name for p in destination.iterdir() if p.is_dir()] == []
+        assert manager.move_of(tp) is None
+    finally:
+        manager.close()

@@ -1,5 +1,6 @@
 """Shared helpers of the ACL tests: ACL bindings, topics and ACLs created through
-confluent-kafka's AdminClient, one record produced or consumed with its error."""
+confluent-kafka's AdminClient, ACLs granted through the broker's store, one record
+produced or consumed with its error."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+
+from tickwheel.security import AccessControlEntry, PatternType, ResourcePattern
+from tickwheel.security import AclOperation as Op
+from tickwheel.security import AclPermissionType as Permission
+from tickwheel.security import ResourceType as Resource
+from tickwheel.server import BackgroundBroker, Broker
 
 ANONYMOUS = "User:ANONYMOUS"
 TIMEOUT_S = 15.0
@@ -84,3 +91,16 @@ def consume_one(
     finally:
         consumer.close()
     raise AssertionError(f"group {group_id} consumed nothing from {topic}")
+
+
+def grant(broker: BackgroundBroker, resource: Resource, name: str, *operations: Op) -> None:
+    """ALLOW ``User:ANONYMOUS`` the operations on a LITERAL resource, bypassing the APIs."""
+    pattern = ResourcePattern(resource, name, PatternType.LITERAL)
+    entries = [AccessControlEntry(ANONYMOUS, "*", op, Permission.ALLOW) for op in operations]
+
+    async def update(running: Broker) -> None:
+        store = running.context.acl_store
+        assert store is not None
+        await store.update(pattern, entries, ())
+
+    broker.call(update)

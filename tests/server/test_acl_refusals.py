@@ -134,6 +134,19 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
         CLUSTER_DENIED,
     ),
     (
+        "UpdateFeatures (ALTER on the cluster; no per-feature results)",
+        57,
+        1,
+        {
+            "feature_updates": [
+                {"feature": "group.version", "max_version_level": 0, "upgrade_type": 2}
+            ],
+            "timeout": 1000,
+        },
+        lambda r: (r.error_code, r.results),
+        (CLUSTER_DENIED, ()),
+    ),
+    (
         "WriteTxnMarkers",
         27,
         1,
@@ -365,6 +378,22 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
         {"key_type": 1, "key": "tx"},
         lambda r: r.error_code,
         TXN_DENIED,
+    ),
+    (
+        "DescribeLogDirs",
+        35,
+        4,
+        {"topics": None},
+        lambda r: (r.error_code, r.results),
+        (CLUSTER_DENIED, ()),
+    ),
+    (
+        "AlterReplicaLogDirs",
+        34,
+        2,
+        {"dirs": [{"path": "/elsewhere", "topics": [{"name": "orders", "partitions": [0]}]}]},
+        lambda r: [(t.topic_name, [p.error_code for p in t.partitions]) for t in r.results],
+        [("orders", [CLUSTER_DENIED])],
     ),
 ]
 

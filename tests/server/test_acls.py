@@ -45,16 +45,10 @@ from kafka.admin import ACLResourcePatternType as KPatternType
 from kafka.admin import ResourcePattern as KResourcePattern
 from kafka.admin import ResourceType as KResourceType
 
-from tickwheel.security import (
-    AUTHORIZER_LOGGER,
-    AccessControlEntry,
-    PatternType,
-    ResourcePattern,
-)
+from tickwheel.security import AUTHORIZER_LOGGER
 from tickwheel.security import AclOperation as Op
-from tickwheel.security import AclPermissionType as Permission
 from tickwheel.security import ResourceType as Resource
-from tickwheel.server import BackgroundBroker, Broker, BrokerConfig
+from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .acls import (
     ANONYMOUS,
@@ -64,6 +58,7 @@ from .acls import (
     consume_one,
     create_acls,
     create_topics,
+    grant,
     produce,
 )
 from .wire import WireClient
@@ -77,19 +72,6 @@ AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 @pytest.fixture
 def tickwheel_broker_properties() -> dict[str, str]:
     return {"authorizer.class.name": AUTHORIZER, "auto.create.topics.enable": "false"}
-
-
-def grant(broker: BackgroundBroker, resource: Resource, name: str, *operations: Op) -> None:
-    """ALLOW ``User:ANONYMOUS`` the operations on a LITERAL resource, bypassing the APIs."""
-    pattern = ResourcePattern(resource, name, PatternType.LITERAL)
-    entries = [AccessControlEntry(ANONYMOUS, "*", op, Permission.ALLOW) for op in operations]
-
-    async def update(running: Broker) -> None:
-        store = running.context.acl_store
-        assert store is not None
-        await store.update(pattern, entries, ())
-
-    broker.call(update)
 
 
 @pytest.fixture

@@ -1,10 +1,13 @@
 """Live config changes on one broker: IncrementalAlterConfigs and AlterConfigs from
-confluent-kafka, kafka-python and aiokafka, DescribeConfigs sources and synonyms."""
+confluent-kafka, kafka-python and aiokafka, DescribeConfigs sources and synonyms, and
+every config Kafka's broker defines: the dynamic ones accepted (used by this broker or
+not), the rest refused with Kafka's errors, each described with Kafka's type."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
@@ -46,6 +49,9 @@ INCREMENTAL_ALTER_CONFIGS = 44
 SET = AlterConfigOpType.SET
 DELETE = AlterConfigOpType.DELETE
 APPEND = AlterConfigOpType.APPEND
+INVALID_REQUEST = 42
+RELOGIN = "sasl.kerberos.min.time.before.relogin"
+KEYSTORE = "listener.name.plaintext.ssl.keystore.location"
 
 
 def broker_config(log_dir: Path) -> BrokerConfig:
@@ -126,9 +132,9 @@ def low_watermark(broker: BackgroundBroker, topic: str) -> int:
     return int(low)
 
 
-def alter_cluster_default(broker: BackgroundBroker, name: str, value: str) -> None:
+def alter_cluster_default(broker: BackgroundBroker, name: str, value: str) -> Any:
     """Set a cluster-wide dynamic broker default (resource ``""``, which the admin
-    clients of Python cannot name) over the wire."""
+    clients of Python cannot name) over the wire; the resource's response."""
     wire = WireClient(broker.bootstrap_servers)
     try:
         body = wire.call(
@@ -149,7 +155,8 @@ def alter_cluster_default(broker: BackgroundBroker, name: str, value: str) -> No
         )
     finally:
         wire.close()
-    assert [r.error_code for r in body.responses] == [0]
+    (response,) = body.responses
+    return response
 
 
 def test_a_topic_change_takes_effect_on_the_live_log_and_survives_a_restart(
@@ -274,7 +281,7 @@ def test_dynamic_broker_defaults_reach_topics_without_overrides_and_persist(
         client = admin(broker)
         create(client, "inherits")
         create(client, "overrides", **{"retention.ms": "1234"})
-        alter_cluster_default(broker, "log.retention.ms", "3600000")
+        assert alter_cluster_default(broker, "log.retention.ms", "3600000").error_code == 0
         alter(client, BROKER, "0", ("message.max.bytes", SET, "200"))
         assert_too_large(produce(broker, "inherits", b"x" * VALUE_BYTES))
         with pytest.raises(KafkaException) as refused:
@@ -353,3 +360,112 @@ async def test_aiokafka_alter_and_describe_configs(async_tickwheel_broker: Broke
     name, value, _read_only, source, _sensitive, synonyms = entries["retention.ms"]
     assert (name, value, source) == ("retention.ms", "9000", 1)
     assert [s[0] for s in synonyms] == ["retention.ms", "log.retention.ms"]
+
+
+def refusal(client: AdminClient, name: str, value: str) -> KafkaError:
+    with pytest.raises(KafkaException) as refused:
+        alter(client, BROKER, "0", (name, SET, value))
+    error: KafkaError = refused.value.args[0]
+    return error
+
+
+def test_a_kafka_config_this_broker_does_not_use_is_stored_and_survives_a_restart(
+    tmp_path: Path,
+) -> None:
+    config = broker_config(tmp_path)
+    with BackgroundBroker(config) as broker:
+        client = admin(broker)
+        assert describe(client, BROKER, "0")[RELOGIN].value == "60000"
+        alter(client, BROKER, "0", (RELOGIN, SET, "58000"))
+        alter(
+            client,
+            BROKER,
+            "0",
+            ("listener.name.plaintext.ssl.keystore.location", SET, "/keys/broker.jks"),
+        )
+    with BackgroundBroker(config) as again:
+        entries = describe(admin(again), BROKER, "0")
+    relogin = entries[RELOGIN]
+    assert relogin.value == "58000"
+    assert relogin.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert not relogin.is_read_only
+    listener = entries[KEYSTORE]
+    assert listener.value == "/keys/broker.jks"
+    assert not listener.is_read_only
+
+
+def test_kafkas_refusals_of_broker_configs(tmp_path: Path) -> None:
+    with BackgroundBroker(broker_config(tmp_path)) as broker:
+        client = admin(broker)
+        for name, value, message in (
+            ("num.partitions", "3", "Cannot update these configs dynamically"),
+            ("ssl.keystore.location", "/keys/broker.jks", "only per-listener"),
+            (RELOGIN, "soon", "Not a number of type LONG"),
+            ("num.io.threads", "2147483648", "Not a number of type INT"),
+            ("log.preallocate", "maybe", "either true or false"),
+        ):
+            error = refusal(client, name, value)
+            assert error.code() == KafkaError.INVALID_REQUEST, name
+            assert message in error.str()
+            assert name in error.str()
+        unknown = refusal(client, "no.such.broker.config", "1")
+        assert unknown.code() == KafkaError.INVALID_CONFIG
+        assert describe(client, BROKER, "0")[RELOGIN].source == ConfigSource.DEFAULT_CONFIG.value
+        response = alter_cluster_default(broker, RELOGIN, "1")
+    assert response.error_code == INVALID_REQUEST
+    assert "broker id must be specified" in response.error_message
+
+
+def test_kafka_python_reads_each_configs_kafka_type(tmp_path: Path) -> None:
+    with BackgroundBroker(broker_config(tmp_path)) as broker:
+        create(admin(broker), "typed")
+        client = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        try:
+            described: dict[str, Any] = client.describe_configs(
+                [
+                    KafkaPythonResource(ConfigResourceType.BROKER, "0"),
+                    KafkaPythonResource(ConfigResourceType.TOPIC, "typed"),
+                ],
+                config_filter="all",
+            )
+        finally:
+            client.close()
+    brokers = described["broker"]["0"]
+    assert {
+        name: brokers[name]["config_type"]
+        for name in (
+            RELOGIN,
+            "num.io.threads",
+            "offsets.topic.replication.factor",
+            "log.cleaner.min.cleanable.ratio",
+            "auto.create.topics.enable",
+            "log.cleanup.policy",
+            "principal.builder.class",
+            "sasl.kerberos.service.name",
+            "ssl.key.password",
+        )
+    } == {
+        RELOGIN: "LONG",
+        "num.io.threads": "INT",
+        "offsets.topic.replication.factor": "SHORT",
+        "log.cleaner.min.cleanable.ratio": "DOUBLE",
+        "auto.create.topics.enable": "BOOLEAN",
+        "log.cleanup.policy": "LIST",
+        "principal.builder.class": "CLASS",
+        "sasl.kerberos.service.name": "STRING",
+        "ssl.key.password": "PASSWORD",
+    }
+    assert brokers["ssl.key.password"]["is_sensitive"]
+    assert brokers["ssl.key.password"]["value"] is None
+    assert brokers["broker.id"]["read_only"]
+    assert not brokers[RELOGIN]["read_only"]
+    topics = described["topic"]["typed"]
+    assert {
+        name: topics[name]["config_type"]
+        for name in ("retention.ms", "segment.bytes", "cleanup.policy", "min.cleanable.dirty.ratio")
+    } == {
+        "retention.ms": "LONG",
+        "segment.bytes": "INT",
+        "cleanup.policy": "LIST",
+        "min.cleanable.dirty.ratio": "DOUBLE",
+    }

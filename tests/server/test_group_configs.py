@@ -40,7 +40,6 @@ def test_defaults_come_from_the_broker_settings() -> None:
         ({"share.auto.offset.reset": "newest"}, "Invalid value newest"),
         ({"share.auto.offset.reset": "by_duration:1h"}, "Invalid value"),
         ({"share.isolation.level": "serializable"}, "Invalid value"),
-        ({"share.isolation.level": "read_committed"}, "Invalid value"),
         ({"share.auto.offset.reset": "by_duration:P"}, "Invalid value"),
     ],
 )

@@ -58,7 +58,8 @@ def test_a_compressed_produce_is_stored_compressed(tickwheel_broker: BackgroundB
     """An older librdkafka (this kcat's 2.0.2) compresses only if the broker lists
     Produce below version 3, as Kafka 4 does (KAFKA-18659): from 3 it logs "Broker does
     not support compression type gzip" and sends the batch uncompressed."""
-    lines = b"".join(b"line %d of many alike\n" % i for i in range(200))
+    # Each line compresses on its own: a batch of one is still sent compressed.
+    lines = b"".join(b"%d " % i + b"alike " * 40 + b"\n" for i in range(200))
     kcat(tickwheel_broker, "-P", "-t", "gz", "-p", "0", "-z", "gzip", stdin=lines)
     attributes = first_batch_attributes(tickwheel_broker.bootstrap_servers, "gz")
     assert attributes & COMPRESSION_CODEC_MASK == GZIP

@@ -8,10 +8,12 @@ the persister before an acknowledgement returns.
 from __future__ import annotations
 
 import asyncio
+import struct
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from tickwheel.record import SimpleRecord, build_batch, build_end_txn_marker
 from tickwheel.share_delivery import (
     AcknowledgementBatch,
     AcknowledgeType,
@@ -21,6 +23,7 @@ from tickwheel.share_delivery import (
     ShareFetchPartitionResult,
     ShareGroupState,
     SharePartitionKey,
+    aborted_batches,
     record_batches,
 )
 
@@ -31,11 +34,21 @@ WAIT_MS = 5_000
 
 
 def fetch(
-    shares: Shares, member: str, *, max_wait_ms: int = WAIT_MS, max_records: int = 100
+    shares: Shares,
+    member: str,
+    *,
+    max_wait_ms: int = WAIT_MS,
+    max_records: int = 100,
+    max_bytes: int = 1 << 20,
 ) -> asyncio.Task[dict[SharePartitionKey, ShareFetchPartitionResult]]:
     return asyncio.create_task(
         shares.manager.fetch(
-            "g", member, [KEY], max_wait_ms=max_wait_ms, max_records=max_records, max_bytes=1 << 20
+            "g",
+            member,
+            [KEY],
+            max_wait_ms=max_wait_ms,
+            max_records=max_records,
+            max_bytes=max_bytes,
         )
     )
 
@@ -296,6 +309,47 @@ async def test_a_backlog_is_read_a_chunk_at_a_time(
 
 
 @pytest.mark.asyncio
+async def test_only_the_first_batch_may_pass_max_bytes(
+    shares: Shares, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tickwheel.share_delivery._manager.FIRST_READ_BYTES", 200)
+    shares.group_configs["share.auto.offset.reset"] = "earliest"
+    for n in range(6):
+        await shares.produce(str(n).encode() * 100)  # one batch of about 170 bytes each
+    sizes = [end - start for _, _, start, end in record_batches(await read_log(shares))]
+    # The first read (one chunk) holds one batch, the second read two more of the three
+    # that remain below max bytes; the fourth batch would pass it.
+    max_bytes = sum(sizes[:3]) + sizes[3] // 2
+    result = (await fetch(shares, "a", max_bytes=max_bytes))[KEY]
+    assert result.records is not None
+    assert len(result.records) == sum(sizes[:3])
+    assert result.acquired == [AcquiredRecords(0, 0, 1), AcquiredRecords(1, 2, 1)]
+    larger = (await fetch(shares, "b", max_bytes=sizes[3] // 2))[KEY]
+    assert larger.records is not None
+    assert len(larger.records) == sizes[3]
+    assert larger.acquired == [AcquiredRecords(3, 3, 1)]
+
+
+@pytest.mark.asyncio
+async def test_a_batch_larger_than_a_read_chunk_still_joins_the_answer(
+    shares: Shares, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tickwheel.share_delivery._manager.FIRST_READ_BYTES", 200)
+    monkeypatch.setattr("tickwheel.share_delivery._manager.READ_CHUNK_BYTES", 200)
+    shares.group_configs["share.auto.offset.reset"] = "earliest"
+    await shares.produce(b"small")
+    await shares.produce(b"x" * 600)
+    result = (await fetch(shares, "a", max_bytes=2_000))[KEY]
+    assert result.acquired == [AcquiredRecords(0, 0, 1), AcquiredRecords(1, 1, 1)]
+
+
+async def read_log(shares: Shares) -> bytes:
+    replica = shares.replica_manager.get_partition(TP)
+    assert replica is not None
+    return replica.log.read(0, 1 << 20).records.read_bytes()
+
+
+@pytest.mark.asyncio
 async def test_records_deleted_from_the_log_are_skipped(shares: Shares) -> None:
     shares.group_configs["share.auto.offset.reset"] = "earliest"
     await shares.produce(b"a", b"b")
@@ -307,3 +361,31 @@ async def test_records_deleted_from_the_log_are_skipped(shares: Shares) -> None:
     replica.log.delete_records_before(2)
     result = (await fetch(shares, "n"))[KEY]
     assert result.acquired == [AcquiredRecords(2, 2, 1)]
+
+
+def stored_batch(base_offset: int, count: int, producer_id: int = -1, **kind: bool) -> bytes:
+    """A batch of ``count`` records as the log stores it at ``base_offset``."""
+    records = [SimpleRecord(None, b"v", 0) for _ in range(count)]
+    built = build_batch(records, producer_id=producer_id, producer_epoch=0, **kind)
+    return at_offset(base_offset, built)
+
+
+def at_offset(base_offset: int, batch: bytes) -> bytes:
+    return struct.pack(">q", base_offset) + batch[8:]
+
+
+def test_aborted_batches_are_the_data_batches_of_an_aborted_transaction() -> None:
+    log = b"".join(
+        (
+            stored_batch(0, 2, producer_id=1, transactional=True),  # aborted below
+            stored_batch(2, 1, producer_id=2, transactional=True),  # committed
+            at_offset(3, build_end_txn_marker(2, 0, 0, commit=True, timestamp_ms=0)),
+            at_offset(4, build_end_txn_marker(1, 0, 0, commit=False, timestamp_ms=0)),
+            stored_batch(5, 1, producer_id=1, transactional=True),  # a later transaction
+            stored_batch(6, 1),  # not transactional
+        )
+    )
+    assert aborted_batches(log, [(1, 0)]) == {0}
+    assert aborted_batches(log, [(1, 5), (1, 0)]) == {0, 5}
+    assert aborted_batches(log, [(2, 2)]) == {2}  # a COMMIT marker does not end it
+    assert aborted_batches(log, []) == set()

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from tickwheel.server import BackgroundBroker
 from tickwheel.timer import ManualClock
@@ -206,6 +207,107 @@ def test_delivery_count_limit_archives_a_record(
     produce(broker, topic, [b"next"], one_by_one=True)
     wait_for(lambda: (b"next", 1) in deliveries, "the next record", poll=handle)
     assert deliveries == [(b"poison", n) for n in range(1, DELIVERY_LIMIT + 1)] + [(b"next", 1)]
+
+
+def set_group_configs(broker: BackgroundBroker, group: str, **configs: str) -> None:
+    resource = ConfigResource(
+        ConfigResource.Type.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(name.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in configs.items()
+        ],
+    )
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.incremental_alter_configs([resource])[resource].result(DEADLINE_S)
+
+
+def transactional_producer(broker: BackgroundBroker, topic: str) -> Producer:
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "transactional.id": f"txn-{topic}",
+            "linger.ms": 0,
+        }
+    )
+    producer.init_transactions(DEADLINE_S)
+    return producer
+
+
+def produce_transactions(broker: BackgroundBroker, topic: str) -> None:
+    """One aborted transaction, then one committed, whose last record is ``end``."""
+    producer = transactional_producer(broker, topic)
+    for values, commit in (([b"aborted-1", b"aborted-2"], False), ([b"kept", b"end"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, value)
+        producer.flush(DEADLINE_S)
+        if commit:
+            producer.commit_transaction(DEADLINE_S)
+        else:
+            producer.abort_transaction(DEADLINE_S)
+
+
+@pytest.mark.parametrize(
+    ("isolation_level", "expected"),
+    [
+        ("read_committed", [b"kept", b"end"]),
+        ("read_uncommitted", [b"aborted-1", b"aborted-2", b"kept", b"end"]),
+    ],
+)
+def test_a_read_committed_group_never_sees_an_aborted_transaction(
+    broker: BackgroundBroker,
+    topic: str,
+    consumers: list[ShareConsumer],
+    isolation_level: str,
+    expected: list[bytes],
+) -> None:
+    create_topic(broker, topic)
+    group = f"isolation-{isolation_level}"
+    set_group_configs(
+        broker,
+        group,
+        share_auto_offset_reset="earliest",
+        share_isolation_level=isolation_level,
+    )
+    produce_transactions(broker, topic)
+    share_consumer = consumer(broker, group)
+    consumers.append(share_consumer)
+    share_consumer.subscribe([topic])
+    seen: list[bytes] = []
+    wait_for(
+        lambda: b"end" in seen,
+        "the committed transaction",
+        poll=lambda: seen.extend(m.value() for m in poll_messages(share_consumer)),
+    )
+    assert seen == expected
+
+
+def test_a_read_committed_group_waits_for_an_open_transaction(
+    broker: BackgroundBroker, topic: str, consumers: list[ShareConsumer]
+) -> None:
+    create_topic(broker, topic)
+    set_group_configs(
+        broker, "open", share_auto_offset_reset="earliest", share_isolation_level="read_committed"
+    )
+    producer = transactional_producer(broker, topic)
+    producer.begin_transaction()
+    producer.produce(topic, b"pending")
+    producer.flush(DEADLINE_S)
+    produce(broker, topic, [b"plain"], one_by_one=True)  # above the last stable offset
+    share_consumer = consumer(broker, "open")
+    consumers.append(share_consumer)
+    share_consumer.subscribe([topic])
+    seen: list[bytes] = []
+
+    def collect() -> None:
+        seen.extend(m.value() for m in poll_messages(share_consumer))
+
+    wait_for(lambda: waiting_share_fetches(broker) >= 1, "a waiting fetch", poll=collect)
+    assert seen == []
+    producer.commit_transaction(DEADLINE_S)
+    wait_for(lambda: len(seen) >= 2, "the committed records", poll=collect)
+    assert seen == [b"pending", b"plain"]
 
 
 _HOLDER = """

@@ -1,6 +1,6 @@
 """Kafka's own Java SystemTimer, built from Kafka's source at bench time, as a peer.
 
-``tickwheel bench timer`` runs Apache Kafka's timer beside tickwheel's as the issue's
+``tickwheel bench timer`` runs Apache Kafka's timer beside tickwheel's as its
 anchor. No Kafka jar is needed (nor downloaded): the bench copies Kafka's source files
 of the timer, unmodified, out of a checkout or git directory of apache/kafka, compiles
 them with ``javac`` into a temporary directory together with a driver written for this

@@ -83,14 +83,14 @@ DEFAULT_REPEAT = 3
 DEFAULT_SEED = 42
 MODES = ("threaded", "loop")
 KAFKA_JAVA_RATE = 228_000.0
-"""Requests/s of Apache Kafka's TestPurgatoryPerformance, unthrottled (the issue's figure)."""
+"""Requests/s of Apache Kafka's TestPurgatoryPerformance, unthrottled (quoted, not measured)."""
 KAFKA_JAVA_CPU_US = 9.2
-"""Its CPU per request, in µs (the issue's figure)."""
-_KAFKA_JAVA = "Kafka, Java (the issue's figure)"
+"""Its CPU per request, in µs (quoted, not measured)."""
+_KAFKA_JAVA = "Kafka, Java (quoted figure)"
 KAFKA_ANCHOR_SKIPPED = (
     "Kafka's purgatory: not run beside ours (at the pinned apache/kafka commit "
     "DelayedOperationPurgatory is Scala, core/src/main/scala/kafka/server/DelayedOperation.scala; "
-    "no Scala 2.13 compiler here, Debian's is 2.11); the chart shows the issue's figure"
+    "no Scala 2.13 compiler here, Debian's is 2.11); the chart shows its quoted figure"
 )
 
 Z_75 = 0.6744897501960817

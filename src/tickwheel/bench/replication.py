@@ -64,7 +64,7 @@ _LATENCY_TARGET_MS = 10.0
 _THROUGHPUT_TARGET_RATIO = 0.7
 _CPU_TARGET_RATIO = 3.0
 _RATES = (10, 100, 1000, 4000, 10000)
-"""Measurement 3's default rates, messages/s: the issue's sweep from idle to 10,000."""
+"""Measurement 3's default rates, messages/s: a sweep from idle to 10,000."""
 _MIN_RATE_MESSAGES = 100
 
 

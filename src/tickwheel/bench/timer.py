@@ -22,7 +22,7 @@ and the same pre-drawn random numbers for every peer, so only the timer code dif
 - ``sched`` -- ``sched.scheduler`` with a simulated ``timefunc``/``delayfunc``. Its
   ``cancel`` is O(n) (``list.remove`` + ``heapify``), so workloads (a) and (c) run it at
   ``1/sched-divisor`` of the size; its figures are per operation all the same.
-- ``Kafka SystemTimer (Java)`` -- the issue's anchor: Apache Kafka's own timer classes,
+- ``Kafka SystemTimer (Java)`` -- the anchor: Apache Kafka's own timer classes,
   compiled unmodified from a Kafka source given by ``--kafka-source`` (or
   ``TICKWHEEL_KAFKA_SOURCE``) at a pinned commit, driven in one JVM by a driver of the
   bench's own on the same inputs and a simulated clock (``tickwheel.bench._java_timer``
@@ -97,7 +97,7 @@ from tickwheel.timer import (
 )
 
 MAX_DELAY_MS = 10_000
-"""Delays are uniform in [1, MAX_DELAY_MS] (the issue's workloads)."""
+"""Delays are uniform in [1, MAX_DELAY_MS] (the benchmark's workloads)."""
 
 DEFAULT_N = 1_000_000
 DEFAULT_PENDING = 100_000
@@ -975,7 +975,7 @@ def _paired_ratio(
 
 
 def _java_lines(samples: dict[str, dict[str, list[float]]]) -> list[str]:
-    """How Kafka's Java compares, as the issue states its anchor (medians of paired ratios)."""
+    """How Kafka's Java compares, as the anchor is stated (medians of paired ratios)."""
     if KAFKA_JAVA not in samples:
         return []
     lines = []

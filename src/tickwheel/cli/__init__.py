@@ -8,9 +8,9 @@ Each verb parses its own arguments with argparse (the standard library: no depen
 and subcommands, choices and ``--help`` are all it needs here), so a typo in a verb, a
 subcommand or a choice is a usage message with exit status 2, never a traceback. The
 admin verbs (``topic``, ``group``, ``produce``, ``consume``) speak the Kafka protocol
-through confluent-kafka, and ``transaction`` through raw requests of its own
-(``_wire``, for the APIs no client library exposes), so they all work against any
-Kafka-compatible broker.
+through confluent-kafka, and ``transaction`` and ``feature`` through raw requests of
+their own (``_wire``, for the APIs no client library exposes), so they all work against
+any Kafka-compatible broker.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ _VERBS: dict[str, tuple[str, str]] = {
     ),
     "consume": ("tickwheel.cli._consume", "print records of a topic (kcat-like --format)"),
     "demo": ("tickwheel.cli._demo", "run the clickstream pipeline: broker -> Spark -> Kafka"),
+    "feature": (
+        "tickwheel.cli._feature",
+        "describe, upgrade, downgrade or disable the cluster's finalized feature levels",
+    ),
     "group": (
         "tickwheel.cli._group",
         "list, describe (offsets, lag), delete or seek (reset offsets of) consumer groups",

@@ -70,6 +70,16 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    in event order; ``update_acls`` writes a change and returns once this broker has
    applied its own notification, so the writer's next request already sees it.
 
+9. Finalized features (Kafka's ``/feature`` znode, KIP-584): the controller creates the
+   znode at ``default_features`` when it takes office and finds none (a new cluster);
+   every broker watches it and keeps ``feature_levels`` at ``features_epoch`` (the
+   znode's version; -1 until read), which its ApiVersions answers advertise.
+   ``update_features`` replaces the levels conditionally on the epoch they were
+   planned from, so of two concurrent updates one wins and the other is told to plan
+   again, the serialisation Kafka's controller gives; it returns once this broker has
+   applied its own write. ``start`` waits (at most the ZooKeeper connection timeout)
+   until the levels are known.
+
 Concurrency: the node lives on the broker's event loop; ZooKeeper calls run in worker
 threads (``asyncio.to_thread``); watch callbacks run on kazoo's thread and only post
 events to the loop (``call_soon_threadsafe``). The watched-path sets they share are
@@ -111,6 +121,7 @@ from tickwheel.cluster._znodes import (
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
     DEFAULT_BROKER_ENTITY,
+    FEATURE_PATH,
     GROUP_ENTITY,
     TOPIC_ENTITY,
     TOPICS_PATH,
@@ -124,6 +135,7 @@ from tickwheel.cluster._znodes import (
     decode_broker,
     decode_config_change,
     decode_controller,
+    decode_features,
     decode_partition_state,
     decode_topic,
     decode_topic_config,
@@ -213,6 +225,8 @@ class ClusterSettings:
     """The TLS this broker connects to that listener with; None for a plain one."""
     inter_broker_sasl: ChannelSasl | None = None
     """How this broker logs in to the others (a SASL inter-broker listener), or None."""
+    default_features: Mapping[str, int] = field(default_factory=dict)
+    """The finalized feature levels the controller writes to a new cluster's ``/feature``."""
 
 
 # -- events from the watches -----------------------------------------------------------
@@ -269,6 +283,13 @@ class _AclsChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class _FeaturesChanged:
+    levels: dict[str, int]
+    epoch: int
+    """The znode's version; -1: the znode is gone."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Barrier:
     """Set once every event queued before it has been applied."""
 
@@ -284,6 +305,7 @@ _Event = (
     | _ControllerElected
     | _ConfigChanged
     | _AclsChanged
+    | _FeaturesChanged
     | _Barrier
 )
 
@@ -322,6 +344,9 @@ class ClusterNode:
         self._acls = ZkAclStore(self._zk)
         # The newest ACL change notification applied, by notification path.
         self._applied_acl_changes: dict[str, int] = {}
+        # The finalized feature levels in ``/feature`` and their epoch (-1: not read yet).
+        self.feature_levels: dict[str, int] = {}
+        self.features_epoch = -1
         self.controller = Controller(self._zk, self.cache, settings.controller, self._post_state)
         elect_timer = SystemTimer("ElectLeader", executor=InlineExecutor())
         self._elect_timer_driver = AsyncioTimerDriver(elect_timer)
@@ -420,6 +445,7 @@ class ClusterNode:
         await synced.applied.wait()
         timeout_ms = self.settings.zookeeper.connection_timeout_ms
         await self.wait_until(lambda: self.cache.controller_id != NO_CONTROLLER, timeout_ms)
+        await self.wait_until(lambda: self.features_epoch >= 0, timeout_ms)
         await asyncio.to_thread(zk.register_broker, advertised)
         await self.wait_until(lambda: self.broker_id in self.cache.brokers, timeout_ms)
         # Only now can followers fetch from the leaderships taken above.
@@ -443,6 +469,7 @@ class ClusterNode:
         zk.watch_children(BROKER_IDS_PATH, self._on_broker_ids)
         zk.watch_children(TOPICS_PATH, self._on_topics)
         zk.watch_data(CONTROLLER_PATH, self._on_controller)
+        zk.watch_data(FEATURE_PATH, self._on_features)
         if self.acl_listener is not None:
             self._acls.watch(self._on_acls)
 
@@ -653,6 +680,18 @@ class ClusterNode:
             _log.warning("ignoring the controller znode: %s", exc)
         return None
 
+    def _on_features(self, data: bytes | None, stat: Any) -> bool | None:
+        if self._stopping:
+            return False
+        if data is None or stat is None:
+            self._post(_FeaturesChanged({}, -1))
+            return None
+        try:
+            self._post(_FeaturesChanged(decode_features(data), int(stat.version)))
+        except ZnodeError as exc:
+            _log.warning("ignoring the finalized features: %s", exc)
+        return None
+
     # -- applying events (the loop) ------------------------------------------------------
 
     async def _apply_events(self) -> None:
@@ -666,18 +705,15 @@ class ClusterNode:
                 self._changed.notify_all()
 
     async def _apply(self, event: _Event) -> None:
+        if self._apply_now(event):
+            return
         cache = self.cache
-        if isinstance(event, _Barrier):
-            event.applied.set()
-        elif isinstance(event, _BrokersChanged):
+        if isinstance(event, _BrokersChanged):
             cache.set_brokers(event.brokers)
             await self.controller.on_brokers_changed()
-        elif isinstance(event, _ControllerChanged):
-            cache.controller_id = event.controller_id
-            if event.controller_id != self.broker_id:
-                self.controller.deactivate()
         elif isinstance(event, _ControllerElected):
             await self.controller.activate(event.epoch)
+            await asyncio.to_thread(self._zk.create_features, self.settings.default_features)
         elif isinstance(event, _TopicChanged):
             cache.set_topic(
                 event.name,
@@ -691,12 +727,27 @@ class ClusterNode:
                 await self._reconcile(TopicPartition(event.name, partition))
         elif isinstance(event, _TopicDeleted):
             await self._delete_local(event.name)
+        elif isinstance(event, _StateChanged):
+            await self._record_state(event.tp, event.state)
+
+    def _apply_now(self, event: _Event) -> bool:
+        """Apply ``event`` if it needs no waiting; False if it does (not applied)."""
+        if isinstance(event, _Barrier):
+            event.applied.set()
+        elif isinstance(event, _ControllerChanged):
+            self.cache.controller_id = event.controller_id
+            if event.controller_id != self.broker_id:
+                self.controller.deactivate()
         elif isinstance(event, _ConfigChanged):
             self._apply_config(event)
         elif isinstance(event, _AclsChanged):
             self._apply_acls(event)
+        elif isinstance(event, _FeaturesChanged):
+            self.feature_levels, self.features_epoch = event.levels, event.epoch
+            _log.info("finalized features at epoch %d: %s", event.epoch, event.levels)
         else:
-            await self._record_state(event.tp, event.state)
+            return False
+        return True
 
     def _apply_acls(self, event: _AclsChanged) -> None:
         if self.acl_listener is not None:
@@ -1017,6 +1068,20 @@ class ClusterNode:
         """Replace ``user``'s config (its SCRAM credentials) at ``/config/users/<user>``
         and wait until this broker has applied it."""
         await self.alter_config(USER_ENTITY, sanitize_user(user), configs, timeout_ms=timeout_ms)
+
+    async def update_features(
+        self, levels: Mapping[str, int], planned_epoch: int, *, timeout_ms: int
+    ) -> int | None:
+        """Replace the finalized levels with ``levels``, planned from those at
+        ``planned_epoch``; the new epoch once this broker has applied it, or None if
+        another update came first (plan again from the newer levels)."""
+        epoch = await asyncio.to_thread(self._zk.set_features, levels, planned_epoch)
+        if epoch is None:
+            await self.wait_until(lambda: self.features_epoch != planned_epoch, timeout_ms)
+            return None
+        _log.info("finalized features set to %s (epoch %d)", dict(levels), epoch)
+        await self.wait_until(lambda: self.features_epoch >= epoch, timeout_ms)
+        return epoch
 
     async def allocate_producer_id(self) -> int:
         """A producer id never handed out before by any broker of the cluster."""

@@ -24,6 +24,9 @@ offers what a broker needs and nothing more:
 - ``set_entity_config``: a topic's or broker entity's config and a change
   notification under ``/config/changes``, in one transaction, as Kafka's
   ``AdminZkClient.changeConfigs`` writes them; every broker watches the notifications;
+- ``create_features`` and ``set_features``: the finalized feature levels in
+  ``/feature``, created once at a new cluster's levels, then replaced conditionally on
+  the znode version (the finalized epoch), so two updates never both win;
 - watches (``watch_children``, ``watch_data``), which call back with fresh data.
 
 A call made while the session reconnects waits, queued in kazoo, until it is connected
@@ -64,6 +67,7 @@ from tickwheel.cluster._znodes import (
     CONFIG_CHANGES_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
+    FEATURE_PATH,
     PERSISTENT_PATHS,
     PRODUCER_ID_BLOCK_PATH,
     BrokerRegistration,
@@ -80,6 +84,7 @@ from tickwheel.cluster._znodes import (
     encode_cluster_id,
     encode_config_change,
     encode_controller,
+    encode_features,
     encode_partition_state,
     encode_producer_id_block,
     encode_topic,
@@ -220,6 +225,20 @@ class ZkClient:
             self._client.create(CLUSTER_ID_PATH, encode_cluster_id(proposed))
         data, _ = self._client.get(CLUSTER_ID_PATH)
         return decode_cluster_id(data)
+
+    def create_features(self, levels: Mapping[str, int]) -> None:
+        """Create ``/feature`` at ``levels`` unless it exists (then it is left as it is)."""
+        with contextlib.suppress(NodeExistsError):
+            self._client.create(FEATURE_PATH, encode_features(levels))
+
+    def set_features(self, levels: Mapping[str, int], epoch: int) -> int | None:
+        """Replace the finalized levels in ``/feature`` if it is still at version
+        ``epoch``; the new epoch, or None if another update came first."""
+        try:
+            stat = self._client.set(FEATURE_PATH, encode_features(levels), version=epoch)
+        except (BadVersionError, NoNodeError):
+            return None
+        return int(stat.version)
 
     def register_broker(self, registration: BrokerRegistration) -> None:
         """Create ``/brokers/ids/<id>`` for this session, waiting out a stale one."""

@@ -15,6 +15,7 @@ Brokers and tools written for Kafka's ZooKeeper mode read the same documents:
 ``/controller_epoch``                       how many controllers there have been
 ``/cluster/id``                             the cluster id
 ``/latest_producer_id_block``               the last block of producer ids handed out
+``/feature``                                the finalized feature levels (KIP-584)
 ==========================================  ===========================================
 
 A partition state's znode *version* travels with the decoded ``LeaderAndIsr``, since
@@ -45,6 +46,10 @@ CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 CLUSTER_ID_PATH = "/cluster/id"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+FEATURE_PATH = "/feature"
+_FEATURE_ZNODE_V1 = 1
+_FEATURE_ZNODE_V2 = 2
+_FEATURES_ENABLED = 1
 BROKER_CONFIGS_PATH = "/config/brokers"
 GROUP_CONFIGS_PATH = "/config/groups"
 USER_CONFIGS_PATH = "/config/users"
@@ -434,6 +439,44 @@ def decode_producer_id_block(data: bytes) -> ProducerIdBlock:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ZnodeError(f"producer id block is malformed: {exc!r}") from None
+
+
+def encode_features(levels: Mapping[str, int]) -> bytes:
+    """``/feature`` as Kafka's ZooKeeper-mode controller writes it (``FeatureZNode``
+    version 2, status enabled): each finalized feature's ``max_version_level``, the
+    features at level 0 left out. The znode's version is the finalized epoch."""
+    return _encode_json(
+        {
+            "version": _FEATURE_ZNODE_V2,
+            "status": _FEATURES_ENABLED,
+            "features": {
+                name: {"max_version_level": level}
+                for name, level in sorted(levels.items())
+                if level > 0
+            },
+        }
+    )
+
+
+def decode_features(data: bytes) -> dict[str, int]:
+    """The finalized levels in ``/feature`` (version 1 or 2, as Kafka reads them); a
+    disabled znode (status 0) finalizes nothing."""
+    document = _decode_json(data, "/feature")
+    version, status = document.get("version"), document.get("status")
+    if version not in (_FEATURE_ZNODE_V1, _FEATURE_ZNODE_V2):
+        raise ZnodeError(f"/feature has an unsupported version {version!r}")
+    if status not in (0, _FEATURES_ENABLED):
+        raise ZnodeError(f"/feature has a malformed status {status!r}")
+    features = document.get("features")
+    if not isinstance(features, dict):
+        raise ZnodeError("/feature has no features map")
+    levels = {}
+    for name, info in features.items():
+        level = info.get("max_version_level") if isinstance(info, dict) else None
+        if not isinstance(level, int) or level < 1:
+            raise ZnodeError(f"/feature: {name} has no max_version_level >= 1")
+        levels[str(name)] = level
+    return levels if status == _FEATURES_ENABLED else {}
 
 
 def parse_int_children(children: Sequence[str]) -> list[int]:

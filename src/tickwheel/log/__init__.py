@@ -33,7 +33,9 @@ from tickwheel.log._checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     OFFSET_CHECKPOINTS,
     RECOVERY_POINT_CHECKPOINT,
+    TEMP_SUFFIX,
     fsync_dir,
+    fsync_file,
     read_checkpoint,
     write_atomically,
 )
@@ -68,7 +70,7 @@ from tickwheel.log._offset_checkpoints import OffsetCheckpoints
 from tickwheel.log._offset_metadata import LogOffsetMetadata
 from tickwheel.log._producer_state import AppendOrigin, ProducerStateSummary
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
-from tickwheel.log._recovery import UNFLUSHED_RECOVERED
+from tickwheel.log._recovery import CLEANED_SUFFIX, SWAP_SUFFIX, UNFLUSHED_RECOVERED
 from tickwheel.log._txn_index import AbortedTxn
 from tickwheel.record import (
     CONTROL_FLAG_MASK,
@@ -89,6 +91,7 @@ from tickwheel.record import (
 )
 
 __all__ = [
+    "CLEANED_SUFFIX",
     "CONTROL_FLAG_MASK",
     "EARLIEST_TIMESTAMP",
     "HIGH_WATERMARK_CHECKPOINT",
@@ -99,6 +102,8 @@ __all__ = [
     "OFFSET_CHECKPOINTS",
     "RECORD_BATCH_OVERHEAD",
     "RECOVERY_POINT_CHECKPOINT",
+    "SWAP_SUFFIX",
+    "TEMP_SUFFIX",
     "TIMESTAMP_TYPE_MASK",
     "TRANSACTIONAL_FLAG_MASK",
     "UNDEFINED_EPOCH",
@@ -138,6 +143,7 @@ __all__ = [
     "build_end_txn_marker",
     "check_batch",
     "fsync_dir",
+    "fsync_file",
     "parse_end_txn_marker",
     "read_checkpoint",
     "read_control_batch",

@@ -1380,8 +1380,14 @@ class Log:
             except OSError as error:
                 raise LogStorageError(f"checkpoint of {self._dir_path} failed: {error}") from error
 
-    def close(self) -> None:
-        """Flush everything and close the files; idempotent."""
+    def close(self, *, release_files: bool = True) -> None:
+        """Flush everything and close the files; idempotent.
+
+        With ``release_files`` False the log refuses every call from now on but leaves
+        its segment files open to the slices still reading them (a fetch being sent);
+        each closes when its last reader drops it. A log moved to another directory is
+        closed so.
+        """
         with self._lock:
             if self._closed:
                 return
@@ -1390,8 +1396,9 @@ class Log:
                 self._take_snapshot(self._log_end.message_offset)
             finally:
                 self._closed = True
-                for segment in self._segments:
-                    segment.close()
+                if release_files:
+                    for segment in self._segments:
+                        segment.close()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -4,8 +4,10 @@
 LEO over a ``tickwheel.log.Log``) and three purgatories — Produce, Fetch and
 DeleteRecords — driven by the asyncio event loop. ``DelayedProduce``,
 ``DelayedFetch`` and ``DelayedDeleteRecords`` carry Kafka's completion cases in their
-docstrings and code. Built on ``tickwheel.log``, ``tickwheel.purgatory`` and
-``tickwheel.timer``; knows nothing of sockets or the wire format.
+docstrings and code. ``LogManager`` keeps the logs under ``log.dirs`` and moves one
+between them (``LogDirMove``, AlterReplicaLogDirs). Built on ``tickwheel.log``,
+``tickwheel.purgatory`` and ``tickwheel.timer``; knows nothing of sockets or the wire
+format.
 
 Concurrency: everything runs on one event-loop thread (see ``_manager``).
 """
@@ -26,7 +28,7 @@ from tickwheel.replica._fetcher import (
 from tickwheel.replica._isr import IsrManager, IsrWriter
 from tickwheel.replica._leader_and_isr import NO_LEADER, LeaderAndIsr
 from tickwheel.replica._leadership import become_follower, become_leader
-from tickwheel.replica._log_manager import LogDirError, LogManager, check_log_dir
+from tickwheel.replica._log_manager import LogDirError, LogDirInfo, LogManager, check_log_dir
 from tickwheel.replica._manager import PurgatoryConfig, ReplicaManager
 from tickwheel.replica._partition import OffsetSnapshot, Partition, PartitionError, ReplicaState
 from tickwheel.replica._types import (
@@ -71,6 +73,7 @@ __all__ = [
     "IsrWriter",
     "LeaderAndIsr",
     "LogDirError",
+    "LogDirInfo",
     "LogManager",
     "OffsetSnapshot",
     "Partition",

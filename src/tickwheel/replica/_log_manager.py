@@ -8,7 +8,8 @@ partition (``OffsetCheckpoints``). At start-up every such directory is opened
 (``Log.open`` recovers it, from the offsets its directory's checkpoints hold); a
 deleted partition's directory is closed and removed, and its entries leave the files
 with their next write. A new partition goes to the online directory holding the
-fewest partitions, as Kafka's ``LogManager.nextLogDirs`` places it.
+fewest partitions, as Kafka's ``LogManager.nextLogDirs`` places it, unless
+AlterReplicaLogDirs named its directory before it was hosted (``prefer_dir``).
 
 Checkpoints: the broker has ``checkpoint`` write the high watermarks every
 ``replica.high.watermark.checkpoint.interval.ms``, the recovery points every
@@ -39,6 +40,15 @@ other directories go on serving. ``offline_dir_count`` is Kafka's
 directory fails: it keeps answering metadata and group requests, and its offline
 partitions keep answering KAFKA_STORAGE_ERROR, which is what an operator can see.
 
+Moving a log to another directory (AlterReplicaLogDirs): ``start_move`` creates a
+``LogDirMove``, whose copy passes the ``ReplicaManager`` runs on a worker thread, and
+``finish_move`` swaps it in on the loop; ``_log_dir_move`` tells the steps and why a
+crash at any of them loses nothing. At start-up every ``-future`` directory left by
+a move is deleted, and a ``-delete`` directory is renamed back when its partition has
+no other directory (a crash between the swap's two renames), else deleted.
+``describe`` answers DescribeLogDirs: each directory, its volume's total and usable
+bytes, and the current and future logs it holds.
+
 Concurrency: owned by the ``ReplicaManager``; every method is called on its event-loop
 thread, except ``checkpoint``, which may run on a worker thread over the list
 ``logs()`` returned (a ``Log`` is thread-safe; a log closed meanwhile is skipped).
@@ -52,7 +62,8 @@ import logging
 import os
 import shutil
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tickwheel.log import (
@@ -63,6 +74,13 @@ from tickwheel.log import (
     OffsetCheckpoints,
     fsync_dir,
     read_checkpoint,
+)
+from tickwheel.replica._log_dir_move import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    LogDirMove,
+    moving_dir_name,
+    parse_moving_dir,
 )
 from tickwheel.replica._types import TopicPartition
 
@@ -77,6 +95,29 @@ DirFailureListener = Callable[[Path, list[TopicPartition]], None]
 
 class LogDirError(Exception):
     """A ``log.dirs`` entry that cannot hold logs (start-up refuses to go on)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogInfo:
+    """A log in a log directory, as DescribeLogDirs reports it."""
+
+    tp: TopicPartition
+    size_bytes: int
+    # Current log: how far its end is below the high watermark (0 on a leader); future
+    # log: how far it is behind the current log's end.
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    """A ``log.dirs`` entry as DescribeLogDirs reports it; offline: no sizes, no logs."""
+
+    path: Path
+    online: bool
+    total_bytes: int = -1
+    usable_bytes: int = -1
+    logs: tuple[ReplicaLogInfo, ...] = ()
 
 
 def partition_dir_name(tp: TopicPartition) -> str:
@@ -149,6 +190,10 @@ class LogManager:
         self._offline: set[Path] = set()
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._moves: dict[TopicPartition, LogDirMove] = {}
+        # Where partitions not hosted yet are to be created (AlterReplicaLogDirs before
+        # the partition reached this broker, Kafka's ``preferredLogDirs``).
+        self._preferred: dict[TopicPartition, Path] = {}
         self._on_disk = self._scan()
         # Partitions on disk per directory, kept as ``_on_disk`` changes: placing a new
         # partition must not cost a pass over every partition.
@@ -177,10 +222,19 @@ class LogManager:
 
     def _scan(self) -> dict[TopicPartition, Path]:
         found: dict[TopicPartition, Path] = {}
+        deleting: list[tuple[TopicPartition, Path]] = []
         for log_dir in self.log_dirs:
             if not log_dir.is_dir():
                 continue
             for child in log_dir.iterdir():
+                moving = parse_moving_dir(child.name)
+                if moving is not None and child.is_dir():
+                    if moving[1] == FUTURE_DIR_SUFFIX:
+                        _log.info("deleting %s, the copy of a move the broker stopped in", child)
+                        shutil.rmtree(child, ignore_errors=True)
+                    else:
+                        deleting.append((moving[0], child))
+                    continue
                 tp = parse_partition_dir(child.name)
                 if tp is None or not child.is_dir():
                     continue
@@ -190,6 +244,19 @@ class LogManager:
                         f"{found[tp]} and {log_dir}; remove one of them"
                     )
                 found[tp] = log_dir
+        for tp, path in deleting:
+            if tp in found:
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            # The broker stopped between a move's two renames: the source is complete.
+            restored = path.parent / partition_dir_name(tp)
+            _log.warning("restoring %s as %s: its move did not finish", path, restored)
+            try:
+                path.rename(restored)
+                fsync_dir(str(path.parent))
+            except OSError as error:
+                raise LogDirError(f"cannot restore {path} as {restored}: {error}") from error
+            found[tp] = path.parent
         return found
 
     def existing_partitions(self) -> list[TopicPartition]:
@@ -199,6 +266,10 @@ class LogManager:
     def logs(self) -> list[Log]:
         """The open logs, as a list the caller may iterate on any thread."""
         return list(self._logs.values())
+
+    def open_log(self, tp: TopicPartition) -> Log | None:
+        """``tp``'s open log, if it has one."""
+        return self._logs.get(tp)
 
     @property
     def offline_dir_count(self) -> int:
@@ -222,6 +293,9 @@ class LogManager:
         online = [log_dir for log_dir in self.log_dirs if log_dir not in self._offline]
         if not online:
             raise LogStorageError("every log directory is offline")
+        preferred = self._preferred.pop(tp, None)
+        if preferred in online:
+            return preferred
         return min(online, key=lambda log_dir: self._held[log_dir])
 
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig) -> Log:
@@ -261,6 +335,7 @@ class LogManager:
         What cannot be removed now (out of descriptors) stays known, so a later call
         removes it.
         """
+        self.abandon_move(tp)
         log = self._logs.pop(tp, None)
         log_dir = self._dir_of.pop(tp, None) or self._on_disk.get(tp)
         try:
@@ -283,6 +358,9 @@ class LogManager:
         if log_dir in self._offline:
             return
         self._offline.add(log_dir)
+        for move in list(self._moves.values()):
+            if log_dir in (move.destination_dir, move.source.parent):
+                self.abandon_move(move.tp)
         failed = sorted(tp for tp, held_in in self._dir_of.items() if held_in == log_dir)
         _log.error(
             "log directory %s is offline after an I/O error (errno %s, %s): %d partitions "
@@ -359,6 +437,8 @@ class LogManager:
 
     def close(self) -> None:
         """Flush and close every log, then write each online directory's checkpoints."""
+        for tp in list(self._moves):
+            self.abandon_move(tp)
         logs, self._logs = self._logs, {}
         try:
             for tp, log in logs.items():
@@ -372,6 +452,143 @@ class LogManager:
                     _log.debug("closed log %s", tp)
         finally:
             self.write_checkpoints()
+
+    # -- moves between log directories (AlterReplicaLogDirs) ------------------------
+
+    def resolve_dir(self, path: str) -> Path | None:
+        """The ``log.dirs`` entry whose absolute path is ``path``, or None."""
+        wanted = os.path.abspath(path)
+        return next((d for d in self.log_dirs if os.path.abspath(d) == wanted), None)
+
+    def is_dir_offline(self, log_dir: Path) -> bool:
+        """Whether ``log_dir`` (a ``log.dirs`` entry) is offline."""
+        return log_dir in self._offline
+
+    def prefer_dir(self, tp: TopicPartition, log_dir: Path) -> None:
+        """Create ``tp``'s log in ``log_dir`` when it is first hosted here."""
+        self._preferred[tp] = log_dir
+
+    def move_of(self, tp: TopicPartition) -> LogDirMove | None:
+        """The move of ``tp``'s log under way, if any."""
+        return self._moves.get(tp)
+
+    def start_move(self, tp: TopicPartition, destination: Path) -> LogDirMove:
+        """Begin moving ``tp``'s open log to ``destination``: its future directory exists.
+
+        ``LogStorageError`` if the log is not open here; ``OSError`` (the destination
+        taken offline first) if the future directory cannot be created.
+        """
+        log_dir = self._dir_of.get(tp)
+        if log_dir is None or tp not in self._logs:
+            raise LogStorageError(f"{tp} has no open log to move")
+        move = LogDirMove(tp, log_dir / partition_dir_name(tp), destination)
+        try:
+            move.create()
+        except OSError as error:
+            move.discard()
+            if storage_failure(error) is not None:
+                self.fail_dir(destination, error)
+            raise
+        self._moves[tp] = move
+        return move
+
+    def abandon_move(self, tp: TopicPartition) -> None:
+        """Stop ``tp``'s move, if any, and remove its copy."""
+        move = self._moves.pop(tp, None)
+        if move is not None:
+            move.discard()
+
+    def finish_move(self, tp: TopicPartition) -> Log:
+        """Swap ``tp``'s future log in for its current one (step 3 of ``_log_dir_move``);
+        the log, open in the destination.
+
+        Raises ``LogStorageError``: when the destination fails before the swap the
+        move is abandoned and the source log reopened where it was (the destination
+        taken offline); when the source fails, its directory is taken offline.
+        """
+        move = self._moves.pop(tp)
+        source_dir, destination = move.source.parent, move.destination_dir
+        old = self._logs[tp]
+        high_watermark = old.high_watermark
+        key = (tp.topic, tp.partition)
+        try:
+            old.close(release_files=False)
+        except (OSError, LogStorageError) as error:
+            move.discard()
+            cause = storage_failure(error)
+            if cause is not None:
+                self.fail_dir(source_dir, cause)
+            self._logs.pop(tp, None)
+            raise
+        source, target = self._checkpoints[source_dir], self._checkpoints[destination]
+        try:
+            move.copy_changed()
+            for name in OFFSET_CHECKPOINTS:
+                offset = source.get(name, key)
+                if offset is not None:
+                    target.stage(name, key, offset)
+            target.write()
+        except OSError as error:
+            move.discard()
+            target.remove([key])
+            self._logs.pop(tp)
+            if storage_failure(error) is not None:
+                self.fail_dir(destination, error)
+            self.get_or_create_log(tp, old.config).update_high_watermark(high_watermark)
+            raise LogStorageError(f"moving {tp} to {destination} failed: {error}") from error
+        doomed = source_dir / moving_dir_name(tp, DELETE_DIR_SUFFIX)
+        moved = destination / partition_dir_name(tp)
+        try:
+            move.source.rename(doomed)
+            fsync_dir(str(source_dir))
+            move.future.rename(moved)
+            fsync_dir(str(destination))
+            source.remove([key])
+            source.write()
+        except OSError as error:
+            self.fail_dir(source_dir, error)
+            raise LogStorageError(f"moving {tp} to {destination} failed: {error}") from error
+        shutil.rmtree(doomed, ignore_errors=True)
+        del self._logs[tp]
+        self._dir_of[tp] = self._on_disk[tp] = destination
+        self._held[source_dir] -= 1
+        self._held[destination] += 1
+        log = self.get_or_create_log(tp, old.config)
+        log.update_high_watermark(high_watermark)
+        _log.info("moved the log of %s from %s to %s", tp, source_dir, destination)
+        return log
+
+    def describe(self, partitions: Collection[TopicPartition] | None) -> list[LogDirInfo]:
+        """Each ``log.dirs`` entry with its current and future logs of ``partitions``
+        (None: all), for DescribeLogDirs."""
+        held: dict[Path, list[ReplicaLogInfo]] = {log_dir: [] for log_dir in self.log_dirs}
+        for tp, log in self._logs.items():
+            if partitions is not None and tp not in partitions:
+                continue
+            with contextlib.suppress(LogStorageError):
+                lag = max(log.high_watermark - log.log_end_offset, 0)
+                held[self._dir_of[tp]].append(ReplicaLogInfo(tp, log.size_bytes, lag, False))
+                move = self._moves.get(tp)
+                if move is not None:
+                    lag = log.log_end_offset - move.copied_end_offset
+                    held[move.destination_dir].append(
+                        ReplicaLogInfo(tp, move.size_bytes, lag, True)
+                    )
+        described = []
+        for log_dir in self.log_dirs:
+            path = Path(os.path.abspath(log_dir))
+            if log_dir in self._offline:
+                described.append(LogDirInfo(path, online=False))
+                continue
+            try:
+                usage = shutil.disk_usage(log_dir)
+            except OSError as error:
+                _log.warning("cannot read the volume sizes of %s: %s", log_dir, error)
+                described.append(LogDirInfo(path, online=False))
+                continue
+            logs = tuple(sorted(held[log_dir], key=lambda info: info.tp))
+            described.append(LogDirInfo(path, True, usage.total, usage.free, logs))
+        return described
 
     def write_checkpoints(self) -> None:
         """Write each online directory's checkpoints now, with the offsets its logs

@@ -39,6 +39,13 @@ whole log directory offline through the ``LogManager``; every partition in it is
 marked offline and answers KAFKA_STORAGE_ERROR from then on, while the partitions of
 the other directories go on serving (Kafka's ``handleLogDirFailure``).
 
+Moving a replica's log between this broker's log directories (AlterReplicaLogDirs,
+``alter_replica_log_dir``): a task per move runs ``_COPY_PASSES`` copy passes of the
+``LogDirMove`` on a worker thread, then swaps the copy in on the loop, between two
+appends, and the partition reads and appends to the moved log from then on (waiting
+fetches are checked against it). A move gives up when its partition is deleted or goes
+offline meanwhile; asking another destination cancels the move under way first.
+
 Three purgatories, named as Kafka's (``Produce``, ``Fetch``, ``DeleteRecords``), each
 with its own ``SystemTimer`` from the broker's ``LoopTimers`` (an ``InlineExecutor``,
 driven by an ``AsyncioTimerDriver``, or by a ``ManualClock``'s ``advance`` in tests):
@@ -46,7 +53,8 @@ no thread exists; completions, expirations and purges all run on the event loop.
 
 Concurrency: everything — handlers, partitions, logs, purgatories, timers — runs on
 the one event-loop thread that called ``start``; nothing here may be called from
-another thread.
+another thread. The one piece of work sent to a worker thread is a log move's copy
+pass, which touches files only (``LogDirMove.copy_changed``), never a log.
 """
 
 from __future__ import annotations
@@ -83,6 +91,7 @@ from tickwheel.replica._delayed_produce import (
     ProduceCallback,
     ProducePartitionStatus,
 )
+from tickwheel.replica._log_dir_move import LogDirMove, movable
 from tickwheel.replica._log_manager import LogManager, storage_failure
 from tickwheel.replica._partition import Partition, PartitionError
 from tickwheel.replica._types import (
@@ -107,6 +116,9 @@ _log = logging.getLogger(__name__)
 _VALID_ACKS = frozenset({ACKS_NONE, ACKS_LEADER, ACKS_ALL})
 _LATEST_OFFSET = -1
 _NO_OFFSET = -1
+_COPY_PASSES = 2
+"""Copy passes before a move's swap: the second copies what was appended during the
+first, so that the swap's own pass (appends paused) has little left to copy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +182,7 @@ class ReplicaManager:
         self._topic_generations: dict[str, int] = {}
         # Partitions appended to in this loop turn whose waiting fetches are not checked yet.
         self._fetch_wakeups: set[TopicPartition] = set()
+        self._move_tasks: dict[TopicPartition, asyncio.Task[None]] = {}
         # The owner starts and stops shared timers; a private set is started here.
         self._owns_timers = timers is None
         self._timers = LoopTimers() if timers is None else timers
@@ -225,6 +238,9 @@ class ReplicaManager:
             self._timers.stop()
         for purgatory in self.purgatories:
             purgatory.shutdown()
+        for task in self._move_tasks.values():
+            task.cancel()
+        self._move_tasks.clear()
         self._partitions.clear()
         self.log_manager.close()
 
@@ -337,6 +353,7 @@ class ReplicaManager:
             partition = self._partitions.pop(tp, None)
             if partition is None:
                 continue
+            self._cancel_move(tp)
             if not partition.offline:
                 self.log_manager.delete_log(tp)
             self._leadership_changed(tp)
@@ -593,7 +610,7 @@ class ReplicaManager:
         remaining_bytes = params.max_bytes
         # Like Kafka, the first partition with data returns at least one whole batch,
         # even past max bytes, so a consumer never stalls on a large batch.
-        min_one_message = True
+        min_one_message = not params.hard_max_bytes_limit
         results: dict[TopicPartition, FetchPartitionResult] = {}
         for tp, info in fetch_infos:
             result = self._read_partition(
@@ -704,6 +721,122 @@ class ReplicaManager:
         # The log start may have moved the LSO past an open transaction's first batch.
         self.fetch_purgatory.check_and_complete(_key(tp))
         return DeleteRecordsPartitionResult(ErrorCode.none, low_watermark=target)
+
+    # -- log directories ------------------------------------------------------------
+
+    def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str) -> ErrorCode:
+        """Start moving ``tp``'s log to ``log_dir``; the partition's AlterReplicaLogDirs
+        error, as Kafka's ``alterReplicaLogDirs`` answers it.
+
+        INVALID_TOPIC_EXCEPTION for a topic name too long for the future directory's
+        name; LOG_DIR_NOT_FOUND for a path not in ``log.dirs``; KAFKA_STORAGE_ERROR for an
+        offline destination, an offline partition, or while any directory is offline (a
+        future log is never created then); REPLICA_NOT_AVAILABLE for a partition not
+        hosted here, whose log is created in ``log_dir`` if it comes here later. A log
+        already there, or already moving there, answers NONE.
+        """
+        manager = self.log_manager
+        destination = manager.resolve_dir(log_dir)
+        partition = self._partitions.get(tp)
+        error = self._move_refusal(tp, partition, destination)
+        if error is not None or partition is None or destination is None:
+            return error or ErrorCode.replica_not_available
+        move = manager.move_of(tp)
+        if move is not None and move.destination_dir == destination:
+            return ErrorCode.none
+        self._cancel_move(tp)
+        if manager.dir_of(tp) == destination:
+            return ErrorCode.none
+        try:
+            move = manager.start_move(tp, destination)
+        except (OSError, LogStorageError) as error:
+            _log.warning("cannot move the log of %s to %s: %s", tp, destination, error)
+            return ErrorCode.kafka_storage_error
+        task = asyncio.get_running_loop().create_task(self._run_move(partition, move))
+        self._move_tasks[tp] = task
+        task.add_done_callback(lambda done: self._move_done(tp, done))
+        return ErrorCode.none
+
+    def _move_refusal(
+        self, tp: TopicPartition, partition: Partition | None, destination: Path | None
+    ) -> ErrorCode | None:
+        """Why ``tp``'s log cannot move to ``destination`` (None: not a log directory)
+        now, or None."""
+        if not movable(tp):
+            return ErrorCode.invalid_topic_exception
+        if destination is None:
+            return ErrorCode.log_dir_not_found
+        if self.log_manager.is_dir_offline(destination):
+            return ErrorCode.kafka_storage_error
+        if partition is None:
+            # Created there if it comes to this broker later, as Kafka's
+            # ``maybeUpdatePreferredLogDir``; the answer is still REPLICA_NOT_AVAILABLE.
+            self.log_manager.prefer_dir(tp, destination)
+            return (
+                ErrorCode.kafka_storage_error
+                if self.log_manager.is_offline(tp)
+                else ErrorCode.replica_not_available
+            )
+        # No future log either while a directory is offline, as Kafka.
+        some_offline = self.log_manager.offline_dir_count > 0
+        if partition.offline or (some_offline and self.log_manager.dir_of(tp) != destination):
+            return ErrorCode.kafka_storage_error
+        return None
+
+    def _cancel_move(self, tp: TopicPartition) -> None:
+        task = self._move_tasks.pop(tp, None)
+        if task is not None:
+            task.cancel()
+        self.log_manager.abandon_move(tp)
+
+    def _move_done(self, tp: TopicPartition, task: asyncio.Task[None]) -> None:
+        if self._move_tasks.get(tp) is task:
+            del self._move_tasks[tp]
+
+    def _still_moving(self, partition: Partition, move: LogDirMove) -> bool:
+        """Whether ``move`` should go on: not abandoned, its partition hosted and online
+        (else its copy is removed)."""
+        tp = move.tp
+        if self.log_manager.move_of(tp) is not move:
+            return False
+        if self._partitions.get(tp) is not partition or partition.offline:
+            self.log_manager.abandon_move(tp)
+            return False
+        return True
+
+    async def _run_move(self, partition: Partition, move: LogDirMove) -> None:
+        """Copy ``move`` while the partition serves, then swap it in (on the loop)."""
+        tp = move.tp
+        try:
+            for _ in range(_COPY_PASSES):
+                end_offset = partition.log.log_end_offset
+                await asyncio.to_thread(move.copy_changed)
+                if not self._still_moving(partition, move):
+                    return
+                move.copied_end_offset = end_offset
+        except OSError as error:
+            if not self._still_moving(partition, move):
+                return  # abandoned meanwhile: its copy was removed under the pass
+            _log.error("copying the log of %s to %s failed: %s", tp, move.destination_dir, error)
+            self.log_manager.abandon_move(tp)
+            if storage_failure(error) is not None:
+                failed = str(error.filename or "")
+                reading = failed.startswith(str(move.source))
+                self.log_manager.fail_dir(
+                    move.source.parent if reading else move.destination_dir, error
+                )
+            return
+        try:
+            partition.log = self.log_manager.finish_move(tp)
+        except LogStorageError as error:
+            _log.error("moving the log of %s to %s failed: %s", tp, move.destination_dir, error)
+            # The source log, reopened where it was unless its directory failed.
+            reopened = self.log_manager.open_log(tp)
+            if reopened is not None:
+                partition.log = reopened
+            return
+        # Fetches waiting on the closed log read the moved one.
+        self._complete_delayed_requests(tp)
 
     def _log_failure(self, tp: TopicPartition, error: LogError | OSError) -> ErrorCode:
         """The error code for a log operation on ``tp`` that raised ``error``.

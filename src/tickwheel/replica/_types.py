@@ -71,6 +71,8 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation: FetchIsolation
+    hard_max_bytes_limit: bool = False
+    """Kafka's ``hardMaxBytesLimit``: no batch past ``max_bytes``, not even the first."""
 
     @property
     def is_from_follower(self) -> bool:

@@ -51,6 +51,7 @@ from tickwheel.security import (
     client_credentials,
 )
 from tickwheel.server._context import BrokerContext, BrokerState
+from tickwheel.server._features import default_levels
 from tickwheel.server._topics import legacy_topic_id
 from tickwheel.server.config._broker import BrokerConfig, ConfigError
 from tickwheel.server.net._tls import inter_broker_ssl_context
@@ -98,6 +99,7 @@ def cluster_settings(
         inter_broker_listener=config.inter_broker_listener().name,
         inter_broker_ssl_context=inter_broker_ssl_context(config),
         inter_broker_sasl=inter_broker_sasl(config),
+        default_features=default_levels(),
     )
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
 from tickwheel.security import AclAuthorizer, current_session_or_none
 from tickwheel.server._acl_store import AclStore
+from tickwheel.server._features import FeatureUpdate, FinalizedFeatures, plan_update
 from tickwheel.server._metrics import BrokerMetrics
 from tickwheel.server._topic_metadata import TopicMetadataParts
 from tickwheel.server._topics import TopicInfo, TopicRegistry
@@ -63,6 +65,7 @@ _log = logging.getLogger(__name__)
 _ALTER_CONFIG_TIMEOUT_MS = 30_000
 """How long an alteration waits for this broker to apply its own change (cluster)."""
 
+_MS_PER_S = 1000.0
 STORAGE_ERRORS = (OSError, LogStorageError)
 """What creating a partition's log raises when the disk or the descriptors fail."""
 
@@ -224,6 +227,40 @@ class BrokerState:
             return
         self.topics.set_broker_configs(entity, dict(configs))
         self.apply_broker_configs(entity, configs)
+
+    @property
+    def finalized_features(self) -> FinalizedFeatures:
+        """The cluster's finalized features as this broker knows them now."""
+        cluster = self.cluster
+        if cluster is not None:
+            return FinalizedFeatures(cluster.features_epoch, cluster.feature_levels)
+        return self.topics.finalized_features
+
+    async def update_features(
+        self, updates: tuple[FeatureUpdate, ...], *, validate_only: bool, timeout_ms: int
+    ) -> None:
+        """Apply ``updates`` to the finalized features, all or none (``plan_update``'s
+        ``FeatureUpdateError`` when one is refused; ``validate_only``: only checked).
+        Levels left as they were are no change and keep the epoch, as Kafka's
+        ZooKeeper-mode controller leaves ``/feature`` alone then.
+        In a cluster an update that loses the race to another is planned again, until
+        ``timeout_ms`` has passed (then ``TimeoutError``)."""
+        deadline_s = time.monotonic() + timeout_ms / _MS_PER_S
+        while True:
+            current = self.finalized_features
+            levels = plan_update(current, updates, self.broker_id)
+            if validate_only or levels == current.levels:
+                return
+            if self.cluster is None:
+                self.topics.set_finalized_features(FinalizedFeatures(current.epoch + 1, levels))
+                _log.info("finalized features set to %s (epoch %d)", levels, current.epoch + 1)
+                return
+            left_ms = round((deadline_s - time.monotonic()) * _MS_PER_S)
+            if left_ms <= 0:
+                raise TimeoutError(f"the finalized features did not settle in {timeout_ms} ms")
+            written = await self.cluster.update_features(levels, current.epoch, timeout_ms=left_ms)
+            if written is not None:
+                return
 
     def _broker_properties(self) -> dict[str, str]:
         return self.config.as_properties()

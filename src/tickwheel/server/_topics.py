@@ -4,8 +4,8 @@ Kafka keeps this in its metadata log (KRaft) or ZooKeeper; a single-node broker 
 only a small file in its log directory, ``tickwheel-metadata.json``, rewritten
 atomically (temporary file, fsync, rename) whenever a topic is created, grows, is
 deleted or has its configs changed, whenever the broker's dynamic configs or a group's
-configs change, or
-a new block of producer ids is taken. Producer ids are handed out from
+configs change, the finalized features change (``_features``), or a new block of
+producer ids is taken. Producer ids are handed out from
 blocks, as Kafka's controller does, so that after a restart no id is ever reused:
 a reused id would collide with the old producer's sequence numbers kept by the log.
 
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tickwheel.protocol import decode_topic_id, encode_topic_id
+from tickwheel.server._features import FinalizedFeatures, initial_features
 
 METADATA_FILE = "tickwheel-metadata.json"
 _FORMAT_VERSION = 1
@@ -85,6 +86,8 @@ class TopicRegistry:
         self.broker_configs: dict[str, dict[str, str]] = {}
         # Group config overrides by group id (KIP-848/KIP-932 group configs).
         self.group_configs: dict[str, dict[str, str]] = {}
+        # The finalized feature levels (a file written before features: the defaults).
+        self.finalized_features = initial_features()
         self._next_producer_id = 0
         self._producer_id_block_end = 0
         # Inside ``saves_deferred``: changes wait for one write at its end.
@@ -127,6 +130,12 @@ class TopicRegistry:
         self.group_configs = {
             group: dict(configs) for group, configs in data.get("group_configs", {}).items()
         }
+        features = data.get("finalized_features")
+        if features is not None:
+            self.finalized_features = FinalizedFeatures(
+                int(features["epoch"]),
+                {name: int(level) for name, level in features["levels"].items()},
+            )
         # Ids below the persisted block end may have been handed out before a crash.
         self._next_producer_id = self._producer_id_block_end = int(data["producer_id_block_end"])
 
@@ -213,6 +222,17 @@ class TopicRegistry:
             self.group_configs = before
             raise
 
+    def set_finalized_features(self, features: FinalizedFeatures) -> None:
+        """Replace the finalized features; kept as they were if the file cannot be
+        written (the ``OSError`` is raised)."""
+        before = self.finalized_features
+        self.finalized_features = features
+        try:
+            self._save()
+        except OSError:
+            self.finalized_features = before
+            raise
+
     def delete(self, name: str) -> TopicInfo:
         """Remove a topic; returns what it was."""
         info = self.topics.pop(name)
@@ -247,6 +267,10 @@ class TopicRegistry:
             },
             "broker_configs": self.broker_configs,
             "group_configs": self.group_configs,
+            "finalized_features": {
+                "epoch": self.finalized_features.epoch,
+                "levels": dict(self.finalized_features.levels),
+            },
         }
         self._path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_suffix(".tmp")

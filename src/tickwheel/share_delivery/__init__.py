@@ -23,7 +23,10 @@ from tickwheel.share_delivery._config import (
     BY_DURATION,
     EARLIEST,
     LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
     SHARE_AUTO_OFFSET_RESET,
+    SHARE_ISOLATION_LEVEL,
     SHARE_RECORD_LOCK_DURATION_MS,
     ShareConfig,
     by_duration_ms,
@@ -33,6 +36,7 @@ from tickwheel.share_delivery._lock import AcquisitionLock
 from tickwheel.share_delivery._manager import (
     ShareFetchPartitionResult,
     SharePartitionManager,
+    aborted_batches,
     record_batches,
 )
 from tickwheel.share_delivery._partition import (
@@ -65,7 +69,10 @@ __all__ = [
     "FINAL_EPOCH",
     "INITIAL_EPOCH",
     "LATEST",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
     "SHARE_AUTO_OFFSET_RESET",
+    "SHARE_ISOLATION_LEVEL",
     "SHARE_RECORD_LOCK_DURATION_MS",
     "AcknowledgeType",
     "AcknowledgementBatch",
@@ -86,6 +93,7 @@ __all__ = [
     "ShareSession",
     "ShareSessionCache",
     "ShareSessionError",
+    "aborted_batches",
     "by_duration_ms",
     "next_epoch",
     "record_batches",

@@ -13,8 +13,12 @@ Kafka's ``SharePartitionManager``, restated for one event loop. It owns:
 - the share sessions (``ShareSessionCache``).
 
 ``fetch`` acquires records for a member from each share-partition in turn, within the
-request's ``max_records`` and ``max_bytes``: it reads the partition's log (read
-uncommitted, up to the high watermark) from ``next_fetch_offset()`` -- first
+request's ``max_records`` and ``max_bytes`` (only the answer's first batch may pass
+``max_bytes``, Kafka's rule for fetches): it reads the partition's log from
+``next_fetch_offset()`` -- up to the high watermark, or for a group whose
+``share.isolation.level`` is ``read_committed`` up to the last stable offset, the
+records of aborted transactions archived as they are met (Kafka's ``SharePartition``:
+a read_committed group never sees them) -- first
 ``FIRST_READ_BYTES``, each further read twice the last, up to ``READ_CHUNK_BYTES`` (a
 fetch of a few records copies a few kilobytes, a large one few chunks) -- hands the
 record batches' offset ranges to ``SharePartition.acquire``, and answers the bytes of
@@ -48,13 +52,20 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
 from tickwheel.log import Log, LogError
 from tickwheel.purgatory import DelayedOperationPurgatory
-from tickwheel.record import iter_batches
+from tickwheel.record import (
+    CONTROL_FLAG_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    ControlType,
+    iter_batches,
+    read_control_batch,
+)
 from tickwheel.replica import (
     FetchIsolation,
     FetchParams,
@@ -66,7 +77,9 @@ from tickwheel.replica import (
 from tickwheel.share_delivery._config import (
     EARLIEST,
     LATEST,
+    READ_COMMITTED,
     SHARE_AUTO_OFFSET_RESET,
+    SHARE_ISOLATION_LEVEL,
     ShareConfig,
     by_duration_ms,
 )
@@ -101,6 +114,14 @@ member can acquire (at most ``max_records``, within the in-flight window) are se
 a long backlog is read a chunk at a time instead of 50 MiB per fetch."""
 
 
+class _LogRead(NamedTuple):
+    """A read of a share-partition's log: whole batches, and for a read_committed
+    read the ``(producer id, first offset)`` of each aborted transaction it overlaps."""
+
+    data: bytes
+    aborted: list[tuple[int, int]]
+
+
 @dataclass(slots=True)
 class ShareFetchPartitionResult:
     """What a ShareFetch gets from one share-partition."""
@@ -120,6 +141,35 @@ def record_batches(data: bytes, until_offset: int | None = None) -> list[tuple[i
         if until_offset is not None and last_offset >= until_offset:
             break
     return batches
+
+
+def aborted_batches(data: bytes, aborted_transactions: Sequence[tuple[int, int]]) -> set[int]:
+    """The first offsets of the batches in ``data`` that belong to an aborted transaction,
+    given the read's ``(producer id, first offset)`` of each (Kafka's
+    ``fetchAbortedTransactionRecordBatches``): a transactional data batch of a producer
+    whose aborted transaction began at or before the batch's end, until that producer's
+    ABORT marker."""
+    pending = sorted(aborted_transactions, key=lambda txn: txn[1])
+    aborting: set[int] = set()
+    batches = set()
+    for position, header in iter_batches(data):
+        while pending and pending[0][1] <= header.last_offset:
+            aborting.add(pending.pop(0)[0])
+        if not header.attributes & TRANSACTIONAL_FLAG_MASK or header.producer_id not in aborting:
+            continue
+        if not header.attributes & CONTROL_FLAG_MASK:
+            batches.add(header.base_offset)
+        elif _is_abort_marker(data[position : position + header.size_bytes], header):
+            aborting.discard(header.producer_id)
+    return batches
+
+
+def _is_abort_marker(batch: bytes, header: BatchHeader) -> bool:
+    try:
+        marker = read_control_batch(batch, header)
+    except ValueError:
+        return False
+    return marker is not None and marker.control_type is ControlType.ABORT
 
 
 def _keep_batches_holding(
@@ -337,9 +387,12 @@ class SharePartitionManager:
             else:
                 loaded.append(outcome)
         lock_duration_ms = self.lock_duration_ms(group_id)
+        committed = self._read_committed(group_id)
 
         def acquire() -> dict[SharePartitionKey, ShareFetchPartitionResult]:
-            return self._acquire_all(member_id, loaded, max_records, max_bytes, lock_duration_ms)
+            return self._acquire_all(
+                member_id, loaded, (max_records, max_bytes), lock_duration_ms, committed
+            )
 
         now = acquire()
         anything = any(r.acquired or r.error_code != ErrorCode.none for r in now.values())
@@ -373,20 +426,31 @@ class SharePartitionManager:
         self,
         member_id: str,
         partitions: Sequence[SharePartition],
-        max_records: int,
-        max_bytes: int,
+        limits: tuple[int, int],
         lock_duration_ms: int,
+        committed: bool,
     ) -> dict[SharePartitionKey, ShareFetchPartitionResult]:
+        """Acquire from each share-partition in turn within ``limits``, the request's max
+        records and max bytes; ``committed``: read_committed."""
+        max_records, max_bytes = limits
         results = {}
+        sent_bytes = 0
         for partition in partitions:
-            if max_records <= 0 or max_bytes <= 0 or not self._is_current(partition):
+            if max_records <= 0 or sent_bytes >= max_bytes or not self._is_current(partition):
                 # A share-partition dropped while this fetch waited is loaded again by
                 # the member's next fetch.
                 results[partition.key] = ShareFetchPartitionResult()
                 continue
-            result = self._acquire(partition, member_id, max_records, max_bytes, lock_duration_ms)
+            result = self._acquire(
+                partition,
+                member_id,
+                max_records,
+                (sent_bytes, max_bytes),
+                lock_duration_ms,
+                committed=committed,
+            )
             max_records -= sum(a.last_offset - a.first_offset + 1 for a in result.acquired)
-            max_bytes -= 0 if result.records is None else len(result.records)
+            sent_bytes += 0 if result.records is None else len(result.records)
             results[partition.key] = result
         return results
 
@@ -395,24 +459,40 @@ class SharePartitionManager:
         partition: SharePartition,
         member_id: str,
         max_records: int,
-        max_bytes: int,
+        response_bytes: tuple[int, int],
         lock_duration_ms: int,
+        *,
+        committed: bool,
     ) -> ShareFetchPartitionResult:
         """Read the log from the share-partition's next fetch offset and acquire, a chunk
-        of at most ``READ_CHUNK_BYTES`` at a time, until ``max_records`` or ``max_bytes``
-        is reached or nothing more can be acquired."""
+        of at most ``READ_CHUNK_BYTES`` at a time, until ``max_records`` or the response's
+        max bytes is reached or nothing more can be acquired. ``response_bytes`` is the
+        bytes the response already holds and its max bytes: as in Kafka's fetch, only the
+        response's first batch may pass that limit (so that a batch larger than the
+        limit still makes progress); every later read stops short of it."""
         tp = self.topic_partition(partition.key)
         if tp is None:
             return ShareFetchPartitionResult(ErrorCode.unknown_topic_id)
         acquired: list[AcquiredRecords] = []
         chunks: dict[int, bytes] = {}  # the batches holding acquired records, by offset
-        sent_bytes = 0
+        sent_bytes, max_bytes = response_bytes
         read_bytes = min(FIRST_READ_BYTES, READ_CHUNK_BYTES)
         while max_records > 0 and sent_bytes < max_bytes:
             fetch_offset = partition.next_fetch_offset()
             if fetch_offset is None:
                 break
-            read = self._read(tp, fetch_offset, min(read_bytes, max_bytes - sent_bytes))
+            remaining_bytes = max_bytes - sent_bytes
+            first_read = sent_bytes == 0  # the response's first batch: sent whole
+            chunk_bytes = min(read_bytes, remaining_bytes)
+            read = self._read(tp, fetch_offset, chunk_bytes, first_read, committed=committed)
+            if (
+                isinstance(read, _LogRead)
+                and not read.data
+                and not first_read
+                and chunk_bytes < remaining_bytes
+            ):
+                # The next batch is larger than a chunk but may fit the response.
+                read = self._read(tp, fetch_offset, remaining_bytes, False, committed=committed)
             read_bytes = min(2 * read_bytes, READ_CHUNK_BYTES)
             if read == ErrorCode.offset_out_of_range and self._skip_deleted(tp, partition):
                 continue
@@ -423,18 +503,21 @@ class SharePartitionManager:
             # At most max_records can be acquired, and at most the in-flight records
             # before them are not available: no batch past those is looked at (a small
             # fetch from a large backlog must not parse a whole chunk's headers).
-            batches = record_batches(read, fetch_offset + max_records + partition.in_flight)
+            batches = record_batches(read.data, fetch_offset + max_records + partition.in_flight)
             got = partition.acquire(
                 member_id,
                 [(first, last) for first, last, _, _ in batches],
                 max_records=max_records,
                 lock_duration_ms=lock_duration_ms,
+                aborted=aborted_batches(read.data, read.aborted) if read.aborted else (),
             )
             if not got:
+                if read.aborted and partition.next_fetch_offset() != fetch_offset:
+                    continue  # only aborted records were read, and archived: read on
                 break
             acquired.extend(got)
             max_records -= sum(a.last_offset - a.first_offset + 1 for a in got)
-            sent_bytes += _keep_batches_holding(batches, got, read, chunks)
+            sent_bytes += _keep_batches_holding(batches, got, read.data, chunks)
         if not acquired:
             return ShareFetchPartitionResult()
         return ShareFetchPartitionResult(records=b"".join(chunks.values()), acquired=acquired)
@@ -448,24 +531,42 @@ class SharePartitionManager:
         self._track(self._write(partition))
         return True
 
-    def _read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> bytes | ErrorCode:
-        """Whole batches from ``fetch_offset`` below the high watermark (at least one)."""
+    def _read(
+        self,
+        tp: TopicPartition,
+        fetch_offset: int,
+        max_bytes: int,
+        min_one_batch: bool,
+        *,
+        committed: bool,
+    ) -> _LogRead | ErrorCode:
+        """Whole batches from ``fetch_offset`` within ``max_bytes`` (with
+        ``min_one_batch``, at least one even if larger), below the high watermark, or
+        the last stable offset when ``committed``."""
         params = FetchParams(
             replica_id=_CONSUMER_REPLICA_ID,
             max_wait_ms=0,
             min_bytes=1,
             max_bytes=max_bytes,
-            isolation=FetchIsolation.HIGH_WATERMARK,
+            isolation=FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK,
+            hard_max_bytes_limit=not min_one_batch,
         )
         info = PartitionFetchInfo(fetch_offset=fetch_offset, max_bytes=max_bytes)
         read = self._replica_manager.read_from_local_log(params, [(tp, info)])[tp]
         if read.error_code != ErrorCode.none:
             return ErrorCode(read.error_code)
+        if read.data is None:
+            return _LogRead(b"", [])
         try:
-            return b"" if read.data is None else read.data.records.read_bytes()
+            data = read.data.records.read_bytes()
         except (LogError, OSError) as exc:
             _log.warning("share fetch of %s failed to read its log: %s", tp, exc)
             return ErrorCode.kafka_storage_error
+        return _LogRead(data, read.data.aborted_transactions or [])
+
+    def _read_committed(self, group_id: str) -> bool:
+        """Whether the group reads committed records only (``share.isolation.level``)."""
+        return self._group_configs(group_id).get(SHARE_ISOLATION_LEVEL) == READ_COMMITTED
 
     def _can_acquire(self, key: SharePartitionKey) -> bool:
         """``DelayedShareFetch``'s question: records to acquire (Case A) or an error (B)."""
@@ -480,6 +581,8 @@ class SharePartitionManager:
             replica.check_leader(-1)
         except PartitionError:
             return True
+        if self._read_committed(key.group_id):
+            return partition.can_acquire(replica.last_stable_offset())
         return partition.can_acquire(replica.log.high_watermark)
 
     def on_high_watermark(self, tp: TopicPartition) -> None:

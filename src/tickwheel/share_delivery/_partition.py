@@ -36,7 +36,7 @@ Concurrency: every method runs on the broker's event loop, locks' expiries inclu
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -228,13 +228,16 @@ class SharePartition:
         *,
         max_records: int,
         lock_duration_ms: int,
+        aborted: Collection[int] = (),
     ) -> list[AcquiredRecords]:
         """Acquire for ``member_id`` the available offsets of the log batches
         ``(first_offset, last_offset)`` read from ``next_fetch_offset()`` on.
 
         Whole batches are taken until ``max_records`` is reached (Kafka's batch-optimized
         mode may pass it to finish a batch); new records stop at the in-flight limit.
-        Offsets the log skipped between batches (compacted away) are archived.
+        Offsets the log skipped between batches (compacted away) are archived, and so
+        are the available records of the batches whose first offset is in ``aborted``
+        (an aborted transaction's, for a read_committed group): never delivered.
         """
         acquired: list[AcquiredRecords] = []
         count = 0
@@ -243,6 +246,7 @@ class SharePartition:
         for first_offset, last_offset in batches:
             if count >= max_records:
                 break
+            skipped = first_offset in aborted
             for offset in range(max(first_offset, self.start_offset), last_offset + 1):
                 record = self._records.get(offset)
                 if record is None:
@@ -254,6 +258,10 @@ class SharePartition:
                     self._available += 1
                     self.end_offset = offset + 1
                 if record.state is not RecordState.AVAILABLE:
+                    continue
+                if skipped:
+                    record.state = RecordState.ARCHIVED
+                    self._available -= 1
                     continue
                 record.state = RecordState.ACQUIRED
                 record.delivery_count += 1

@@ -130,6 +130,7 @@ def test_per_ip_overrides_are_parsed_by_address() -> None:
         ({"listener.name.plaintext.max.connection.creation.rate": "x"}, "listener.name"),
         ({"sasl.server.max.receive.size": "0"}, "sasl.server.max.receive.size"),
         ({"queued.max.request.bytes": "1048576"}, "socket.request.max.bytes"),
+        ({"max.request.partition.size.limit": "0"}, "max.request.partition.size.limit"),
     ],
 )
 def test_bad_connection_limits_are_refused_naming_the_property(

@@ -27,13 +27,16 @@ from tickwheel.server.apis._delete_topics import DELETE_TOPICS
 from tickwheel.server.apis._describe_cluster import DESCRIBE_CLUSTER
 from tickwheel.server.apis._describe_configs import DESCRIBE_CONFIGS
 from tickwheel.server.apis._describe_producers import DESCRIBE_PRODUCERS
+from tickwheel.server.apis._describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from tickwheel.server.apis._elect_leaders import ELECT_LEADERS
+from tickwheel.server.apis._feature_gate import feature_gated
 from tickwheel.server.apis._fetch import FETCH
 from tickwheel.server.apis._find_coordinator import FIND_COORDINATOR
 from tickwheel.server.apis._groups import GROUP_SPECS
 from tickwheel.server.apis._incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from tickwheel.server.apis._init_producer_id import INIT_PRODUCER_ID
 from tickwheel.server.apis._list_offsets import LIST_OFFSETS
+from tickwheel.server.apis._log_dirs import LOG_DIR_SPECS
 from tickwheel.server.apis._metadata import METADATA
 from tickwheel.server.apis._offsets_for_leader_epoch import OFFSETS_FOR_LEADER_EPOCH
 from tickwheel.server.apis._produce import PRODUCE
@@ -43,6 +46,7 @@ from tickwheel.server.apis._share import SHARE_SPECS
 from tickwheel.server.apis._share_admin import SHARE_ADMIN_SPECS
 from tickwheel.server.apis._share_state import SHARE_STATE_SPECS
 from tickwheel.server.apis._transactions import TRANSACTION_SPECS
+from tickwheel.server.apis._update_features import UPDATE_FEATURES
 from tickwheel.server.apis._write_txn_markers import WRITE_TXN_MARKERS
 
 API_SPECS: tuple[ApiSpec, ...] = (
@@ -62,11 +66,14 @@ API_SPECS: tuple[ApiSpec, ...] = (
     ALTER_CONFIGS,
     CREATE_PARTITIONS,
     OFFSETS_FOR_LEADER_EPOCH,
+    *LOG_DIR_SPECS,
     ELECT_LEADERS,
     DESCRIBE_CLUSTER,
     INCREMENTAL_ALTER_CONFIGS,
     WRITE_TXN_MARKERS,
     DESCRIBE_PRODUCERS,
+    DESCRIBE_TOPIC_PARTITIONS,
+    UPDATE_FEATURES,
     *SHARE_SPECS,
     *SHARE_ADMIN_SPECS,
     *SHARE_STATE_SPECS,
@@ -74,6 +81,8 @@ API_SPECS: tuple[ApiSpec, ...] = (
     *SASL_SPECS,
     *SCRAM_CREDENTIAL_SPECS,
 )
+# The consumer group and share group APIs answer only while their feature is on.
+API_SPECS = feature_gated(API_SPECS)
 SUPPORTED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.versions for spec in API_SPECS}
 ADVERTISED_VERSIONS: dict[int, VersionRange] = {spec.api_key: spec.advertised for spec in API_SPECS}
 

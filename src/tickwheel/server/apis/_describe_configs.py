@@ -13,9 +13,12 @@ lists every group config: its override (GROUP_CONFIG) or the broker setting that
 its default (DEFAULT_CONFIG), whether or not the group exists. ``include_synonyms`` adds
 the whole chain of layers to each entry, highest precedence first.
 ``configuration_keys`` narrows the list; null means all. Documentation is not kept
-(null). Passwords (``sasl.jaas.config``) are sensitive: their value is null, as
-in Kafka. Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type →
-INVALID_REQUEST.
+(null). The broker lists every config Kafka's broker defines (``KAFKA_BROKER_CONFIGS``)
+besides those tickwheel holds, each with Kafka's type (``config_type``: BOOLEAN, INT,
+LONG, LIST, ...; topics and groups too) and read-only unless Kafka may change it while
+the broker runs. Passwords (Kafka's PASSWORD type, ``sasl.jaas.config``) are
+sensitive: their value is null, as in Kafka. Unknown topic →
+UNKNOWN_TOPIC_OR_PARTITION; another broker or resource type → INVALID_REQUEST.
 
 Authorization (Kafka's ``handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
 topic, the group, or the cluster for a broker's configs; else the resource is answered
@@ -47,20 +50,34 @@ from tickwheel.server.apis._common import ApiSpec, Response, reply
 from tickwheel.server.config._admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from tickwheel.server.config._broker import SENSITIVE_PROPERTIES
 from tickwheel.server.config._dynamic import (
-    DYNAMIC_BROKER_CONFIGS,
     DescribeSource,
     Synonym,
+    is_dynamic_broker_config,
 )
-from tickwheel.server.config._groups import GROUP_RESOURCE
+from tickwheel.server.config._groups import GROUP_INT_CONFIGS, GROUP_RESOURCE
+from tickwheel.server.config._kafka_broker_configs import (
+    TOPIC_CONFIG_TYPES,
+    ConfigType,
+    broker_config_key,
+)
 
-_STRING_TYPE = i8(2)
+
+def _broker_type(name: str) -> ConfigType:
+    key = broker_config_key(name)
+    return ConfigType.STRING if key is None else key.type
 
 
 def _entry(
-    name: str, value: str, chain: list[Synonym], *, read_only: bool, synonyms: bool
+    name: str,
+    value: str | None,
+    chain: list[Synonym],
+    config_type: ConfigType,
+    *,
+    read_only: bool,
+    synonyms: bool,
 ) -> DescribeConfigsResourceResult:
     # A secret is described without its value, as Kafka does.
-    sensitive = name in SENSITIVE_PROPERTIES
+    sensitive = name in SENSITIVE_PROPERTIES or config_type is ConfigType.PASSWORD
     return DescribeConfigsResourceResult(
         name=name,
         value=None if sensitive else value,
@@ -74,7 +91,7 @@ def _entry(
             for s in chain
             if synonyms
         ),
-        config_type=_STRING_TYPE,
+        config_type=i8(config_type),
         documentation=None,
     )
 
@@ -117,6 +134,7 @@ def _describe(
                 name,
                 values[name],
                 dynamic.topic_chain(name, info.configs, values[name]),
+                TOPIC_CONFIG_TYPES.get(name, ConfigType.STRING),
                 read_only=False,
                 synonyms=synonyms,
             )
@@ -129,6 +147,7 @@ def _describe(
                 name,
                 defaults[name],
                 [Synonym(name, defaults[name], DescribeSource.DYNAMIC_DEFAULT_BROKER_CONFIG)],
+                _broker_type(name),
                 read_only=False,
                 synonyms=synonyms,
             )
@@ -137,16 +156,17 @@ def _describe(
     elif resource.resource_type == BROKER_RESOURCE and resource.resource_name == str(
         context.broker_id
     ):
-        values = context.config.as_properties()
+        held = context.config.as_properties()
         entries = tuple(
             _entry(
                 name,
-                values[name],
+                held[name] if name in held else dynamic.value(name),
                 dynamic.broker_chain(name),
-                read_only=name not in DYNAMIC_BROKER_CONFIGS,
+                _broker_type(name),
+                read_only=not is_dynamic_broker_config(name),
                 synonyms=synonyms,
             )
-            for name in _wanted(list(values), keys)
+            for name in _wanted(dynamic.names(), keys)
         )
     elif resource.resource_type == GROUP_RESOURCE and resource.resource_name:
         overrides = context.group_configs.overrides.get(resource.resource_name, {})
@@ -164,6 +184,7 @@ def _describe(
                         else DescribeSource.DEFAULT_CONFIG,
                     )
                 ],
+                ConfigType.INT if name in GROUP_INT_CONFIGS else ConfigType.STRING,
                 read_only=False,
                 synonyms=synonyms,
             )

@@ -115,7 +115,7 @@ def _topic_entry(context: BrokerContext, name: str) -> MetadataResponseTopic:
     if context.cluster is not None:
         partitions = partition_entries(context.cluster, name, context.request_listener)
     else:
-        partitions = _local_partitions(context, name, info.num_partitions)
+        partitions = local_partitions(context, name, info.num_partitions)
     return MetadataResponseTopic(
         error_code=ErrorCode.none,
         name=TopicName(name),
@@ -125,7 +125,7 @@ def _topic_entry(context: BrokerContext, name: str) -> MetadataResponseTopic:
     )
 
 
-def _local_partitions(
+def local_partitions(
     context: BrokerContext, name: str, num_partitions: int
 ) -> tuple[MetadataResponsePartition, ...]:
     """A topic's partitions on a single node: this broker leads each one it can."""

@@ -15,9 +15,15 @@ resource is applied unless all of it is valid:
    from the current value, override or default.
 3. The whole resulting config is validated: for a topic, each override on its own
    and then all of them over the broker's defaults through ``LogConfig`` (an unknown
-   name or bad value → INVALID_CONFIG naming the key); for a broker, names that
-   cannot change while the broker runs → INVALID_REQUEST ("Cannot update these
-   configs dynamically", Kafka's answer), unknown names or bad values → INVALID_CONFIG;
+   name or bad value → INVALID_CONFIG naming the key); for a broker, in Kafka's order
+   and with Kafka's answers (``DynamicBrokerConfig.validateConfigs``): a name Kafka
+   does not define → INVALID_CONFIG; one that cannot change while the broker runs
+   (read-only) → INVALID_REQUEST "Cannot update these configs dynamically"; a
+   keystore or truststore setting without a listener prefix → INVALID_REQUEST; a
+   value not of the config's type, or one this broker cannot apply → INVALID_REQUEST
+   naming the key; a per-broker config (``sasl.kerberos.min.time.before.relogin``)
+   set as the cluster-wide default → INVALID_REQUEST. Every other config Kafka defines
+   as dynamic is accepted and stored, used by this broker or not;
    for a group, unknown names or values outside the broker's bounds → INVALID_CONFIG
    (``_group_configs``).
 4. Unless ``validate_only``, the ``BrokerContext`` applies it (live logs, the registry
@@ -48,11 +54,21 @@ from tickwheel.log import LogConfig
 from tickwheel.server._authorization import refusal_message
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.config._broker import BrokerConfig, ConfigError
-from tickwheel.server.config._dynamic import DYNAMIC_BROKER_CONFIGS
+from tickwheel.server.config._dynamic import is_dynamic_broker_config
 from tickwheel.server.config._groups import (
     GROUP_RESOURCE,
     GroupConfigError,
     validate_group_overrides,
+)
+from tickwheel.server.config._kafka_broker_configs import (
+    CLUSTER_LEVEL_LISTENER_CONFIGS,
+    KAFKA_BROKER_CONFIGS,
+    TOPIC_CONFIG_TYPES,
+    ConfigType,
+    UpdateMode,
+    broker_config_key,
+    check_value,
+    listener_base_name,
 )
 
 _log = logging.getLogger(__name__)
@@ -61,12 +77,12 @@ R = TypeVar("R", AlterConfigsResourceResponse, IncrementalResourceResponse)
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 LIST_CONFIGS = frozenset(
-    {
-        "cleanup.policy",
-        "log.cleanup.policy",
-        "leader.replication.throttled.replicas",
-        "follower.replication.throttled.replicas",
-    }
+    name
+    for name, config_type in (
+        *TOPIC_CONFIG_TYPES.items(),
+        *((name, key.type) for name, key in KAFKA_BROKER_CONFIGS.items()),
+    )
+    if config_type is ConfigType.LIST
 )
 """Configs whose value is a comma-separated list (Kafka's LIST type): APPEND and
 SUBTRACT apply to these only."""
@@ -229,21 +245,57 @@ def validate_broker_overrides(
     context: BrokerContext, entity: str, overrides: Mapping[str, str]
 ) -> None:
     """Raise unless ``overrides`` are dynamic broker configs with valid values."""
-    unknown = sorted(name for name in overrides if name not in _BROKER_CONFIG_NAMES)
+    unknown = sorted(
+        name
+        for name in overrides
+        if name not in _BROKER_CONFIG_NAMES and broker_config_key(name) is None
+    )
     if unknown:
         raise ConfigAlterError(ErrorCode.invalid_config, f"Unknown broker configs: {unknown}")
-    read_only = sorted(name for name in overrides if name not in DYNAMIC_BROKER_CONFIGS)
-    if read_only:
-        raise ConfigAlterError(
-            ErrorCode.invalid_request, f"Cannot update these configs dynamically: {read_only}"
+    _refuse_broker_configs(
+        [name for name in overrides if not is_dynamic_broker_config(name)],
+        "Cannot update these configs dynamically",
+    )
+    _refuse_broker_configs(
+        [
+            name
+            for name in overrides
+            if (key := KAFKA_BROKER_CONFIGS.get(name)) and key.mode is UpdateMode.PER_LISTENER
+        ],
+        "These security configs can be dynamically updated only per-listener using "
+        "the listener prefix",
+    )
+    for name, value in overrides.items():
+        key = broker_config_key(name)
+        problem = None if key is None else check_value(name, key.type, value)
+        if problem is not None:
+            raise ConfigAlterError(ErrorCode.invalid_request, problem)
+    if entity == DEFAULT_BROKER_ENTITY:
+        _refuse_broker_configs(
+            [name for name in overrides if _per_broker_only(name)],
+            "Cannot update these configs at default cluster level, broker id must be specified",
         )
     try:
         preview = context.dynamic.preview(entity, overrides)
         LogConfig.from_properties(preview.topic_defaults())
     except (ConfigError, ValueError) as exc:
         raise ConfigAlterError(
-            ErrorCode.invalid_config, f"Invalid dynamic broker config: {exc}"
+            ErrorCode.invalid_request, f"Invalid dynamic broker config: {exc}"
         ) from None
+
+
+def _refuse_broker_configs(names: list[str], message: str) -> None:
+    if names:
+        raise ConfigAlterError(ErrorCode.invalid_request, f"{message}: {sorted(names)}")
+
+
+def _per_broker_only(name: str) -> bool:
+    """Whether ``name`` may be set for one broker only, never as the cluster default."""
+    base = listener_base_name(name)
+    if base is not None:
+        return base not in CLUSTER_LEVEL_LISTENER_CONFIGS
+    key = KAFKA_BROKER_CONFIGS.get(name)
+    return key is not None and key.mode in {UpdateMode.PER_BROKER, UpdateMode.PER_LISTENER}
 
 
 async def alter_resource(

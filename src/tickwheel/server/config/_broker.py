@@ -171,6 +171,11 @@ class BrokerConfig:
     socket_request_max_bytes: int = field(
         default=104_857_600, metadata=_kafka("socket.request.max.bytes")
     )
+    # The most partitions one DescribeTopicPartitions response describes (a request's own
+    # response_partition_limit is capped by it).
+    max_request_partition_size_limit: int = field(
+        default=2000, metadata=_kafka("max.request.partition.size.limit")
+    )
     # Kafka's default, -1: no bound (0 or below). Bytes are held as they arrive, never as announced
     # (server.net._memory_pool), so a client that announces a large frame and goes quiet
     # holds only what it sent, bounded or not.
@@ -584,6 +589,8 @@ class BrokerConfig:
             )
         if self.sasl_server_max_receive_size < 1:
             raise ConfigError("sasl.server.max.receive.size must be positive")
+        if self.max_request_partition_size_limit < 1:
+            raise ConfigError("max.request.partition.size.limit must be positive")
         self.connection_quotas()
         for spec in self.listener_specs():
             self.listener_connection_limits(spec.name)

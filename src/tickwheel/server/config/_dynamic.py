@@ -10,10 +10,12 @@ else its broker synonym (``retention.ms`` → ``log.retention.ms``) from that ch
 DescribeConfigs reports the first source of the chain as an entry's source and the
 whole chain as its synonyms.
 
-Only the broker's topic defaults (the ``log.*`` synonyms of ``BROKER_TO_TOPIC_CONFIG``)
-can change dynamically here; every other broker setting is read-only, as Kafka's
-static ones are. ``current`` is the ``BrokerConfig`` with the dynamic layers applied;
-the ``BrokerContext`` hands it to whatever reads settings from then on.
+The broker settings that may change dynamically are Kafka's (``KAFKA_BROKER_CONFIGS``,
+the ones not read-only); every other one is read-only, as Kafka's static ones are.
+``current`` is the ``BrokerConfig`` with the dynamic layers applied to the settings it
+holds; the ``BrokerContext`` hands it to whatever reads settings from then on. A Kafka
+config it does not hold (``sasl.kerberos.min.time.before.relogin``, a listener-prefixed
+one) is kept in its layer only: stored, described, and used by nothing.
 
 Concurrency: owned by the broker's event loop; not thread-safe.
 """
@@ -26,13 +28,30 @@ from dataclasses import dataclass
 
 from tickwheel.cluster import DEFAULT_BROKER_ENTITY
 from tickwheel.server.config._broker import BROKER_TO_TOPIC_CONFIG, BrokerConfig, ConfigSource
+from tickwheel.server.config._kafka_broker_configs import (
+    KAFKA_BROKER_CONFIGS,
+    listener_base_name,
+)
 
-DYNAMIC_BROKER_CONFIGS = frozenset(BROKER_TO_TOPIC_CONFIG)
+DYNAMIC_BROKER_CONFIGS = frozenset(
+    name for name, key in KAFKA_BROKER_CONFIGS.items() if key.dynamic
+) | frozenset(BROKER_TO_TOPIC_CONFIG)
 """Broker settings that may change while the broker runs."""
 TOPIC_TO_BROKER_CONFIG: Mapping[str, str] = {
     topic: broker for broker, topic in BROKER_TO_TOPIC_CONFIG.items()
 }
 _BUILT_IN_DEFAULTS: Mapping[str, str] = BrokerConfig().as_properties()
+
+
+def is_dynamic_broker_config(name: str) -> bool:
+    """Whether ``name`` may change while the broker runs: a dynamic Kafka config, itself
+    or under a listener prefix."""
+    base = listener_base_name(name)
+    return (name if base is None else base) in DYNAMIC_BROKER_CONFIGS
+
+
+_HELD = frozenset(_BUILT_IN_DEFAULTS)
+"""The settings a ``BrokerConfig`` holds; dynamic values of others stay in their layer."""
 
 
 class DescribeSource(enum.IntEnum):
@@ -54,7 +73,7 @@ class Synonym:
     """One layer that gives a setting a value: its name there, value and source."""
 
     name: str
-    value: str
+    value: str | None
     source: DescribeSource
 
 
@@ -85,7 +104,17 @@ class DynamicBrokerConfig:
     def _apply(self, layers: Mapping[str, Mapping[str, str]]) -> BrokerConfig:
         own = str(self.static.broker_id)
         merged = {**layers.get(DEFAULT_BROKER_ENTITY, {}), **layers.get(own, {})}
-        return self.static.with_values(merged)
+        return self.static.with_values({k: v for k, v in merged.items() if k in _HELD})
+
+    def value(self, name: str) -> str | None:
+        """The effective value of broker setting ``name``: its first layer's."""
+        return self.broker_chain(name)[0].value
+
+    def names(self) -> list[str]:
+        """Every broker setting there is to describe: those this broker holds, Kafka's,
+        and any other stored dynamically (listener-prefixed ones)."""
+        stored = (name for layer in self._layers.values() for name in layer)
+        return sorted({*_HELD, *KAFKA_BROKER_CONFIGS, *stored})
 
     def broker_chain(self, name: str) -> list[Synonym]:
         """Where the broker setting ``name`` gets its value, highest precedence first."""
@@ -106,6 +135,9 @@ class DynamicBrokerConfig:
                 chain.append(Synonym(name, static[name], DescribeSource.STATIC_BROKER_CONFIG))
                 built_in = _BUILT_IN_DEFAULTS[name]
                 chain.append(Synonym(name, built_in, DescribeSource.DEFAULT_CONFIG))
+        elif name in KAFKA_BROKER_CONFIGS:
+            default_value = KAFKA_BROKER_CONFIGS[name].default
+            chain.append(Synonym(name, default_value, DescribeSource.DEFAULT_CONFIG))
         return chain
 
     def topic_chain(self, name: str, overrides: Mapping[str, str], value: str) -> list[Synonym]:

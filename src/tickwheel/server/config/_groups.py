@@ -14,7 +14,7 @@ share.session.timeout.ms           group.share.session.timeout.ms (min/max)
 share.heartbeat.interval.ms        group.share.heartbeat.interval.ms (min/max)
 share.record.lock.duration.ms      group.share.record.lock.duration.ms (min/max)
 share.auto.offset.reset            latest (earliest, latest, by_duration:<ISO-8601>)
-share.isolation.level              read_uncommitted (read_committed is refused here)
+share.isolation.level              read_uncommitted (read_committed)
 =================================  ===============================================
 
 The coordinators read a group's overrides through ``GroupConfigs.overrides_of`` when
@@ -33,14 +33,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from tickwheel.share_delivery import EARLIEST, LATEST, by_duration_ms
+from tickwheel.share_delivery import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    by_duration_ms,
+)
 
 GROUP_RESOURCE = 32
 """Kafka's ``ConfigResource.Type.GROUP``."""
 
-# Share groups read up to the high watermark (read_uncommitted); read_committed, which
-# Kafka also offers, is refused rather than accepted and ignored.
-_ISOLATION_LEVELS = frozenset({"read_uncommitted"})
+_ISOLATION_LEVELS = frozenset({READ_UNCOMMITTED, READ_COMMITTED})
 
 
 class GroupConfigError(ValueError):
@@ -106,9 +110,11 @@ _CHOICES: Mapping[str, tuple[str, Callable[[str], bool]]] = {
         LATEST,
         lambda value: value in {EARLIEST, LATEST} or by_duration_ms(value) is not None,
     ),
-    "share.isolation.level": ("read_uncommitted", lambda value: value in _ISOLATION_LEVELS),
+    "share.isolation.level": (READ_UNCOMMITTED, lambda value: value in _ISOLATION_LEVELS),
 }
 GROUP_CONFIG_NAMES = frozenset(_BOUNDED) | frozenset(_CHOICES)
+GROUP_INT_CONFIGS = frozenset(_BOUNDED)
+"""The group configs of Kafka's INT type; the others are STRINGs."""
 _NO_OVERRIDES: Mapping[str, str] = {}
 
 

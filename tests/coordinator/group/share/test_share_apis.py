@@ -1,8 +1,9 @@
 """The share-group APIs on the wire (kio-encoded requests to a running broker).
 
 ShareGroupHeartbeat, ShareGroupDescribe, ListGroups with type ``share``, a classic
-JoinGroup on a share group's id, and the error answers of ShareFetch and
-ShareAcknowledge to requests a client should not send.
+JoinGroup on a share group's id, the size of a ShareFetch answer against its max bytes,
+and the error answers of ShareFetch and ShareAcknowledge to requests a client should
+not send.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode
 
 from server.wire import WireClient, create_topic
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.integration
 
 HEARTBEAT, DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
 JOIN_GROUP, LIST_GROUPS, METADATA, FIND_COORDINATOR = 11, 16, 3, 10
+INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE = 44, 32
 
 
 @pytest.fixture
@@ -206,6 +209,55 @@ def test_version_1_share_fetch_and_acknowledge_are_answered_in_version_1(
     assert final.error_code == ErrorCode.none
     closed = share_fetch(client, 1, [], version=1, member_id="v1")
     assert closed.error_code == ErrorCode.share_session_not_found
+
+
+def start_at_earliest(client: WireClient, group: str) -> None:
+    body = client.call(
+        INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": GROUP_RESOURCE,
+                    "resource_name": group,
+                    "configs": [
+                        {
+                            "name": "share.auto.offset.reset",
+                            "config_operation": 0,
+                            "value": "earliest",
+                        }
+                    ],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    assert [r.error_code for r in body.responses] == [ErrorCode.none]
+
+
+def test_only_a_share_fetch_s_first_batch_may_pass_its_max_bytes(
+    tickwheel_broker: BackgroundBroker, client: WireClient
+) -> None:
+    create_topic(client, "large-batches")
+    start_at_earliest(client, "sg")
+    producer = Producer({"bootstrap.servers": tickwheel_broker.bootstrap_servers, "linger.ms": 0})
+    for n in range(6):
+        producer.produce("large-batches", bytes([n]) * 20_000)
+        assert producer.flush(10) == 0  # one batch of about 20 kB each
+    partitions = [
+        {
+            "topic_id": topic_id(client, "large-batches"),
+            "partitions": [{"partition_index": 0, "acknowledgement_batches": []}],
+        }
+    ]
+    limited = share_fetch(client, 0, partitions, member_id="limited", max_bytes=50_000)
+    (records,) = [p.records for t in limited.responses for p in t.partitions]
+    assert records is not None
+    assert 40_000 < len(records) <= 50_000  # two batches; a third would pass the limit
+    small = share_fetch(client, 0, partitions, member_id="small", max_bytes=1_000)
+    (first,) = [p.records for t in small.responses for p in t.partitions]
+    assert first is not None
+    assert 20_000 < len(first) < 21_000  # one batch, larger than the limit
 
 
 @pytest.fixture
