@@ -30,7 +30,7 @@ def test_a_served_api_shows_its_name_and_the_versions_it_serves() -> None:
     for spec in API_SPECS:
         name, versions = rows[spec.api_key]
         assert name == spec.name
-        served = f"{spec.versions.min_version}–{spec.versions.max_version}"
+        served = f"{spec.versions.min_version}-{spec.versions.max_version}"
         assert versions.split(" ")[0] == served, spec.name
         listed = ADVERTISED_VERSIONS[spec.api_key]
         if listed != spec.versions:
