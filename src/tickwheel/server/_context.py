@@ -57,6 +57,13 @@ from tickwheel.server._users import UserConfigs
 from tickwheel.server.config._broker import BrokerConfig, ConfigError
 from tickwheel.server.config._dynamic import DynamicBrokerConfig
 from tickwheel.server.config._groups import GroupConfigs
+from tickwheel.server.quotas import (
+    ClientQuotas,
+    QuotaEntity,
+    QuotaEntityError,
+    entity_path,
+    parse_entity_path,
+)
 from tickwheel.share_delivery import SharePartitionManager
 
 _log = logging.getLogger(__name__)
@@ -105,8 +112,8 @@ class BrokerServices:
 class BrokerParts:
     """What a broker builds before its state: the config, the replica manager over the
     opened logs, the topic registry, the metrics, the API version table, this broker's
-    cluster id (meta.properties; in a cluster, until it has joined, the id it proposes)
-    and users' SCRAM credentials."""
+    cluster id (meta.properties; in a cluster, until it has joined, the id it proposes),
+    users' SCRAM credentials and the client quotas."""
 
     config: BrokerConfig
     replica_manager: ReplicaManager
@@ -115,6 +122,7 @@ class BrokerParts:
     supported_versions: Mapping[int, VersionRange]
     cluster_id: str
     users: UserConfigs
+    quotas: ClientQuotas
 
 
 class BrokerState:
@@ -145,6 +153,13 @@ class BrokerState:
         self.inter_broker_listener = config.inter_broker_listener().name
         # Users' SCRAM credentials (``_users``), in the first log directory.
         self.users = parts.users
+        # Client quotas and their enforcement (``server.quotas``), kept in ``topics``.
+        self.quotas = parts.quotas
+        for path, quotas in topics.client_quotas.items():
+            try:
+                self.quotas.apply(parse_entity_path(path), quotas)
+            except QuotaEntityError as exc:
+                _log.error("ignoring the stored client quotas of %s: %s", path, exc)
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         # Set by ``start_services`` before any service starts, never changed after.
         self.cluster: ClusterNode | None = None
@@ -242,6 +257,12 @@ class BrokerState:
         self.topics.set_group_configs(group_id, dict(configs))
         self.group_configs.set(group_id, configs)
         _log.info("group %s: config overrides now %s", group_id, dict(configs))
+
+    async def alter_client_quotas(self, entity: QuotaEntity, quotas: Mapping[str, float]) -> None:
+        """Replace ``entity``'s client quotas (already validated) and apply them."""
+        self.topics.set_client_quotas(entity_path(entity), dict(quotas))
+        self.quotas.apply(entity, quotas)
+        _log.info("client quotas of %s now %s", entity_path(entity), dict(quotas))
 
     def apply_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Take ``entity``'s dynamic configs: new topic defaults reach every live log

@@ -3,8 +3,9 @@
 Kafka keeps this in its metadata log (KRaft) or ZooKeeper; a single-node broker needs
 only a small file in its log directory, ``tickwheel-metadata.json``, rewritten
 atomically (temporary file, fsync, rename) whenever a topic is created, grows, is
-deleted or has its configs changed, whenever the broker's dynamic configs or a group's
-configs change, or
+deleted or has its configs changed, whenever the broker's dynamic configs, a group's
+configs or a client-quota entity's quotas change (kept by entity path, as Kafka's
+ZooKeeper keeps them: ``users/<user>/clients/<client-id>``), or
 a new block of producer ids is taken. Producer ids are handed out from
 blocks, as Kafka's controller does, so that after a restart no id is ever reused:
 a reused id would collide with the old producer's sequence numbers kept by the log.
@@ -85,6 +86,8 @@ class TopicRegistry:
         self.broker_configs: dict[str, dict[str, str]] = {}
         # Group config overrides by group id (KIP-848/KIP-932 group configs).
         self.group_configs: dict[str, dict[str, str]] = {}
+        # Client quotas by entity path (``tickwheel.server.quotas.entity_path``).
+        self.client_quotas: dict[str, dict[str, float]] = {}
         self._next_producer_id = 0
         self._producer_id_block_end = 0
         # Inside ``saves_deferred``: changes wait for one write at its end.
@@ -126,6 +129,10 @@ class TopicRegistry:
         }
         self.group_configs = {
             group: dict(configs) for group, configs in data.get("group_configs", {}).items()
+        }
+        self.client_quotas = {
+            path: {str(key): float(value) for key, value in quotas.items()}
+            for path, quotas in data.get("client_quotas", {}).items()
         }
         # Ids below the persisted block end may have been handed out before a crash.
         self._next_producer_id = self._producer_id_block_end = int(data["producer_id_block_end"])
@@ -213,6 +220,20 @@ class TopicRegistry:
             self.group_configs = before
             raise
 
+    def set_client_quotas(self, path: str, quotas: dict[str, float]) -> None:
+        """Replace the quotas of the entity at ``path`` (none: remove it); kept as they
+        were if the file cannot be written (the ``OSError`` is raised)."""
+        before = dict(self.client_quotas)
+        if quotas:
+            self.client_quotas[path] = dict(quotas)
+        else:
+            self.client_quotas.pop(path, None)
+        try:
+            self._save()
+        except OSError:
+            self.client_quotas = before
+            raise
+
     def delete(self, name: str) -> TopicInfo:
         """Remove a topic; returns what it was."""
         info = self.topics.pop(name)
@@ -247,6 +268,7 @@ class TopicRegistry:
             },
             "broker_configs": self.broker_configs,
             "group_configs": self.group_configs,
+            "client_quotas": self.client_quotas,
         }
         self._path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_suffix(".tmp")

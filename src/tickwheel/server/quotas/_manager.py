@@ -1,0 +1,145 @@
+"""``ClientQuotas``: the broker's client quotas, measured per client and enforced.
+
+The configs (``_entities``) are held by entity; one ``ClientQuotaManager`` per quota key
+measures use against them, as Kafka's ``ClientQuotaManager`` (produce and fetch bytes),
+``ClientRequestQuotaManager`` (request time) and ``ControllerMutationQuotaManager``
+(partition mutations) do:
+
+- a request's use is recorded in the ``WindowedRate`` of the metric tags its quota
+  names (``find_quota``); a client with no quota is not measured at all;
+- recording returns the throttle time (0 unless the rate is now over the quota), which
+  the handler puts in its answer's ``throttle_time_ms``; the manager also mutes the
+  request's connection for it (``throttle_channel``, KIP-219) and counts it in the
+  tags' throttle-time statistics (Kafka's ``throttle-time`` sensor, avg and max);
+- the controller mutation quota is checked before the request (Kafka's strict mode,
+  ``check``): a client already over it gets THROTTLING_QUOTA_EXCEEDED for each topic,
+  and the partitions a request does mutate are recorded after.
+
+A config change takes effect at the next request: the rates already measured stay, the
+bound they are held to changes. ``apply`` replaces one entity's configs (from the
+topics registry at start-up, an AlterClientQuotas, or ZooKeeper).
+
+Concurrency: the broker's event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from tickwheel.server.quotas._channel import throttle_channel
+from tickwheel.server.quotas._entities import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    QUOTA_KEYS,
+    REQUEST_PERCENTAGE,
+    MetricTags,
+    QuotaEntity,
+    find_quota,
+)
+from tickwheel.server.quotas._rate import QUOTA_WINDOW_NUM, WindowedRate
+from tickwheel.timer import Clock
+
+
+@dataclass(slots=True)
+class ClientUse:
+    """One client's (one metric tags') use of a quota and the throttling it got."""
+
+    rate: WindowedRate = field(default_factory=WindowedRate)
+    throttle_time: WindowedRate = field(default_factory=WindowedRate)
+    throttled_requests: WindowedRate = field(default_factory=WindowedRate)
+    throttle_time_max_ms: int = 0
+
+    def throttle_time_avg_ms(self, now_ms: int) -> float:
+        """Average throttle time of the throttled requests in the measured windows."""
+        requests = self.throttled_requests.rate_per_s(now_ms)
+        return 0.0 if requests == 0 else self.throttle_time.rate_per_s(now_ms) / requests
+
+
+class ClientQuotaManager:
+    """Measures one quota key's use per client and says how long to throttle."""
+
+    def __init__(
+        self, key: str, quotas: Mapping[QuotaEntity, Mapping[str, float]], clock: Clock
+    ) -> None:
+        self.key = key
+        self._quotas = quotas
+        self._clock = clock
+        self.uses: dict[MetricTags, ClientUse] = {}
+
+    def _use(self, user: str, client_id: str) -> tuple[ClientUse, float] | None:
+        if not self._quotas:
+            return None  # no quota at all: nothing to find, nothing measured
+        found = find_quota(self._quotas, self.key, user, client_id)
+        if found is None:
+            return None
+        tags, bound = found
+        use = self.uses.get(tags)
+        if use is None:
+            use = self.uses[tags] = ClientUse()
+        return use, bound
+
+    def record(self, user: str, client_id: str, value: float) -> int:
+        """Record ``value`` of use; the throttle time (ms) it earns, the channel muted
+        for it."""
+        found = self._use(user, client_id)
+        if found is None:
+            return 0
+        use, bound = found
+        now_ms = self._clock.now_ms()
+        use.rate.record(value, now_ms)
+        throttle_ms = use.rate.throttle_ms(bound, now_ms)
+        if throttle_ms > 0:
+            use.throttled_requests.record(1, now_ms)
+            use.throttle_time.record(throttle_ms, now_ms)
+            use.throttle_time_max_ms = max(use.throttle_time_max_ms, throttle_ms)
+            throttle_channel(throttle_ms, now_ms)
+        return throttle_ms
+
+    def unrecord(self, user: str, client_id: str, value: float) -> None:
+        """Take back ``value`` recorded (a throttled fetch answered empty)."""
+        found = self._use(user, client_id)
+        if found is not None:
+            found[0].rate.record(-value, self._clock.now_ms())
+
+    def throttle_ms(self, user: str, client_id: str) -> int:
+        """How long the client is over its quota now, recording nothing (0: it is not)."""
+        found = self._use(user, client_id)
+        if found is None:
+            return 0
+        use, bound = found
+        return use.rate.throttle_ms(bound, self._clock.now_ms())
+
+    def max_value_in_window(self, user: str, client_id: str) -> float | None:
+        """The most one client may use in the measured windows (None: no quota); a fetch
+        is capped at it, as Kafka's ``getMaxValueInQuotaWindow``."""
+        found = find_quota(self._quotas, self.key, user, client_id)
+        if found is None:
+            return None
+        window_s = WindowedRate().window_ms / 1000
+        return found[1] * (QUOTA_WINDOW_NUM - 1) * window_s
+
+
+class ClientQuotas:
+    """Every client-quota config of the broker and the four managers enforcing them."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.configs: dict[QuotaEntity, dict[str, float]] = {}
+        self.clock = clock
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.configs, clock)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.configs, clock)
+        self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.configs, clock)
+        self.controller_mutation = ClientQuotaManager(CONTROLLER_MUTATION_RATE, self.configs, clock)
+
+    def managers(self) -> Iterator[ClientQuotaManager]:
+        """The managers, one per quota key."""
+        yield from (self.produce, self.fetch, self.request, self.controller_mutation)
+
+    def apply(self, entity: QuotaEntity, configs: Mapping[str, float]) -> None:
+        """Replace ``entity``'s quotas (empty: it has none)."""
+        kept = {key: value for key, value in configs.items() if key in QUOTA_KEYS}
+        if kept:
+            self.configs[entity] = kept
+        else:
+            self.configs.pop(entity, None)
