@@ -63,7 +63,7 @@ _NO_SESSION = 0
 async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Response:
     """Read now or after waiting in the purgatory; answer every requested partition."""
     body = request.body_as(FetchRequest)
-    max_bytes = body.max_bytes
+    max_bytes: int = body.max_bytes
     client = quota_client(request)
     if body.replica_id < 0:  # a consumer: followers are not held to client quotas
         quota_bytes = context.quotas.fetch.max_value_in_window(*client)

@@ -1,0 +1,231 @@
+"""Client quotas over the wire: DescribeClientQuotas and AlterClientQuotas with Kafka's
+answers, kept over a restart, and enforced on a ManualClock: a producer or consumer
+over its byte rate is answered with ``throttle_time_ms`` and its connection stays muted
+until the timing wheel says the throttle time is up."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from replica.records import batch_of_size
+from tickwheel.server import BackgroundBroker, BrokerConfig
+from tickwheel.timer import ManualClock
+
+from .wire import WireClient, create_topic
+
+pytestmark = pytest.mark.integration
+
+PRODUCE, FETCH, METADATA = 0, 1, 3
+DESCRIBE, ALTER = 48, 49
+CLIENT_ID = "wire-test"  # the WireClient's
+NOT_YET_S = 0.3
+METADATA_VALUES = {
+    "topics": None,
+    "allow_auto_topic_creation": False,
+    "include_topic_authorized_operations": False,
+}
+
+
+def _alter(
+    client: WireClient,
+    entity: list[tuple[str, str | None]],
+    ops: list[tuple[str, float | None]],
+    *,
+    validate_only: bool = False,
+) -> Any:
+    """One AlterClientQuotas entry (value None: remove the key); its answer."""
+    body = client.call(
+        ALTER,
+        1,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                    "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops],
+                }
+            ],
+            "validate_only": validate_only,
+        },
+    )
+    return body.entries[0]
+
+
+def _describe(
+    client: WireClient, components: list[tuple[str, int, str | None]], *, strict: bool = False
+) -> Any:
+    return client.call(
+        DESCRIBE,
+        1,
+        {
+            "components": [
+                {"entity_type": t, "match_type": m, "match": n} for t, m, n in components
+            ],
+            "strict": strict,
+        },
+    )
+
+
+def _described(body: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    assert body.error_code == ErrorCode.none, body.error_message
+    return {
+        tuple((e.entity_type, e.entity_name) for e in entry.entity): {
+            v.key: float(v.value) for v in entry.values
+        }
+        for entry in body.entries
+    }
+
+
+def _nothing_yet(client: WireClient) -> bool:
+    client.sock.settimeout(NOT_YET_S)
+    try:
+        client.sock.recv(1, socket.MSG_PEEK)
+    except TimeoutError:
+        return True
+    finally:
+        client.sock.settimeout(10.0)
+    return False
+
+
+def test_quotas_are_altered_described_and_kept(tmp_path: Path) -> None:
+    config = BrokerConfig.from_properties(
+        {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}
+    )
+    alice_app = [("user", "alice"), ("client-id", "app")]
+    with BackgroundBroker(config) as broker:
+        client = WireClient(broker.bootstrap_servers)
+        answer = _alter(client, alice_app, [("producer_byte_rate", 1024.0)])
+        assert answer.error_code == ErrorCode.none
+        assert [(e.entity_type, e.entity_name) for e in answer.entity] == alice_app
+        assert _alter(client, [("user", None)], [("consumer_byte_rate", 2048.0)]).error_code == 0
+        assert (
+            _alter(client, [("client-id", "app")], [("request_percentage", 50.0)]).error_code == 0
+        )
+        checked = _alter(
+            client, [("user", "bob")], [("producer_byte_rate", 1.0)], validate_only=True
+        )
+        assert checked.error_code == ErrorCode.none
+        # Kafka's refusals, each naming what is wrong.
+        for entity, ops, message in [
+            ([("user", "a")], [("producer_bytes_rate", 1.0)], "unknown quota key"),
+            ([("user", "a")], [("producer_byte_rate", 1.5)], "whole number"),
+            ([("user", "a"), ("user", "b")], [("producer_byte_rate", 1.0)], "duplicate"),
+            ([("group", "g")], [("producer_byte_rate", 1.0)], "unknown quota entity type"),
+        ]:
+            refused = _alter(client, entity, ops)
+            assert refused.error_code == ErrorCode.invalid_request
+            assert message in refused.error_message
+
+        everything = _described(_describe(client, []))
+        assert everything == {
+            (("client-id", "app"), ("user", "alice")): {"producer_byte_rate": 1024.0},
+            (("user", None),): {"consumer_byte_rate": 2048.0},
+            (("client-id", "app"),): {"request_percentage": 50.0},
+        }
+        exact = _described(_describe(client, [("user", 0, "alice")]))
+        assert list(exact) == [(("client-id", "app"), ("user", "alice"))]
+        assert _described(_describe(client, [("user", 0, "alice")], strict=True)) == {}
+        assert list(_described(_describe(client, [("user", 1, None)]))) == [(("user", None),)]
+        assert list(_described(_describe(client, [("client-id", 2, None)], strict=True))) == [
+            (("client-id", "app"),)
+        ]
+        bad = _describe(client, [("user", 0, None)])
+        assert bad.error_code == ErrorCode.invalid_request
+        assert "needs a name" in bad.error_message
+        assert _describe(client, [("ip", 2, None)]).error_code == ErrorCode.invalid_request
+
+        removed = _alter(client, [("client-id", "app")], [("request_percentage", None)])
+        assert removed.error_code == ErrorCode.none
+        client.close()
+    with BackgroundBroker(config) as broker:
+        client = WireClient(broker.bootstrap_servers)
+        assert _described(_describe(client, [])) == {
+            (("client-id", "app"), ("user", "alice")): {"producer_byte_rate": 1024.0},
+            (("user", None),): {"consumer_byte_rate": 2048.0},
+        }
+        client.close()
+
+
+def _produce(client: WireClient, topic: str, size_bytes: int) -> int:
+    return client.send(
+        PRODUCE,
+        9,
+        {
+            "acks": 1,
+            "timeout": 1000,
+            "topic_data": [
+                {
+                    "name": topic,
+                    "partition_data": [{"index": 0, "records": batch_of_size(size_bytes)}],
+                }
+            ],
+        },
+    )
+
+
+def test_a_producer_over_its_quota_is_throttled_and_muted(
+    tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
+) -> None:
+    client = WireClient(tickwheel_manual_broker.bootstrap_servers)
+    try:
+        create_topic(client, "throttled")
+        # 1000 B/s for every client id: 11 000 bytes at once read as 1100 B/s over the
+        # ten windows, (1100 - 1000) / 1000 * 10 s = one second of throttle.
+        assert (
+            _alter(client, [("client-id", None)], [("producer_byte_rate", 1000.0)]).error_code == 0
+        )
+        correlation_id = _produce(client, "throttled", 11_000)
+        answered, body = client.receive(PRODUCE, 9)
+        assert answered == correlation_id
+        assert body.responses[0].partition_responses[0].error_code == ErrorCode.none
+        throttle_ms = body.throttle_time.total_seconds() * 1000
+        assert 900 <= throttle_ms <= 1100
+        client.send(METADATA, 12, METADATA_VALUES)
+        assert _nothing_yet(client), "the muted connection read its next request"
+        tickwheel_clock.advance(int(throttle_ms) - 1)
+        assert _nothing_yet(client), "unmuted before the throttle time was up"
+        tickwheel_clock.advance(1)
+        client.receive(METADATA, 12)
+    finally:
+        client.close()
+
+
+def test_a_consumer_over_its_quota_gets_no_data_and_waits(
+    tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
+) -> None:
+    client = WireClient(tickwheel_manual_broker.bootstrap_servers)
+    try:
+        create_topic(client, "fetched")
+        _produce(client, "fetched", 30_000)
+        client.receive(PRODUCE, 9)
+        assert _alter(client, [("user", None)], [("consumer_byte_rate", 1000.0)]).error_code == 0
+        fetch = {
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "topics": [
+                {
+                    "topic": "fetched",
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+        }
+        # The read is capped at what the quota allows over the windows (10 000 bytes),
+        # but the first batch comes whole (30 000 bytes): over the quota, so the answer
+        # carries no data, only the throttle time.
+        fetched = client.call(FETCH, 12, fetch)
+        assert fetched.throttle_time.total_seconds() > 0
+        assert fetched.responses == ()
+        client.send(METADATA, 12, METADATA_VALUES)
+        assert _nothing_yet(client)
+        tickwheel_clock.advance(int(fetched.throttle_time.total_seconds() * 1000))
+        client.receive(METADATA, 12)
+    finally:
+        client.close()
