@@ -1,0 +1,107 @@
+"""Client quotas through real clients: kafka-python's producer and consumer, held to a
+byte rate, are throttled (their ``throttle-time-avg`` and ``-max`` above 0) and their
+throughput stays near the quota.
+
+Kafka measures a rate over at least ten one-second windows, so a client may first send
+up to ten seconds' worth of its quota at once; the tests allow that burst and then
+hold the rest to the quota. They run for several seconds of real time (``slow``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from tickwheel.server import BackgroundBroker, BrokerConfig
+
+from .test_client_quotas import _alter
+from .wire import WireClient, create_topic
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+QUOTA_BYTES_PER_S = 40_000
+MESSAGE_BYTES = 8_000
+RUN_S = 6.0
+BURST_WINDOWS = 10
+"""The windows' worth of quota a client may send before the rate reads as over it."""
+
+
+def _broker(tmp_path: Path) -> BackgroundBroker:
+    return BackgroundBroker(
+        BrokerConfig.from_properties(
+            {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}
+        )
+    )
+
+
+def _near_quota(sent_bytes: int, elapsed_s: float) -> None:
+    allowed = QUOTA_BYTES_PER_S * (BURST_WINDOWS + elapsed_s)
+    assert sent_bytes <= allowed * 1.1 + MESSAGE_BYTES, (sent_bytes, elapsed_s)
+    assert sent_bytes >= allowed * 0.6, (sent_bytes, elapsed_s)
+
+
+def test_a_producer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
+    with _broker(tmp_path) as broker:
+        admin = WireClient(broker.bootstrap_servers)
+        create_topic(admin, "slow-producer")
+        quota = _alter(
+            admin, [("client-id", "throttled")], [("producer_byte_rate", QUOTA_BYTES_PER_S)]
+        )
+        assert quota.error_code == 0
+        admin.close()
+        producer = KafkaProducer(
+            bootstrap_servers=broker.bootstrap_servers, client_id="throttled", acks=1
+        )
+        try:
+            sent_bytes = 0
+            started = time.monotonic()
+            while time.monotonic() - started < RUN_S:
+                producer.send("slow-producer", b"x" * MESSAGE_BYTES).get(timeout=30)
+                sent_bytes += MESSAGE_BYTES
+            elapsed_s = time.monotonic() - started
+            metrics = producer.metrics()["producer-metrics"]
+        finally:
+            producer.close()
+        assert metrics["throttle-time-avg"] > 0
+        assert metrics["throttle-time-max"] > 0
+        _near_quota(sent_bytes, elapsed_s)
+
+
+def test_a_consumer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
+    with _broker(tmp_path) as broker:
+        admin = WireClient(broker.bootstrap_servers)
+        create_topic(admin, "slow-consumer")
+        quota = _alter(
+            admin, [("client-id", "throttled")], [("consumer_byte_rate", QUOTA_BYTES_PER_S)]
+        )
+        assert quota.error_code == 0
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=5)
+        backlog = int(QUOTA_BYTES_PER_S * (BURST_WINDOWS + 3 * RUN_S)) // MESSAGE_BYTES
+        for _ in range(backlog):
+            producer.send("slow-consumer", b"x" * MESSAGE_BYTES)
+        producer.flush()
+        producer.close()
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap_servers,
+            client_id="throttled",
+            max_partition_fetch_bytes=4 * MESSAGE_BYTES,
+        )
+        try:
+            consumer.assign([TopicPartition("slow-consumer", 0)])
+            consumer.seek_to_beginning()
+            received_bytes = 0
+            started = time.monotonic()
+            while time.monotonic() - started < RUN_S:
+                for records in consumer.poll(timeout_ms=200).values():
+                    received_bytes += sum(len(r.value) for r in records)
+            elapsed_s = time.monotonic() - started
+            metrics = consumer.metrics()["consumer-metrics"]
+        finally:
+            consumer.close()
+        assert metrics["throttle-time-avg"] > 0
+        assert metrics["throttle-time-max"] > 0
+        _near_quota(received_bytes, elapsed_s)
