@@ -229,3 +229,58 @@ def test_a_consumer_over_its_quota_gets_no_data_and_waits(
         client.receive(METADATA, 12)
     finally:
         client.close()
+
+
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+
+
+def test_partition_mutations_are_held_to_the_controller_mutation_rate(
+    tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
+) -> None:
+    client = WireClient(tickwheel_manual_broker.bootstrap_servers)
+    try:
+        create_topic(client, "grows")
+        quota = _alter(client, [("client-id", None)], [("controller_mutation_rate", 1.0)])
+        assert quota.error_code == ErrorCode.none
+        # CreateTopics v5 is permissive: 11 partitions are created, 1.1 per second over
+        # the ten windows, and the answer says one second of throttle.
+        created = client.call(
+            CREATE_TOPICS,
+            5,
+            {
+                "topics": [
+                    {
+                        "name": "many",
+                        "num_partitions": 11,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout": 1000,
+                "validate_only": False,
+            },
+        )
+        assert created.topics[0].error_code == ErrorCode.none
+        assert created.throttle_time.total_seconds() == 1.0
+        client.send(METADATA, 12, METADATA_VALUES)
+        assert _nothing_yet(client)
+        tickwheel_clock.advance(1000)
+        client.receive(METADATA, 12)
+        # CreatePartitions v3 is strict: still over the quota, the topic is refused.
+        grow = {
+            "topics": [{"name": "grows", "count": 2, "assignments": None}],
+            "timeout": 1000,
+            "validate_only": False,
+        }
+        refused = client.call(CREATE_PARTITIONS, 3, grow)
+        assert refused.results[0].error_code == ErrorCode.throttling_quota_exceeded
+        assert refused.results[0].error_message == "The throttling quota has been exceeded."
+        assert refused.throttle_time.total_seconds() > 0
+        tickwheel_clock.advance(int(refused.throttle_time.total_seconds() * 1000))
+        # DeleteTopics v4 is permissive: the topic goes, its partitions counted.
+        deleted = client.call(DELETE_TOPICS, 4, {"topic_names": ["many"], "timeout": 1000})
+        assert deleted.responses[0].error_code == ErrorCode.none
+        assert deleted.throttle_time.total_seconds() > 0
+    finally:
+        client.close()

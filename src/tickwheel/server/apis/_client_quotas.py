@@ -18,9 +18,10 @@ Kafka's semantics (``ClientQuotaControlManager``, ``ZkAdminManager``):
   CLUSTER_AUTHORIZATION_FAILED.
 
 The quotas are kept in the topics registry file (``TopicRegistry.client_quotas``) and
-enforced by ``context.quotas`` (``tickwheel.server.quotas``). ``quota_client`` names the
-(user, client id) a request's use counts against: the session's principal name and the
-header's client id.
+enforced by ``context.quotas`` (``tickwheel.server.quotas``). For the other handlers:
+``quota_client`` names the (user, client id) a request's use counts against (the
+session's principal name and the header's client id), ``mutation_quota`` gives a topic
+request its controller-mutation quota, ``throttle_time`` the answer's field.
 
 Written against v1's classes (v0 is the same with non-flexible encoding).
 
@@ -29,6 +30,7 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
+import datetime
 from typing import Final
 
 from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
@@ -47,7 +49,7 @@ from kio.schema.describe_client_quotas.v1.response import (
     ValueData,
 )
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import f64
+from kio.static.primitive import f64, i32Timedelta
 
 from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, current_session
@@ -58,6 +60,7 @@ from tickwheel.server.quotas import (
     CLIENT_ID,
     QUOTA_KEYS,
     USER,
+    MutationQuota,
     QuotaEntity,
     QuotaEntityError,
     make_entity,
@@ -70,9 +73,27 @@ _MATCH_ANY: Final = 2
 _FILTER_TYPES: Final = frozenset({USER, CLIENT_ID})
 
 
+THROTTLING_QUOTA_EXCEEDED_MESSAGE: Final = "The throttling quota has been exceeded."
+
+
 def quota_client(request: DecodedRequest) -> tuple[str, str]:
     """The (user, client id) the request's use counts against."""
     return current_session().principal.name, request.header.client_id or ""
+
+
+def throttle_time(throttle_ms: int) -> i32Timedelta:
+    """A response's ``throttle_time`` field for ``throttle_ms``."""
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=throttle_ms))
+
+
+def mutation_quota(
+    context: BrokerContext, request: DecodedRequest, *, strict_from_version: int
+) -> MutationQuota:
+    """The request's use of its client's controller mutation quota, strict from
+    ``strict_from_version`` on."""
+    return context.quotas.mutation(
+        *quota_client(request), strict=request.api_version >= strict_from_version
+    )
 
 
 def _filter(components: tuple[ComponentData, ...]) -> dict[str, tuple[int, str | None]]:

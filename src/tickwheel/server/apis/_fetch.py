@@ -106,7 +106,7 @@ async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Respo
         size_bytes = sum(result.size_bytes for result in results.values())
         throttle_ms = context.quotas.fetch.record(*client, size_bytes)
         if throttle_ms > 0:
-            context.quotas.fetch.unrecord(*client, size_bytes)
+            context.quotas.fetch.add(*client, -size_bytes)
             return encode_fetch_response(
                 request.correlation_id,
                 request.api_version,

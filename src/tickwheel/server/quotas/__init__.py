@@ -24,7 +24,12 @@ from tickwheel.server.quotas._entities import (
     parse_entity_path,
     validate_quota,
 )
-from tickwheel.server.quotas._manager import ClientQuotaManager, ClientQuotas, ClientUse
+from tickwheel.server.quotas._manager import (
+    ClientQuotaManager,
+    ClientQuotas,
+    ClientUse,
+    MutationQuota,
+)
 from tickwheel.server.quotas._rate import QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE_MS, WindowedRate
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "ClientQuotaManager",
     "ClientQuotas",
     "ClientUse",
+    "MutationQuota",
     "QuotaEntity",
     "QuotaEntityError",
     "WindowedRate",

@@ -83,12 +83,24 @@ class ClientQuotaManager:
     def record(self, user: str, client_id: str, value: float) -> int:
         """Record ``value`` of use; the throttle time (ms) it earns, the channel muted
         for it."""
+        self.add(user, client_id, value)
+        return self.throttle(user, client_id)
+
+    def add(self, user: str, client_id: str, value: float) -> None:
+        """Record ``value`` of use without throttling yet (negative: take use back, as
+        Kafka's ``unrecordQuotaSensor`` for a throttled fetch answered empty)."""
+        found = self._use(user, client_id)
+        if found is not None:
+            found[0].rate.record(value, self._clock.now_ms())
+
+    def throttle(self, user: str, client_id: str) -> int:
+        """The throttle time (ms) the client's use earns now: counted in its statistics
+        and the request's channel muted for it (0: within its quota)."""
         found = self._use(user, client_id)
         if found is None:
             return 0
         use, bound = found
         now_ms = self._clock.now_ms()
-        use.rate.record(value, now_ms)
         throttle_ms = use.rate.throttle_ms(bound, now_ms)
         if throttle_ms > 0:
             use.throttled_requests.record(1, now_ms)
@@ -97,19 +109,13 @@ class ClientQuotaManager:
             throttle_channel(throttle_ms, now_ms)
         return throttle_ms
 
-    def unrecord(self, user: str, client_id: str, value: float) -> None:
-        """Take back ``value`` recorded (a throttled fetch answered empty)."""
-        found = self._use(user, client_id)
-        if found is not None:
-            found[0].rate.record(-value, self._clock.now_ms())
-
-    def throttle_ms(self, user: str, client_id: str) -> int:
-        """How long the client is over its quota now, recording nothing (0: it is not)."""
+    def exceeded(self, user: str, client_id: str) -> bool:
+        """Whether the client is over its quota now (Kafka's strict mutation check)."""
         found = self._use(user, client_id)
         if found is None:
-            return 0
+            return False
         use, bound = found
-        return use.rate.throttle_ms(bound, self._clock.now_ms())
+        return use.rate.rate_per_s(self._clock.now_ms()) > bound
 
     def max_value_in_window(self, user: str, client_id: str) -> float | None:
         """The most one client may use in the measured windows (None: no quota); a fetch
@@ -132,6 +138,10 @@ class ClientQuotas:
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.configs, clock)
         self.controller_mutation = ClientQuotaManager(CONTROLLER_MUTATION_RATE, self.configs, clock)
 
+    def mutation(self, user: str, client_id: str, *, strict: bool) -> MutationQuota:
+        """A request's use of the controller mutation quota."""
+        return MutationQuota(self.controller_mutation, user, client_id, strict=strict)
+
     def managers(self) -> Iterator[ClientQuotaManager]:
         """The managers, one per quota key."""
         yield from (self.produce, self.fetch, self.request, self.controller_mutation)
@@ -143,3 +153,36 @@ class ClientQuotas:
             self.configs[entity] = kept
         else:
             self.configs.pop(entity, None)
+
+
+class MutationQuota:
+    """One request's partition mutations against its client's ``controller_mutation_rate``.
+
+    Strict (CreatePartitions v3+, DeleteTopics v5+, CreateTopics v6+, as Kafka's
+    ``StrictControllerMutationQuota``): a topic met while the client is already over
+    its quota is refused (THROTTLING_QUOTA_EXCEEDED) and mutates nothing. Permissive
+    (older versions): every mutation goes through. Either way the partitions mutated
+    are recorded, and the answer carries the throttle time they earn.
+    """
+
+    __slots__ = ("_client_id", "_manager", "_strict", "_user")
+
+    def __init__(
+        self, manager: ClientQuotaManager, user: str, client_id: str, *, strict: bool
+    ) -> None:
+        self._manager = manager
+        self._user = user
+        self._client_id = client_id
+        self._strict = strict
+
+    def refused(self) -> bool:
+        """Whether the next topic is refused: strict, and the client over its quota."""
+        return self._strict and self._manager.exceeded(self._user, self._client_id)
+
+    def record(self, partitions: int) -> None:
+        """Count ``partitions`` created or deleted."""
+        self._manager.add(self._user, self._client_id, partitions)
+
+    def throttle_ms(self) -> int:
+        """The request's throttle time, its channel muted for it."""
+        return self._manager.throttle(self._user, self._client_id)
