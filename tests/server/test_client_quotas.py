@@ -284,3 +284,20 @@ def test_partition_mutations_are_held_to_the_controller_mutation_rate(
         assert deleted.throttle_time.total_seconds() > 0
     finally:
         client.close()
+
+
+def test_a_client_over_its_request_percentage_is_muted(
+    tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
+) -> None:
+    client = WireClient(tickwheel_manual_broker.bootstrap_servers)
+    try:
+        # A millionth of a percent of a handler: any request's own time is over it.
+        quota = _alter(client, [("client-id", CLIENT_ID)], [("request_percentage", 1e-6)])
+        assert quota.error_code == ErrorCode.none
+        client.call(METADATA, 12, METADATA_VALUES)  # answered at once (KIP-219)
+        client.send(METADATA, 12, METADATA_VALUES)
+        assert _nothing_yet(client), "the muted connection read its next request"
+        tickwheel_clock.advance(24 * 3600 * 1000)
+        client.receive(METADATA, 12)
+    finally:
+        client.close()

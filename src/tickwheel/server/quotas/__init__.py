@@ -3,8 +3,9 @@ clients are measured by, and the muting of a throttled client's connection.
 
 ``ClientQuotas`` (``_manager``) holds the configs and the produce, fetch, request and
 controller-mutation managers; ``_entities`` the entities, keys and precedence;
-``_rate`` Kafka's sampled rate and throttle time; ``_channel`` the connection throttle
-that ``server.net`` waits on. Nothing here imports the rest of ``server``.
+``_rate`` Kafka's sampled rate and throttle time; ``_request_time`` the time a handler
+ran (``request_percentage``); ``_channel`` the connection throttle that ``server.net``
+waits on. Nothing here imports the rest of ``server``.
 """
 
 from tickwheel.server.quotas._channel import ChannelThrottle, enter_channel, throttle_channel
@@ -31,6 +32,7 @@ from tickwheel.server.quotas._manager import (
     MutationQuota,
 )
 from tickwheel.server.quotas._rate import QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE_MS, WindowedRate
+from tickwheel.server.quotas._request_time import TimedHandler
 
 __all__ = [
     "CLIENT_ID",
@@ -49,6 +51,7 @@ __all__ = [
     "MutationQuota",
     "QuotaEntity",
     "QuotaEntityError",
+    "TimedHandler",
     "WindowedRate",
     "enter_channel",
     "entity_path",

@@ -80,6 +80,12 @@ class ClientQuotaManager:
             use = self.uses[tags] = ClientUse()
         return use, bound
 
+    def applies(self, user: str, client_id: str) -> bool:
+        """Whether the client has this quota (its use is measured)."""
+        return (
+            bool(self._quotas) and find_quota(self._quotas, self.key, user, client_id) is not None
+        )
+
     def record(self, user: str, client_id: str, value: float) -> int:
         """Record ``value`` of use; the throttle time (ms) it earns, the channel muted
         for it."""
