@@ -6,6 +6,7 @@ until the timing wheel says the throttle time is up."""
 from __future__ import annotations
 
 import socket
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,11 @@ METADATA_VALUES = {
     "allow_auto_topic_creation": False,
     "include_topic_authorized_operations": False,
 }
+
+
+@pytest.fixture
+def tickwheel_broker_properties() -> dict[str, str]:
+    return {"tickwheel.metrics.port": "0"}
 
 
 def _alter(
@@ -192,6 +198,12 @@ def test_a_producer_over_its_quota_is_throttled_and_muted(
         client.receive(METADATA, 12)
     finally:
         client.close()
+    url = f"http://127.0.0.1:{tickwheel_manual_broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as scraped:
+        lines = scraped.read().decode().splitlines()
+    tags = f'{{client_id="{CLIENT_ID}",user=""}}'
+    assert f"kafka_server_Produce_throttle_time{tags} {throttle_ms}" in lines
+    assert f"kafka_server_Produce_throttle_time_max{tags} {throttle_ms}" in lines
 
 
 def test_a_consumer_over_its_quota_gets_no_data_and_waits(

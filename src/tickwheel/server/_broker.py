@@ -291,6 +291,7 @@ class Broker:
             else None
         )
         self._cleaner = cleaner
+        client_quotas = ClientQuotas(self.time.clock)
         metrics = BrokerMetrics(
             lambda: (*replica_manager.purgatories, context.share_partitions.purgatory),
             lambda: replica_manager.log_manager.offline_dir_count,
@@ -298,6 +299,7 @@ class Broker:
             controller_active=lambda: context.cluster is None or context.cluster.controller.active,
             cleaner=lambda: None if cleaner is None else cleaner.metrics,
             network=lambda: (self.connection_quotas, self.memory_pool),
+            client_quotas=lambda: client_quotas,
         )
         users = UserConfigs(self.log_dir)
         if not config.zookeeper_connect:
@@ -311,7 +313,7 @@ class Broker:
                 SUPPORTED_VERSIONS,
                 cluster_id,
                 users,
-                ClientQuotas(self.time.clock),
+                client_quotas,
             ),
             functools.partial(self._start_services, stored.cluster_id if stored else None),
         )
