@@ -8,7 +8,6 @@ from __future__ import annotations
 import socket
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -17,12 +16,12 @@ from replica.records import batch_of_size
 from tickwheel.server import BackgroundBroker, BrokerConfig
 from tickwheel.timer import ManualClock
 
+from .client_quotas import alter_quotas, describe_quotas, described_quotas
 from .wire import WireClient, create_topic
 
 pytestmark = pytest.mark.integration
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
-DESCRIBE, ALTER = 48, 49
 CLIENT_ID = "wire-test"  # the WireClient's
 NOT_YET_S = 0.3
 METADATA_VALUES = {
@@ -35,55 +34,6 @@ METADATA_VALUES = {
 @pytest.fixture
 def tickwheel_broker_properties() -> dict[str, str]:
     return {"tickwheel.metrics.port": "0"}
-
-
-def _alter(
-    client: WireClient,
-    entity: list[tuple[str, str | None]],
-    ops: list[tuple[str, float | None]],
-    *,
-    validate_only: bool = False,
-) -> Any:
-    """One AlterClientQuotas entry (value None: remove the key); its answer."""
-    body = client.call(
-        ALTER,
-        1,
-        {
-            "entries": [
-                {
-                    "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
-                    "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops],
-                }
-            ],
-            "validate_only": validate_only,
-        },
-    )
-    return body.entries[0]
-
-
-def _describe(
-    client: WireClient, components: list[tuple[str, int, str | None]], *, strict: bool = False
-) -> Any:
-    return client.call(
-        DESCRIBE,
-        1,
-        {
-            "components": [
-                {"entity_type": t, "match_type": m, "match": n} for t, m, n in components
-            ],
-            "strict": strict,
-        },
-    )
-
-
-def _described(body: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
-    assert body.error_code == ErrorCode.none, body.error_message
-    return {
-        tuple((e.entity_type, e.entity_name) for e in entry.entity): {
-            v.key: float(v.value) for v in entry.values
-        }
-        for entry in body.entries
-    }
 
 
 def _nothing_yet(client: WireClient) -> bool:
@@ -104,14 +54,17 @@ def test_quotas_are_altered_described_and_kept(tmp_path: Path) -> None:
     alice_app = [("user", "alice"), ("client-id", "app")]
     with BackgroundBroker(config) as broker:
         client = WireClient(broker.bootstrap_servers)
-        answer = _alter(client, alice_app, [("producer_byte_rate", 1024.0)])
+        answer = alter_quotas(client, alice_app, [("producer_byte_rate", 1024.0)])
         assert answer.error_code == ErrorCode.none
         assert [(e.entity_type, e.entity_name) for e in answer.entity] == alice_app
-        assert _alter(client, [("user", None)], [("consumer_byte_rate", 2048.0)]).error_code == 0
         assert (
-            _alter(client, [("client-id", "app")], [("request_percentage", 50.0)]).error_code == 0
+            alter_quotas(client, [("user", None)], [("consumer_byte_rate", 2048.0)]).error_code == 0
         )
-        checked = _alter(
+        assert (
+            alter_quotas(client, [("client-id", "app")], [("request_percentage", 50.0)]).error_code
+            == 0
+        )
+        checked = alter_quotas(
             client, [("user", "bob")], [("producer_byte_rate", 1.0)], validate_only=True
         )
         assert checked.error_code == ErrorCode.none
@@ -122,34 +75,36 @@ def test_quotas_are_altered_described_and_kept(tmp_path: Path) -> None:
             ([("user", "a"), ("user", "b")], [("producer_byte_rate", 1.0)], "duplicate"),
             ([("group", "g")], [("producer_byte_rate", 1.0)], "unknown quota entity type"),
         ]:
-            refused = _alter(client, entity, ops)
+            refused = alter_quotas(client, entity, ops)
             assert refused.error_code == ErrorCode.invalid_request
             assert message in refused.error_message
 
-        everything = _described(_describe(client, []))
+        everything = described_quotas(describe_quotas(client, []))
         assert everything == {
             (("client-id", "app"), ("user", "alice")): {"producer_byte_rate": 1024.0},
             (("user", None),): {"consumer_byte_rate": 2048.0},
             (("client-id", "app"),): {"request_percentage": 50.0},
         }
-        exact = _described(_describe(client, [("user", 0, "alice")]))
+        exact = described_quotas(describe_quotas(client, [("user", 0, "alice")]))
         assert list(exact) == [(("client-id", "app"), ("user", "alice"))]
-        assert _described(_describe(client, [("user", 0, "alice")], strict=True)) == {}
-        assert list(_described(_describe(client, [("user", 1, None)]))) == [(("user", None),)]
-        assert list(_described(_describe(client, [("client-id", 2, None)], strict=True))) == [
-            (("client-id", "app"),)
+        assert described_quotas(describe_quotas(client, [("user", 0, "alice")], strict=True)) == {}
+        assert list(described_quotas(describe_quotas(client, [("user", 1, None)]))) == [
+            (("user", None),)
         ]
-        bad = _describe(client, [("user", 0, None)])
+        assert list(
+            described_quotas(describe_quotas(client, [("client-id", 2, None)], strict=True))
+        ) == [(("client-id", "app"),)]
+        bad = describe_quotas(client, [("user", 0, None)])
         assert bad.error_code == ErrorCode.invalid_request
         assert "needs a name" in bad.error_message
-        assert _describe(client, [("ip", 2, None)]).error_code == ErrorCode.invalid_request
+        assert describe_quotas(client, [("ip", 2, None)]).error_code == ErrorCode.invalid_request
 
-        removed = _alter(client, [("client-id", "app")], [("request_percentage", None)])
+        removed = alter_quotas(client, [("client-id", "app")], [("request_percentage", None)])
         assert removed.error_code == ErrorCode.none
         client.close()
     with BackgroundBroker(config) as broker:
         client = WireClient(broker.bootstrap_servers)
-        assert _described(_describe(client, [])) == {
+        assert described_quotas(describe_quotas(client, [])) == {
             (("client-id", "app"), ("user", "alice")): {"producer_byte_rate": 1024.0},
             (("user", None),): {"consumer_byte_rate": 2048.0},
         }
@@ -182,7 +137,8 @@ def test_a_producer_over_its_quota_is_throttled_and_muted(
         # 1000 B/s for every client id: 11 000 bytes at once read as 1100 B/s over the
         # ten windows, (1100 - 1000) / 1000 * 10 s = one second of throttle.
         assert (
-            _alter(client, [("client-id", None)], [("producer_byte_rate", 1000.0)]).error_code == 0
+            alter_quotas(client, [("client-id", None)], [("producer_byte_rate", 1000.0)]).error_code
+            == 0
         )
         correlation_id = _produce(client, "throttled", 11_000)
         answered, body = client.receive(PRODUCE, 9)
@@ -214,7 +170,9 @@ def test_a_consumer_over_its_quota_gets_no_data_and_waits(
         create_topic(client, "fetched")
         _produce(client, "fetched", 30_000)
         client.receive(PRODUCE, 9)
-        assert _alter(client, [("user", None)], [("consumer_byte_rate", 1000.0)]).error_code == 0
+        assert (
+            alter_quotas(client, [("user", None)], [("consumer_byte_rate", 1000.0)]).error_code == 0
+        )
         fetch = {
             "max_wait": 0,
             "min_bytes": 1,
@@ -252,7 +210,7 @@ def test_partition_mutations_are_held_to_the_controller_mutation_rate(
     client = WireClient(tickwheel_manual_broker.bootstrap_servers)
     try:
         create_topic(client, "grows")
-        quota = _alter(client, [("client-id", None)], [("controller_mutation_rate", 1.0)])
+        quota = alter_quotas(client, [("client-id", None)], [("controller_mutation_rate", 1.0)])
         assert quota.error_code == ErrorCode.none
         # CreateTopics v5 is permissive: 11 partitions are created, 1.1 per second over
         # the ten windows, and the answer says one second of throttle.
@@ -304,7 +262,7 @@ def test_a_client_over_its_request_percentage_is_muted(
     client = WireClient(tickwheel_manual_broker.bootstrap_servers)
     try:
         # A millionth of a percent of a handler: any request's own time is over it.
-        quota = _alter(client, [("client-id", CLIENT_ID)], [("request_percentage", 1e-6)])
+        quota = alter_quotas(client, [("client-id", CLIENT_ID)], [("request_percentage", 1e-6)])
         assert quota.error_code == ErrorCode.none
         client.call(METADATA, 12, METADATA_VALUES)  # answered at once (KIP-219)
         client.send(METADATA, 12, METADATA_VALUES)

@@ -17,7 +17,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
-from .test_client_quotas import _alter
+from .client_quotas import alter_quotas
 from .wire import WireClient, create_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -47,7 +47,7 @@ def test_a_producer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
     with _broker(tmp_path) as broker:
         admin = WireClient(broker.bootstrap_servers)
         create_topic(admin, "slow-producer")
-        quota = _alter(
+        quota = alter_quotas(
             admin, [("client-id", "throttled")], [("producer_byte_rate", QUOTA_BYTES_PER_S)]
         )
         assert quota.error_code == 0
@@ -74,7 +74,7 @@ def test_a_consumer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
     with _broker(tmp_path) as broker:
         admin = WireClient(broker.bootstrap_servers)
         create_topic(admin, "slow-consumer")
-        quota = _alter(
+        quota = alter_quotas(
             admin, [("client-id", "throttled")], [("consumer_byte_rate", QUOTA_BYTES_PER_S)]
         )
         assert quota.error_code == 0

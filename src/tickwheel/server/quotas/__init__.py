@@ -23,6 +23,7 @@ from tickwheel.server.quotas._entities import (
     find_quota,
     make_entity,
     parse_entity_path,
+    quota_text,
     validate_quota,
 )
 from tickwheel.server.quotas._manager import (
@@ -58,6 +59,7 @@ __all__ = [
     "find_quota",
     "make_entity",
     "parse_entity_path",
+    "quota_text",
     "throttle_channel",
     "validate_quota",
 ]

@@ -94,6 +94,11 @@ def validate_quota(key: str, value: float) -> None:
         raise QuotaEntityError(f"{key} must be a whole number of bytes per second, not {value}")
 
 
+def quota_text(key: str, value: float) -> str:
+    """A quota as Kafka writes it in a config: byte rates as whole numbers."""
+    return str(int(value)) if key in WHOLE_NUMBER_KEYS else repr(float(value))
+
+
 def sanitize(name: str) -> str:
     """A name as its path holds it (Kafka's ``Sanitizer``, as ``cluster`` spells users)."""
     return urllib.parse.quote(name, safe="").replace("~", "%7E")
