@@ -5,7 +5,6 @@ until the timing wheel says the throttle time is up."""
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from pathlib import Path
 
@@ -17,34 +16,17 @@ from tickwheel.server import BackgroundBroker, BrokerConfig
 from tickwheel.timer import ManualClock
 
 from .client_quotas import alter_quotas, describe_quotas, described_quotas
-from .wire import WireClient, create_topic
+from .wire import METADATA_ALL_TOPICS, WireClient, create_topic, nothing_yet
 
 pytestmark = pytest.mark.integration
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 CLIENT_ID = "wire-test"  # the WireClient's
-NOT_YET_S = 0.3
-METADATA_VALUES = {
-    "topics": None,
-    "allow_auto_topic_creation": False,
-    "include_topic_authorized_operations": False,
-}
 
 
 @pytest.fixture
 def tickwheel_broker_properties() -> dict[str, str]:
     return {"tickwheel.metrics.port": "0"}
-
-
-def _nothing_yet(client: WireClient) -> bool:
-    client.sock.settimeout(NOT_YET_S)
-    try:
-        client.sock.recv(1, socket.MSG_PEEK)
-    except TimeoutError:
-        return True
-    finally:
-        client.sock.settimeout(10.0)
-    return False
 
 
 def test_quotas_are_altered_described_and_kept(tmp_path: Path) -> None:
@@ -146,10 +128,10 @@ def test_a_producer_over_its_quota_is_throttled_and_muted(
         assert body.responses[0].partition_responses[0].error_code == ErrorCode.none
         throttle_ms = body.throttle_time.total_seconds() * 1000
         assert 900 <= throttle_ms <= 1100
-        client.send(METADATA, 12, METADATA_VALUES)
-        assert _nothing_yet(client), "the muted connection read its next request"
+        client.send(METADATA, 12, METADATA_ALL_TOPICS)
+        assert nothing_yet(client), "the muted connection read its next request"
         tickwheel_clock.advance(int(throttle_ms) - 1)
-        assert _nothing_yet(client), "unmuted before the throttle time was up"
+        assert nothing_yet(client), "unmuted before the throttle time was up"
         tickwheel_clock.advance(1)
         client.receive(METADATA, 12)
     finally:
@@ -193,8 +175,8 @@ def test_a_consumer_over_its_quota_gets_no_data_and_waits(
         fetched = client.call(FETCH, 12, fetch)
         assert fetched.throttle_time.total_seconds() > 0
         assert fetched.responses == ()
-        client.send(METADATA, 12, METADATA_VALUES)
-        assert _nothing_yet(client)
+        client.send(METADATA, 12, METADATA_ALL_TOPICS)
+        assert nothing_yet(client)
         tickwheel_clock.advance(int(fetched.throttle_time.total_seconds() * 1000))
         client.receive(METADATA, 12)
     finally:
@@ -233,8 +215,8 @@ def test_partition_mutations_are_held_to_the_controller_mutation_rate(
         )
         assert created.topics[0].error_code == ErrorCode.none
         assert created.throttle_time.total_seconds() == 1.0
-        client.send(METADATA, 12, METADATA_VALUES)
-        assert _nothing_yet(client)
+        client.send(METADATA, 12, METADATA_ALL_TOPICS)
+        assert nothing_yet(client)
         tickwheel_clock.advance(1000)
         client.receive(METADATA, 12)
         # CreatePartitions v3 is strict: still over the quota, the topic is refused.
@@ -264,9 +246,9 @@ def test_a_client_over_its_request_percentage_is_muted(
         # A millionth of a percent of a handler: any request's own time is over it.
         quota = alter_quotas(client, [("client-id", CLIENT_ID)], [("request_percentage", 1e-6)])
         assert quota.error_code == ErrorCode.none
-        client.call(METADATA, 12, METADATA_VALUES)  # answered at once (KIP-219)
-        client.send(METADATA, 12, METADATA_VALUES)
-        assert _nothing_yet(client), "the muted connection read its next request"
+        client.call(METADATA, 12, METADATA_ALL_TOPICS)  # answered at once (KIP-219)
+        client.send(METADATA, 12, METADATA_ALL_TOPICS)
+        assert nothing_yet(client), "the muted connection read its next request"
         tickwheel_clock.advance(24 * 3600 * 1000)
         client.receive(METADATA, 12)
     finally:

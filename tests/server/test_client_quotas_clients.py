@@ -37,7 +37,21 @@ def _broker(tmp_path: Path) -> BackgroundBroker:
     )
 
 
-def _near_quota(sent_bytes: int, elapsed_s: float) -> None:
+def _hold(broker: BackgroundBroker, topic: str, key: str) -> None:
+    """Create ``topic`` and hold client id ``throttled`` to the quota under ``key``."""
+    admin = WireClient(broker.bootstrap_servers)
+    try:
+        create_topic(admin, topic)
+        answer = alter_quotas(admin, [("client-id", "throttled")], [(key, QUOTA_BYTES_PER_S)])
+        assert answer.error_code == 0
+    finally:
+        admin.close()
+
+
+def _held_near_quota(metrics: dict[str, float], sent_bytes: int, elapsed_s: float) -> None:
+    """The client saw throttle times, and moved about its quota's worth (and the burst)."""
+    assert metrics["throttle-time-avg"] > 0
+    assert metrics["throttle-time-max"] > 0
     allowed = QUOTA_BYTES_PER_S * (BURST_WINDOWS + elapsed_s)
     assert sent_bytes <= allowed * 1.1 + MESSAGE_BYTES, (sent_bytes, elapsed_s)
     assert sent_bytes >= allowed * 0.6, (sent_bytes, elapsed_s)
@@ -45,13 +59,7 @@ def _near_quota(sent_bytes: int, elapsed_s: float) -> None:
 
 def test_a_producer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
     with _broker(tmp_path) as broker:
-        admin = WireClient(broker.bootstrap_servers)
-        create_topic(admin, "slow-producer")
-        quota = alter_quotas(
-            admin, [("client-id", "throttled")], [("producer_byte_rate", QUOTA_BYTES_PER_S)]
-        )
-        assert quota.error_code == 0
-        admin.close()
+        _hold(broker, "slow-producer", "producer_byte_rate")
         producer = KafkaProducer(
             bootstrap_servers=broker.bootstrap_servers, client_id="throttled", acks=1
         )
@@ -65,20 +73,12 @@ def test_a_producer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
             metrics = producer.metrics()["producer-metrics"]
         finally:
             producer.close()
-        assert metrics["throttle-time-avg"] > 0
-        assert metrics["throttle-time-max"] > 0
-        _near_quota(sent_bytes, elapsed_s)
+        _held_near_quota(metrics, sent_bytes, elapsed_s)
 
 
 def test_a_consumer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
     with _broker(tmp_path) as broker:
-        admin = WireClient(broker.bootstrap_servers)
-        create_topic(admin, "slow-consumer")
-        quota = alter_quotas(
-            admin, [("client-id", "throttled")], [("consumer_byte_rate", QUOTA_BYTES_PER_S)]
-        )
-        assert quota.error_code == 0
-        admin.close()
+        _hold(broker, "slow-consumer", "consumer_byte_rate")
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=5)
         backlog = int(QUOTA_BYTES_PER_S * (BURST_WINDOWS + 3 * RUN_S)) // MESSAGE_BYTES
         for _ in range(backlog):
@@ -102,6 +102,4 @@ def test_a_consumer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
             metrics = consumer.metrics()["consumer-metrics"]
         finally:
             consumer.close()
-        assert metrics["throttle-time-avg"] > 0
-        assert metrics["throttle-time-max"] > 0
-        _near_quota(received_bytes, elapsed_s)
+        _held_near_quota(metrics, received_bytes, elapsed_s)

@@ -32,8 +32,11 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from tickwheel.protocol import decode_topic_id, encode_topic_id
+
+V = TypeVar("V", str, float)
 
 METADATA_FILE = "tickwheel-metadata.json"
 _FORMAT_VERSION = 1
@@ -195,43 +198,33 @@ class TopicRegistry:
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Replace the dynamic broker configs of ``entity`` (none: remove it); kept as
         they were if the file cannot be written (the ``OSError`` is raised)."""
-        before = dict(self.broker_configs)
-        if configs:
-            self.broker_configs[entity] = dict(configs)
-        else:
-            self.broker_configs.pop(entity, None)
-        try:
-            self._save()
-        except OSError:
-            self.broker_configs = before
-            raise
+        self._replace_entry(self.broker_configs, entity, configs)
 
     def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         """Replace the config overrides of ``group_id`` (none: remove it); kept as they
         were if the file cannot be written (the ``OSError`` is raised)."""
-        before = dict(self.group_configs)
-        if configs:
-            self.group_configs[group_id] = dict(configs)
-        else:
-            self.group_configs.pop(group_id, None)
-        try:
-            self._save()
-        except OSError:
-            self.group_configs = before
-            raise
+        self._replace_entry(self.group_configs, group_id, configs)
 
     def set_client_quotas(self, path: str, quotas: dict[str, float]) -> None:
         """Replace the quotas of the entity at ``path`` (none: remove it); kept as they
         were if the file cannot be written (the ``OSError`` is raised)."""
-        before = dict(self.client_quotas)
-        if quotas:
-            self.client_quotas[path] = dict(quotas)
+        self._replace_entry(self.client_quotas, path, quotas)
+
+    def _replace_entry(self, table: dict[str, dict[str, V]], key: str, value: dict[str, V]) -> None:
+        """Set ``table[key]`` (empty: remove it) and save; put back as it was if the file
+        cannot be written."""
+        before = table.get(key)
+        if value:
+            table[key] = dict(value)
         else:
-            self.client_quotas.pop(path, None)
+            table.pop(key, None)
         try:
             self._save()
         except OSError:
-            self.client_quotas = before
+            if before is None:
+                table.pop(key, None)
+            else:
+                table[key] = before
             raise
 
     def delete(self, name: str) -> TopicInfo:
