@@ -366,6 +366,30 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
         lambda r: r.error_code,
         TXN_DENIED,
     ),
+    (
+        "DescribeClientQuotas",
+        48,
+        1,
+        {"components": [], "strict": False},
+        lambda r: (r.error_code, r.entries),
+        (CLUSTER_DENIED, None),
+    ),
+    (
+        "AlterClientQuotas",
+        49,
+        1,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "user", "entity_name": "mallory"}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        },
+        lambda r: [e.error_code for e in r.entries],
+        [CLUSTER_DENIED],
+    ),
 ]
 
 
