@@ -11,9 +11,12 @@ measures use against them, as Kafka's ``ClientQuotaManager`` (produce and fetch 
   the handler puts in its answer's ``throttle_time_ms``; the manager also mutes the
   request's connection for it (``throttle_channel``, KIP-219) and counts it in the
   tags' throttle-time statistics (Kafka's ``throttle-time`` sensor, avg and max);
-- the controller mutation quota is checked before the request (Kafka's strict mode,
-  ``check``): a client already over it gets THROTTLING_QUOTA_EXCEEDED for each topic,
-  and the partitions a request does mutate are recorded after.
+- the controller mutation quota is checked before each topic (``MutationQuota``,
+  Kafka's strict mode): a client already over it gets THROTTLING_QUOTA_EXCEEDED for the
+  topic, and the partitions a request does mutate are recorded;
+- a client's measurements are dropped once it has not been measured for an hour
+  (Kafka's inactive sensor expiration), so client ids that come and go under a default
+  quota do not pile up; the sweep runs at most once a minute, from a recording.
 
 A config change takes effect at the next request: the rates already measured stay, the
 bound they are held to changes. ``apply`` replaces one entity's configs (from the
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from tickwheel.server.quotas._channel import throttle_channel
 from tickwheel.server.quotas._entities import (
@@ -41,6 +45,10 @@ from tickwheel.server.quotas._entities import (
 from tickwheel.server.quotas._rate import QUOTA_WINDOW_NUM, WindowedRate
 from tickwheel.timer import Clock
 
+INACTIVE_EXPIRATION_MS: Final = 3_600_000
+"""Kafka's ``InactiveSensorExpirationTimeSeconds`` (one hour), in milliseconds."""
+_SWEEP_INTERVAL_MS: Final = 60_000
+
 
 @dataclass(slots=True)
 class ClientUse:
@@ -50,6 +58,7 @@ class ClientUse:
     throttle_time: WindowedRate = field(default_factory=WindowedRate)
     throttled_requests: WindowedRate = field(default_factory=WindowedRate)
     throttle_time_max_ms: int = 0
+    last_recorded_ms: int = 0
 
     def throttle_time_avg_ms(self, now_ms: int) -> float:
         """Average throttle time of the throttled requests in the measured windows."""
@@ -67,6 +76,7 @@ class ClientQuotaManager:
         self._quotas = quotas
         self._clock = clock
         self.uses: dict[MetricTags, ClientUse] = {}
+        self._swept_ms = clock.now_ms()
 
     def _use(self, user: str, client_id: str) -> tuple[ClientUse, float] | None:
         if not self._quotas:
@@ -77,7 +87,7 @@ class ClientQuotaManager:
         tags, bound = found
         use = self.uses.get(tags)
         if use is None:
-            use = self.uses[tags] = ClientUse()
+            use = self.uses[tags] = ClientUse(last_recorded_ms=self._clock.now_ms())
         return use, bound
 
     def applies(self, user: str, client_id: str) -> bool:
@@ -97,7 +107,22 @@ class ClientQuotaManager:
         Kafka's ``unrecordQuotaSensor`` for a throttled fetch answered empty)."""
         found = self._use(user, client_id)
         if found is not None:
-            found[0].rate.record(value, self._clock.now_ms())
+            now_ms = self._clock.now_ms()
+            found[0].rate.record(value, now_ms)
+            found[0].last_recorded_ms = now_ms
+            if now_ms - self._swept_ms >= _SWEEP_INTERVAL_MS:
+                self._sweep(now_ms)
+
+    def _sweep(self, now_ms: int) -> None:
+        """Drop the measurements of clients not measured for an hour."""
+        self._swept_ms = now_ms
+        idle = [
+            tags
+            for tags, use in self.uses.items()
+            if now_ms - use.last_recorded_ms >= INACTIVE_EXPIRATION_MS
+        ]
+        for tags in idle:
+            del self.uses[tags]
 
     def throttle(self, user: str, client_id: str) -> int:
         """The throttle time (ms) the client's use earns now: counted in its statistics
