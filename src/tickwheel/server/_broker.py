@@ -111,7 +111,7 @@ from tickwheel.server.net._quotas import ConnectionQuotas
 from tickwheel.server.net._sasl import DELAYED_CLOSE_TIMER, SaslListener
 from tickwheel.server.net._throttled_channel import THROTTLE_TIMER
 from tickwheel.server.net._tls import ListenerTls, listener_tls
-from tickwheel.server.quotas import ClientQuotas
+from tickwheel.server.quotas import ClientQuotas, QuotaWindows
 from tickwheel.timer import Clock, ManualClock, SystemTimer
 
 _log = logging.getLogger(__name__)
@@ -291,7 +291,14 @@ class Broker:
             else None
         )
         self._cleaner = cleaner
-        client_quotas = ClientQuotas(self.time.clock)
+        client_quotas = ClientQuotas(
+            self.time.clock,
+            QuotaWindows(config.quota_window_num, config.quota_window_size_seconds * 1000),
+            QuotaWindows(
+                config.controller_quota_window_num,
+                config.controller_quota_window_size_seconds * 1000,
+            ),
+        )
         metrics = BrokerMetrics(
             lambda: (*replica_manager.purgatories, context.share_partitions.purgatory),
             lambda: replica_manager.log_manager.offline_dir_count,

@@ -193,6 +193,16 @@ class BrokerConfig:
     connections_max_idle_ms: int = field(
         default=600_000, metadata=_kafka("connections.max.idle.ms")
     )
+    # Client quotas' rate windows (server.quotas), Kafka's defaults; the controller
+    # mutation quota has its own.
+    quota_window_num: int = field(default=11, metadata=_kafka("quota.window.num"))
+    quota_window_size_seconds: int = field(default=1, metadata=_kafka("quota.window.size.seconds"))
+    controller_quota_window_num: int = field(
+        default=11, metadata=_kafka("controller.quota.window.num")
+    )
+    controller_quota_window_size_seconds: int = field(
+        default=1, metadata=_kafka("controller.quota.window.size.seconds")
+    )
     producer_purgatory_purge_interval_requests: int = field(
         default=1000, metadata=_kafka("producer.purgatory.purge.interval.requests")
     )
@@ -584,6 +594,14 @@ class BrokerConfig:
             )
         if self.sasl_server_max_receive_size < 1:
             raise ConfigError("sasl.server.max.receive.size must be positive")
+        for name, value in (
+            ("quota.window.num", self.quota_window_num),
+            ("quota.window.size.seconds", self.quota_window_size_seconds),
+            ("controller.quota.window.num", self.controller_quota_window_num),
+            ("controller.quota.window.size.seconds", self.controller_quota_window_size_seconds),
+        ):
+            if value < 1:
+                raise ConfigError(f"{name} must be at least 1")
         self.connection_quotas()
         for spec in self.listener_specs():
             self.listener_connection_limits(spec.name)

@@ -31,6 +31,7 @@ from tickwheel.server.quotas._manager import (
     ClientQuotas,
     ClientUse,
     MutationQuota,
+    QuotaWindows,
 )
 from tickwheel.server.quotas._rate import QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE_MS, WindowedRate
 from tickwheel.server.quotas._request_time import TimedHandler
@@ -52,6 +53,7 @@ __all__ = [
     "MutationQuota",
     "QuotaEntity",
     "QuotaEntityError",
+    "QuotaWindows",
     "TimedHandler",
     "WindowedRate",
     "enter_channel",

@@ -28,7 +28,7 @@ Concurrency: the broker's event loop; not thread-safe.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from tickwheel.server.quotas._channel import throttle_channel
@@ -42,23 +42,42 @@ from tickwheel.server.quotas._entities import (
     QuotaEntity,
     find_quota,
 )
-from tickwheel.server.quotas._rate import QUOTA_WINDOW_NUM, WindowedRate
+from tickwheel.server.quotas._rate import QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE_MS, WindowedRate
 from tickwheel.timer import Clock
 
 INACTIVE_EXPIRATION_MS: Final = 3_600_000
 """Kafka's ``InactiveSensorExpirationTimeSeconds`` (one hour), in milliseconds."""
 _SWEEP_INTERVAL_MS: Final = 60_000
+_MS_PER_S: Final = 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaWindows:
+    """The windows rates are measured over: Kafka's ``quota.window.num`` and
+    ``quota.window.size.seconds`` (or their ``controller.`` forms)."""
+
+    samples: int = QUOTA_WINDOW_NUM
+    window_ms: int = QUOTA_WINDOW_SIZE_MS
+
+    def rate(self) -> WindowedRate:
+        """A new rate over these windows."""
+        return WindowedRate(self.samples, self.window_ms)
 
 
 @dataclass(slots=True)
 class ClientUse:
     """One client's (one metric tags') use of a quota and the throttling it got."""
 
-    rate: WindowedRate = field(default_factory=WindowedRate)
-    throttle_time: WindowedRate = field(default_factory=WindowedRate)
-    throttled_requests: WindowedRate = field(default_factory=WindowedRate)
+    rate: WindowedRate
+    throttle_time: WindowedRate
+    throttled_requests: WindowedRate
     throttle_time_max_ms: int = 0
     last_recorded_ms: int = 0
+
+    @classmethod
+    def over(cls, windows: QuotaWindows, now_ms: int) -> ClientUse:
+        """A client's use, measured over ``windows`` from ``now_ms``."""
+        return cls(windows.rate(), windows.rate(), windows.rate(), last_recorded_ms=now_ms)
 
     def throttle_time_avg_ms(self, now_ms: int) -> float:
         """Average throttle time of the throttled requests in the measured windows."""
@@ -70,9 +89,14 @@ class ClientQuotaManager:
     """Measures one quota key's use per client and says how long to throttle."""
 
     def __init__(
-        self, key: str, quotas: Mapping[QuotaEntity, Mapping[str, float]], clock: Clock
+        self,
+        key: str,
+        quotas: Mapping[QuotaEntity, Mapping[str, float]],
+        clock: Clock,
+        windows: QuotaWindows,
     ) -> None:
         self.key = key
+        self.windows = windows
         self._quotas = quotas
         self._clock = clock
         self.uses: dict[MetricTags, ClientUse] = {}
@@ -87,7 +111,7 @@ class ClientQuotaManager:
         tags, bound = found
         use = self.uses.get(tags)
         if use is None:
-            use = self.uses[tags] = ClientUse(last_recorded_ms=self._clock.now_ms())
+            use = self.uses[tags] = ClientUse.over(self.windows, self._clock.now_ms())
         return use, bound
 
     def applies(self, user: str, client_id: str) -> bool:
@@ -154,20 +178,29 @@ class ClientQuotaManager:
         found = find_quota(self._quotas, self.key, user, client_id)
         if found is None:
             return None
-        window_s = WindowedRate().window_ms / 1000
-        return found[1] * (QUOTA_WINDOW_NUM - 1) * window_s
+        window_s = self.windows.window_ms / _MS_PER_S
+        return found[1] * (self.windows.samples - 1) * window_s
 
 
 class ClientQuotas:
     """Every client-quota config of the broker and the four managers enforcing them."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        windows: QuotaWindows | None = None,
+        controller_windows: QuotaWindows | None = None,
+    ) -> None:
         self.configs: dict[QuotaEntity, dict[str, float]] = {}
         self.clock = clock
-        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.configs, clock)
-        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.configs, clock)
-        self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.configs, clock)
-        self.controller_mutation = ClientQuotaManager(CONTROLLER_MUTATION_RATE, self.configs, clock)
+        client = QuotaWindows() if windows is None else windows
+        controller = QuotaWindows() if controller_windows is None else controller_windows
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.configs, clock, client)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.configs, clock, client)
+        self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.configs, clock, client)
+        self.controller_mutation = ClientQuotaManager(
+            CONTROLLER_MUTATION_RATE, self.configs, clock, controller
+        )
 
     def mutation(self, user: str, client_id: str, *, strict: bool) -> MutationQuota:
         """A request's use of the controller mutation quota."""
