@@ -2,9 +2,10 @@
 byte rate, are throttled (their ``throttle-time-avg`` and ``-max`` above 0) and their
 throughput stays near the quota.
 
-Kafka measures a rate over at least ten one-second windows, so a client may first send
-up to ten seconds' worth of its quota at once; the tests allow that burst and then
-hold the rest to the quota. They run for several seconds of real time (``slow``).
+Kafka measures a rate over at least ``quota.window.num - 1`` windows of
+``quota.window.size.seconds``, so a client may first send that many seconds' worth of
+its quota at once. The brokers here keep two one-second windows (a one-second burst)
+so that a few seconds of real time (``slow``) show the rate held to the quota.
 """
 
 from __future__ import annotations
@@ -24,15 +25,20 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 QUOTA_BYTES_PER_S = 40_000
 MESSAGE_BYTES = 8_000
-RUN_S = 6.0
-BURST_WINDOWS = 10
+RUN_S = 4.0
+QUOTA_WINDOW_NUM = 2
+BURST_WINDOWS = QUOTA_WINDOW_NUM - 1
 """The windows' worth of quota a client may send before the rate reads as over it."""
 
 
 def _broker(tmp_path: Path) -> BackgroundBroker:
     return BackgroundBroker(
         BrokerConfig.from_properties(
-            {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}
+            {
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "log.dirs": str(tmp_path),
+                "quota.window.num": str(QUOTA_WINDOW_NUM),
+            }
         )
     )
 
@@ -54,7 +60,9 @@ def _held_near_quota(metrics: dict[str, float], sent_bytes: int, elapsed_s: floa
     assert metrics["throttle-time-max"] > 0
     allowed = QUOTA_BYTES_PER_S * (BURST_WINDOWS + elapsed_s)
     assert sent_bytes <= allowed * 1.1 + MESSAGE_BYTES, (sent_bytes, elapsed_s)
-    assert sent_bytes >= allowed * 0.6, (sent_bytes, elapsed_s)
+    # A throttled fetch is answered empty and fetched again after the throttle time
+    # (Kafka's way too), so a consumer lands somewhat below its quota.
+    assert sent_bytes >= allowed * 0.5, (sent_bytes, elapsed_s)
 
 
 def test_a_producer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
@@ -88,7 +96,7 @@ def test_a_consumer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
         consumer = KafkaConsumer(
             bootstrap_servers=broker.bootstrap_servers,
             client_id="throttled",
-            max_partition_fetch_bytes=4 * MESSAGE_BYTES,
+            max_partition_fetch_bytes=2 * MESSAGE_BYTES,
         )
         try:
             consumer.assign([TopicPartition("slow-consumer", 0)])
