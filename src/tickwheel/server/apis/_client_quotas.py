@@ -31,6 +31,7 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 from __future__ import annotations
 
 import datetime
+import logging
 from typing import Final
 
 from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
@@ -63,9 +64,12 @@ from tickwheel.server.quotas import (
     MutationQuota,
     QuotaEntity,
     QuotaEntityError,
+    entity_path,
     make_entity,
     validate_quota,
 )
+
+_log = logging.getLogger(__name__)
 
 _MATCH_EXACT: Final = 0
 _MATCH_DEFAULT: Final = 1
@@ -195,34 +199,41 @@ def _validated(entry: AlterEntry) -> QuotaEntity:
     return entity
 
 
+async def _alter(
+    context: BrokerContext, entry: AlterEntry, *, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """Check one entry and, unless ``validate_only``, apply it; its error and message."""
+    try:
+        entity = _validated(entry)
+    except QuotaEntityError as exc:
+        return ErrorCode.invalid_request, str(exc)
+    if validate_only:
+        return ErrorCode.none, None
+    quotas = dict(context.quotas.configs.get(entity, {}))
+    for op in entry.ops:
+        if op.remove:
+            quotas.pop(op.key, None)
+        else:
+            quotas[op.key] = float(op.value)
+    try:
+        await context.alter_client_quotas(entity, quotas)
+    except Exception as exc:  # any failure to store (file, ZooKeeper) is this entry's error
+        _log.error("could not store the client quotas of %s: %s", entity_path(entity), exc)
+        return ErrorCode.unknown_server_error, f"cannot keep the quotas: {exc}"
+    return ErrorCode.none, None
+
+
 async def handle_alter_client_quotas(context: BrokerContext, request: DecodedRequest) -> Response:
     """Set or remove each entry's quotas; one answer per entry."""
     body = request.body_as(AlterClientQuotasRequest)
     allowed = authorize_cluster(context, request, AclOperation.ALTER_CONFIGS)
     answers: list[AlteredEntry] = []
     for entry in body.entries:
-        error_code, message = ErrorCode.none, None
-        if not allowed:
+        if allowed:
+            error_code, message = await _alter(context, entry, validate_only=body.validate_only)
+        else:
             error_code = ErrorCode.cluster_authorization_failed
             message = "ALTER_CONFIGS on the cluster is needed to alter client quotas"
-        else:
-            try:
-                entity = _validated(entry)
-            except QuotaEntityError as exc:
-                error_code, message = ErrorCode.invalid_request, str(exc)
-            else:
-                if not body.validate_only:
-                    quotas = dict(context.quotas.configs.get(entity, {}))
-                    for op in entry.ops:
-                        if op.remove:
-                            quotas.pop(op.key, None)
-                        else:
-                            quotas[op.key] = float(op.value)
-                    try:
-                        await context.alter_client_quotas(entity, quotas)
-                    except OSError as exc:
-                        error_code = ErrorCode.unknown_server_error
-                        message = f"cannot keep the quotas: {exc}"
         answers.append(
             AlteredEntry(
                 error_code=error_code,
