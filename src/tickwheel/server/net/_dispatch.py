@@ -12,9 +12,10 @@ null it did not ask for; whether its values are in range is its own to check.
 A client with a ``request_percentage`` quota (``tickwheel.server.quotas``) has its
 handlers' own running time measured (``TimedHandler``: their steps on the event loop,
 not their waits) and recorded as Kafka does, in percent of one handler per second; over
-the quota, its connection is muted for the throttle time (the answer's
-``throttle_time_ms`` keeps the API's own). ApiVersions, the SASL requests,
-WriteTxnMarkers and followers' fetches are exempt, as Kafka exempts them.
+the quota, the answer's ``throttle_time_ms`` says the longer of the API's own throttle
+and the request quota's (``with_throttle_time``), and the connection is muted for it.
+ApiVersions, the SASL requests, WriteTxnMarkers and followers' fetches are exempt, as
+Kafka exempts them.
 
 Concurrency: runs on the broker's event-loop thread.
 """
@@ -34,6 +35,7 @@ from tickwheel.protocol import (
     decode_request,
     encode_api_versions_fallback,
     peek_request_key,
+    with_throttle_time,
 )
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis import ApiSpec, Response
@@ -76,7 +78,11 @@ class Dispatcher:
         if client is not None and quotas.request.applies(*client) and not _exempt(request):
             timed = TimedHandler(spec.handle(self._context, request))
             response = await timed
-            quotas.request.record(*client, timed.busy_s * _PERCENT_PER_S)
+            throttle_ms = quotas.request.record(*client, timed.busy_s * _PERCENT_PER_S)
+            if throttle_ms > 0 and response is not None:
+                response = with_throttle_time(
+                    response, request.api_key, request.api_version, throttle_ms
+                )
         else:
             response = await spec.handle(self._context, request)
         self._context.metrics.record_request(spec.name, time.perf_counter() - started_s)
