@@ -1,6 +1,7 @@
 """Client quotas through real clients: kafka-python's producer and consumer, held to a
-byte rate, are throttled (their ``throttle-time-avg`` and ``-max`` above 0) and their
-throughput stays near the quota.
+byte rate, are throttled (their ``throttle-time-avg`` and ``-max`` above 0), and so is
+librdkafka's producer (its statistics' per-broker ``throttle``); their throughput stays
+near the quota.
 
 Kafka measures a rate over at least ``quota.window.num - 1`` windows of
 ``quota.window.size.seconds``, so a client may first send that many seconds' worth of
@@ -10,10 +11,13 @@ so that a few seconds of real time (``slow``) show the rate held to the quota.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tickwheel.server import BackgroundBroker, BrokerConfig
@@ -54,10 +58,9 @@ def _hold(broker: BackgroundBroker, topic: str, key: str) -> None:
         admin.close()
 
 
-def _held_near_quota(metrics: dict[str, float], sent_bytes: int, elapsed_s: float) -> None:
-    """The client saw throttle times, and moved about its quota's worth (and the burst)."""
-    assert metrics["throttle-time-avg"] > 0
-    assert metrics["throttle-time-max"] > 0
+def _held_near_quota(throttle_max_ms: float, sent_bytes: int, elapsed_s: float) -> None:
+    """The client saw a throttle time, and moved about its quota's worth (and the burst)."""
+    assert throttle_max_ms > 0
     allowed = QUOTA_BYTES_PER_S * (BURST_WINDOWS + elapsed_s)
     assert sent_bytes <= allowed * 1.1 + MESSAGE_BYTES, (sent_bytes, elapsed_s)
     # A throttled fetch is answered empty and fetched again after the throttle time
@@ -81,7 +84,8 @@ def test_a_producer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
             metrics = producer.metrics()["producer-metrics"]
         finally:
             producer.close()
-        _held_near_quota(metrics, sent_bytes, elapsed_s)
+        assert metrics["throttle-time-avg"] > 0
+        _held_near_quota(metrics["throttle-time-max"], sent_bytes, elapsed_s)
 
 
 def test_a_consumer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
@@ -110,4 +114,33 @@ def test_a_consumer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
             metrics = consumer.metrics()["consumer-metrics"]
         finally:
             consumer.close()
-        _held_near_quota(metrics, received_bytes, elapsed_s)
+        assert metrics["throttle-time-avg"] > 0
+        _held_near_quota(metrics["throttle-time-max"], received_bytes, elapsed_s)
+
+
+def test_librdkafka_reports_the_broker_s_throttle(tmp_path: Path) -> None:
+    with _broker(tmp_path) as broker:
+        _hold(broker, "slow-librdkafka", "producer_byte_rate")
+        throttles: list[dict[str, Any]] = []
+
+        def on_stats(stats_json: str) -> None:
+            stats = json.loads(stats_json)
+            throttles.extend(b["throttle"] for b in stats["brokers"].values() if b["nodeid"] >= 0)
+
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "client.id": "throttled",
+                "statistics.interval.ms": 500,
+                "stats_cb": on_stats,
+            }
+        )
+        started = time.monotonic()
+        sent_bytes = 0
+        while time.monotonic() - started < RUN_S:
+            producer.produce("slow-librdkafka", b"x" * MESSAGE_BYTES)
+            sent_bytes += MESSAGE_BYTES
+            producer.flush(30)
+        elapsed_s = time.monotonic() - started
+        producer.poll(1.0)
+        _held_near_quota(max((t["max"] for t in throttles), default=0), sent_bytes, elapsed_s)
