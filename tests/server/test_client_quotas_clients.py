@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,15 @@ def _hold(broker: BackgroundBroker, topic: str, key: str) -> None:
         admin.close()
 
 
+def _for_a_while(step: Callable[[], int]) -> tuple[int, float]:
+    """Call ``step`` (the bytes it moved) for ``RUN_S``; the bytes moved and the time."""
+    moved_bytes = 0
+    started = time.monotonic()
+    while time.monotonic() - started < RUN_S:
+        moved_bytes += step()
+    return moved_bytes, time.monotonic() - started
+
+
 def _held_near_quota(throttle_max_ms: float, sent_bytes: int, elapsed_s: float) -> None:
     """The client saw a throttle time, and moved about its quota's worth (and the burst)."""
     assert throttle_max_ms > 0
@@ -74,13 +84,13 @@ def test_a_producer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
         producer = KafkaProducer(
             bootstrap_servers=broker.bootstrap_servers, client_id="throttled", acks=1
         )
+
+        def send() -> int:
+            producer.send("slow-producer", b"x" * MESSAGE_BYTES).get(timeout=30)
+            return MESSAGE_BYTES
+
         try:
-            sent_bytes = 0
-            started = time.monotonic()
-            while time.monotonic() - started < RUN_S:
-                producer.send("slow-producer", b"x" * MESSAGE_BYTES).get(timeout=30)
-                sent_bytes += MESSAGE_BYTES
-            elapsed_s = time.monotonic() - started
+            sent_bytes, elapsed_s = _for_a_while(send)
             metrics = producer.metrics()["producer-metrics"]
         finally:
             producer.close()
@@ -105,12 +115,13 @@ def test_a_consumer_is_held_to_its_byte_rate(tmp_path: Path) -> None:
         try:
             consumer.assign([TopicPartition("slow-consumer", 0)])
             consumer.seek_to_beginning()
-            received_bytes = 0
-            started = time.monotonic()
-            while time.monotonic() - started < RUN_S:
-                for records in consumer.poll(timeout_ms=200).values():
-                    received_bytes += sum(len(r.value) for r in records)
-            elapsed_s = time.monotonic() - started
+            received_bytes, elapsed_s = _for_a_while(
+                lambda: sum(
+                    len(r.value)
+                    for records in consumer.poll(timeout_ms=200).values()
+                    for r in records
+                )
+            )
             metrics = consumer.metrics()["consumer-metrics"]
         finally:
             consumer.close()
@@ -135,12 +146,12 @@ def test_librdkafka_reports_the_broker_s_throttle(tmp_path: Path) -> None:
                 "stats_cb": on_stats,
             }
         )
-        started = time.monotonic()
-        sent_bytes = 0
-        while time.monotonic() - started < RUN_S:
+
+        def produce() -> int:
             producer.produce("slow-librdkafka", b"x" * MESSAGE_BYTES)
-            sent_bytes += MESSAGE_BYTES
             producer.flush(30)
-        elapsed_s = time.monotonic() - started
+            return MESSAGE_BYTES
+
+        sent_bytes, elapsed_s = _for_a_while(produce)
         producer.poll(1.0)
         _held_near_quota(max((t["max"] for t in throttles), default=0), sent_bytes, elapsed_s)
