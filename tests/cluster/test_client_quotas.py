@@ -8,12 +8,18 @@ import json
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from server.client_quotas import alter_quotas, describe_quotas, described_quotas
 from server.wire import WireClient
 from tickwheel.cluster import LocalCluster
 
-from .helpers import wait_for
+from .helpers import WAIT_S, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
@@ -39,7 +45,18 @@ def _config(cluster: LocalCluster, path: str) -> dict[str, str]:
     return config
 
 
+def _add_scram(bootstrap_servers: str, mechanism: ScramMechanism) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    upsertion = UserScramCredentialUpsertion(
+        "alice", ScramCredentialInfo(mechanism, 4096), b"alice-secret"
+    )
+    admin.alter_user_scram_credentials([upsertion])["alice"].result(WAIT_S)
+
+
 def test_quotas_reach_every_broker_through_zookeeper(cluster: LocalCluster) -> None:
+    # Alice's credentials and her quota share her znode, as in Kafka: neither write
+    # loses the other.
+    _add_scram(cluster.brokers[0].bootstrap_servers, ScramMechanism.SCRAM_SHA_256)
     first = WireClient(cluster.brokers[0].bootstrap_servers)
     second = WireClient(cluster.brokers[1].bootstrap_servers)
     try:
@@ -53,7 +70,12 @@ def test_quotas_reach_every_broker_through_zookeeper(cluster: LocalCluster) -> N
         first.close()
         second.close()
     assert _config(cluster, "/config/users/alice/clients/app") == {"producer_byte_rate": "1024"}
-    assert _config(cluster, "/config/users/alice") == {"request_percentage": "25.0"}
+    alice = _config(cluster, "/config/users/alice")
+    assert alice["request_percentage"] == "25.0"
+    assert sorted(alice) == ["SCRAM-SHA-256", "request_percentage"]
+    _add_scram(cluster.brokers[1].bootstrap_servers, ScramMechanism.SCRAM_SHA_512)
+    alice = _config(cluster, "/config/users/alice")
+    assert sorted(alice) == ["SCRAM-SHA-256", "SCRAM-SHA-512", "request_percentage"]
     assert _config(cluster, "/config/clients/<default>") == {"consumer_byte_rate": "2048"}
     for broker in cluster.brokers:
         wait_for(
