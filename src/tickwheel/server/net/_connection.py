@@ -88,7 +88,9 @@ its ``throttle_time_ms``; the quota manager marks the connection's ``ChannelThro
 (a context variable, like the connection id), and the reader, before it reads the next
 frame, waits until the throttle time is up on a ``ThrottledChannel`` task of the timing
 wheel (``_throttled_channel``), as Kafka mutes the channel (KIP-219). Produces already
-piped are answered meanwhile. A muted connection is busy, not idle.
+piped are answered meanwhile. A muted connection has nothing to answer, so a stopping
+broker does not wait for it; as in Kafka, its idle time runs from its last activity
+(a throttle longer than ``connections.max.idle.ms`` drops it).
 
 Concurrency: each connection runs as one task on the broker's event loop; the
 ``MemoryPool`` is shared by the broker's connections on that loop.
@@ -310,7 +312,6 @@ class Connection:
         # (None: the broker enforces no client quota, nothing mutes it).
         self.channel_throttle = ChannelThrottle()
         self._throttle_timer = throttle_timer
-        self._muted = False
         self.authenticator: SaslServerAuthenticator | None = (
             None if sasl is None else sasl.new_authenticator(self.session)
         )
@@ -321,10 +322,7 @@ class Connection:
         # A connection whose answers wait for its client to read them is idle: a client
         # that stops reading is closed like one that stops writing, as in Kafka.
         return (
-            self._serving
-            or self._waiting_for_pool
-            or self._muted
-            or any(not task.done() for task in self._piped)
+            self._serving or self._waiting_for_pool or any(not task.done() for task in self._piped)
         )
 
     async def run(self) -> None:
@@ -408,12 +406,7 @@ class Connection:
             muted_ms = self.channel_throttle.muted_until_ms - self._clock.now_ms()
             if muted_ms <= 0:
                 return
-            self._muted = True
-            try:
-                await wait_unmuted(timer, muted_ms)
-            finally:
-                self._muted = False
-                self.last_active_ms = self._clock.now_ms()
+            await wait_unmuted(timer, muted_ms)
 
     async def _read_frame(self, size: int, hold: FrameHold) -> bytes:
         """The frame's ``size`` bytes, each slice held in the pool once it has arrived."""
