@@ -22,11 +22,14 @@ pytestmark = pytest.mark.integration
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 CLIENT_ID = "wire-test"  # the WireClient's
+WEEK_MS = 7 * 24 * 3600 * 1000
 
 
 @pytest.fixture
 def tickwheel_broker_properties() -> dict[str, str]:
-    return {"tickwheel.metrics.port": "0"}
+    # A muted connection is idle (as in Kafka): the week keeps the ManualClock's long
+    # throttles from dropping it.
+    return {"tickwheel.metrics.port": "0", "connections.max.idle.ms": str(WEEK_MS)}
 
 
 def test_quotas_are_altered_described_and_kept(tmp_path: Path) -> None:
