@@ -395,6 +395,30 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
         lambda r: [(t.topic_name, [p.error_code for p in t.partitions]) for t in r.results],
         [("orders", [CLUSTER_DENIED])],
     ),
+    (
+        "DescribeClientQuotas",
+        48,
+        1,
+        {"components": [], "strict": False},
+        lambda r: (r.error_code, r.entries),
+        (CLUSTER_DENIED, None),
+    ),
+    (
+        "AlterClientQuotas",
+        49,
+        1,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "user", "entity_name": "mallory"}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        },
+        lambda r: [e.error_code for e in r.entries],
+        [CLUSTER_DENIED],
+    ),
 ]
 
 

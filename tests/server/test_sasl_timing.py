@@ -4,8 +4,6 @@ re-authenticate before anything else is served."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -14,19 +12,13 @@ from tickwheel.server import BackgroundBroker
 from tickwheel.timer import ManualClock
 
 from .sasl import ALICE, ALICE_PASSWORD, SASL_PROPERTIES
-from .wire import WireClient
+from .wire import METADATA_ALL_TOPICS, WireClient, nothing_yet
 
 pytestmark = pytest.mark.integration
 
 API_VERSIONS, METADATA, HANDSHAKE, AUTHENTICATE = 18, 3, 17, 36
 DELAY_MS = 250
 REAUTH_MS = 5_000
-NOT_YET_S = 0.3
-METADATA_VALUES = {
-    "topics": None,
-    "allow_auto_topic_creation": False,
-    "include_topic_authorized_operations": False,
-}
 
 
 @pytest.fixture
@@ -52,17 +44,6 @@ def _login(client: WireClient, password: str) -> tuple[int, object]:
     return client.send(AUTHENTICATE, 2, {"auth_bytes": token}), handshake
 
 
-def _nothing_yet(client: WireClient) -> bool:
-    client.sock.settimeout(NOT_YET_S)
-    try:
-        client.sock.recv(1, socket.MSG_PEEK)
-    except TimeoutError:
-        return True
-    finally:
-        client.sock.settimeout(10.0)
-    return False
-
-
 def test_failed_login_answer_waits_for_the_wheel(
     tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
 ) -> None:
@@ -70,7 +51,7 @@ def test_failed_login_answer_waits_for_the_wheel(
     try:
         correlation_id, handshake = _login(client, "wrong")
         assert handshake.error_code == ErrorCode.none  # type: ignore[attr-defined]
-        assert _nothing_yet(client), "answered before the delay"
+        assert nothing_yet(client), "answered before the delay"
         # Meanwhile the broker serves others: another client logs in.
         other = WireClient(tickwheel_manual_broker.bootstrap_servers)
         try:
@@ -80,7 +61,7 @@ def test_failed_login_answer_waits_for_the_wheel(
         finally:
             other.close()
         tickwheel_clock.advance(DELAY_MS - 1)
-        assert _nothing_yet(client), "answered before the delay ran out"
+        assert nothing_yet(client), "answered before the delay ran out"
         tickwheel_clock.advance(1)
         answered, body = client.receive(AUTHENTICATE, 2)
         assert answered == correlation_id
@@ -97,7 +78,7 @@ def test_unknown_mechanism_lists_the_enabled_ones_then_closes(
     client = WireClient(tickwheel_manual_broker.bootstrap_servers)
     try:
         client.send(HANDSHAKE, 1, {"mechanism": "GSSAPI"})
-        assert _nothing_yet(client)
+        assert nothing_yet(client)
         tickwheel_clock.advance(DELAY_MS)
         _, body = client.receive(HANDSHAKE, 1)
         assert body.error_code == ErrorCode.unsupported_sasl_mechanism
@@ -110,7 +91,7 @@ def test_unknown_mechanism_lists_the_enabled_ones_then_closes(
 def test_expired_session_must_reauthenticate(
     tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
 ) -> None:
-    metadata = METADATA_VALUES
+    metadata = METADATA_ALL_TOPICS
     client = WireClient(tickwheel_manual_broker.bootstrap_servers)
     try:
         _login(client, ALICE_PASSWORD)
@@ -146,7 +127,7 @@ def test_a_v0_login_expires_too(
         again = client.call(AUTHENTICATE, 0, {"auth_bytes": token})
         assert again.error_code == ErrorCode.illegal_sasl_state, "no second login"
         tickwheel_clock.advance(REAUTH_MS)
-        client.send(METADATA, 12, METADATA_VALUES)
+        client.send(METADATA, 12, METADATA_ALL_TOPICS)
         assert client.read_frame() is None
     finally:
         client.close()
@@ -159,8 +140,8 @@ def test_a_request_before_login_closes_after_the_delay_unanswered(
     the login; no answer, and the close waits on the wheel like any failed login."""
     client = WireClient(tickwheel_manual_broker.bootstrap_servers)
     try:
-        client.send(METADATA, 12, METADATA_VALUES)
-        assert _nothing_yet(client)
+        client.send(METADATA, 12, METADATA_ALL_TOPICS)
+        assert nothing_yet(client)
         tickwheel_clock.advance(DELAY_MS)
         assert client.read_frame() is None
     finally:

@@ -13,6 +13,14 @@ from tickwheel.protocol import build_entity, request_schema, response_schema
 from tickwheel.protocol import encode_request as encode_request_frame
 
 TIMEOUT_S = 10.0
+NOT_YET_S = 0.3
+"""How long ``nothing_yet`` waits for an answer that must not come."""
+METADATA_ALL_TOPICS = {
+    "topics": None,
+    "allow_auto_topic_creation": False,
+    "include_topic_authorized_operations": False,
+}
+"""A Metadata v12 request's values asking for every topic."""
 
 
 def host_port(bootstrap_servers: str) -> tuple[str, int]:
@@ -95,6 +103,18 @@ class WireClient:
             chunks.append(chunk)
             remaining -= len(chunk)
         return b"".join(chunks)
+
+
+def nothing_yet(client: WireClient) -> bool:
+    """Whether no byte of an answer arrives within ``NOT_YET_S``."""
+    client.sock.settimeout(NOT_YET_S)
+    try:
+        client.sock.recv(1, socket.MSG_PEEK)
+    except TimeoutError:
+        return True
+    finally:
+        client.sock.settimeout(TIMEOUT_S)
+    return False
 
 
 CREATE_TOPICS = 19

@@ -46,8 +46,13 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    which hears of every group at start-up; a user's (``users``/``<user>``, where Kafka
    keeps SCRAM credentials, the name sanitized as Kafka does) to
    ``user_config_listener``, which hears of every user at start-up too
-   (``alter_user_config`` writes one). ``alter_config`` returns once this broker has
-   applied its own change.
+   (``alter_user_config`` writes one). Client quotas live where Kafka keeps them: a
+   user's beside its credentials, a user's client id's at
+   ``users``/``<user>/clients/<client>``, a client id's at ``clients``/``<client>``;
+   ``quota_config_listener`` hears each such entity by its path (``users/<user>``,
+   ``users/<user>/clients/<client>``, ``clients/<client>``), every one at start-up too
+   (``update_entity_config`` rewrites part of one). ``alter_config`` returns once this
+   broker has applied its own change.
 
 7. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
    which re-elects leaders when brokers die or return (``_controller``); its
@@ -117,6 +122,7 @@ from tickwheel.cluster._zk import ControllerEpoch, TopicExistsError, ZkClient, Z
 from tickwheel.cluster._znodes import (
     BROKER_ENTITY,
     BROKER_IDS_PATH,
+    CLIENT_ENTITY,
     CONFIG_CHANGES_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
@@ -125,6 +131,7 @@ from tickwheel.cluster._znodes import (
     GROUP_ENTITY,
     TOPIC_ENTITY,
     TOPICS_PATH,
+    USER_CLIENTS,
     USER_ENTITY,
     BrokerEndpoint,
     BrokerRegistration,
@@ -330,6 +337,9 @@ class ClusterNode:
         # Told each user's config (SCRAM credentials), by user name: at start-up, then on
         # every change.
         self.user_config_listener: BrokerConfigListener | None = None
+        # Told (entity path, configs) of every client-quota entity (users' and client
+        # ids'), at start-up and on each change.
+        self.quota_config_listener: BrokerConfigListener | None = None
         # Told the cluster id once it is known and checked, before this broker
         # registers (the broker keeps it in meta.properties, as Kafka does then).
         self.cluster_id_listener: Callable[[str], None] | None = None
@@ -574,7 +584,7 @@ class ClusterNode:
                 configs = self._read_entity_config(BROKER_ENTITY, entity)
                 if configs is not None:
                     self._post(_ConfigChanged(BROKER_ENTITY, entity, configs, _INITIAL_CONFIGS))
-            for entity_type in (GROUP_ENTITY, USER_ENTITY):
+            for entity_type in (GROUP_ENTITY, USER_ENTITY, CLIENT_ENTITY):
                 self._post_every_config(entity_type)
             return None
         for seq, child in sequences:
@@ -606,11 +616,17 @@ class ClusterNode:
         self._post(_AclsChanged(pattern, entries, changes_path, sequence))
 
     def _post_every_config(self, entity_type: str) -> None:
-        """Start-up: hand every entity of ``entity_type`` (groups, users) to its listener."""
+        """Start-up: hand every entity of ``entity_type`` (groups, users and their client
+        ids, client ids) to its listener."""
         for name in self._zk.children(entity_type_path(entity_type)):
-            configs = self._read_entity_config(entity_type, name)
-            if configs is not None:
-                self._post(_ConfigChanged(entity_type, name, configs, _INITIAL_CONFIGS))
+            names = [name]
+            if entity_type == USER_ENTITY:
+                clients_path = f"{entity_type_path(entity_type)}/{name}/{USER_CLIENTS}"
+                names += [f"{name}/{USER_CLIENTS}/{c}" for c in self._zk.children(clients_path)]
+            for entity in names:
+                configs = self._read_entity_config(entity_type, entity)
+                if configs is not None:
+                    self._post(_ConfigChanged(entity_type, entity, configs, _INITIAL_CONFIGS))
 
     def _read_entity_config(self, entity_type: str, name: str) -> dict[str, str] | None:
         try:
@@ -768,9 +784,12 @@ class ClusterNode:
             if self.group_config_listener is not None:
                 self.group_config_listener(event.name, event.configs)
             return
-        if event.entity_type == USER_ENTITY:
-            if self.user_config_listener is not None:
+        if event.entity_type in (USER_ENTITY, CLIENT_ENTITY):
+            a_user = event.entity_type == USER_ENTITY and "/" not in event.name
+            if a_user and self.user_config_listener is not None:
                 self.user_config_listener(desanitize_user(event.name), event.configs)
+            if self.quota_config_listener is not None:
+                self.quota_config_listener(f"{event.entity_type}/{event.name}", event.configs)
             return
         topic = self.cache.topics.get(event.name)
         if event.entity_type != TOPIC_ENTITY or topic is None:
@@ -1061,6 +1080,26 @@ class ClusterNode:
         await self.wait_until(
             lambda: self._applied_acl_changes.get(changes_path, -1) >= sequence, timeout_ms
         )
+
+    async def update_entity_config(
+        self,
+        entity_type: str,
+        name: str,
+        update: Callable[[dict[str, str]], dict[str, str]],
+        *,
+        timeout_ms: int,
+    ) -> None:
+        """Rewrite an entity's configs as ``update`` makes them from the stored ones (a
+        user's quotas beside its credentials), notify every broker, and wait until this
+        one has applied it."""
+
+        def write() -> int:
+            configs = update(self._zk.entity_config(entity_type, name))
+            return self._zk.set_entity_config(entity_type, name, configs)
+
+        sequence = await asyncio.to_thread(write)
+        _log.info("updated the config of %s/%s", entity_type, name)
+        await self.wait_until(lambda: self._applied_config_change >= sequence, timeout_ms)
 
     async def alter_user_config(
         self, user: str, configs: Mapping[str, str], *, timeout_ms: int

@@ -23,7 +23,9 @@ offers what a broker needs and nothing more:
   in the cluster;
 - ``set_entity_config``: a topic's or broker entity's config and a change
   notification under ``/config/changes``, in one transaction, as Kafka's
-  ``AdminZkClient.changeConfigs`` writes them; every broker watches the notifications;
+  ``AdminZkClient.changeConfigs`` writes them (a user's client id's quotas, nested
+  under the user's node, after the user's node); every broker watches the
+  notifications;
 - ``create_features`` and ``set_features``: the finalized feature levels in
   ``/feature``, created once at a new cluster's levels, then replaced conditionally on
   the znode version (the finalized epoch), so two updates never both win;
@@ -384,6 +386,13 @@ class ZkClient:
 
     def _commit_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> int:
         path = entity_config_path(entity_type, name)
+        if "/" in name:
+            # A user's client id (``<user>/clients/<client>``): the user's own config
+            # node comes first, with no config, as Kafka's ``createRecursive`` makes it.
+            user_path = entity_config_path(entity_type, name.split("/", 1)[0])
+            with contextlib.suppress(NodeExistsError):
+                self._client.create(user_path, encode_topic_config({}))
+            self._client.ensure_path(path.rsplit("/", 1)[0])
         transaction = self._client.transaction()
         if self._client.exists(path) is None:
             transaction.create(path, encode_topic_config(configs))

@@ -9,7 +9,9 @@ Brokers and tools written for Kafka's ZooKeeper mode read the same documents:
 ``/config/topics/<topic>``                  the topic's config overrides
 ``/config/brokers/<id>``, ``<default>``     dynamic configs of a broker, of all brokers
 ``/config/groups/<group>``                  a group's config overrides (KIP-848/932)
-``/config/users/<user>``                    a user's config: its SCRAM credentials
+``/config/users/<user>``                    a user's config: SCRAM credentials, quotas
+``/config/users/<user>/clients/<client>``   quotas of a user's client id
+``/config/clients/<client>``                quotas of a client id (``<default>``: all)
 ``/config/changes/config_change_<seq>``     a config changed: ``{"entity_path": ..}``
 ``/controller`` (ephemeral)                 the broker acting as controller
 ``/controller_epoch``                       how many controllers there have been
@@ -53,6 +55,7 @@ _FEATURES_ENABLED = 1
 BROKER_CONFIGS_PATH = "/config/brokers"
 GROUP_CONFIGS_PATH = "/config/groups"
 USER_CONFIGS_PATH = "/config/users"
+CLIENT_CONFIGS_PATH = "/config/clients"
 _CONFIG_PATH = "/config"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
@@ -61,6 +64,9 @@ TOPIC_ENTITY = "topics"
 BROKER_ENTITY = "brokers"
 GROUP_ENTITY = "groups"
 USER_ENTITY = "users"
+CLIENT_ENTITY = "clients"
+USER_CLIENTS = "clients"
+"""The child of ``/config/users/<user>`` under which its client ids' quotas are kept."""
 DEFAULT_BROKER_ENTITY = "<default>"
 """The broker entity whose configs are every broker's dynamic defaults."""
 PERSISTENT_PATHS = (
@@ -70,6 +76,7 @@ PERSISTENT_PATHS = (
     BROKER_CONFIGS_PATH,
     GROUP_CONFIGS_PATH,
     USER_CONFIGS_PATH,
+    CLIENT_CONFIGS_PATH,
     CONFIG_CHANGES_PATH,
     "/cluster",
 )

@@ -11,6 +11,8 @@ responses are the exception: ``encode_fetch_response`` writes them by hand as ch
 so record bytes go from the log to the socket without passing through an encoder;
 Produce, the request a ``linger.ms=0`` producer sends once per message, has its own
 length check and ``encode_produce_response`` (``_produce``), written for the hot path.
+``with_throttle_time`` raises an encoded answer's ``throttle_time_ms`` (a request-time
+quota is known only once the handler is done).
 
 The client side is here too: ``ClientConnection`` frames requests, matches correlation
 ids and negotiates versions from the broker's ApiVersions answer, still without I/O;
@@ -84,6 +86,7 @@ from tickwheel.protocol._parts import (
 from tickwheel.protocol._produce import PartitionAnswer, TopicAnswer, encode_produce_response
 from tickwheel.protocol._sasl_login import SaslClient, SaslLogin, SaslLoginError
 from tickwheel.protocol._schemas import request_schema, response_schema
+from tickwheel.protocol._throttle import with_throttle_time
 from tickwheel.protocol._topic_id import decode_topic_id, encode_topic_id
 from tickwheel.protocol._versions import convert, default_entity
 
@@ -146,4 +149,5 @@ __all__ = [
     "response_schema",
     "size_prefix",
     "uvarint",
+    "with_throttle_time",
 ]

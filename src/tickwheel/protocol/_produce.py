@@ -83,7 +83,7 @@ def _record_errors(errors: Sequence[RecordErrorAnswer], *, flexible: bool) -> by
 
 
 def encode_produce_response(
-    correlation_id: int, version: int, topics: Sequence[TopicAnswer]
+    correlation_id: int, version: int, topics: Sequence[TopicAnswer], *, throttle_time_ms: int = 0
 ) -> bytes:
     """The ProduceResponse frame of ``version`` (3-9), size prefix included."""
     flexible = version >= _FIRST_FLEXIBLE_VERSION
@@ -121,7 +121,7 @@ def encode_produce_response(
                 parts.append(_EMPTY_TAGGED_FIELDS)
         if flexible:
             parts.append(_EMPTY_TAGGED_FIELDS)
-    parts.append(_NO_THROTTLE)
+    parts.append(_INT32.pack(throttle_time_ms) if throttle_time_ms else _NO_THROTTLE)
     if flexible:
         parts.append(_EMPTY_TAGGED_FIELDS)
     body_bytes = sum(map(len, parts))

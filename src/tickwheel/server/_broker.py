@@ -109,7 +109,9 @@ from tickwheel.server.net._listener import Listener
 from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
 from tickwheel.server.net._quotas import ConnectionQuotas
 from tickwheel.server.net._sasl import DELAYED_CLOSE_TIMER, SaslListener
+from tickwheel.server.net._throttled_channel import THROTTLE_TIMER
 from tickwheel.server.net._tls import ListenerTls, listener_tls
+from tickwheel.server.quotas import ClientQuotas, QuotaWindows
 from tickwheel.timer import Clock, ManualClock, SystemTimer
 
 _log = logging.getLogger(__name__)
@@ -148,6 +150,8 @@ class Broker:
         # The timer failed SASL logins wait on (``_delayed_close``), made with the first
         # SASL listener.
         self._close_timer: SystemTimer | None = None
+        # The timer throttled channels wait on (``_throttled_channel``), made at start.
+        self._throttle_timer: SystemTimer | None = None
         self._ready = False  # /readyz: listening, logs loaded, registered in a cluster
         # Request bytes being read or served, over all connections (queued.max.request.bytes).
         self.memory_pool = MemoryPool(max(self.config.queued_max_request_bytes, UNBOUNDED))
@@ -287,6 +291,14 @@ class Broker:
             else None
         )
         self._cleaner = cleaner
+        client_quotas = ClientQuotas(
+            self.time.clock,
+            QuotaWindows(config.quota_window_num, config.quota_window_size_seconds * 1000),
+            QuotaWindows(
+                config.controller_quota_window_num,
+                config.controller_quota_window_size_seconds * 1000,
+            ),
+        )
         metrics = BrokerMetrics(
             lambda: (*replica_manager.purgatories, context.share_partitions.purgatory),
             lambda: replica_manager.log_manager.offline_dir_count,
@@ -294,19 +306,28 @@ class Broker:
             controller_active=lambda: context.cluster is None or context.cluster.controller.active,
             cleaner=lambda: None if cleaner is None else cleaner.metrics,
             network=lambda: (self.connection_quotas, self.memory_pool),
+            client_quotas=lambda: client_quotas,
         )
         users = UserConfigs(self.log_dir)
         if not config.zookeeper_connect:
             users.load()
         context = BrokerContext(
             BrokerParts(
-                config, replica_manager, topics, metrics, ADVERTISED_VERSIONS, cluster_id, users
+                config,
+                replica_manager,
+                topics,
+                metrics,
+                ADVERTISED_VERSIONS,
+                cluster_id,
+                users,
+                client_quotas,
             ),
             functools.partial(self._start_services, stored.cluster_id if stored else None),
         )
         self._context = context
         cluster = context.cluster
         dispatcher = Dispatcher(context, API_SPECS)
+        self._throttle_timer = self.time.timers.new_timer(THROTTLE_TIMER)
         self._open_listeners(dispatcher, context)
         host = config.listener_specs()[0].host
         if config.metrics_port >= 0:
@@ -426,6 +447,7 @@ class Broker:
             on_closed=self._connection_closed,
             listener=spec,
             sasl=sasl,
+            throttle_timer=self._throttle_timer,
         )
         if not self._accepting:
             # Handed over while ``stop`` runs: nothing will serve it.

@@ -10,8 +10,8 @@ The handlers' cluster-mode parts live here too, so each handler keeps one branch
 the brokers and partitions of a Metadata answer (other brokers named by their endpoint
 on the listener the request came on, as Kafka does), auto-creation, and the creation of
 topics and partitions (replicas assigned over the live brokers, Kafka's errors).
-Users' SCRAM credentials (``UserConfigs``) are kept at ``/config/users`` and applied on
-every broker when notified.
+Users' SCRAM credentials (``UserConfigs``) and client quotas are kept under
+``/config/users`` and ``/config/clients`` and applied on every broker when notified.
 
 Concurrency: event-loop thread only, like the ``BrokerContext``.
 """
@@ -151,6 +151,7 @@ def join_cluster(context: BrokerState, stored_cluster_id: str | None) -> Cluster
     node.broker_config_listener = context.apply_broker_configs
     node.group_config_listener = context.apply_group_configs
     node.user_config_listener = context.users.apply
+    node.quota_config_listener = context.apply_quota_configs
 
     async def write_user(user: str, configs: Mapping[str, str]) -> None:
         await node.alter_user_config(user, configs, timeout_ms=_ALTER_USER_TIMEOUT_MS)

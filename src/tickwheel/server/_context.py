@@ -59,6 +59,15 @@ from tickwheel.server._users import UserConfigs
 from tickwheel.server.config._broker import BrokerConfig, ConfigError
 from tickwheel.server.config._dynamic import DynamicBrokerConfig
 from tickwheel.server.config._groups import GroupConfigs
+from tickwheel.server.quotas import (
+    QUOTA_KEYS,
+    ClientQuotas,
+    QuotaEntity,
+    QuotaEntityError,
+    entity_path,
+    parse_entity_path,
+    quota_text,
+)
 from tickwheel.share_delivery import SharePartitionManager
 
 _log = logging.getLogger(__name__)
@@ -109,7 +118,7 @@ class BrokerParts:
     """What a broker builds before its state: the config, the replica manager over the
     opened logs, the topic registry, the metrics, the advertised API versions, this
     broker's cluster id (meta.properties; in a cluster, until it has joined, the id it
-    proposes) and users' SCRAM credentials."""
+    proposes), users' SCRAM credentials and the client quotas."""
 
     config: BrokerConfig
     replica_manager: ReplicaManager
@@ -118,6 +127,7 @@ class BrokerParts:
     advertised_versions: Mapping[int, VersionRange]
     cluster_id: str
     users: UserConfigs
+    quotas: ClientQuotas
 
 
 class BrokerState:
@@ -148,6 +158,13 @@ class BrokerState:
         self.inter_broker_listener = config.inter_broker_listener().name
         # Users' SCRAM credentials (``_users``), in the first log directory.
         self.users = parts.users
+        # Client quotas and their enforcement (``server.quotas``), kept in ``topics``.
+        self.quotas = parts.quotas
+        for path, quotas in topics.client_quotas.items():
+            try:
+                self.quotas.apply(parse_entity_path(path), quotas)
+            except QuotaEntityError as exc:
+                _log.error("ignoring the stored client quotas of %s: %s", path, exc)
         # Cluster membership when ``zookeeper.connect`` is set; None on a single node.
         # Set by ``start_services`` before any service starts, never changed after.
         self.cluster: ClusterNode | None = None
@@ -279,6 +296,39 @@ class BrokerState:
         self.topics.set_group_configs(group_id, dict(configs))
         self.group_configs.set(group_id, configs)
         _log.info("group %s: config overrides now %s", group_id, dict(configs))
+
+    async def alter_client_quotas(self, entity: QuotaEntity, quotas: Mapping[str, float]) -> None:
+        """Replace ``entity``'s client quotas (already validated) and apply them: on a
+        single node kept in the topics registry, in a cluster in ZooKeeper beside the
+        entity's other configs (a user's SCRAM credentials), where every broker hears
+        of them."""
+        path = entity_path(entity)
+        if self.cluster is not None:
+
+            def update(stored: dict[str, str]) -> dict[str, str]:
+                kept = {k: v for k, v in stored.items() if k not in QUOTA_KEYS}
+                return {**kept, **{k: quota_text(k, v) for k, v in quotas.items()}}
+
+            entity_type, _, name = path.partition("/")
+            await self.cluster.update_entity_config(
+                entity_type, name, update, timeout_ms=_ALTER_CONFIG_TIMEOUT_MS
+            )
+            return
+        self.topics.set_client_quotas(path, dict(quotas))
+        self.quotas.apply(entity, quotas)
+        _log.info("client quotas of %s now %s", path, dict(quotas))
+
+    def apply_quota_configs(self, path: str, configs: Mapping[str, str]) -> None:
+        """Take the client quotas among the configs ZooKeeper holds for entity ``path``."""
+        try:
+            entity = parse_entity_path(path)
+            quotas = {k: float(v) for k, v in configs.items() if k in QUOTA_KEYS}
+        except (QuotaEntityError, ValueError) as exc:
+            _log.error("ignoring the client quotas of %s: %s", path, exc)
+            return
+        self.quotas.apply(entity, quotas)
+        if quotas or entity in self.quotas.configs:
+            _log.info("client quotas of %s now %s", path, quotas)
 
     def apply_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Take ``entity``'s dynamic configs: new topic defaults reach every live log

@@ -52,6 +52,13 @@ rest):
   back by a connection quota, by the limit's property name; and the request memory
   pool's ``kafka_network_SocketServer_MemoryPoolUsed`` and ``..._MemoryPoolAvailable``
   (-1 when ``queued.max.request.bytes`` is unbounded).
+- Client quotas (``tickwheel.server.quotas``), read when scraped, per quota type as
+  Kafka's ``kafka.server:type=Produce|Fetch|Request|ControllerMutation`` with ``user``
+  and ``client_id`` labels (the tags a client's use is counted under): the measured
+  rate (``kafka_server_Produce_byte_rate``, ``..._Fetch_byte_rate``,
+  ``..._Request_request_time`` in percent, ``..._ControllerMutation_mutation_rate``)
+  and ``..._throttle_time`` (average throttle time of the throttled requests, ms) and
+  ``..._throttle_time_max``. Only clients that have a quota are measured.
 - ``process_*`` and ``python_info``: prometheus_client's process and platform
   collectors, in the broker's registry.
 
@@ -95,6 +102,13 @@ from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import Partition
 from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
 from tickwheel.server.net._quotas import ConnectionQuotas
+from tickwheel.server.quotas import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    ClientQuotas,
+)
 
 _MS_PER_S = 1000.0
 # Request latency buckets in ms: long polls sit in the purgatory up to max_wait_ms.
@@ -210,6 +224,41 @@ class _CleanerCollector(Collector):
             ),
         ):
             yield GaugeMetricFamily("kafka_log_" + name, help_text, value=value)
+
+
+_QUOTA_METRICS = (
+    (PRODUCER_BYTE_RATE, "Produce", "byte_rate", "Bytes produced per second"),
+    (CONSUMER_BYTE_RATE, "Fetch", "byte_rate", "Bytes fetched per second"),
+    (REQUEST_PERCENTAGE, "Request", "request_time", "Request handler time, in percent"),
+    (CONTROLLER_MUTATION_RATE, "ControllerMutation", "mutation_rate", "Partition mutations/s"),
+)
+
+
+class _ClientQuotaCollector(Collector):
+    def __init__(self, client_quotas: Callable[[], ClientQuotas | None]) -> None:
+        self._client_quotas = client_quotas
+
+    def collect(self) -> Iterator[Metric]:
+        client_quotas = self._client_quotas()
+        if client_quotas is None:
+            return
+        managers = {manager.key: manager for manager in client_quotas.managers()}
+        now_ms = client_quotas.clock.now_ms()
+        labels = ["user", "client_id"]
+        for key, group, rate_name, help_text in _QUOTA_METRICS:
+            prefix = f"kafka_server_{group}_"
+            rate = GaugeMetricFamily(prefix + rate_name, help_text, labels=labels)
+            throttle = GaugeMetricFamily(
+                prefix + "throttle_time", "Average throttle time (ms)", labels=labels
+            )
+            throttle_max = GaugeMetricFamily(
+                prefix + "throttle_time_max", "Longest throttle time (ms)", labels=labels
+            )
+            for (user, client_id), use in sorted(managers[key].uses.items()):
+                rate.add_metric([user, client_id], use.rate.rate_per_s(now_ms))
+                throttle.add_metric([user, client_id], use.throttle_time_avg_ms(now_ms))
+                throttle_max.add_metric([user, client_id], use.throttle_time_max_ms)
+            yield from (rate, throttle, throttle_max)
 
 
 class _NetworkCollector(Collector):
@@ -417,6 +466,7 @@ class BrokerMetrics:
         controller_active: ControllerActive = _always,
         cleaner: CleanerGauges = _no_cleaner,
         network: Callable[[], tuple[ConnectionQuotas, MemoryPool] | None] = lambda: None,
+        client_quotas: Callable[[], ClientQuotas | None] = lambda: None,
     ) -> None:
         self._purgatories = purgatories
         self._partitions = partitions
@@ -428,6 +478,7 @@ class BrokerMetrics:
         self.registry.register(self._topic_rates)
         self.registry.register(_CleanerCollector(cleaner))
         self.registry.register(_NetworkCollector(network))
+        self.registry.register(_ClientQuotaCollector(client_quotas))
         # The same collectors prometheus_client puts in its global registry; each
         # broker's registry gets its own instances (the process is shared, so
         # several brokers in one process report the same figures).

@@ -3,9 +3,10 @@
 Kafka keeps this in its metadata log (KRaft) or ZooKeeper; a single-node broker needs
 only a small file in its log directory, ``tickwheel-metadata.json``, rewritten
 atomically (temporary file, fsync, rename) whenever a topic is created, grows, is
-deleted or has its configs changed, whenever the broker's dynamic configs or a group's
-configs change, the finalized features change (``_features``), or a new block of
-producer ids is taken. Producer ids are handed out from
+deleted or has its configs changed, whenever the broker's dynamic configs, a group's
+configs, the finalized features (``_features``) or a client-quota entity's quotas change
+(kept by entity path, as Kafka's ZooKeeper keeps them: ``users/<user>/clients/<client-id>``),
+or a new block of producer ids is taken. Producer ids are handed out from
 blocks, as Kafka's controller does, so that after a restart no id is ever reused:
 a reused id would collide with the old producer's sequence numbers kept by the log.
 
@@ -31,9 +32,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from tickwheel.protocol import decode_topic_id, encode_topic_id
 from tickwheel.server._features import FinalizedFeatures, initial_features
+
+V = TypeVar("V", str, float)
 
 METADATA_FILE = "tickwheel-metadata.json"
 _FORMAT_VERSION = 1
@@ -88,6 +92,8 @@ class TopicRegistry:
         self.group_configs: dict[str, dict[str, str]] = {}
         # The finalized feature levels (a file written before features: the defaults).
         self.finalized_features = initial_features()
+        # Client quotas by entity path (``tickwheel.server.quotas.entity_path``).
+        self.client_quotas: dict[str, dict[str, float]] = {}
         self._next_producer_id = 0
         self._producer_id_block_end = 0
         # Inside ``saves_deferred``: changes wait for one write at its end.
@@ -136,6 +142,10 @@ class TopicRegistry:
                 int(features["epoch"]),
                 {name: int(level) for name, level in features["levels"].items()},
             )
+        self.client_quotas = {
+            path: {str(key): float(value) for key, value in quotas.items()}
+            for path, quotas in data.get("client_quotas", {}).items()
+        }
         # Ids below the persisted block end may have been handed out before a crash.
         self._next_producer_id = self._producer_id_block_end = int(data["producer_id_block_end"])
 
@@ -197,29 +207,33 @@ class TopicRegistry:
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Replace the dynamic broker configs of ``entity`` (none: remove it); kept as
         they were if the file cannot be written (the ``OSError`` is raised)."""
-        before = dict(self.broker_configs)
-        if configs:
-            self.broker_configs[entity] = dict(configs)
-        else:
-            self.broker_configs.pop(entity, None)
-        try:
-            self._save()
-        except OSError:
-            self.broker_configs = before
-            raise
+        self._replace_entry(self.broker_configs, entity, configs)
 
     def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         """Replace the config overrides of ``group_id`` (none: remove it); kept as they
         were if the file cannot be written (the ``OSError`` is raised)."""
-        before = dict(self.group_configs)
-        if configs:
-            self.group_configs[group_id] = dict(configs)
+        self._replace_entry(self.group_configs, group_id, configs)
+
+    def set_client_quotas(self, path: str, quotas: dict[str, float]) -> None:
+        """Replace the quotas of the entity at ``path`` (none: remove it); kept as they
+        were if the file cannot be written (the ``OSError`` is raised)."""
+        self._replace_entry(self.client_quotas, path, quotas)
+
+    def _replace_entry(self, table: dict[str, dict[str, V]], key: str, value: dict[str, V]) -> None:
+        """Set ``table[key]`` (empty: remove it) and save; put back as it was if the file
+        cannot be written."""
+        before = table.get(key)
+        if value:
+            table[key] = dict(value)
         else:
-            self.group_configs.pop(group_id, None)
+            table.pop(key, None)
         try:
             self._save()
         except OSError:
-            self.group_configs = before
+            if before is None:
+                table.pop(key, None)
+            else:
+                table[key] = before
             raise
 
     def set_finalized_features(self, features: FinalizedFeatures) -> None:
@@ -271,6 +285,7 @@ class TopicRegistry:
                 "epoch": self.finalized_features.epoch,
                 "levels": dict(self.finalized_features.levels),
             },
+            "client_quotas": self.client_quotas,
         }
         self._path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_suffix(".tmp")

@@ -159,7 +159,7 @@ def test_controlled_shutdown_settings_default_to_kafka_s() -> None:
     assert config.controlled_shutdown_max_retries == 3
     assert config.controlled_shutdown_retry_backoff_ms == 5000
     assert config.request_timeout_ms == 30_000
-    with pytest.raises(ConfigError, match=r"^request\.timeout\.ms must be positive$"):
+    with pytest.raises(ConfigError, match=r"^request\.timeout\.ms must be at least 1$"):
         BrokerConfig.from_properties({"request.timeout.ms": "0"})
 
 

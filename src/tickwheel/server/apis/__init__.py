@@ -19,6 +19,7 @@ from tickwheel.protocol import VersionRange
 from tickwheel.server.apis._acls import ACL_SPECS
 from tickwheel.server.apis._alter_configs import ALTER_CONFIGS
 from tickwheel.server.apis._api_versions import API_VERSIONS
+from tickwheel.server.apis._client_quotas import CLIENT_QUOTA_SPECS
 from tickwheel.server.apis._common import ApiSpec, CloseConnectionError, Handler, Response
 from tickwheel.server.apis._create_partitions import CREATE_PARTITIONS
 from tickwheel.server.apis._create_topics import CREATE_TOPICS
@@ -80,6 +81,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
     *ACL_SPECS,
     *SASL_SPECS,
     *SCRAM_CREDENTIAL_SPECS,
+    *CLIENT_QUOTA_SPECS,
 )
 # The consumer group and share group APIs answer only while their feature is on.
 API_SPECS = feature_gated(API_SPECS)

@@ -10,6 +10,11 @@ again (see CreateTopics for why these codes). ``validate_only`` changes nothing.
 Authorization (Kafka's ``handleCreatePartitionsRequest``): ALTER on each topic, else it
 is answered TOPIC_AUTHORIZATION_FAILED.
 
+Controller mutation quota (KIP-599): the partitions added are recorded against the
+client's ``controller_mutation_rate`` and the answer carries the throttle time they
+earn; from v3 a topic met while the client is already over its quota is refused with
+THROTTLING_QUOTA_EXCEEDED.
+
 Written against v3's classes; ``body_as`` and ``reply`` carry v0-v2.
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
@@ -27,12 +32,17 @@ from kio.schema.create_partitions.v3.response import (
 from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 
-from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names
 from tickwheel.server._cluster import add_cluster_partitions
 from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
+from tickwheel.server.apis._client_quotas import (
+    THROTTLING_QUOTA_EXCEEDED_MESSAGE,
+    mutation_quota,
+    throttle_time,
+)
 from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
 from tickwheel.server.apis._create_topics import (
     TopicValidationError,
@@ -40,6 +50,9 @@ from tickwheel.server.apis._create_topics import (
     validate_descriptor_budget,
     validate_partition_count,
 )
+
+_STRICT_QUOTA_VERSION = 3
+"""From this version a client over its controller mutation quota is refused (KIP-599)."""
 
 
 def _failed(name: TopicName, error: TopicValidationError) -> CreatePartitionsTopicResult:
@@ -50,7 +63,8 @@ def _failed(name: TopicName, error: TopicValidationError) -> CreatePartitionsTop
 
 def _validate(
     context: BrokerContext, topic: CreatePartitionsTopic, counts: Counter[TopicName]
-) -> None:
+) -> int:
+    """The number of partitions ``topic`` adds; ``TopicValidationError`` if invalid."""
     if counts[topic.name] > 1:
         raise TopicValidationError(
             ErrorCode.invalid_request, f"topic {topic.name!r} appears more than once"
@@ -81,6 +95,7 @@ def _validate(
                 ErrorCode.invalid_replica_assignment,
                 f"new partitions must be on broker {context.broker_id} only",
             )
+    return topic.count - info.num_partitions
 
 
 async def handle_create_partitions(context: BrokerContext, request: DecodedRequest) -> Response:
@@ -88,6 +103,7 @@ async def handle_create_partitions(context: BrokerContext, request: DecodedReque
     body = request.body_as(CreatePartitionsRequest)
     counts = Counter(topic.name for topic in body.topics)
     allowed = authorized_names(context, request, AclOperation.ALTER, ResourceType.TOPIC, counts)
+    mutations = mutation_quota(context, request, strict_from_version=_STRICT_QUOTA_VERSION)
     results: list[CreatePartitionsTopicResult] = []
     for topic in body.topics:
         try:
@@ -95,10 +111,16 @@ async def handle_create_partitions(context: BrokerContext, request: DecodedReque
                 raise TopicValidationError(
                     ErrorCode.topic_authorization_failed, "Authorization failed."
                 )
-            _validate(context, topic, counts)
+            added = _validate(context, topic, counts)
+            if mutations.refused():
+                raise TopicValidationError(
+                    ErrorCode.throttling_quota_exceeded, THROTTLING_QUOTA_EXCEEDED_MESSAGE
+                )
         except TopicValidationError as exc:
             results.append(_failed(topic.name, exc))
             continue
+        if not body.validate_only:
+            mutations.record(added)
         if context.cluster is not None:
             error = await add_cluster_partitions(
                 context, topic, validate_only=body.validate_only, timeout_ms=to_ms(body.timeout)
@@ -115,7 +137,10 @@ async def handle_create_partitions(context: BrokerContext, request: DecodedReque
                 continue
         results.append(CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.none))
     return reply(
-        request, CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
+        request,
+        CreatePartitionsResponse(
+            throttle_time=throttle_time(mutations.throttle_ms()), results=tuple(results)
+        ),
     )
 
 

@@ -28,6 +28,11 @@ TOPIC_AUTHORIZATION_FAILED (after the duplicate check, before any other); a crea
 topic's configs are answered only with DESCRIBE_CONFIGS on it (else none, and
 ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED, v5+).
 
+Controller mutation quota (KIP-599, ``controller_mutation_rate``): the partitions
+created are recorded against the client's quota and the answer carries the throttle
+time they earn (its connection muted for it); from v6 a topic met while the client is
+already over its quota is refused with THROTTLING_QUOTA_EXCEEDED.
+
 Written against v5's classes; ``body_as`` and ``reply`` carry v2-v4, whose answers
 have no configs.
 
@@ -48,13 +53,18 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32
 
-from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorize_cluster, authorized_names
 from tickwheel.server._cluster import create_cluster_topic
 from tickwheel.server._context import STORAGE_ERRORS, BrokerContext
 from tickwheel.server._descriptors import partitions_that_fit
 from tickwheel.server._topics import topic_name_error
+from tickwheel.server.apis._client_quotas import (
+    THROTTLING_QUOTA_EXCEEDED_MESSAGE,
+    mutation_quota,
+    throttle_time,
+)
 from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
 
 USE_DEFAULT = -1
@@ -63,6 +73,8 @@ MAX_PARTITIONS_PER_TOPIC = 100_000
 this one broker (Kafka has no such limit, but spreads partitions over brokers)."""
 _DYNAMIC_TOPIC_CONFIG = i8(1)
 _DEFAULT_CONFIG = i8(5)
+_STRICT_QUOTA_VERSION = 6
+"""From this version a client over its controller mutation quota is refused (KIP-599)."""
 _NO_CONFIGS = i16(ErrorCode.topic_authorization_failed.value)
 """``topic_config_error_code`` (an int16 in the schema) when configs may not be described."""
 
@@ -241,6 +253,7 @@ async def _create_topics(context: BrokerContext, request: DecodedRequest) -> Res
             context, request, AclOperation.CREATE, ResourceType.TOPIC, counts
         )
     budget = DescriptorBudget(context)
+    mutations = mutation_quota(context, request, strict_from_version=_STRICT_QUOTA_VERSION)
     results: list[CreatableTopicResult] = []
     for topic in body.topics:
         try:
@@ -253,9 +266,15 @@ async def _create_topics(context: BrokerContext, request: DecodedRequest) -> Res
                     ErrorCode.topic_authorization_failed, "Authorization failed."
                 )
             partitions, replication, configs = _validate(context, topic, budget)
+            if mutations.refused():
+                raise TopicValidationError(
+                    ErrorCode.throttling_quota_exceeded, THROTTLING_QUOTA_EXCEEDED_MESSAGE
+                )
         except TopicValidationError as exc:
             results.append(_failed(topic.name, exc))
             continue
+        if not body.validate_only:
+            mutations.record(partitions)
         if context.cluster is not None:
             error = await create_cluster_topic(
                 context,
@@ -287,7 +306,12 @@ async def _create_topics(context: BrokerContext, request: DecodedRequest) -> Res
         results.append(
             _created(context, topic.name, partitions, replication, configs, describable=describable)
         )
-    return reply(request, CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results)))
+    return reply(
+        request,
+        CreateTopicsResponse(
+            throttle_time=throttle_time(mutations.throttle_ms()), topics=tuple(results)
+        ),
+    )
 
 
 CREATE_TOPICS = ApiSpec(

@@ -12,6 +12,11 @@ principal cannot probe for names). A refusal reveals nothing the request did not
 one by name answers the zero topic id, one by id answers no name unless the principal
 may DESCRIBE the topic (DELETE implies DESCRIBE, so only a refused one can lack it).
 
+Controller mutation quota (KIP-599): the partitions of each deleted topic are recorded
+against the client's ``controller_mutation_rate`` and the answer carries the throttle
+time they earn; from v5 a topic met while the client is already over its quota is
+refused with THROTTLING_QUOTA_EXCEEDED.
+
 Written against v6's classes; v1-v5 name topics in a list of names (``topic_names``),
 which v6 replaced, so they are read with v5's request class.
 
@@ -28,22 +33,29 @@ from kio.schema.delete_topics.v6.response import DeletableTopicResult, DeleteTop
 from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 
-from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize
 from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._client_quotas import (
+    THROTTLING_QUOTA_EXCEEDED_MESSAGE,
+    mutation_quota,
+    throttle_time,
+)
 from tickwheel.server.apis._common import ApiSpec, Response, reply, to_ms
+from tickwheel.server.quotas import MutationQuota
 
 _FIRST_TOPIC_STRUCT_VERSION = 6
+_STRICT_QUOTA_VERSION = 5
+"""From this version a client over its controller mutation quota is refused (KIP-599)."""
 _NO_TOPIC_ID = uuid.UUID(int=0)
 
 
-async def _delete(
-    context: BrokerContext, request: DecodedRequest, name: str | None, timeout_ms: int
-) -> tuple[ErrorCode, str | None]:
-    if name is None:
-        return ErrorCode.unknown_topic_id, "no topic has this id"
+def _refusal(
+    context: BrokerContext, request: DecodedRequest, name: str
+) -> tuple[ErrorCode, str] | None:
+    """Why topic ``name`` may not be deleted, if it may not."""
     if not context.config.delete_topic_enable:
         return ErrorCode.topic_deletion_disabled, "delete.topic.enable is false"
     if not authorize(context, request, AclOperation.DELETE, ResourceType.TOPIC, name):
@@ -55,6 +67,24 @@ async def _delete(
         return ErrorCode.invalid_topic_exception, f"cannot delete internal topic {name}"
     if name not in context.topics.topics:
         return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
+    return None
+
+
+async def _delete(
+    context: BrokerContext,
+    request: DecodedRequest,
+    name: str | None,
+    timeout_ms: int,
+    mutations: MutationQuota,
+) -> tuple[ErrorCode, str | None]:
+    if name is None:
+        return ErrorCode.unknown_topic_id, "no topic has this id"
+    refusal = _refusal(context, request, name)
+    if refusal is not None:
+        return refusal
+    if mutations.refused():
+        return ErrorCode.throttling_quota_exceeded, THROTTLING_QUOTA_EXCEEDED_MESSAGE
+    mutations.record(context.topics.topics[name].num_partitions)
     if context.cluster is not None:
         await context.cluster.delete_topic(name, timeout_ms=timeout_ms)
     else:
@@ -80,11 +110,12 @@ async def handle_delete_topics(context: BrokerContext, request: DecodedRequest) 
         by_name = request.body_as(DeleteTopicsByName)
         names = [(name, None) for name in by_name.topic_names]
         timeout_ms = to_ms(by_name.timeout)
+    mutations = mutation_quota(context, request, strict_from_version=_STRICT_QUOTA_VERSION)
     responses = []
     for known_name, asked_id in names:
         name = known_name
         topic_id = (context.topic_id(name) if name is not None else None) or asked_id
-        error, message = await _delete(context, request, name, timeout_ms)
+        error, message = await _delete(context, request, name, timeout_ms, mutations)
         if error == ErrorCode.topic_authorization_failed:
             topic_id, name = _refused_answer(context, request, name, asked_id)
         responses.append(
@@ -96,7 +127,10 @@ async def handle_delete_topics(context: BrokerContext, request: DecodedRequest) 
             )
         )
     return reply(
-        request, DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(responses))
+        request,
+        DeleteTopicsResponse(
+            throttle_time=throttle_time(mutations.throttle_ms()), responses=tuple(responses)
+        ),
     )
 
 

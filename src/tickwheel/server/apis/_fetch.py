@@ -17,6 +17,12 @@ Authorization (Kafka's ``handleFetchRequest``): a follower's fetch (``replica_id
 needs CLUSTER_ACTION on the cluster, a consumer's READ on each topic; the partitions
 refused are answered TOPIC_AUTHORIZATION_FAILED and not read.
 
+Client quotas (a consumer's, never a follower's): the fetch's ``max_bytes`` is capped at
+what the client's ``consumer_byte_rate`` allows over the quota windows, and the bytes
+read are recorded against it (``context.quotas.fetch``); a client over its quota is
+answered at once with no data and the throttle time (the read taken back, as Kafka's
+``unrecordQuotaSensor``), and its connection is muted for it.
+
 Fetch sessions (KIP-227) are not kept: every response carries session id 0, which
 tells the client to send full fetch requests.
 
@@ -48,6 +54,7 @@ from tickwheel.replica import (
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize_cluster, authorized_names
 from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._client_quotas import quota_client
 from tickwheel.server.apis._common import ApiSpec, Pending, Response, to_ms
 
 _NO_SESSION = 0
@@ -56,11 +63,17 @@ _NO_SESSION = 0
 async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Response:
     """Read now or after waiting in the purgatory; answer every requested partition."""
     body = request.body_as(FetchRequest)
+    max_bytes: int = body.max_bytes
+    client = quota_client(request)
+    if body.replica_id < 0:  # a consumer: followers are not held to client quotas
+        quota_bytes = context.quotas.fetch.max_value_in_window(*client)
+        if quota_bytes is not None:
+            max_bytes = max(1, min(max_bytes, int(quota_bytes)))
     params = FetchParams(
         replica_id=body.replica_id,
         max_wait_ms=to_ms(body.max_wait),
         min_bytes=body.min_bytes,
-        max_bytes=body.max_bytes,
+        max_bytes=max_bytes,
         isolation=FetchIsolation.of(body.replica_id, body.isolation_level),
     )
     fetch_infos = [
@@ -88,6 +101,18 @@ async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Respo
         if topic.topic in denied:
             results.update(
                 (TopicPartition(topic.topic, p.partition), refused) for p in topic.partitions
+            )
+    if not params.is_from_follower:
+        size_bytes = sum(result.size_bytes for result in results.values())
+        throttle_ms = context.quotas.fetch.record(*client, size_bytes)
+        if throttle_ms > 0:
+            context.quotas.fetch.add(*client, -size_bytes)
+            return encode_fetch_response(
+                request.correlation_id,
+                request.api_version,
+                [],
+                throttle_time_ms=throttle_ms,
+                session_id=_NO_SESSION,
             )
     for tp, result in results.items():
         context.metrics.record_fetch(

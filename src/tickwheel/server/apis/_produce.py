@@ -18,6 +18,11 @@ one whose transactional batches carry more than one (producer id, epoch) with
 INVALID_PRODUCER_ID_MAPPING. The handler peeks at the headers of the whole batches for
 that (``tickwheel.record.iter_batches``); the log validates everything else.
 
+Client quotas: the request's record bytes are recorded against the client's
+``producer_byte_rate`` (``context.quotas.produce``) once appended; a client over its
+quota gets the throttle time in ``throttle_time_ms`` and its connection is muted for it
+(acks=0 included, which has no answer to carry it).
+
 Authorization (Kafka's ``handleProduceRequest``): transactional batches need WRITE on
 the transactional id, else the whole request is refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its partitions are
@@ -50,6 +55,7 @@ from tickwheel.replica import ACKS_NONE, ProducePartitionResult, TopicPartition
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis._client_quotas import quota_client
 from tickwheel.server.apis._common import (
     ApiSpec,
     CloseConnectionError,
@@ -110,6 +116,7 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
                 invalid[tp] = ProducePartitionResult(ErrorCode.invalid_record)
             else:
                 entries[tp] = partition.records
+    request_bytes = sum(map(len, entries.values()))
     refused = _request_error(context, request, body.transactional_id, entries)
     if refused is None and context.authorizer is not None:
         allowed = authorized_names(
@@ -137,6 +144,7 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
         context.metrics.record_produce(
             tp.topic, len(records) if appended else 0, result.appended_messages
         )
+    throttle_ms = context.quotas.produce.record(*quota_client(request), request_bytes)
     if body.acks == ACKS_NONE:
         failed = sorted(str(tp) for tp, r in results.items() if r.error_code != ErrorCode.none)
         if failed:
@@ -155,6 +163,7 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
             )
             for topic in body.topic_data
         ],
+        throttle_time_ms=throttle_ms,
     )
 
 

@@ -198,6 +198,16 @@ class BrokerConfig:
     connections_max_idle_ms: int = field(
         default=600_000, metadata=_kafka("connections.max.idle.ms")
     )
+    # Client quotas' rate windows (server.quotas), Kafka's defaults; the controller
+    # mutation quota has its own.
+    quota_window_num: int = field(default=11, metadata=_kafka("quota.window.num"))
+    quota_window_size_seconds: int = field(default=1, metadata=_kafka("quota.window.size.seconds"))
+    controller_quota_window_num: int = field(
+        default=11, metadata=_kafka("controller.quota.window.num")
+    )
+    controller_quota_window_size_seconds: int = field(
+        default=1, metadata=_kafka("controller.quota.window.size.seconds")
+    )
     producer_purgatory_purge_interval_requests: int = field(
         default=1000, metadata=_kafka("producer.purgatory.purge.interval.requests")
     )
@@ -577,20 +587,25 @@ class BrokerConfig:
             parse_advertised(self.advertised_listeners)
         except ListenerError as exc:
             raise ConfigError(str(exc)) from exc
-        if self.num_partitions < 1:
-            raise ConfigError("num.partitions must be at least 1")
-        if self.socket_request_max_bytes < 1:
-            raise ConfigError("socket.request.max.bytes must be positive")
+        for name, value in (
+            ("num.partitions", self.num_partitions),
+            ("socket.request.max.bytes", self.socket_request_max_bytes),
+            ("sasl.server.max.receive.size", self.sasl_server_max_receive_size),
+            ("max.request.partition.size.limit", self.max_request_partition_size_limit),
+            ("request.timeout.ms", self.request_timeout_ms),
+            ("quota.window.num", self.quota_window_num),
+            ("quota.window.size.seconds", self.quota_window_size_seconds),
+            ("controller.quota.window.num", self.controller_quota_window_num),
+            ("controller.quota.window.size.seconds", self.controller_quota_window_size_seconds),
+        ):
+            if value < 1:
+                raise ConfigError(f"{name} must be at least 1")
         if 0 < self.queued_max_request_bytes < self.socket_request_max_bytes:
             # Kafka's rule; 0 or below is no bound, as in Kafka.
             raise ConfigError(
                 "queued.max.request.bytes must be at least socket.request.max.bytes "
                 f"({self.socket_request_max_bytes}), or 0 or below for no bound"
             )
-        if self.sasl_server_max_receive_size < 1:
-            raise ConfigError("sasl.server.max.receive.size must be positive")
-        if self.max_request_partition_size_limit < 1:
-            raise ConfigError("max.request.partition.size.limit must be positive")
         self.connection_quotas()
         for spec in self.listener_specs():
             self.listener_connection_limits(spec.name)
@@ -606,8 +621,6 @@ class BrokerConfig:
         ):
             if value < 0:
                 raise ConfigError(f"{name} must not be negative")
-        if self.request_timeout_ms < 1:
-            raise ConfigError("request.timeout.ms must be positive")
 
     @classmethod
     def from_properties(

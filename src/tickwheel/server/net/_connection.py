@@ -83,6 +83,15 @@ has run out closes the connection at once. When authentication fails, the failur
 response (if any) waits ``connection.failed.authentication.delay.ms`` on the timing
 wheel (``_delayed_close``), then goes, then the connection closes.
 
+A throttled client (client quotas, ``tickwheel.server.quotas``) is answered at once with
+its ``throttle_time_ms``; the quota manager marks the connection's ``ChannelThrottle``
+(a context variable, like the connection id), and the reader, before it reads the next
+frame, waits until the throttle time is up on a ``ThrottledChannel`` task of the timing
+wheel (``_throttled_channel``), as Kafka mutes the channel (KIP-219). Produces already
+piped are answered meanwhile. A muted connection has nothing to answer, so a stopping
+broker does not wait for it; as in Kafka, its idle time runs from its last activity
+(a throttle longer than ``connections.max.idle.ms`` drops it).
+
 Concurrency: each connection runs as one task on the broker's event loop; the
 ``MemoryPool`` is shared by the broker's connections on that loop.
 """
@@ -125,7 +134,9 @@ from tickwheel.server.net._delayed_close import hold_failed_authentication
 from tickwheel.server.net._dispatch import Dispatcher
 from tickwheel.server.net._memory_pool import SLICE_BYTES, FrameHold, MemoryPool, PoolAccount
 from tickwheel.server.net._sasl import SaslListener
-from tickwheel.timer import Clock, SystemClock
+from tickwheel.server.net._throttled_channel import wait_unmuted
+from tickwheel.server.quotas import ChannelThrottle, enter_channel
+from tickwheel.timer import Clock, SystemClock, SystemTimer
 
 _log = logging.getLogger(__name__)
 # Misbehaving clients, one key per client host: a client that reconnects and sends
@@ -260,6 +271,7 @@ class Connection:
         on_closed: Callable[[int], None] | None = None,
         listener: ListenerSpec | None = None,
         sasl: SaslListener | None = None,
+        throttle_timer: SystemTimer | None = None,
     ) -> None:
         self.connection_id = new_connection_id()
         self._on_closed = on_closed
@@ -296,6 +308,10 @@ class Connection:
             ANONYMOUS, self.client_host, self.listener.name, self.listener.security_protocol
         )
         self._sasl = sasl
+        # Until when client quotas keep the connection muted, and the timer it waits on
+        # (None: the broker enforces no client quota, nothing mutes it).
+        self.channel_throttle = ChannelThrottle()
+        self._throttle_timer = throttle_timer
         self.authenticator: SaslServerAuthenticator | None = (
             None if sasl is None else sasl.new_authenticator(self.session)
         )
@@ -314,6 +330,7 @@ class Connection:
         enter_connection(self.connection_id)
         enter_session(self.session)
         enter_authenticator(self.authenticator)
+        enter_channel(self.channel_throttle)
         try:
             await self._serve_requests()
         except Exception as exc:
@@ -349,6 +366,7 @@ class Connection:
     async def _serve_requests(self) -> None:
         """Read and serve frames until the connection ends."""
         while True:
+            await self._wait_unmuted()
             prefix = await self._reader.readexactly(SIZE_PREFIX_BYTES)
             size = read_frame_size(prefix, self._max_request_bytes)
             authenticator = self.authenticator
@@ -380,6 +398,15 @@ class Connection:
             except BaseException:
                 self._memory_pool.release(hold)  # idempotent
                 raise
+
+    async def _wait_unmuted(self) -> None:
+        """Wait while a client quota keeps the connection muted."""
+        timer = self._throttle_timer
+        while timer is not None:
+            muted_ms = self.channel_throttle.muted_until_ms - self._clock.now_ms()
+            if muted_ms <= 0:
+                return
+            await wait_unmuted(timer, muted_ms)
 
     async def _read_frame(self, size: int, hold: FrameHold) -> bytes:
         """The frame's ``size`` bytes, each slice held in the pool once it has arrived."""

@@ -10,6 +10,14 @@ INVALID_REQUEST answer when the API has one, the others close the connection. A
 handler only ever sees a request that decoded and passed the schema check, so no
 null it did not ask for; whether its values are in range is its own to check.
 
+A client with a ``request_percentage`` quota (``tickwheel.server.quotas``) has its
+handlers' own running time measured (``TimedHandler``: their steps on the event loop,
+not their waits) and recorded as Kafka does, in percent of one handler per second; over
+the quota, the answer's ``throttle_time_ms`` says the longer of the API's own throttle
+and the request quota's (``with_throttle_time``), and the connection is muted for it.
+ApiVersions, the SASL requests, WriteTxnMarkers and followers' fetches are exempt, as
+Kafka exempts them.
+
 Concurrency: runs on the broker's event-loop thread.
 """
 
@@ -18,15 +26,33 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from kio.schema.fetch.v12.request import FetchRequest
+
 from tickwheel.protocol import (
     API_VERSIONS_KEY,
+    ApiKey,
+    DecodedRequest,
     UnsupportedVersionError,
     decode_request,
     encode_api_versions_fallback,
     peek_request_key,
+    with_throttle_time,
 )
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis import ApiSpec, Response
+from tickwheel.server.apis._client_quotas import quota_client
+from tickwheel.server.quotas import TimedHandler
+
+_PERCENT_PER_S = 100.0
+"""A second of one handler's time, in the units of ``request_percentage``."""
+_EXEMPT_KEYS = frozenset(
+    {
+        ApiKey.API_VERSIONS,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+        ApiKey.WRITE_TXN_MARKERS,
+    }
+)
 
 
 class Dispatcher:
@@ -49,6 +75,24 @@ class Dispatcher:
             return encode_api_versions_fallback(key.correlation_id, self._advertised)
         spec = self._specs[request.api_key]
         started_s = time.perf_counter()
-        response = await spec.handle(self._context, request)
+        quotas = self._context.quotas
+        client = quota_client(request) if quotas.configs else None
+        if client is not None and quotas.request.applies(*client) and not _exempt(request):
+            timed = TimedHandler(spec.handle(self._context, request))
+            response = await timed
+            throttle_ms = quotas.request.record(*client, timed.busy_s * _PERCENT_PER_S)
+            if throttle_ms > 0 and response is not None:
+                response = with_throttle_time(
+                    response, request.api_key, request.api_version, throttle_ms
+                )
+        else:
+            response = await spec.handle(self._context, request)
         self._context.metrics.record_request(spec.name, time.perf_counter() - started_s)
         return response
+
+
+def _exempt(request: DecodedRequest) -> bool:
+    """Whether the request is exempt from request quotas (Kafka's exempt requests)."""
+    if request.api_key in _EXEMPT_KEYS:
+        return True
+    return request.api_key == ApiKey.FETCH and request.body_as(FetchRequest).replica_id >= 0
