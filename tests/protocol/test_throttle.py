@@ -50,7 +50,7 @@ def test_the_first_field_is_raised(api_key: int, version: int) -> None:
 
 @pytest.mark.parametrize("version", range(3, 10))
 def test_produce_s_last_field_is_raised(version: int) -> None:
-    frame = encode_produce_response(CORRELATION_ID, version, [("t", [(0, 0, 5, -1, 0, None)])])
+    frame = encode_produce_response(CORRELATION_ID, version, [("t", [(0, 0, 5, -1, 0, None, ())])])
     raised = with_throttle_time(frame, 0, version, THROTTLE_MS)
     assert isinstance(raised, bytes)
     body = _decoded(raised, 0, version)

@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from tickwheel.server import BackgroundBroker, BrokerConfig
 from tickwheel.spark import local_session
+from tickwheel.spark._clients import close_cached_clients
 
 from .helpers import KafkaHelper
 
@@ -60,6 +61,15 @@ def spark(bootstrap_servers: str) -> Iterator[SparkSession]:
     session = local_session("tickwheel-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_cached_clients_after_the_test() -> Iterator[None]:
+    """Tests that read or write in this process (not through Spark's workers) leave
+    clients in the source's per-process caches: they are closed after each test, so
+    none outlives the broker it reads."""
+    yield
+    close_cached_clients()
 
 
 @pytest.fixture

@@ -58,7 +58,9 @@ def produce_timed(kafka: KafkaHelper, topic: str, numbers: Iterable[int]) -> Non
 
 
 def timed_topic(kafka: KafkaHelper, prefix: str) -> str:
-    topic = kafka.new_topic(prefix, partitions=2)
+    # Its records are stamped in 2023: with the default retention.ms (7 days) the
+    # broker's next retention check, every 5 minutes, would delete them.
+    topic = kafka.new_topic(prefix, partitions=2, config={"retention.ms": "-1"})
     produce_timed(kafka, topic, range(TIMED_RECORDS))
     return topic
 

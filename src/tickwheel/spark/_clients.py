@@ -14,6 +14,10 @@ confluent-kafka refuses to build a ``Consumer`` without ``group.id``. The reader
 one and never uses it: it only ``assign()``\\s with explicit offsets, never subscribes
 and never commits (librdkafka still looks the group's coordinator up once).
 
+The cached clients are closed when the process exits (``close_cached_clients``, also
+callable before), so a worker's consumers leave cleanly instead of being torn down by
+the interpreter.
+
 Concurrency: a ``KafkaMetadata`` belongs to the driver's single reader thread. The
 per-process caches are guarded by ``_cache_lock``; a cached client is used by one task
 at a time (a Python worker runs one task at a time).
@@ -21,6 +25,7 @@ at a time (a Python worker runs one task at a time).
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -161,6 +166,28 @@ def marker_consumer(client_config: ClientConfig, group_id: str) -> Consumer:
     for old in evicted:
         old.close()
     return consumer
+
+
+def close_cached_clients() -> None:
+    """Close and forget every client this process keeps (a worker about to end, or a
+    process whose brokers are about to go): a cached client would otherwise retry its
+    broker for as long as the process lives."""
+    with _cache_lock:
+        clients: list[Consumer | Producer] = [
+            *_consumers.values(),
+            *_producers.values(),
+            *_marker_consumers.values(),
+            *_idle_transactional.values(),
+        ]
+        _consumers.clear()
+        _producers.clear()
+        _marker_consumers.clear()
+        _idle_transactional.clear()
+    for client in clients:
+        client.close()
+
+
+atexit.register(close_cached_clients)
 
 
 def _build(kind: Callable[[dict[str, Any]], _Client], config: dict[str, str]) -> _Client:
