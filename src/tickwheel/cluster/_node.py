@@ -106,6 +106,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tickwheel._tasks import cancel_and_wait
 from tickwheel.cluster._acls import ZkAclStore
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
 from tickwheel.cluster._controller import Controller, ControllerSettings
@@ -492,9 +493,7 @@ class ClusterNode:
         for task in self._background:
             task.cancel()
         if self._apply_task is not None:
-            self._apply_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._apply_task
+            await cancel_and_wait(self._apply_task)
         self._replica_manager.follower_fetch_listener = None
         self._replica_manager.partition_exists = None
         self._replica_manager.log_dir_failure_listener = None

@@ -41,7 +41,6 @@ partition removed (or re-assigned to another leader) meanwhile is dropped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from typing import Protocol
 from kio.schema.errors import ErrorCode
 
 from tickwheel._ratelimit import RateLimitedLog
+from tickwheel._tasks import cancel_and_wait
 from tickwheel.log import LogError
 from tickwheel.replica._manager import ReplicaManager
 from tickwheel.replica._partition import Partition
@@ -184,9 +184,7 @@ class ReplicaFetcher:
         """Stop fetching and close the connection to the leader."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         await self._transport.disconnect(self.leader_id)
 
     async def _run(self) -> None:

@@ -29,11 +29,11 @@ run as tasks on the same loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from tickwheel._tasks import cancel_and_wait
 from tickwheel.purgatory import TopicPartitionOperationKey
 from tickwheel.replica._leader_and_isr import LeaderAndIsr
 from tickwheel.replica._manager import ReplicaManager
@@ -115,11 +115,7 @@ class IsrManager:
     async def stop(self) -> None:
         """Stop the check and abandon writes in flight."""
         tasks = [*self._writes, *([self._checker] if self._checker else [])]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)
         self._checker = None
 
     async def wait_for_writes(self) -> None:
