@@ -67,6 +67,13 @@ from tickwheel.log import (
     LogCleaner,
     LogError,
 )
+from tickwheel.registry import (
+    SCHEMAS_TOPIC,
+    SCHEMAS_TOPIC_CONFIGS,
+    RegistryListenerError,
+    RegistryService,
+    parse_listeners,
+)
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.security import (
     SASL_PLAINTEXT,
@@ -141,6 +148,7 @@ class Broker:
         self._accepting = False
         self._stopped = False
         self._metrics_server: asyncio.Server | None = None
+        self._registry: RegistryService | None = None
         self._cleaner: LogCleaner | None = None
         self._replica_manager: ReplicaManager | None = None
         self._context: BrokerContext | None = None
@@ -194,6 +202,11 @@ class Broker:
     def metrics_port(self) -> int:
         """The metrics HTTP port, or -1 when metrics are not served."""
         return self._metrics_port
+
+    @property
+    def schema_registry_ports(self) -> list[int]:
+        """The port of each ``schema.registry.listeners`` entry (empty when off)."""
+        return [] if self._registry is None else self._registry.ports
 
     @property
     def context(self) -> BrokerContext:
@@ -338,6 +351,7 @@ class Broker:
             self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
         if cluster is not None:
             await start_cluster(context, cluster)
+        await self._start_registry(context)
         if cleaner is not None:
             # A start-up that fails before this point leaves no thread behind.
             cleaner.start()
@@ -365,6 +379,42 @@ class Broker:
                 host,
                 self._metrics_port,
             )
+
+    async def _start_registry(self, context: BrokerContext) -> None:
+        """Serve the schema registry when ``schema.registry.listeners`` is set (one
+        broker only: in a cluster its ``_schemas`` writer would need electing)."""
+        config = self.config
+        try:
+            listeners = parse_listeners(config.schema_registry_listeners)
+        except RegistryListenerError as exc:
+            raise ConfigError(str(exc)) from exc
+        if not listeners:
+            return
+        if config.zookeeper_connect:
+            raise ConfigError(
+                "schema.registry.listeners: the schema registry serves a single broker; "
+                "unset zookeeper.connect or schema.registry.listeners"
+            )
+
+        def create_topic() -> None:
+            if SCHEMAS_TOPIC not in context.topics.topics:
+                context.create_topic(SCHEMAS_TOPIC, 1, SCHEMAS_TOPIC_CONFIGS)
+
+        self._registry = RegistryService(
+            listeners,
+            context.replica_manager,
+            create_topic=create_topic,
+            clock_ms=self.time.wall_clock_ms,
+            write_timeout_ms=config.request_timeout_ms,
+        )
+        await self._registry.start()
+        _log.info(
+            "schema registry on %s",
+            ", ".join(
+                f"http://{lsn.host}:{port}"
+                for lsn, port in zip(listeners, self._registry.ports, strict=True)
+            ),
+        )
 
     def _open_listeners(self, dispatcher: Dispatcher, context: BrokerContext) -> None:
         """Bind every listener (not accepting yet) and tell ``context`` where each is
@@ -598,6 +648,8 @@ class Broker:
             await listener.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
+        if self._registry is not None:
+            await self._registry.stop()
         await self.time.scheduler.shutdown()
         await self._close_connections()
         if self._context is not None and self._context.cluster is not None:
@@ -703,6 +755,11 @@ class BackgroundBroker:
     def metrics_port(self) -> int:
         """The metrics HTTP port, or -1."""
         return self.broker.metrics_port
+
+    @property
+    def schema_registry_ports(self) -> list[int]:
+        """The schema registry's ports (empty when off)."""
+        return self.broker.schema_registry_ports
 
     @property
     def clock(self) -> Clock:

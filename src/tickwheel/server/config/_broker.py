@@ -576,6 +576,9 @@ class BrokerConfig:
     # Not a Kafka property: Kafka exports metrics over JMX, tickwheel over HTTP in
     # Prometheus's format; -1 disables the endpoint, 0 picks a free port.
     metrics_port: int = field(default=-1, metadata=_kafka("tickwheel.metrics.port"))
+    # Not a Kafka property: Confluent Schema Registry's ``listeners``, served by the broker
+    # (``tickwheel.registry``); empty: no registry.
+    schema_registry_listeners: str = field(default="", metadata=_kafka("schema.registry.listeners"))
     # Not a setting: where each property named here came from (``source``).
     sources: Mapping[str, ConfigSource] = field(
         default_factory=dict, compare=False, repr=False, metadata={}
