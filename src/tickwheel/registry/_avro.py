@@ -60,6 +60,7 @@ def parse_avro(text: str, references: tuple[AvroSchema, ...] = ()) -> AvroSchema
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SchemaError(f"not JSON: {exc}") from exc
+    _check_records(document)
     names: dict[str, Any] = {}
     for reference in references:
         names.update(reference.names)
@@ -77,6 +78,37 @@ def parse_avro(text: str, references: tuple[AvroSchema, ...] = ()) -> AvroSchema
         raise SchemaError(str(exc) or type(exc).__name__) from exc
     canonical = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
     return AvroSchema(parsed, names, canonical, parsing_canonical_form)
+
+
+def _check_records(document: Any) -> None:
+    """What Avro's parser refuses and fastavro lets pass: a schema that is not a JSON
+    string, object or array; a record without a ``fields`` list, or with a field name
+    twice."""
+    if isinstance(document, list):
+        for branch in document:
+            _check_records(branch)
+        return
+    if not isinstance(document, (str, dict)):
+        raise SchemaError("a schema is a JSON string, object or array")
+    if not isinstance(document, dict):
+        return
+    if document.get("type") in ("record", "error"):
+        fields = document.get("fields")
+        if not isinstance(fields, list):
+            raise SchemaError(f"record {document.get('name')} needs a 'fields' list")
+        seen: set[object] = set()
+        for entry in fields:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if name in seen:
+                raise SchemaError(f"record {document.get('name')} has field '{name}' twice")
+            seen.add(name)
+            if isinstance(entry, dict) and "type" in entry:
+                _check_records(entry["type"])
+    for nested in ("items", "values"):
+        if nested in document:
+            _check_records(document[nested])
+    if isinstance(document.get("type"), (dict, list)):
+        _check_records(document["type"])
 
 
 def read_errors(reader: AvroSchema, writer: AvroSchema) -> list[str]:

@@ -56,7 +56,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from tickwheel.log import (
     HIGH_WATERMARK_CHECKPOINT,
@@ -66,13 +66,6 @@ from tickwheel.log import (
     Log,
     LogCleaner,
     LogError,
-)
-from tickwheel.registry import (
-    SCHEMAS_TOPIC,
-    SCHEMAS_TOPIC_CONFIGS,
-    RegistryListenerError,
-    RegistryService,
-    parse_listeners,
 )
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.security import (
@@ -120,6 +113,9 @@ from tickwheel.server.net._throttled_channel import THROTTLE_TIMER
 from tickwheel.server.net._tls import ListenerTls, listener_tls
 from tickwheel.server.quotas import ClientQuotas, QuotaWindows
 from tickwheel.timer import Clock, ManualClock, SystemTimer
+
+if TYPE_CHECKING:
+    from tickwheel.registry import RegistryService
 
 _log = logging.getLogger(__name__)
 
@@ -384,6 +380,17 @@ class Broker:
         """Serve the schema registry when ``schema.registry.listeners`` is set (one
         broker only: in a cluster its ``_schemas`` writer would need electing)."""
         config = self.config
+        if not config.schema_registry_listeners.strip():
+            return
+        # Imported only when served: its dependencies are the ``registry`` extra's.
+        from tickwheel.registry import (  # noqa: PLC0415
+            SCHEMAS_TOPIC,
+            SCHEMAS_TOPIC_CONFIGS,
+            RegistryListenerError,
+            RegistryService,
+            parse_listeners,
+        )
+
         try:
             listeners = parse_listeners(config.schema_registry_listeners)
         except RegistryListenerError as exc:
