@@ -20,6 +20,7 @@ Concurrency: event-loop thread only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -321,15 +322,7 @@ class SchemaRegistry:
             else:
                 if value.deleted:
                     raise errors.version_soft_deleted(subject, number)
-                soft = SchemaValue(
-                    subject,
-                    number,
-                    value.schema_id,
-                    value.schema,
-                    value.schema_type,
-                    value.references,
-                    deleted=True,
-                )
+                soft = dataclasses.replace(value, deleted=True)
                 await self._log.append([encode_schema(soft)])
             self._catch_up()
             return number
@@ -403,7 +396,11 @@ class SchemaRegistry:
         if parsed is None:
             value = self.store.by_id[schema_id]
             references = tuple(self._referenced(r) for r in value.references)
-            parsed = parse_avro(value.schema, references)
+            try:
+                parsed = parse_avro(value.schema, references)
+            except SchemaError as exc:
+                # Only a topic another registry wrote can hold one.
+                raise errors.store_error(f"stored schema {schema_id} is invalid: {exc}") from exc
             self._parsed[schema_id] = parsed
         return parsed
 

@@ -6,11 +6,13 @@ logs in them (recovering every partition; the topic registry lives in the first)
 starts the purgatories' timer drivers, listens on each of its ``listeners`` (port 0
 takes a free port; ``endpoint`` tells which; SSL and SASL_SSL listeners serve TLS, and a
 TLS client's certificate names its principal, ``_tls``; a SASL listener's connections
-log in through a ``SaslListener``, ``_sasl``), optionally
-serves metrics, starts the log cleaner's threads (``log.cleaner.enable``; they compact
-logs with ``cleanup.policy=compact``, see ``tickwheel.log._cleaner``), and schedules the
-housekeeping on its ``Scheduler``: retention and flushing every
-``log.retention.check.interval.ms``; the high watermark checkpoints every
+log in through a ``SaslListener``, ``_sasl``), optionally serves metrics and the
+schema registry (``schema.registry.listeners``, read from its ``_schemas`` topic before
+it listens; ``tickwheel.registry``), starts the log cleaner's threads
+(``log.cleaner.enable``; they compact logs with ``cleanup.policy=compact``, see
+``tickwheel.log._cleaner``), and schedules the housekeeping on its ``Scheduler``:
+retention and flushing every ``log.retention.check.interval.ms``; the high watermark
+checkpoints every
 ``replica.high.watermark.checkpoint.interval.ms``, the recovery point checkpoints every
 ``log.flush.offset.checkpoint.interval.ms`` and the log start checkpoints every
 ``log.flush.start.offset.checkpoint.interval.ms`` (on a worker thread, since they
