@@ -38,6 +38,10 @@ _VERBS: dict[str, tuple[str, str]] = {
         "list, describe (offsets, lag), delete or seek (reset offsets of) consumer groups",
     ),
     "produce": ("tickwheel.cli._produce", "send one record per line of stdin to a topic"),
+    "schema": (
+        "tickwheel.cli._schema",
+        "register, get, list, check or delete schemas in a schema registry",
+    ),
     "serve": ("tickwheel.cli._serve", "run a Kafka-compatible broker (server.properties)"),
     "topic": ("tickwheel.cli._topic", "create, list, describe, delete, grow or reconfigure topics"),
     "transaction": (
