@@ -275,3 +275,22 @@ def test_a_bad_listener_is_refused_naming_the_property(tmp_path: Path, value: st
     )
     with pytest.raises(ConfigError, match=r"schema\.registry\.listeners"):
         BackgroundBroker(config).start()
+
+
+def test_json_schemas_register_and_are_checked(client: SchemaRegistryClient) -> None:
+    closed = {"type": "object", "properties": {"name": {"type": "string"}}}
+    first = client.register_schema(
+        "events-value", Schema(json.dumps({**closed, "additionalProperties": False}), "JSON")
+    )
+    assert client.get_schema(first).schema_type == "JSON"
+    grown = {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}}
+    assert client.register_schema("events-value", Schema(json.dumps(grown), "JSON")) != first
+    narrowed = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}}}
+    assert refusal(
+        client.register_schema, "events-value", Schema(json.dumps(narrowed), "JSON")
+    ) == (409, 409)
+    assert refusal(client.register_schema, "events-value", V1) == (409, 409)
+    assert refusal(client.register_schema, "other", Schema('{"type": "strang"}', "JSON")) == (
+        422,
+        42201,
+    )

@@ -5,7 +5,8 @@ their order) through ``fastavro.parse_schema``, which checks names, defaults and
 type grammar; an invalid schema raises ``SchemaError`` with fastavro's reason. The
 schema's identity in the registry is its compact JSON (``canonical``), as Confluent
 compares the schema's normalized string; ``normalize=true`` uses Avro's Parsing
-Canonical Form instead, so schemas that differ in docs or order of attributes match.
+Canonical Form (``normalized``) instead, so schemas that differ in docs or order of
+attributes match.
 
 ``read_errors(reader, writer)`` applies the specification's schema resolution rules
 (the rules Avro's ``SchemaCompatibility`` applies for Confluent): can data written with
@@ -51,7 +52,7 @@ class AvroSchema:
     parsed: Any
     names: dict[str, Any] = field(compare=False)
     canonical: str
-    parsing_canonical_form: str
+    normalized: str
 
 
 def parse_avro(text: str, references: tuple[AvroSchema, ...] = ()) -> AvroSchema:
@@ -66,7 +67,7 @@ def parse_avro(text: str, references: tuple[AvroSchema, ...] = ()) -> AvroSchema
         names.update(reference.names)
     try:
         parsed = fastavro.parse_schema(document, named_schemas=names, _write_hint=False)
-        parsing_canonical_form = to_parsing_canonical_form(parsed)
+        normalized = to_parsing_canonical_form(parsed)
     except (
         SchemaParseException,
         UnknownType,
@@ -77,7 +78,7 @@ def parse_avro(text: str, references: tuple[AvroSchema, ...] = ()) -> AvroSchema
     ) as exc:
         raise SchemaError(str(exc) or type(exc).__name__) from exc
     canonical = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-    return AvroSchema(parsed, names, canonical, parsing_canonical_form)
+    return AvroSchema(parsed, names, canonical, normalized)
 
 
 def _check_records(document: Any) -> None:

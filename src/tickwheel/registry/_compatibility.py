@@ -3,8 +3,10 @@
 Confluent's seven levels. BACKWARD: the new schema reads data written with the latest
 version; FORWARD: the latest version reads data written with the new schema; FULL: both.
 Their ``_TRANSITIVE`` forms check against every live version instead of the latest only;
-NONE checks nothing. ``check`` takes the earlier versions newest first and answers every
-reason the new schema is refused (empty: accepted).
+NONE checks nothing. Schemas are compared by their type's rules (``_avro``,
+``_json_schema``); a subject whose type changes is incompatible. ``check`` takes the
+earlier versions newest first and answers every reason the new schema is refused
+(empty: accepted).
 
 Pure functions; safe from any thread.
 """
@@ -14,7 +16,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from tickwheel.registry._avro import AvroSchema, read_errors
+from tickwheel.registry import _avro, _json_schema
+from tickwheel.registry._avro import AvroSchema
+from tickwheel.registry._json_schema import JsonSchema
+
+ParsedSchema = AvroSchema | JsonSchema
 
 
 class Compatibility(enum.StrEnum):
@@ -44,8 +50,17 @@ class Compatibility(enum.StrEnum):
 DEFAULT_COMPATIBILITY = Compatibility.BACKWARD
 
 
+def read_errors(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
+    """Why data written with ``writer`` cannot be read with ``reader``, by their type's rules."""
+    if isinstance(reader, AvroSchema) and isinstance(writer, AvroSchema):
+        return _avro.read_errors(reader, writer)
+    if isinstance(reader, JsonSchema) and isinstance(writer, JsonSchema):
+        return _json_schema.read_errors(reader, writer)
+    return ["/: the schema type changed"]
+
+
 def check(
-    level: Compatibility, new: AvroSchema, earlier_newest_first: Sequence[AvroSchema]
+    level: Compatibility, new: ParsedSchema, earlier_newest_first: Sequence[ParsedSchema]
 ) -> list[str]:
     """Why ``new`` may not follow ``earlier_newest_first`` under ``level`` (empty: it may)."""
     if level is Compatibility.NONE or not earlier_newest_first:

@@ -31,6 +31,7 @@ from aiohttp import web
 
 from tickwheel.registry import _errors as errors
 from tickwheel.registry._avro import AVRO
+from tickwheel.registry._json_schema import JSON
 from tickwheel.registry._records import SchemaValue
 from tickwheel.registry._registry import SchemaRegistry, SchemaRequest, request_references
 
@@ -38,7 +39,7 @@ _log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 LISTENERS_PROPERTY = "schema.registry.listeners"
-_SCHEMA_TYPES = [AVRO]
+_SCHEMA_TYPES = [AVRO, JSON]
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

@@ -11,8 +11,9 @@ written.
 Versions are numbered from 1 per subject (the next after the greatest, soft-deleted ones
 included); ids are global (``SchemaStore.next_id``) and reused for the same schema.
 Modes: READWRITE, READONLY (writes refused, 42205) and IMPORT (a register may name its
-id and version). Only Avro is supported as a schema type; another type is refused as
-an invalid schema (42201).
+id and version). Schema types: AVRO (with references to other subjects' named types)
+and JSON (without references); another type, or references in a JSON schema, is
+refused as an invalid schema (42201).
 
 Concurrency: event-loop thread only.
 """
@@ -27,7 +28,13 @@ from dataclasses import dataclass
 
 from tickwheel.registry import _errors as errors
 from tickwheel.registry._avro import AVRO, AvroSchema, SchemaError, parse_avro
-from tickwheel.registry._compatibility import DEFAULT_COMPATIBILITY, Compatibility, check
+from tickwheel.registry._compatibility import (
+    DEFAULT_COMPATIBILITY,
+    Compatibility,
+    ParsedSchema,
+    check,
+)
+from tickwheel.registry._json_schema import JSON, parse_json
 from tickwheel.registry._records import (
     RecordError,
     Reference,
@@ -70,7 +77,7 @@ class SchemaRegistry:
         self._log = schemas_log
         self.store = SchemaStore()
         self._write_lock = asyncio.Lock()
-        self._parsed: dict[int, AvroSchema] = {}
+        self._parsed: dict[int, ParsedSchema] = {}
 
     def load(self) -> None:
         """Read the topic from its start (at broker start-up)."""
@@ -165,13 +172,13 @@ class SchemaRegistry:
         raise errors.schema_not_found()
 
     def _same(
-        self, value: SchemaValue, request: SchemaRequest, parsed: AvroSchema, *, normalize: bool
+        self, value: SchemaValue, request: SchemaRequest, parsed: ParsedSchema, *, normalize: bool
     ) -> bool:
         if value.schema_type != request.schema_type or value.references != request.references:
             return False
         if normalize:
             stored = self._parsed_by_id(value.schema_id)
-            return stored.parsing_canonical_form == parsed.parsing_canonical_form
+            return stored.normalized == parsed.normalized
         return value.schema == parsed.canonical
 
     def compatibility(self, subject: str | None) -> Compatibility:
@@ -254,11 +261,11 @@ class SchemaRegistry:
                 )
                 if reasons:
                     raise errors.incompatible_schema(reasons)
-                text = parsed.parsing_canonical_form if normalize else parsed.canonical
+                text = parsed.normalized if normalize else parsed.canonical
                 key = (request.schema_type, text, request.references)
                 schema_id = self.store.ids.get(key) or self.store.next_id
             version = request.version or max(versions, default=0) + 1
-            text = parsed.parsing_canonical_form if normalize else parsed.canonical
+            text = parsed.normalized if normalize else parsed.canonical
             value = SchemaValue(
                 subject, version, schema_id, text, request.schema_type, request.references
             )
@@ -372,14 +379,22 @@ class SchemaRegistry:
 
     # -- schemas ---------------------------------------------------------------------
 
-    def _parse(self, request: SchemaRequest) -> AvroSchema:
-        if request.schema_type != AVRO:
-            raise errors.invalid_schema(f"schema type {request.schema_type} is not supported")
-        references = tuple(self._referenced(reference) for reference in request.references)
+    def _parse(self, request: SchemaRequest) -> ParsedSchema:
+        return self._parse_text(request.schema, request.schema_type, request.references)
+
+    def _parse_text(
+        self, text: str, schema_type: str, references: tuple[Reference, ...]
+    ) -> ParsedSchema:
         try:
-            return parse_avro(request.schema, references)
+            if schema_type == AVRO:
+                return parse_avro(text, tuple(self._referenced(r) for r in references))
+            if schema_type == JSON:
+                if references:
+                    raise errors.invalid_schema("references are supported for AVRO schemas only")
+                return parse_json(text)
         except SchemaError as exc:
             raise errors.invalid_schema(str(exc)) from exc
+        raise errors.invalid_schema(f"schema type {schema_type} is not supported")
 
     def _referenced(self, reference: Reference) -> AvroSchema:
         try:
@@ -389,18 +404,22 @@ class SchemaRegistry:
                 f"reference {reference.name} names {reference.subject} version "
                 f"{reference.version}, which does not exist"
             ) from None
-        return self._parsed_by_id(value.schema_id)
+        parsed = self._parsed_by_id(value.schema_id)
+        if not isinstance(parsed, AvroSchema):
+            raise errors.invalid_schema(f"reference {reference.name} is not an AVRO schema")
+        return parsed
 
-    def _parsed_by_id(self, schema_id: int) -> AvroSchema:
+    def _parsed_by_id(self, schema_id: int) -> ParsedSchema:
         parsed = self._parsed.get(schema_id)
         if parsed is None:
             value = self.store.by_id[schema_id]
-            references = tuple(self._referenced(r) for r in value.references)
             try:
-                parsed = parse_avro(value.schema, references)
-            except SchemaError as exc:
+                parsed = self._parse_text(value.schema, value.schema_type, value.references)
+            except errors.RegistryError as exc:
                 # Only a topic another registry wrote can hold one.
-                raise errors.store_error(f"stored schema {schema_id} is invalid: {exc}") from exc
+                raise errors.store_error(
+                    f"stored schema {schema_id} is invalid: {exc.message}"
+                ) from exc
             self._parsed[schema_id] = parsed
         return parsed
 
