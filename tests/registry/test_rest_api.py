@@ -17,6 +17,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from security.certs import write_certificates
 from tickwheel.pytest_plugin import TEST_BROKER_PROPERTIES
 from tickwheel.server import BackgroundBroker, BrokerConfig, ConfigError
 
@@ -268,7 +269,7 @@ def test_the_registry_is_off_by_default(off_broker: BackgroundBroker) -> None:
     assert off_broker.schema_registry_ports == []
 
 
-@pytest.mark.parametrize("value", ["https://127.0.0.1:0", "http://127.0.0.1", "127.0.0.1:8081"])
+@pytest.mark.parametrize("value", ["ftp://127.0.0.1:0", "http://127.0.0.1", "127.0.0.1:8081"])
 def test_a_bad_listener_is_refused_naming_the_property(tmp_path: Path, value: str) -> None:
     config = BrokerConfig.from_properties(
         {**TEST_BROKER_PROPERTIES, "log.dirs": str(tmp_path), "schema.registry.listeners": value}
@@ -294,3 +295,34 @@ def test_json_schemas_register_and_are_checked(client: SchemaRegistryClient) -> 
         422,
         42201,
     )
+
+
+def test_https_listeners_serve_tls_with_the_brokers_key_store(tmp_path: Path) -> None:
+    certificates = write_certificates(tmp_path / "certs")
+    config = BrokerConfig.from_properties(
+        {
+            **TEST_BROKER_PROPERTIES,
+            **certificates.broker_properties(),
+            "log.dirs": str(tmp_path / "logs"),
+            "schema.registry.listeners": "https://127.0.0.1:0",
+        }
+    )
+    with BackgroundBroker(config) as broker:
+        url = f"https://127.0.0.1:{broker.schema_registry_ports[0]}"
+        with SchemaRegistryClient({"url": url, "ssl.ca.location": str(certificates.ca)}) as client:
+            assert client.register_schema("s", V1) == 1
+        plain = f"http://127.0.0.1:{broker.schema_registry_ports[0]}/subjects"
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            urllib.request.urlopen(plain, timeout=TIMEOUT_S).close()
+
+
+def test_an_https_listener_without_a_key_store_is_refused(tmp_path: Path) -> None:
+    config = BrokerConfig.from_properties(
+        {
+            **TEST_BROKER_PROPERTIES,
+            "log.dirs": str(tmp_path),
+            "schema.registry.listeners": "https://127.0.0.1:0",
+        }
+    )
+    with pytest.raises(ConfigError, match=r"schema\.registry\.listeners: .*key store"):
+        BackgroundBroker(config).start()

@@ -12,7 +12,8 @@ an unknown path 404 and a wrong method 405 (their status as the error_code), and
 other failure 500 (50001) with the cause logged, never a traceback in the answer.
 
 ``RegistryServer`` binds its sockets in ``start`` (port 0 takes a free port; ``ports``
-tells which) and closes them in ``stop``.
+tells which) and closes them in ``stop``; an ``https`` listener serves TLS with the
+context it is given (the broker's ``ssl.*`` settings).
 
 Concurrency: event-loop thread only.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,10 +51,11 @@ class RegistryListenerError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class RegistryListener:
-    """One ``http://HOST:PORT`` of ``schema.registry.listeners``."""
+    """One ``http://HOST:PORT`` or ``https://HOST:PORT`` of ``schema.registry.listeners``."""
 
     host: str
     port: int
+    tls: bool = False
 
 
 def parse_listeners(value: str) -> list[RegistryListener]:
@@ -64,9 +67,11 @@ def parse_listeners(value: str) -> list[RegistryListener]:
             port = url.port
         except ValueError:
             port = None
-        if url.scheme != "http" or port is None or url.path not in ("", "/"):
-            raise RegistryListenerError(f"{LISTENERS_PROPERTY}: '{entry}' is not http://HOST:PORT")
-        listeners.append(RegistryListener(url.hostname or "0.0.0.0", port))
+        if url.scheme not in ("http", "https") or port is None or url.path not in ("", "/"):
+            raise RegistryListenerError(
+                f"{LISTENERS_PROPERTY}: '{entry}' is not http://HOST:PORT or https://HOST:PORT"
+            )
+        listeners.append(RegistryListener(url.hostname or "0.0.0.0", port, url.scheme == "https"))
     return listeners
 
 
@@ -304,11 +309,17 @@ def _routes(registry: SchemaRegistry) -> list[web.RouteDef]:
 class RegistryServer:
     """The REST API of ``registry`` on ``listeners``."""
 
-    def __init__(self, registry: SchemaRegistry, listeners: list[RegistryListener]) -> None:
+    def __init__(
+        self,
+        registry: SchemaRegistry,
+        listeners: list[RegistryListener],
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         app = web.Application(middlewares=[_errors_as_json])
         app.add_routes(_routes(registry))
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         self._listeners = listeners
+        self._tls = tls
         self.ports: list[int] = []
 
     async def start(self) -> None:
@@ -317,7 +328,8 @@ class RegistryServer:
         for listener in self._listeners:
             sock = socket.create_server((listener.host, listener.port), reuse_port=False)
             self.ports.append(sock.getsockname()[1])
-            await web.SockSite(self._runner, sock).start()
+            context = self._tls if listener.tls else None
+            await web.SockSite(self._runner, sock, ssl_context=context).start()
 
     async def stop(self) -> None:
         """Close the listeners and the connections."""

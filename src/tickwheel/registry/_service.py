@@ -11,6 +11,7 @@ Concurrency: event-loop thread only.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 
 from tickwheel.registry._http import RegistryListener, RegistryServer
@@ -30,6 +31,7 @@ class RegistryService:
         create_topic: Callable[[], None],
         clock_ms: Callable[[], int],
         write_timeout_ms: int,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         schemas_log = SchemasLog(
             replica_manager,
@@ -38,7 +40,7 @@ class RegistryService:
             timeout_ms=write_timeout_ms,
         )
         self.registry = SchemaRegistry(schemas_log)
-        self._server = RegistryServer(self.registry, listeners)
+        self._server = RegistryServer(self.registry, listeners, tls)
 
     @property
     def ports(self) -> list[int]:

@@ -74,9 +74,12 @@ from tickwheel.security import (
     SASL_PLAINTEXT,
     SASL_SSL,
     SSL,
+    SSL_PREFIX,
     NoMatchingRuleError,
     SaslConfigError,
     SaslListenerConfig,
+    SslConfigError,
+    SslSettings,
 )
 from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
@@ -404,6 +407,18 @@ class Broker:
                 "schema.registry.listeners: the schema registry serves a single broker; "
                 "unset zookeeper.connect or schema.registry.listeners"
             )
+        tls = None
+        if any(listener.tls for listener in listeners):
+            # https listeners serve with the broker-wide ssl.* settings.
+            ssl_properties = {
+                name: value
+                for name, value in config.as_properties().items()
+                if name.startswith(SSL_PREFIX)
+            }
+            try:
+                tls = SslSettings.from_properties(ssl_properties).server_context()
+            except SslConfigError as exc:
+                raise ConfigError(f"schema.registry.listeners: {exc}") from None
 
         def create_topic() -> None:
             if SCHEMAS_TOPIC not in context.topics.topics:
@@ -415,12 +430,13 @@ class Broker:
             create_topic=create_topic,
             clock_ms=self.time.wall_clock_ms,
             write_timeout_ms=config.request_timeout_ms,
+            tls=tls,
         )
         await self._registry.start()
         _log.info(
             "schema registry on %s",
             ", ".join(
-                f"http://{lsn.host}:{port}"
+                f"{'https' if lsn.tls else 'http'}://{lsn.host}:{port}"
                 for lsn, port in zip(listeners, self._registry.ports, strict=True)
             ),
         )
