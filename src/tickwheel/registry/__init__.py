@@ -12,10 +12,12 @@ write, through the same replica layer as every internal topic.
 - ``_store`` -- the state those records build.
 - ``_schemas_log`` -- the ``_schemas`` partition, appended and read back.
 - ``_registry`` -- the registry's operations.
+- ``_access`` -- HTTP basic authentication against SCRAM users; the broker's ACLs.
 - ``_http`` -- the REST API (aiohttp on the broker's event loop).
 - ``_service`` -- the parts put together for the broker.
 """
 
+from tickwheel.registry._access import METHOD_PROPERTY, METHODS, RegistryAccess
 from tickwheel.registry._compatibility import Compatibility
 from tickwheel.registry._errors import RegistryError
 from tickwheel.registry._http import (
@@ -30,9 +32,12 @@ from tickwheel.registry._service import RegistryService
 
 __all__ = [
     "LISTENERS_PROPERTY",
+    "METHODS",
+    "METHOD_PROPERTY",
     "SCHEMAS_TOPIC",
     "SCHEMAS_TOPIC_CONFIGS",
     "Compatibility",
+    "RegistryAccess",
     "RegistryError",
     "RegistryListener",
     "RegistryListenerError",

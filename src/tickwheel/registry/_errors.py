@@ -139,3 +139,17 @@ def bad_request(reason: str) -> RegistryError:
 
 def store_error(reason: str) -> RegistryError:
     return RegistryError(HTTP_SERVER_ERROR, 50001, f"Error in the backend datastore: {reason}")
+
+
+HTTP_UNAUTHORIZED = 401
+HTTP_FORBIDDEN = 403
+
+
+def unauthenticated(reason: str) -> RegistryError:
+    return RegistryError(HTTP_UNAUTHORIZED, HTTP_UNAUTHORIZED, f"Unauthorized: {reason}")
+
+
+def forbidden(principal: str, operation: str) -> RegistryError:
+    return RegistryError(
+        HTTP_FORBIDDEN, 40301, f"User {principal} is denied operation {operation} on the registry"
+    )

@@ -6,10 +6,12 @@ directly. Routes are Confluent's: ``/subjects`` and their versions, ``/schemas/i
 Bodies are read as JSON whatever their content type (clients send
 ``application/vnd.schemaregistry.v1+json``) and answered in that type.
 
-Every refusal is Confluent's JSON error body with its HTTP status: a ``RegistryError``
-as raised, a body that is not JSON 400 (error_code 400), a body of the wrong shape 422,
-an unknown path 404 and a wrong method 405 (their status as the error_code), and any
-other failure 500 (50001) with the cause logged, never a traceback in the answer.
+Every request is authenticated and authorized first (``RegistryAccess``: 401 with a
+``WWW-Authenticate`` challenge, 403). Every refusal is Confluent's JSON error body with
+its HTTP status: a ``RegistryError`` as raised, a body that is not JSON 400 (error_code
+400), a body of the wrong shape 422, an unknown path 404 and a wrong method 405 (their
+status as the error_code), and any other failure 500 (50001) with the cause logged,
+never a traceback in the answer.
 
 ``RegistryServer`` binds its sockets in ``start`` (port 0 takes a free port; ``ports``
 tells which) and closes them in ``stop``; an ``https`` listener serves TLS with the
@@ -32,6 +34,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from tickwheel.registry import _errors as errors
+from tickwheel.registry._access import RegistryAccess
 from tickwheel.registry._avro import AVRO
 from tickwheel.registry._json_schema import JSON
 from tickwheel.registry._records import SchemaValue
@@ -42,6 +45,7 @@ _log = logging.getLogger(__name__)
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 LISTENERS_PROPERTY = "schema.registry.listeners"
 _SCHEMA_TYPES = [AVRO, JSON]
+_CHALLENGE = 'Basic realm="tickwheel schema registry"'
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -81,20 +85,41 @@ def _json(body: object, status: int = 200) -> web.Response:
     )
 
 
-@web.middleware
-async def _errors_as_json(request: web.Request, handler: _Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except errors.RegistryError as exc:
-        return _json(exc.body(), exc.status)
-    except web.HTTPException as exc:
-        return _json(
-            {"error_code": exc.status, "message": f"HTTP {exc.status} {exc.reason}"}, exc.status
-        )
-    except Exception:
-        _log.exception("schema registry: %s %s failed", request.method, request.path)
-        failure = errors.store_error("internal error")
-        return _json(failure.body(), failure.status)
+def _changes(request: web.Request) -> bool:
+    """Whether ``request`` changes the registry (a lookup or a check is a POST that reads)."""
+    if request.method in ("PUT", "DELETE"):
+        return True
+    return (
+        request.method == "POST"
+        and request.path.startswith("/subjects/")
+        and request.path.endswith("/versions")
+    )
+
+
+def _middleware(access: RegistryAccess) -> Any:
+    """The middleware that authenticates, authorizes, and answers every refusal as JSON."""
+
+    @web.middleware
+    async def errors_as_json(request: web.Request, handler: _Handler) -> web.StreamResponse:
+        try:
+            principal = access.principal(request.headers.get("Authorization"))
+            access.check(principal, request.remote or "", write=_changes(request))
+            return await handler(request)
+        except errors.RegistryError as exc:
+            answer = _json(exc.body(), exc.status)
+            if exc.status == errors.HTTP_UNAUTHORIZED:
+                answer.headers["WWW-Authenticate"] = _CHALLENGE
+            return answer
+        except web.HTTPException as exc:
+            return _json(
+                {"error_code": exc.status, "message": f"HTTP {exc.status} {exc.reason}"}, exc.status
+            )
+        except Exception:
+            _log.exception("schema registry: %s %s failed", request.method, request.path)
+            failure = errors.store_error("internal error")
+            return _json(failure.body(), failure.status)
+
+    return errors_as_json
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
@@ -313,9 +338,11 @@ class RegistryServer:
         self,
         registry: SchemaRegistry,
         listeners: list[RegistryListener],
+        *,
+        access: RegistryAccess,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        app = web.Application(middlewares=[_errors_as_json])
+        app = web.Application(middlewares=[_middleware(access)])
         app.add_routes(_routes(registry))
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         self._listeners = listeners

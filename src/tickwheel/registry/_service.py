@@ -14,6 +14,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable
 
+from tickwheel.registry._access import RegistryAccess
 from tickwheel.registry._http import RegistryListener, RegistryServer
 from tickwheel.registry._registry import SchemaRegistry
 from tickwheel.registry._schemas_log import SchemasLog
@@ -31,6 +32,7 @@ class RegistryService:
         create_topic: Callable[[], None],
         clock_ms: Callable[[], int],
         write_timeout_ms: int,
+        access: RegistryAccess,
         tls: ssl.SSLContext | None = None,
     ) -> None:
         schemas_log = SchemasLog(
@@ -40,7 +42,7 @@ class RegistryService:
             timeout_ms=write_timeout_ms,
         )
         self.registry = SchemaRegistry(schemas_log)
-        self._server = RegistryServer(self.registry, listeners, tls)
+        self._server = RegistryServer(self.registry, listeners, access=access, tls=tls)
 
     @property
     def ports(self) -> list[int]:

@@ -75,9 +75,14 @@ from tickwheel.security import (
     SASL_SSL,
     SSL,
     SSL_PREFIX,
+    AclOperation,
+    Action,
+    KafkaPrincipal,
     NoMatchingRuleError,
+    ResourceType,
     SaslConfigError,
     SaslListenerConfig,
+    Session,
     SslConfigError,
     SslSettings,
 )
@@ -134,6 +139,9 @@ CLOSE_GRACE_S = 1.0
 then lets their sockets close: a client that stopped reading (its socket buffer full)
 is dropped after it, unsent bytes and all, as are requests still being read."""
 _ANSWER_POLL_S = 0.01
+# How the schema registry's requests are named to the authorizer's audit log.
+_REGISTRY_LISTENER = "SCHEMA_REGISTRY"
+_REGISTRY_REQUEST = "SchemaRegistry"
 
 
 class Broker:
@@ -389,8 +397,11 @@ class Broker:
             return
         # Imported only when served: its dependencies are the ``registry`` extra's.
         from tickwheel.registry import (  # noqa: PLC0415
+            METHOD_PROPERTY,
+            METHODS,
             SCHEMAS_TOPIC,
             SCHEMAS_TOPIC_CONFIGS,
+            RegistryAccess,
             RegistryListenerError,
             RegistryService,
             parse_listeners,
@@ -407,6 +418,21 @@ class Broker:
                 "schema.registry.listeners: the schema registry serves a single broker; "
                 "unset zookeeper.connect or schema.registry.listeners"
             )
+        method = config.schema_registry_authentication_method.strip().upper()
+        if method not in METHODS:
+            raise ConfigError(f"{METHOD_PROPERTY}={method!r} is not one of {', '.join(METHODS)}")
+
+        def authorize(principal: KafkaPrincipal, host: str, operation: AclOperation) -> bool:
+            authorizer = context.authorizer
+            if authorizer is None:
+                return True
+            session = Session(principal, host, _REGISTRY_LISTENER, _REGISTRY_LISTENER)
+            action = Action(operation, ResourceType.TOPIC, SCHEMAS_TOPIC)
+            return authorizer.authorize(session, _REGISTRY_REQUEST, action)
+
+        access = RegistryAccess(
+            method=method, credential_of=context.users.credentials.lookup, authorize=authorize
+        )
         tls = None
         if any(listener.tls for listener in listeners):
             # https listeners serve with the broker-wide ssl.* settings.
@@ -430,6 +456,7 @@ class Broker:
             create_topic=create_topic,
             clock_ms=self.time.wall_clock_ms,
             write_timeout_ms=config.request_timeout_ms,
+            access=access,
             tls=tls,
         )
         await self._registry.start()
