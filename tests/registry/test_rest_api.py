@@ -326,3 +326,30 @@ def test_an_https_listener_without_a_key_store_is_refused(tmp_path: Path) -> Non
     )
     with pytest.raises(ConfigError, match=r"schema\.registry\.listeners: .*key store"):
         BackgroundBroker(config).start()
+
+
+def test_import_mode_keeps_the_ids_and_versions_given(tickwheel_broker: BackgroundBroker) -> None:
+    def body(schema: Schema, **extra: int) -> bytes:
+        return json.dumps({"schema": schema.schema_str, **extra}).encode()
+
+    register = "/subjects/imported/versions"
+    assert raw(tickwheel_broker, "POST", register, body(V1, version=7))[1]["error_code"] == 42205
+    assert raw(tickwheel_broker, "PUT", "/mode/imported", b'{"mode": "IMPORT"}') == (
+        200,
+        {"mode": "IMPORT"},
+    )
+    assert raw(tickwheel_broker, "POST", register, body(V1, id=100, version=5)) == (
+        200,
+        {"id": 100},
+    )
+    assert raw(tickwheel_broker, "GET", "/subjects/imported/versions/5")[1]["id"] == 100
+    refusals = [body(V2, id=100, version=6), body(V2), body(V2, id=101, version=5)]
+    for refused in refusals:
+        assert raw(tickwheel_broker, "POST", register, refused)[1]["error_code"] == 42205
+    assert raw(tickwheel_broker, "POST", register, body(V2, id=101, version=6))[1] == {"id": 101}
+    assert raw(tickwheel_broker, "DELETE", "/mode/imported")[1] == {"mode": "IMPORT"}
+    # Back to READWRITE: ids go on after the greatest imported.
+    assert raw(tickwheel_broker, "POST", "/subjects/next/versions", body(INCOMPATIBLE)) == (
+        200,
+        {"id": 102},
+    )

@@ -242,37 +242,58 @@ class SchemaRegistry:
             for value in sorted(versions.values(), key=lambda v: v.version):
                 if not value.deleted and self._same(value, request, parsed, normalize=normalize):
                     return value
-            if mode == IMPORT:
-                if request.schema_id is None:
-                    raise errors.operation_not_permitted("A schema id is required in IMPORT mode")
-                schema_id = request.schema_id
-            else:
-                if request.schema_id is not None:
-                    raise errors.operation_not_permitted(
-                        "A schema id may be given only in IMPORT mode"
-                    )
-                reasons = check(
-                    self.compatibility(subject),
-                    parsed,
-                    [
-                        self._parsed_by_id(v.schema_id)
-                        for v in reversed(self.store.live_versions(subject))
-                    ],
-                )
-                if reasons:
-                    raise errors.incompatible_schema(reasons)
-                text = parsed.normalized if normalize else parsed.canonical
-                key = (request.schema_type, text, request.references)
-                schema_id = self.store.ids.get(key) or self.store.next_id
-            version = request.version or max(versions, default=0) + 1
-            text = parsed.normalized if normalize else parsed.canonical
-            value = SchemaValue(
-                subject, version, schema_id, text, request.schema_type, request.references
-            )
+            value = self._new_version(subject, request, parsed, mode=mode, normalize=normalize)
             await self._log.append([encode_schema(value)])
             self._catch_up()
-            self._parsed[schema_id] = parsed
-            return self.store.subjects[subject][version]
+            self._parsed[value.schema_id] = parsed
+            return self.store.subjects[subject][value.version]
+
+    def _new_version(
+        self,
+        subject: str,
+        request: SchemaRequest,
+        parsed: ParsedSchema,
+        *,
+        mode: str,
+        normalize: bool,
+    ) -> SchemaValue:
+        """The version ``request`` would add to ``subject``: checked against the
+        subject's level, or, in IMPORT mode, with the id and version it names."""
+        versions = self.store.subjects.get(subject, {})
+        text = parsed.normalized if normalize else parsed.canonical
+        next_version = max(versions, default=0) + 1
+        if mode == IMPORT:
+            if request.schema_id is None:
+                raise errors.operation_not_permitted("A schema id is required in IMPORT mode")
+            schema_id = request.schema_id
+            holder = self.store.by_id.get(schema_id)
+            if holder is not None and (holder.schema_type, holder.schema) != (
+                request.schema_type,
+                text,
+            ):
+                raise errors.operation_not_permitted(
+                    f"Overwrite new schema with id {schema_id} is not permitted."
+                )
+        else:
+            if request.schema_id is not None:
+                raise errors.operation_not_permitted("A schema id may be given only in IMPORT mode")
+            earlier = [
+                self._parsed_by_id(v.schema_id) for v in reversed(self.store.live_versions(subject))
+            ]
+            reasons = check(self.compatibility(subject), parsed, earlier)
+            if reasons:
+                raise errors.incompatible_schema(reasons)
+            key = (request.schema_type, text, request.references)
+            schema_id = self.store.ids.get(key) or self.store.next_id
+        version = request.version or next_version
+        if version in versions or (mode != IMPORT and version != next_version):
+            raise errors.operation_not_permitted(
+                f"Version {version} of subject {subject} cannot be written: "
+                f"the next version is {next_version}"
+            )
+        return SchemaValue(
+            subject, version, schema_id, text, request.schema_type, request.references
+        )
 
     def _writable(self, subject: str) -> str:
         mode = self.mode(subject)
