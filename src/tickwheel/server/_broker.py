@@ -396,16 +396,22 @@ class Broker:
         if not config.schema_registry_listeners.strip():
             return
         # Imported only when served: its dependencies are the ``registry`` extra's.
-        from tickwheel.registry import (  # noqa: PLC0415
-            METHOD_PROPERTY,
-            METHODS,
-            SCHEMAS_TOPIC,
-            SCHEMAS_TOPIC_CONFIGS,
-            RegistryAccess,
-            RegistryListenerError,
-            RegistryService,
-            parse_listeners,
-        )
+        try:
+            from tickwheel.registry import (  # noqa: PLC0415
+                METHOD_PROPERTY,
+                METHODS,
+                SCHEMAS_TOPIC,
+                SCHEMAS_TOPIC_CONFIGS,
+                RegistryAccess,
+                RegistryListenerError,
+                RegistryService,
+                parse_listeners,
+            )
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                f"schema.registry.listeners: the schema registry needs {exc.name}, of the "
+                "registry extra: pip install 'tickwheel[registry]'"
+            ) from None
 
         try:
             listeners = parse_listeners(config.schema_registry_listeners)
