@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from tickwheel.registry import _errors as errors
 from tickwheel.registry._access import RegistryAccess
@@ -80,9 +81,7 @@ def parse_listeners(value: str) -> list[RegistryListener]:
 
 
 def _json(body: object, status: int = 200) -> web.Response:
-    return web.Response(
-        text=json.dumps(body), status=status, content_type=CONTENT_TYPE.split(";", maxsplit=1)[0]
-    )
+    return web.Response(text=json.dumps(body), status=status, content_type=CONTENT_TYPE)
 
 
 def _changes(request: web.Request) -> bool:
@@ -96,7 +95,7 @@ def _changes(request: web.Request) -> bool:
     )
 
 
-def _middleware(access: RegistryAccess) -> Any:
+def _middleware(access: RegistryAccess) -> Middleware:
     """The middleware that authenticates, authorizes, and answers every refusal as JSON."""
 
     @web.middleware
@@ -114,7 +113,7 @@ def _middleware(access: RegistryAccess) -> Any:
             return _json(
                 {"error_code": exc.status, "message": f"HTTP {exc.status} {exc.reason}"}, exc.status
             )
-        except Exception:
+        except Exception:  # the last defence: a failure is logged, never sent as a traceback
             _log.exception("schema registry: %s %s failed", request.method, request.path)
             failure = errors.store_error("internal error")
             return _json(failure.body(), failure.status)

@@ -89,7 +89,8 @@ class SchemaRegistry:
         )
 
     def _catch_up(self) -> None:
-        for offset, key, value in self._log.read_new():
+        records = self._log.read_new()
+        for offset, key, value in records:
             try:
                 change = decode(key, value)
             except RecordError as exc:
@@ -97,6 +98,10 @@ class SchemaRegistry:
                 continue
             if change is not None:
                 self.store.apply(change)
+        if records:
+            # A hard delete may have freed an id, which IMPORT may give another schema.
+            for schema_id in self._parsed.keys() - self.store.by_id.keys():
+                del self._parsed[schema_id]
 
     # -- reads -----------------------------------------------------------------------
 
