@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -353,3 +353,40 @@ def test_import_mode_keeps_the_ids_and_versions_given(tickwheel_broker: Backgrou
         200,
         {"id": 102},
     )
+
+
+def test_avro_references_name_types_of_other_subjects(client: SchemaRegistryClient) -> None:
+    address = {
+        "type": "record",
+        "name": "Address",
+        "namespace": "shop",
+        "fields": [{"name": "city", "type": "string"}],
+    }
+    client.register_schema("address", Schema(json.dumps(address), "AVRO"))
+    customer = {
+        "type": "record",
+        "name": "Customer",
+        "namespace": "shop",
+        "fields": [{"name": "home", "type": "shop.Address"}],
+    }
+    reference = SchemaReference("shop.Address", "address", 1)
+    with_reference = Schema(json.dumps(customer), "AVRO", [reference])
+    customer_id = client.register_schema("customer-value", with_reference)
+    stored = client.get_schema(customer_id)
+    assert [(r.name, r.subject, r.version) for r in stored.references] == [
+        ("shop.Address", "address", 1)
+    ]
+    assert refusal(client.register_schema, "orphan", Schema(json.dumps(customer), "AVRO")) == (
+        422,
+        42201,
+    )
+    dangling = Schema(json.dumps(customer), "AVRO", [SchemaReference("shop.Address", "address", 9)])
+    assert refusal(client.register_schema, "orphan", dangling) == (422, 42201)
+    serializer = AvroSerializer(
+        client, with_reference, conf={"auto.register.schemas": False, "use.latest.version": True}
+    )
+    context = SerializationContext("customer", MessageField.VALUE)
+    data = serializer(
+        {"home": {"city": "Oslo"}}, SerializationContext("customer", MessageField.VALUE)
+    )
+    assert AvroDeserializer(client)(data, context) == {"home": {"city": "Oslo"}}

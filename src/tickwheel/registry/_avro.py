@@ -6,7 +6,7 @@ type grammar; an invalid schema raises ``SchemaError`` with fastavro's reason. T
 schema's identity in the registry is its compact JSON (``canonical``), as Confluent
 compares the schema's normalized string; ``normalize=true`` uses Avro's Parsing
 Canonical Form (``normalized``) instead, so schemas that differ in docs or order of
-attributes match.
+attributes match (a schema with references: with their named types defined before it).
 
 ``read_errors(reader, writer)`` applies the specification's schema resolution rules
 (the rules Avro's ``SchemaCompatibility`` applies for Confluent): can data written with
@@ -65,9 +65,10 @@ def parse_avro(text: str, references: tuple[AvroSchema, ...] = ()) -> AvroSchema
     names: dict[str, Any] = {}
     for reference in references:
         names.update(reference.names)
+    referenced = list(names.values())
     try:
         parsed = fastavro.parse_schema(document, named_schemas=names, _write_hint=False)
-        normalized = to_parsing_canonical_form(parsed)
+        normalized = to_parsing_canonical_form(_standalone(referenced, document))
     except (
         SchemaParseException,
         UnknownType,
@@ -79,6 +80,16 @@ def parse_avro(text: str, references: tuple[AvroSchema, ...] = ()) -> AvroSchema
         raise SchemaError(str(exc) or type(exc).__name__) from exc
     canonical = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
     return AvroSchema(parsed, names, canonical, normalized)
+
+
+def _standalone(referenced: list[Any], document: Any) -> Any:
+    """``document`` with the named types it takes from references defined before it (in
+    the fields of a wrapping record), so its canonical form needs nothing else."""
+    if not referenced:
+        return document
+    fields = [{"name": f"r{index}", "type": t} for index, t in enumerate(referenced)]
+    fields.append({"name": "schema", "type": document})
+    return {"type": "record", "name": "tickwheel.registry.Referencing", "fields": fields}
 
 
 def _check_records(document: Any) -> None:
