@@ -141,6 +141,7 @@ def test_soft_and_hard_delete_with_their_error_codes(
     assert refusal(client.delete_subject, "s", permanent=True) == (404, 40405)
     assert client.delete_subject("s") == [2]
     assert refusal(client.get_versions, "s") == (404, 40401)
+    assert refusal(client.lookup_schema, "s", V2) == (404, 40401)
     assert client.get_subjects() == []
     assert refusal(client.delete_subject, "s") == (404, 40404)
     assert client.delete_subject("s", permanent=True) == [2]

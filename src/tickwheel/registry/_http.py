@@ -187,6 +187,8 @@ def _subject(request: web.Request) -> str:
 
 
 def _routes(registry: SchemaRegistry) -> list[web.RouteDef]:
+    """``/subjects`` and ``/schemas``: the schemas and their versions."""
+
     async def root(request: web.Request) -> web.Response:
         return _json({})
 
@@ -225,6 +227,9 @@ def _routes(registry: SchemaRegistry) -> list[web.RouteDef]:
         )
         return web.Response(text=value.schema)
 
+    async def referenced_by(request: web.Request) -> web.Response:
+        return _json(registry.referenced_by(_subject(request), request.match_info["version"]))
+
     async def register(request: web.Request) -> web.Response:
         value = await registry.register(
             _subject(request), await _schema_request(request), normalize=_flag(request, "normalize")
@@ -251,6 +256,28 @@ def _routes(registry: SchemaRegistry) -> list[web.RouteDef]:
             _subject(request), request.match_info["version"], permanent=_flag(request, "permanent")
         )
         return _json(deleted)
+
+    return [
+        web.get("/", root),
+        web.get("/schemas/types", schema_types),
+        web.get("/schemas/ids/{id}", schema_by_id),
+        web.get("/schemas/ids/{id}/schema", schema_text_by_id),
+        web.get("/schemas/ids/{id}/versions", id_versions),
+        web.get("/schemas/ids/{id}/subjects", id_subjects),
+        web.get("/subjects", subjects),
+        web.post("/subjects/{subject}", lookup),
+        web.delete("/subjects/{subject}", delete_subject),
+        web.get("/subjects/{subject}/versions", versions),
+        web.post("/subjects/{subject}/versions", register),
+        web.get("/subjects/{subject}/versions/{version}", version),
+        web.delete("/subjects/{subject}/versions/{version}", delete_version),
+        web.get("/subjects/{subject}/versions/{version}/schema", version_schema),
+        web.get("/subjects/{subject}/versions/{version}/referencedby", referenced_by),
+    ]
+
+
+def _settings_routes(registry: SchemaRegistry) -> list[web.RouteDef]:
+    """``/config``, ``/mode`` and ``/compatibility``: levels, modes and checks."""
 
     async def get_config(request: web.Request) -> web.Response:
         subject = request.match_info.get("subject")
@@ -300,20 +327,6 @@ def _routes(registry: SchemaRegistry) -> list[web.RouteDef]:
         return _json(body)
 
     return [
-        web.get("/", root),
-        web.get("/schemas/types", schema_types),
-        web.get("/schemas/ids/{id}", schema_by_id),
-        web.get("/schemas/ids/{id}/schema", schema_text_by_id),
-        web.get("/schemas/ids/{id}/versions", id_versions),
-        web.get("/schemas/ids/{id}/subjects", id_subjects),
-        web.get("/subjects", subjects),
-        web.post("/subjects/{subject}", lookup),
-        web.delete("/subjects/{subject}", delete_subject),
-        web.get("/subjects/{subject}/versions", versions),
-        web.post("/subjects/{subject}/versions", register),
-        web.get("/subjects/{subject}/versions/{version}", version),
-        web.delete("/subjects/{subject}/versions/{version}", delete_version),
-        web.get("/subjects/{subject}/versions/{version}/schema", version_schema),
         web.get("/config", get_config),
         web.put("/config", put_config),
         web.delete("/config", delete_config),
@@ -343,6 +356,7 @@ class RegistryServer:
     ) -> None:
         app = web.Application(middlewares=[_middleware(access)])
         app.add_routes(_routes(registry))
+        app.add_routes(_settings_routes(registry))
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         self._listeners = listeners
         self._tls = tls

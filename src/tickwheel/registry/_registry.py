@@ -155,6 +155,21 @@ class SchemaRegistry:
             if value.schema_id == schema_id and (deleted or not value.deleted)
         ]
 
+    def referenced_by(self, subject: str, version: str) -> list[int]:
+        """The ids of the live schemas that reference ``version`` of ``subject``."""
+        value = self.version(subject, version)
+        return sorted(
+            {
+                other.schema_id
+                for versions in self.store.subjects.values()
+                for other in versions.values()
+                if not other.deleted
+                and any(
+                    (r.subject, r.version) == (subject, value.version) for r in other.references
+                )
+            }
+        )
+
     def lookup(
         self,
         subject: str,
@@ -167,7 +182,7 @@ class SchemaRegistry:
         self._catch_up()
         parsed = self._parse(request)
         versions = self.store.subjects.get(subject)
-        if not versions:
+        if not versions or not (deleted or any(not v.deleted for v in versions.values())):
             raise errors.subject_not_found(subject)
         for value in sorted(versions.values(), key=lambda v: v.version):
             if value.deleted and not deleted:
