@@ -143,6 +143,9 @@ def test_soft_and_hard_delete_with_their_error_codes(
     assert refusal(client.get_versions, "s") == (404, 40401)
     assert refusal(client.lookup_schema, "s", V2) == (404, 40401)
     assert client.get_subjects() == []
+    assert client.get_subjects(deleted=True) == ["s"]
+    assert client.get_subjects(deleted_only=True) == ["s"]
+    assert client.get_versions("s", deleted=True) == [2]
     assert refusal(client.delete_subject, "s") == (404, 40404)
     assert client.delete_subject("s", permanent=True) == [2]
     assert refusal(client.delete_subject, "s") == (404, 40401)
@@ -153,6 +156,9 @@ def test_read_only_mode_refuses_writes(client: SchemaRegistryClient) -> None:
     assert client.get_mode("frozen") == "READONLY"
     assert refusal(client.register_schema, "frozen", V1) == (422, 42205)
     assert client.register_schema("open", V1) > 0
+    assert client.get_subjects(subject_prefix="fro") == []  # nothing registered there
+    assert client.get_subjects(subject_prefix="op") == ["open"]
+    assert client.get_subjects(offset=0, limit=0) == []
 
 
 def test_a_restart_keeps_subjects_and_ids(tmp_path: Path) -> None:

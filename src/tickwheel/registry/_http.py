@@ -28,7 +28,7 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -42,6 +42,7 @@ from tickwheel.registry._records import SchemaValue
 from tickwheel.registry._registry import SchemaRegistry, SchemaRequest, request_references
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 LISTENERS_PROPERTY = "schema.registry.listeners"
@@ -156,6 +157,25 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
+def _listing(request: web.Request, listed: Callable[[bool], list[T]]) -> list[T]:
+    """What a listing's ``deleted`` and ``deletedOnly`` (or ``deleted_only``) ask for."""
+    if _flag(request, "deletedOnly") or _flag(request, "deleted_only"):
+        live = set(listed(False))
+        return [item for item in listed(True) if item not in live]
+    return listed(_flag(request, "deleted"))
+
+
+def _page(request: web.Request, items: list[T]) -> list[T]:
+    """The ``offset``/``limit`` page of ``items`` (a negative limit: all after offset)."""
+    try:
+        offset = int(request.query.get("offset", "0"))
+        limit = int(request.query.get("limit", "-1"))
+    except ValueError:
+        raise errors.unprocessable("offset and limit must be integers") from None
+    offset = max(offset, 0)
+    return items[offset:] if limit < 0 else items[offset : offset + limit]
+
+
 def _schema_id(request: web.Request) -> int:
     text = request.match_info["id"]
     try:
@@ -210,10 +230,14 @@ def _routes(registry: SchemaRegistry) -> list[web.RouteDef]:
         return _json(sorted({subject for subject, _ in pairs}))
 
     async def subjects(request: web.Request) -> web.Response:
-        return _json(registry.subjects(deleted=_flag(request, "deleted")))
+        prefix = request.query.get("subjectPrefix", "")
+        listed = _listing(request, lambda deleted: registry.subjects(deleted=deleted))
+        return _json(_page(request, [subject for subject in listed if subject.startswith(prefix)]))
 
     async def versions(request: web.Request) -> web.Response:
-        return _json(registry.versions(_subject(request), deleted=_flag(request, "deleted")))
+        subject = _subject(request)
+        listed = _listing(request, lambda deleted: registry.versions(subject, deleted=deleted))
+        return _json(_page(request, listed))
 
     async def version(request: web.Request) -> web.Response:
         value = registry.version(
