@@ -18,7 +18,7 @@ worker threads); ``ZooKeeperServer`` and ``LocalCluster`` belong to one thread.
 """
 
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
-from tickwheel.cluster._controller import Controller, ControllerSettings
+from tickwheel.cluster._controller import Controller, ControllerSettings, ReassignmentResult
 from tickwheel.cluster._election import ElectionError
 from tickwheel.cluster._local import BrokerProcess, LocalCluster
 from tickwheel.cluster._metadata import (
@@ -28,6 +28,7 @@ from tickwheel.cluster._metadata import (
     TopicMetadata,
 )
 from tickwheel.cluster._node import ClusterNode, ClusterSettings, InconsistentClusterIdError
+from tickwheel.cluster._reassignment import ReplicaAssignment, invalid_target
 from tickwheel.cluster._wire import (
     BrokerChannel,
     BrokerChannels,
@@ -97,6 +98,8 @@ __all__ = [
     "LocalCluster",
     "MetadataCache",
     "PartitionMetadata",
+    "ReassignmentResult",
+    "ReplicaAssignment",
     "TopicAssignment",
     "TopicExistsError",
     "TopicMetadata",
@@ -115,6 +118,7 @@ __all__ = [
     "encode_partition_state",
     "encode_topic",
     "free_port",
+    "invalid_target",
     "partition_state_path",
     "split_connect",
     "topic_path",

@@ -17,7 +17,11 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    - it names another broker → ``become_follower`` and fetch it from that leader
      (``ReplicaFetcherManager``, over ``KafkaFetchTransport``, on the leader's
      ``inter.broker.listener.name`` endpoint, over TLS when that listener is SSL);
-   - the same leader and epoch with a newer version → only the ISR changed.
+   - the same leader and epoch with a newer version → only the ISR changed;
+   - the assignment no longer names this broker (a reassignment moved the replica
+     away) → stop fetching or leading it and delete it (Kafka's StopReplica with
+     delete); an assignment with other replicas at the same epoch → the leader
+     tracks the replicas added and forgets those removed.
 
    ``topic_listener`` hears of every topic change and ``leadership_listener`` of every
    hosted partition this broker starts or stops leading (the group coordinator loads
@@ -735,6 +739,8 @@ class ClusterNode:
                 event.assignment.partitions,
                 event.configs,
                 event.assignment.topic_id,
+                adding=event.assignment.adding,
+                removing=event.assignment.removing,
             )
             if self.topic_listener is not None:
                 self.topic_listener(event.name, cache.topics[event.name])
@@ -822,15 +828,10 @@ class ClusterNode:
                 TopicPartitionOperationKey(tp.topic, tp.partition)
             )
             await self._reconcile(tp)
+            await self.controller.on_partition_state(tp)
 
     async def _delete_local(self, name: str) -> None:
-        gone = self.cache.remove_topic(name)
-        await self._fetchers.unfollow(gone)
-        for tp in gone:
-            self.isr_manager.stopped_leading(tp)
-        self._replica_manager.delete_partitions(gone)
-        for tp in gone:
-            self._leadership_changed(tp, leading=False)
+        await self._drop_replicas(self.cache.remove_topic(name))
         if self.topic_listener is not None:
             self.topic_listener(name, None)
         _log.info("topic %s deleted", name)
@@ -840,7 +841,10 @@ class ClusterNode:
         cache = self.cache
         replicas = cache.replicas(tp)
         state = cache.partition_states.get(tp)
-        if self.broker_id not in replicas or state is None:
+        if self.broker_id not in replicas and replicas:
+            await self._stop_replica(tp)
+            return
+        if state is None:
             return
         try:
             log_config = self._log_config_for(cache.topics[tp.topic].configs)
@@ -851,6 +855,8 @@ class ClusterNode:
         same_epoch = partition is not None and partition.leader_epoch == state.leader_epoch
         if state.leader == self.broker_id:
             if same_epoch and partition is not None and partition.is_leader:
+                if partition.assigned_replicas != replicas:
+                    self.isr_manager.replicas_changed(partition, replicas)
                 self.isr_manager.state_changed(tp, state)
                 return
             await self._fetchers.unfollow([tp])
@@ -861,6 +867,7 @@ class ClusterNode:
         elif state.leader != NO_LEADER:
             if same_epoch and partition is not None and partition.leader_id == state.leader:
                 partition.isr = set(state.isr)
+                partition.assigned_replicas = replicas
                 return
             self.isr_manager.stopped_leading(tp)
             become_follower(self._replica_manager, tp, state, replicas, log_config)
@@ -877,6 +884,23 @@ class ClusterNode:
             become_follower(self._replica_manager, tp, state, replicas, log_config)
             self._leadership_changed(tp, leading=False)
             _log.warning("%s: offline at epoch %d, no leader", tp, state.leader_epoch)
+
+    async def _stop_replica(self, tp: TopicPartition) -> None:
+        """Delete this broker's replica of ``tp``, no longer assigned here (a
+        reassignment moved it: Kafka's StopReplica with delete)."""
+        if self._replica_manager.get_partition(tp) is None:
+            return
+        await self._drop_replicas([tp])
+        _log.info("%s: replica removed from this broker (no longer assigned)", tp)
+
+    async def _drop_replicas(self, tps: list[TopicPartition]) -> None:
+        """Stop fetching, leading and hosting ``tps``, and delete their logs."""
+        await self._fetchers.unfollow(tps)
+        for tp in tps:
+            self.isr_manager.stopped_leading(tp)
+        self._replica_manager.delete_partitions(tps)
+        for tp in tps:
+            self._leadership_changed(tp, leading=False)
 
     def _leadership_changed(self, tp: TopicPartition, *, leading: bool) -> None:
         if self.leadership_listener is not None:
@@ -1037,7 +1061,7 @@ class ClusterNode:
             whole = {**info.assignment, **assignment}
             self._zk.add_partitions(
                 name,
-                TopicAssignment(whole, info.topic_id),
+                TopicAssignment(whole, info.topic_id, info.adding, info.removing),
                 version,
                 self._initial_states(assignment),
             )
