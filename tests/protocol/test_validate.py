@@ -149,13 +149,18 @@ def test_a_nullable_array_of_numbers_is_counted_as_an_array(version: int) -> Non
     """AlterPartitionReassignments' replicas: a nullable ``[]int32``, lists of two
     lengths and a null one."""
     partitions = [
-        {"partition_index": 0, "replicas": [1, 2, 3]},
-        {"partition_index": 1, "replicas": [4]},
+        {"partition_index": 0, "replicas": [4]},
+        {"partition_index": 1, "replicas": [1, 2, 3]},
         {"partition_index": 2, "replicas": None},
     ]
     body = build_entity(
         request_schema(ALTER_PARTITION_REASSIGNMENTS, version),
-        {"topics": [{"name": "moved", "partitions": partitions}]},
+        {
+            "topics": [
+                {"name": "moved", "partitions": partitions},
+                {"name": "elsewhere", "partitions": [{"partition_index": 0, "replicas": [5]}]},
+            ]
+        },
     )
     frame = encode_request_frame(5, body, client_id="validate")
     request = decode_request(frame[4:], SUPPORTED_VERSIONS)
