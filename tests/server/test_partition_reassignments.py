@@ -69,9 +69,7 @@ def test_kafka_python_reassigns_to_the_only_broker_and_is_refused_any_other(
         KafkaTopicPartition("elsewhere", 0): InvalidReplicationAssignmentError,
     }
     assert admin.list_partition_reassignments() == {}
-    assert admin.alter_partition_reassignments({own: None}) == {
-        own: NoReassignmentInProgressError
-    }
+    assert admin.alter_partition_reassignments({own: None}) == {own: NoReassignmentInProgressError}
 
 
 @pytest.fixture

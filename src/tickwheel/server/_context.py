@@ -46,7 +46,12 @@ from tickwheel.coordinator.group import GroupService
 from tickwheel.coordinator.group.share import ShareGroupAdmin, ShareGroupCoordinator
 from tickwheel.coordinator.share_state import ShareCoordinatorService
 from tickwheel.coordinator.transaction import TransactionService
-from tickwheel.log import LogConfig, LogStorageError
+from tickwheel.log import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    LogConfig,
+    LogStorageError,
+)
 from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
 from tickwheel.security import AclAuthorizer, current_session_or_none
@@ -147,6 +152,7 @@ class BrokerState:
         for group_id, configs in topics.group_configs.items():
             self.group_configs.set(group_id, configs)
         self.replica_manager = parts.replica_manager
+        self._apply_replication_rates()
         self.topics = topics
         # Each topic's encoded Metadata entry, kept until the topic changes.
         self.topic_metadata = TopicMetadataParts()
@@ -335,6 +341,7 @@ class BrokerState:
         whose topic does not override them."""
         self.dynamic.set(entity, configs)
         self.config = self.dynamic.current
+        self._apply_replication_rates()
         for info in self.topics.topics.values():
             try:
                 log_config = self.log_config(info.configs)
@@ -343,6 +350,31 @@ class BrokerState:
                 continue
             self.replica_manager.update_topic_config(info.name, log_config)
         _log.info("dynamic broker configs of %s now %s", entity, dict(configs))
+
+    def _apply_replication_rates(self) -> None:
+        """Bound the replication throttles at the configured rates."""
+        manager = self.replica_manager
+        for quota, rate in (
+            (manager.leader_quota, self.config.leader_replication_throttled_rate),
+            (manager.follower_quota, self.config.follower_replication_throttled_rate),
+        ):
+            if quota is not None:
+                quota.update_quota(rate)
+
+    def apply_replication_throttles(self, topic: str, configs: Mapping[str, str] | None) -> None:
+        """Throttle the replication of ``topic``'s partitions its throttled-replicas
+        configs list for this broker (``configs`` None: the topic is gone)."""
+        manager = self.replica_manager
+        for quota, name in (
+            (manager.leader_quota, LEADER_THROTTLED_REPLICAS),
+            (manager.follower_quota, FOLLOWER_THROTTLED_REPLICAS),
+        ):
+            if quota is None:
+                continue
+            try:
+                quota.apply_topic_config(topic, name, configs, self.broker_id)
+            except ValueError as exc:
+                _log.error("not throttling the replication of topic %s: %s", topic, exc)
 
     def open_partitions(self, info: TopicInfo, first_partition: int = 0) -> None:
         """Lead partitions ``first_partition``.. of ``info``, opening or creating logs."""
