@@ -27,6 +27,7 @@ SESSION_TIMEOUT_MS = 6000
 ZOOKEEPER_TICK_MS = 500
 WAIT_S = 30.0
 _MAX_QUEUED = 500
+_LOG_TAIL_LINES = 40
 _POLL_S = 0.05
 PRODUCE_KEY = 0
 FETCH_KEY = 1
@@ -61,6 +62,14 @@ def local_cluster(
         chroot="/tickwheel-test",
         zookeeper_tick_ms=ZOOKEEPER_TICK_MS,
     )
+
+
+def print_broker_logs(cluster: LocalCluster) -> None:
+    """The end of each broker's log, for pytest to show when the test failed."""
+    for broker in cluster.brokers:
+        lines = broker.output.read_text(encoding="utf-8", errors="replace").splitlines()
+        print(f"--- broker {broker.broker_id} ({broker.output}) ---")
+        print("\n".join(lines[-_LOG_TAIL_LINES:]))
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> float:

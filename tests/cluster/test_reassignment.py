@@ -1,17 +1,33 @@
 """Partition reassignment in a three-broker cluster, through kafka-python's admin client:
-a replica moves to another broker under acks=all load and nothing acknowledged is lost."""
+a replica moves to another broker under acks=all load and nothing acknowledged is lost;
+a move throttled as kafka-reassign-partitions throttles it copies no faster than the
+configured rate, and is listed with its full replica set meanwhile."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaTopicPartition
 
 from tickwheel.cluster import LocalCluster, TopicAssignment, decode_topic, topic_path
 
-from .helpers import WAIT_S, create_topic, isr, log_bytes, read_all, wait_for, writing
+from .helpers import (
+    WAIT_S,
+    create_topic,
+    isr,
+    local_cluster,
+    log_bytes,
+    print_broker_logs,
+    read_all,
+    wait_for,
+    writing,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
@@ -60,4 +76,114 @@ def test_a_replica_moves_under_acks_all_load_and_no_acknowledged_record_is_lost(
         lambda: not (cluster.brokers[0].log_dir / f"{TOPIC}-0").exists(),
         "broker 0 to delete its replica",
         timeout_s=WAIT_S,
+    )
+
+
+THROTTLED = "throttled"
+RATE_BYTES_PER_S = 100_000
+RECORDS, RECORD_BYTES = 600, 1000
+THROTTLE_PROPERTIES = {
+    # The rate over two windows of a second, and follower fetches of at most 16 KB, so
+    # that the copy is paced by the rate rather than let through in one fetch.
+    "replication.quota.window.num": "2",
+    "replication.quota.window.size.seconds": "1",
+    "replica.fetch.max.bytes": "16384",
+}
+
+
+def _set(admin: AdminClient, resource: ConfigResource) -> None:
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(WAIT_S)
+
+
+def _entries(**configs: str) -> list[ConfigEntry]:
+    return [
+        ConfigEntry(name.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()
+    ]
+
+
+def _throttle(cluster: LocalCluster, admin: AdminClient) -> None:
+    """kafka-reassign-partitions' throttle: the rates on every broker, and the replicas
+    on each side of the move listed on the topic."""
+    rate = str(RATE_BYTES_PER_S)
+    for broker in cluster.brokers:
+        _set(
+            admin,
+            ConfigResource(
+                ConfigResource.Type.BROKER,
+                str(broker.broker_id),
+                incremental_configs=_entries(
+                    leader_replication_throttled_rate=rate,
+                    follower_replication_throttled_rate=rate,
+                ),
+            ),
+        )
+    _set(
+        admin,
+        ConfigResource(
+            ConfigResource.Type.TOPIC,
+            THROTTLED,
+            incremental_configs=_entries(
+                leader_replication_throttled_replicas="0:0,0:1",
+                follower_replication_throttled_replicas="0:2",
+            ),
+        ),
+    )
+
+    def applied(broker_id: int) -> bool:
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
+        described = admin.describe_configs([resource])[resource].result(WAIT_S)
+        return described["follower.replication.throttled.rate"].value == rate
+
+    for broker in cluster.brokers:
+        wait_for(lambda b=broker.broker_id: applied(b), f"broker {broker.broker_id}'s rates")
+
+
+@pytest.fixture
+def throttling_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with local_cluster(tmp_path, properties=THROTTLE_PROPERTIES) as running:
+        yield running
+    print_broker_logs(running)
+
+
+def test_a_throttled_move_copies_no_faster_than_the_rate(
+    throttling_cluster: LocalCluster,
+) -> None:
+    cluster = throttling_cluster
+    create_topic(cluster, THROTTLED, [[0, 1]])
+    # Batches of about 10 KB: a fetch returns at least one whole batch.
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "batch.size": 10_000}
+    )
+    for i in range(RECORDS):
+        producer.produce(THROTTLED, f"{i:0{RECORD_BYTES}d}".encode(), partition=0)
+    assert producer.flush(WAIT_S) == 0
+    copied_bytes = len(log_bytes(cluster.brokers[0].log_dir, THROTTLED))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    _throttle(cluster, admin)
+    reassigner = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        moved = KafkaTopicPartition(THROTTLED, 0)
+        started = time.monotonic()
+        assert reassigner.alter_partition_reassignments({moved: [0, 2]}) == {moved: None}
+        in_progress = reassigner.list_partition_reassignments()
+        described = admin.list_topics(THROTTLED, timeout=WAIT_S).topics[THROTTLED]
+        wait_for(
+            lambda: reassigner.list_partition_reassignments() == {},
+            "the throttled move to complete",
+            timeout_s=WAIT_S + copied_bytes / RATE_BYTES_PER_S,
+        )
+        elapsed_s = time.monotonic() - started
+    finally:
+        reassigner.close()
+    assert in_progress == {
+        moved: {"replicas": [0, 2, 1], "adding_replicas": [2], "removing_replicas": [1]}
+    }
+    assert described.partitions[0].replicas == [0, 2, 1]
+    # The two windows let up to two seconds' worth through early; the rest is paced.
+    paced_s = (copied_bytes - 2 * RATE_BYTES_PER_S) / RATE_BYTES_PER_S
+    assert elapsed_s >= paced_s, f"{copied_bytes} bytes copied in {elapsed_s:.1f} s"
+    assert log_bytes(cluster.brokers[2].log_dir, THROTTLED) == log_bytes(
+        cluster.brokers[0].log_dir, THROTTLED
     )

@@ -27,15 +27,20 @@ Reassignment (``_reassignment`` has the replica sets: RS, ORS, TRS, AR, RR), in
 Kafka's phases, each step a fenced ZooKeeper write:
 
 - U: the topic znode gets ``RS = TRS + ORS`` with AR and RR (a reassignment
-  replacing another drops from the ISR the replicas neither keeps).
+  replacing another drops from the ISR the replicas neither keeps, in the same
+  transaction).
 - A (TRS not all in the ISR): the leader epoch is bumped. Every broker learns RS from
   the topic's watch: an added replica starts following the leader, which tracks it and
   adds it to the ISR once caught up (``IsrManager``).
 - B (every replica of TRS in the ISR; checked on each state change of the
   partition): the leader stays if it is in TRS and live, else the first live in-sync
-  replica of TRS leads; the ISR loses RR; the leader epoch is bumped, in one state
-  write. Then the topic znode gets ``RS = TRS`` with no AR or RR, and each broker of
-  RR, no longer assigned, deletes its replica (Kafka's StopReplica with delete).
+  replica of TRS leads; the ISR loses RR; the leader epoch is bumped; and the topic
+  znode gets ``RS = TRS`` with no AR or RR, all in one transaction, the assignment
+  first, so that a leader never takes the new state with RR still assigned (Kafka
+  sends that LeaderAndIsr with ``RS = TRS`` before it writes the assignment; here
+  both travel through the znodes, so they are written together, which also leaves no
+  moment at which a controller failing over could lose ORS). Each broker of RR, no
+  longer assigned, deletes its replica (Kafka's StopReplica with delete).
 
 A cancellation (null replicas) is a reassignment back to ORS: the added replicas are
 dropped from the ISR and deleted, and phase B completes at once. A controller that
@@ -579,48 +584,72 @@ class Controller:
         """Kafka's ``onPartitionReassignment``: phase U, then A or B (module docstring)."""
         current = self.assignment(tp)
         if current != new:
-            await self._write_assignment(tp, new)
             unneeded = set(current.replicas) - set(new.replicas)
-            if unneeded:
-                await self._decide(tp, self._leave_isr(unneeded))
+            updated = await self._write_assignment(
+                tp, new, self._leave_isr(unneeded) if unneeded else None
+            )
+            if updated.error_code != ErrorCode.none:
+                _log.warning("%s: reassignment not recorded (%s)", tp, updated.error_code.name)
+                return
         if new.reassigning and not self._target_in_sync(tp, new):
             await self._decide(tp, self._bump_epoch)
             _log.info(
-                "%s: reassigning from %s to %s (adding %s, removing %s)",
+                "%s: reassigning to %s (adding %s, removing %s)",
                 tp,
-                list(new.origin),
                 list(new.target),
                 list(new.adding),
                 list(new.removing),
             )
             return
         target = new.target
-        decision = await self._decide(tp, self._lead_from(target))
-        if decision.error_code != ErrorCode.none:
+        completed = await self._write_assignment(
+            tp, ReplicaAssignment(target), self._lead_from(target)
+        )
+        if completed.error_code != ErrorCode.none:
             _log.warning(
                 "%s: no live in-sync replica of %s can lead (%s); the reassignment waits",
                 tp,
                 list(target),
-                decision.error_code.name,
+                completed.error_code.name,
             )
             return
-        if self.assignment(tp) != ReplicaAssignment(target):
-            await self._write_assignment(tp, ReplicaAssignment(target))
         _log.info("%s: reassignment to %s complete", tp, list(target))
 
-    async def _write_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        epoch = self._epoch
-        if epoch is None:
-            raise ControllerMovedError("this broker is no longer the controller")
-        await asyncio.to_thread(
-            self._zk.set_partition_assignment_fenced,
-            tp,
-            assignment.replicas,
-            assignment.adding,
-            assignment.removing,
-            epoch,
-        )
-        self._assignments[tp] = assignment
+    async def _write_assignment(
+        self, tp: TopicPartition, assignment: ReplicaAssignment, decide: Decide | None = None
+    ) -> Decision:
+        """Write ``assignment`` and, if ``decide`` makes one, ``tp``'s new state, in one
+        transaction. The state is not handed to ``record``: this broker's watches bring
+        both, the replicas first, so that no leader takes the state with the replicas
+        of before (and takes a removed replica back into the ISR, say)."""
+        state = self._current(tp)
+        for _ in range(_WRITE_ATTEMPTS):
+            epoch = self._epoch
+            if epoch is None:
+                raise ControllerMovedError("this broker is no longer the controller")
+            new = None
+            if decide is not None and state is not None:
+                try:
+                    new = decide(tp, assignment.replicas, state, self._electable())
+                except ElectionError as error:
+                    return Decision(error.error_code)
+            written = await asyncio.to_thread(
+                self._zk.set_partition_assignment_fenced,
+                tp,
+                assignment.replicas,
+                assignment.adding,
+                assignment.removing,
+                epoch,
+                new,
+            )
+            if new is None or written is not None:
+                self._assignments[tp] = assignment
+                if state is not None and written is not None:
+                    self._written[tp] = written
+                    self._log_decision(tp, state, written)
+                return Decision(ErrorCode.none, written)
+            state = await asyncio.to_thread(self._zk.partition_state, tp)
+        return Decision(ErrorCode.unknown_server_error)
 
     def _bump_epoch(
         self, _tp: TopicPartition, _replicas: tuple[int, ...], state: LeaderAndIsr, _live: set[int]

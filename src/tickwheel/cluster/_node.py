@@ -103,7 +103,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -910,6 +910,10 @@ class ClusterNode:
         written = await asyncio.to_thread(self._zk.set_partition_state, tp, proposed)
         if written is not None:
             self.cache.set_partition_state(tp, written)
+            # Its watch will bring it again as not newer: the controller hears of it now
+            # (a reassignment completes once its target joined the ISR).
+            if self.controller.active:
+                self._in_background(self.controller.on_partition_state(tp), f"isr-change-{tp}")
         return written
 
     async def wait_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
@@ -1046,7 +1050,11 @@ class ClusterNode:
             except AssignmentError as exc:
                 _log.error("cannot create topic %s: %s", name, exc)
 
-        task = asyncio.get_running_loop().create_task(create(), name=f"create-topic-{name}")
+        self._in_background(create(), f"create-topic-{name}")
+
+    def _in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run ``work`` as a task of this node (cancelled when it stops)."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -1272,9 +1280,7 @@ class ClusterNode:
             if remaining:
                 _log.warning("leaderships of a failed log directory kept: %s", remaining)
 
-        task = asyncio.get_running_loop().create_task(hand_over(), name="log-dir-failure")
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._in_background(hand_over(), "log-dir-failure")
 
     async def _hand_over_leaderships(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
         """Give each of ``tps`` (led here) to its next live in-sync replica.

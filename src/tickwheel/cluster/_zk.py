@@ -372,12 +372,16 @@ class ZkClient:
         adding: tuple[int, ...],
         removing: tuple[int, ...],
         controller: ControllerEpoch,
-    ) -> None:
+        state: LeaderAndIsr | None = None,
+    ) -> LeaderAndIsr | None:
         """Rewrite ``tp``'s replicas (and those being added and removed) in its topic's
-        assignment, as ``controller``; the other partitions are kept as stored. A
-        concurrent change of the topic makes it read and write again; raises
-        ``ControllerMovedError`` once another controller has been elected, and kazoo's
-        ``NoNodeError`` if the topic is gone."""
+        assignment, as ``controller``, the other partitions kept as stored; with
+        ``state``, write it too (if its znode is still at ``state.version``) in the same
+        transaction, after the assignment, so every broker's watches see the new
+        replicas first. The stored state, or None (no ``state``, or its znode moved:
+        nothing written). A concurrent change of the topic makes it read and write
+        again; raises ``ControllerMovedError`` once another controller has been elected,
+        and kazoo's ``NoNodeError`` if the topic is gone."""
         path = topic_path(tp.topic)
         while True:
             data, stat = self._client.get(path)
@@ -400,15 +404,29 @@ class ZkClient:
             transaction = self._client.transaction()
             transaction.check(CONTROLLER_EPOCH_PATH, controller.zk_version)
             transaction.set_data(path, encode_topic(written), version=stat.version)
-            fenced, result = transaction.commit()
+            if state is not None:
+                transaction.set_data(
+                    partition_state_path(tp.topic, tp.partition),
+                    encode_partition_state(state),
+                    version=state.version,
+                )
+            fenced, topic_result, *state_result = transaction.commit()
             if isinstance(fenced, Exception) and not isinstance(fenced, RolledBackError):
                 raise ControllerMovedError(
                     f"controller epoch {controller.epoch} is no longer current"
                 )
-            if not isinstance(result, BadVersionError):
-                if isinstance(result, Exception):
-                    raise result
-                return
+            if isinstance(topic_result, BadVersionError):
+                continue
+            if state is not None and isinstance(state_result[0], BadVersionError):
+                return None
+            failures = [
+                r
+                for r in (topic_result, *state_result)
+                if isinstance(r, Exception) and not isinstance(r, RolledBackError)
+            ]
+            if failures:
+                raise failures[0]
+            return None if state is None else replace(state, version=int(state_result[0].version))
 
     def topic_version(self, name: str) -> int:
         """The znode version of the topic's assignment (NoNodeError if it is gone)."""
