@@ -1319,6 +1319,10 @@ class ClusterNode:
             if state.leader == self.broker_id
         }
 
+    def reassigning_led_here(self) -> int:
+        """How many partitions this broker leads are being reassigned."""
+        return sum(1 for tp in self._leading() if self.cache.assignment(tp).reassigning)
+
     def partition_known(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` exists in the cluster, hosted here or not."""
         return self.cache.contains_partition(tp)

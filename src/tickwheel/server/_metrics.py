@@ -59,6 +59,12 @@ rest):
   ``..._Request_request_time`` in percent, ``..._ControllerMutation_mutation_rate``)
   and ``..._throttle_time`` (average throttle time of the throttled requests, ms) and
   ``..._throttle_time_max``. Only clients that have a quota are measured.
+- Replication (read when scraped): the throttles' measured rates, as Kafka's
+  ``kafka.server:type=LeaderReplication|FollowerReplication,name=byte-rate``
+  (``kafka_server_LeaderReplication_byte_rate``, ``..._FollowerReplication_byte_rate``,
+  bytes per second of throttled partitions), and
+  ``kafka_server_ReplicaManager_ReassigningPartitions``, the partitions led here that
+  are being reassigned.
 - ``process_*`` and ``python_info``: prometheus_client's process and platform
   collectors, in the broker's registry.
 
@@ -99,7 +105,7 @@ from prometheus_client.registry import Collector
 
 from tickwheel.log import CleanerMetrics
 from tickwheel.purgatory import DelayedOperationPurgatory
-from tickwheel.replica import Partition
+from tickwheel.replica import Partition, ReplicationQuota
 from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
 from tickwheel.server.net._quotas import ConnectionQuotas
 from tickwheel.server.quotas import (
@@ -259,6 +265,34 @@ class _ClientQuotaCollector(Collector):
                 throttle.add_metric([user, client_id], use.throttle_time_avg_ms(now_ms))
                 throttle_max.add_metric([user, client_id], use.throttle_time_max_ms)
             yield from (rate, throttle, throttle_max)
+
+
+ReplicationGauges = Callable[[], tuple[ReplicationQuota | None, ReplicationQuota | None, int]]
+"""The leader and follower replication quotas, and how many led partitions move."""
+
+
+def _no_replication() -> tuple[ReplicationQuota | None, ReplicationQuota | None, int]:
+    return None, None, 0
+
+
+class _ReplicationCollector(Collector):
+    def __init__(self, replication: ReplicationGauges) -> None:
+        self._replication = replication
+
+    def collect(self) -> Iterator[Metric]:
+        leader, follower, reassigning = self._replication()
+        for group, quota in (("LeaderReplication", leader), ("FollowerReplication", follower)):
+            if quota is not None:
+                yield GaugeMetricFamily(
+                    f"kafka_server_{group}_byte_rate",
+                    "Bytes per second of throttled replication",
+                    value=quota.byte_rate(),
+                )
+        yield GaugeMetricFamily(
+            "kafka_server_ReplicaManager_ReassigningPartitions",
+            "Partitions led here that are being reassigned",
+            value=reassigning,
+        )
 
 
 class _NetworkCollector(Collector):
@@ -467,6 +501,7 @@ class BrokerMetrics:
         cleaner: CleanerGauges = _no_cleaner,
         network: Callable[[], tuple[ConnectionQuotas, MemoryPool] | None] = lambda: None,
         client_quotas: Callable[[], ClientQuotas | None] = lambda: None,
+        replication: ReplicationGauges = _no_replication,
     ) -> None:
         self._purgatories = purgatories
         self._partitions = partitions
@@ -479,6 +514,7 @@ class BrokerMetrics:
         self.registry.register(_CleanerCollector(cleaner))
         self.registry.register(_NetworkCollector(network))
         self.registry.register(_ClientQuotaCollector(client_quotas))
+        self.registry.register(_ReplicationCollector(replication))
         # The same collectors prometheus_client puts in its global registry; each
         # broker's registry gets its own instances (the process is shared, so
         # several brokers in one process report the same figures).
