@@ -197,6 +197,11 @@ class Controller:
             self._rebalance.cancel()
             self._rebalance = None
 
+    def _deposed(self) -> None:
+        """A fenced write found a newer controller: stop deciding."""
+        _log.warning("a newer controller was elected; broker stops deciding")
+        self.deactivate()
+
     # -- broker changes ----------------------------------------------------------------
 
     def _current(self, tp: TopicPartition) -> LeaderAndIsr | None:
@@ -299,8 +304,7 @@ class Controller:
                 epoch,
             )
         except ControllerMovedError:
-            _log.warning("a newer controller was elected; broker stops deciding")
-            self.deactivate()
+            self._deposed()
             decisions.update({tp: Decision(ErrorCode.not_controller) for tp, _, _ in planned})
             return decisions
         finally:
@@ -350,8 +354,7 @@ class Controller:
                     self._zk.set_partition_state_fenced, tp, new, epoch
                 )
             except ControllerMovedError:
-                _log.warning("a newer controller was elected; broker stops deciding")
-                self.deactivate()
+                self._deposed()
                 return Decision(ErrorCode.not_controller)
             finally:
                 self._zk_write_s += time.perf_counter() - write_started_s
@@ -522,8 +525,7 @@ class Controller:
                         tp, target, allow_replication_factor_change
                     )
                 except ControllerMovedError:
-                    _log.warning("a newer controller was elected; broker stops deciding")
-                    self.deactivate()
+                    self._deposed()
                     results[tp] = ReassignmentResult(ErrorCode.not_controller)
                 except Exception:
                     _log.exception("reassigning %s failed", tp)
@@ -571,8 +573,7 @@ class Controller:
                 )
                 await self._reassign(tp, assignment)
             except ControllerMovedError:
-                _log.warning("a newer controller was elected; broker stops deciding")
-                self.deactivate()
+                self._deposed()
             except Exception:
                 _log.exception("completing the reassignment of %s failed", tp)
 

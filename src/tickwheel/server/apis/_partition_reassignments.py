@@ -31,6 +31,9 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TypeVar
+
 from kio.schema.alter_partition_reassignments.v1.request import (
     AlterPartitionReassignmentsRequest,
 )
@@ -57,6 +60,7 @@ from tickwheel.server._authorization import authorize_cluster
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
+T = TypeVar("T")
 _UNAUTHORIZED = "Cluster authorization failed."
 _UNKNOWN_PARTITION = "The partition does not exist."
 
@@ -96,24 +100,33 @@ def _single_node(
     return results
 
 
+def _by_topic(entries: Iterable[tuple[TopicPartition, T]]) -> dict[str, tuple[T, ...]]:
+    grouped: dict[str, list[T]] = {}
+    for tp, entry in entries:
+        grouped.setdefault(tp.topic, []).append(entry)
+    return {topic: tuple(partitions) for topic, partitions in grouped.items()}
+
+
 def _alter_response(
     top_error: ErrorCode, message: str | None, results: dict[TopicPartition, ReassignmentResult]
 ) -> AlterPartitionReassignmentsResponse:
-    by_topic: dict[str, list[ReassignablePartitionResponse]] = {}
-    for tp, result in results.items():
-        by_topic.setdefault(tp.topic, []).append(
+    by_topic = _by_topic(
+        (
+            tp,
             ReassignablePartitionResponse(
                 partition_index=i32(tp.partition),
                 error_code=result.error_code,
                 error_message=result.message,
-            )
+            ),
         )
+        for tp, result in results.items()
+    )
     return AlterPartitionReassignmentsResponse(
         throttle_time=NO_THROTTLE,
         error_code=top_error,
         error_message=message,
         responses=tuple(
-            ReassignableTopicResponse(name=TopicName(topic), partitions=tuple(partitions))
+            ReassignableTopicResponse(name=TopicName(topic), partitions=partitions)
             for topic, partitions in by_topic.items()
         ),
     )
@@ -152,22 +165,24 @@ def _list_response(
     message: str | None,
     ongoing: dict[TopicPartition, ReplicaAssignment],
 ) -> ListPartitionReassignmentsResponse:
-    by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
-    for tp, assignment in sorted(ongoing.items()):
-        by_topic.setdefault(tp.topic, []).append(
+    by_topic = _by_topic(
+        (
+            tp,
             OngoingPartitionReassignment(
                 partition_index=i32(tp.partition),
                 replicas=tuple(BrokerId(r) for r in assignment.replicas),
                 adding_replicas=tuple(BrokerId(r) for r in assignment.adding),
                 removing_replicas=tuple(BrokerId(r) for r in assignment.removing),
-            )
+            ),
         )
+        for tp, assignment in sorted(ongoing.items())
+    )
     return ListPartitionReassignmentsResponse(
         throttle_time=NO_THROTTLE,
         error_code=top_error,
         error_message=message,
         topics=tuple(
-            OngoingTopicReassignment(name=TopicName(topic), partitions=tuple(partitions))
+            OngoingTopicReassignment(name=TopicName(topic), partitions=partitions)
             for topic, partitions in by_topic.items()
         ),
     )
