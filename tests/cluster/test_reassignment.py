@@ -1,10 +1,12 @@
 """Partition reassignment in a three-broker cluster, through kafka-python's admin client:
 a replica moves to another broker under acks=all load and nothing acknowledged is lost;
 a move throttled as kafka-reassign-partitions throttles it copies no faster than the
-configured rate, and is listed with its full replica set meanwhile."""
+configured rate, and is listed with its full replica set meanwhile (by kafka-python,
+Metadata and ``tickwheel reassign list``)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaTopicPartition
 
+from tickwheel.cli import main
 from tickwheel.cluster import LocalCluster, TopicAssignment, decode_topic, topic_path
 
 from .helpers import (
@@ -148,7 +151,7 @@ def throttling_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 
 def test_a_throttled_move_copies_no_faster_than_the_rate(
-    throttling_cluster: LocalCluster,
+    throttling_cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cluster = throttling_cluster
     create_topic(cluster, THROTTLED, [[0, 1]])
@@ -168,6 +171,10 @@ def test_a_throttled_move_copies_no_faster_than_the_rate(
         started = time.monotonic()
         assert reassigner.alter_partition_reassignments({moved: [0, 2]}) == {moved: None}
         in_progress = reassigner.list_partition_reassignments()
+        listed = main(
+            ["reassign", "list", "--format", "json", "-b", cluster.brokers[1].bootstrap_servers]
+        )
+        cli_listing = json.loads(capsys.readouterr().out)
         described = admin.list_topics(THROTTLED, timeout=WAIT_S).topics[THROTTLED]
         wait_for(
             lambda: reassigner.list_partition_reassignments() == {},
@@ -181,6 +188,18 @@ def test_a_throttled_move_copies_no_faster_than_the_rate(
         moved: {"replicas": [0, 2, 1], "adding_replicas": [2], "removing_replicas": [1]}
     }
     assert described.partitions[0].replicas == [0, 2, 1]
+    assert (listed, cli_listing) == (
+        0,
+        [
+            {
+                "topic": THROTTLED,
+                "partition": 0,
+                "replicas": [0, 2, 1],
+                "adding": [2],
+                "removing": [1],
+            }
+        ],
+    )
     # The two windows let up to two seconds' worth through early; the rest is paced.
     paced_s = (copied_bytes - 2 * RATE_BYTES_PER_S) / RATE_BYTES_PER_S
     assert elapsed_s >= paced_s, f"{copied_bytes} bytes copied in {elapsed_s:.1f} s"
