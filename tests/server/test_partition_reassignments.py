@@ -1,6 +1,7 @@
 """AlterPartitionReassignments and ListPartitionReassignments on a single broker, the
 controller of a cluster of one: a reassignment to its own id changes nothing, any other
-is refused, and nothing is ever being reassigned."""
+is refused, and nothing is ever being reassigned; the replication throttle's configs are
+checked and described as Kafka's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import (
@@ -125,3 +133,35 @@ def test_a_named_partition_not_moving_is_not_listed(wire: WireClient) -> None:
         {"topics": [{"name": TOPIC, "partition_indexes": [0, 5]}]},
     )
     assert (response.error_code, response.topics) == (ErrorCode.none, ())
+
+
+def _alter(
+    admin: AdminClient, kind: ConfigResource.Type, name: str, key: str, value: str
+) -> KafkaError | None:
+    entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(kind, name, incremental_configs=[entry])
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(TIMEOUT_S)
+    except KafkaException as exc:
+        error: KafkaError = exc.args[0]
+        return error
+    return None
+
+
+def test_the_throttle_configs_are_checked_and_described(broker: BackgroundBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    topic, own = ConfigResource.Type.TOPIC, ConfigResource.Type.BROKER
+    refused = _alter(admin, topic, TOPIC, "leader.replication.throttled.replicas", "0-4")
+    assert refused is not None
+    assert refused.code() == KafkaError.INVALID_CONFIG
+    assert "[partitionId]:[brokerId]" in refused.str()
+    negative = _alter(admin, own, str(BROKER_ID), "leader.replication.throttled.rate", "-1")
+    assert negative is not None
+    assert negative.code() == KafkaError.INVALID_REQUEST
+    assert "leader.replication.throttled.rate must be at least 0" in negative.str()
+    assert _alter(admin, topic, TOPIC, "follower.replication.throttled.replicas", "*") is None
+    assert _alter(admin, own, str(BROKER_ID), "follower.replication.throttled.rate", "50") is None
+    resource = ConfigResource(own, str(BROKER_ID))
+    described = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+    assert described["follower.replication.throttled.rate"].value == "50"
+    assert described["leader.replication.throttled.rate"].value == str(2**63 - 1)
