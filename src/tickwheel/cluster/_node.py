@@ -837,7 +837,16 @@ class ClusterNode:
         _log.info("topic %s deleted", name)
 
     async def _reconcile(self, tp: TopicPartition) -> None:
-        """Make this broker's replica of ``tp`` what its cached state says."""
+        """Make this broker's replica of ``tp`` what its cached state says, and tell it
+        the replicas a reassignment adds and removes."""
+        await self._reconcile_leadership(tp)
+        partition = self._replica_manager.get_partition(tp)
+        if partition is not None:
+            assignment = self.cache.assignment(tp)
+            partition.adding_replicas = assignment.adding
+            partition.removing_replicas = assignment.removing
+
+    async def _reconcile_leadership(self, tp: TopicPartition) -> None:
         cache = self.cache
         replicas = cache.replicas(tp)
         state = cache.partition_states.get(tp)
@@ -1318,10 +1327,6 @@ class ClusterNode:
             for tp, state in self.cache.partition_states.items()
             if state.leader == self.broker_id
         }
-
-    def reassigning_led_here(self) -> int:
-        """How many partitions this broker leads are being reassigned."""
-        return sum(1 for tp in self._leading() if self.cache.assignment(tp).reassigning)
 
     def partition_known(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` exists in the cluster, hosted here or not."""

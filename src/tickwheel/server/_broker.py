@@ -317,11 +317,7 @@ class Broker:
             cleaner=lambda: None if cleaner is None else cleaner.metrics,
             network=lambda: (self.connection_quotas, self.memory_pool),
             client_quotas=lambda: client_quotas,
-            replication=lambda: (
-                replica_manager.leader_quota,
-                replica_manager.follower_quota,
-                0 if context.cluster is None else context.cluster.reassigning_led_here(),
-            ),
+            replication=lambda: (replica_manager.leader_quota, replica_manager.follower_quota),
         )
         users = UserConfigs(self.log_dir)
         if not config.zookeeper_connect:

@@ -28,7 +28,9 @@ rest):
   an I/O error (read when scraped).
 - The ReplicaManager's partition gauges, counted over this broker's partitions when
   scraped: ``kafka_server_ReplicaManager_PartitionCount``, ``..._LeaderCount``,
-  ``..._UnderReplicatedPartitions`` (led here, ISR smaller than the replicas),
+  ``..._UnderReplicatedPartitions`` (led here, ISR smaller than the replicas: the
+  original ones while reassigned, as Kafka counts), ``..._ReassigningPartitions`` (led
+  here, being reassigned),
   ``..._UnderMinIsrPartitionCount`` (led here, ISR smaller than min.insync.replicas),
   ``..._OfflineReplicaCount`` (in an offline log directory).
 - The controller's: ``kafka_controller_KafkaController_ActiveControllerCount`` (1 on
@@ -59,12 +61,10 @@ rest):
   ``..._Request_request_time`` in percent, ``..._ControllerMutation_mutation_rate``)
   and ``..._throttle_time`` (average throttle time of the throttled requests, ms) and
   ``..._throttle_time_max``. Only clients that have a quota are measured.
-- Replication (read when scraped): the throttles' measured rates, as Kafka's
-  ``kafka.server:type=LeaderReplication|FollowerReplication,name=byte-rate``
-  (``kafka_server_LeaderReplication_byte_rate``, ``..._FollowerReplication_byte_rate``,
-  bytes per second of throttled partitions), and
-  ``kafka_server_ReplicaManager_ReassigningPartitions``, the partitions led here that
-  are being reassigned.
+- The replication throttles' measured rates (read when scraped), as Kafka's
+  ``kafka.server:type=LeaderReplication|FollowerReplication,name=byte-rate``:
+  ``kafka_server_LeaderReplication_byte_rate`` and ``..._FollowerReplication_byte_rate``,
+  bytes per second of throttled partitions.
 - ``process_*`` and ``python_info``: prometheus_client's process and platform
   collectors, in the broker's registry.
 
@@ -267,20 +267,20 @@ class _ClientQuotaCollector(Collector):
             yield from (rate, throttle, throttle_max)
 
 
-ReplicationGauges = Callable[[], tuple[ReplicationQuota | None, ReplicationQuota | None, int]]
-"""The leader and follower replication quotas, and how many led partitions move."""
+ReplicationQuotas = Callable[[], tuple[ReplicationQuota | None, ReplicationQuota | None]]
+"""The leader and follower replication quotas."""
 
 
-def _no_replication() -> tuple[ReplicationQuota | None, ReplicationQuota | None, int]:
-    return None, None, 0
+def _no_replication() -> tuple[ReplicationQuota | None, ReplicationQuota | None]:
+    return None, None
 
 
 class _ReplicationCollector(Collector):
-    def __init__(self, replication: ReplicationGauges) -> None:
+    def __init__(self, replication: ReplicationQuotas) -> None:
         self._replication = replication
 
     def collect(self) -> Iterator[Metric]:
-        leader, follower, reassigning = self._replication()
+        leader, follower = self._replication()
         for group, quota in (("LeaderReplication", leader), ("FollowerReplication", follower)):
             if quota is not None:
                 yield GaugeMetricFamily(
@@ -288,11 +288,6 @@ class _ReplicationCollector(Collector):
                     "Bytes per second of throttled replication",
                     value=quota.byte_rate(),
                 )
-        yield GaugeMetricFamily(
-            "kafka_server_ReplicaManager_ReassigningPartitions",
-            "Partitions led here that are being reassigned",
-            value=reassigning,
-        )
 
 
 class _NetworkCollector(Collector):
@@ -353,12 +348,14 @@ class PartitionCounts:
     under_min_isr: int = 0
     offline_replicas: int = 0
     offline_partitions: int = 0
+    reassigning: int = 0
 
     @classmethod
     def of(cls, partitions: Iterable[Partition]) -> PartitionCounts:
         """Count ``partitions``; a partition with no leader or offline storage is
         offline (the controller's OfflinePartitionsCount)."""
         total = leaders = under_replicated = under_min_isr = offline_replicas = offline = 0
+        reassigning = 0
         for partition in partitions:
             total += 1
             if partition.offline:
@@ -368,8 +365,9 @@ class PartitionCounts:
             if partition.is_leader and not partition.offline:
                 leaders += 1
                 in_sync = len(partition.isr)
-                under_replicated += in_sync < len(partition.assigned_replicas)
+                under_replicated += in_sync < partition.replication_factor
                 under_min_isr += in_sync < partition.min_insync_replicas
+                reassigning += partition.is_reassigning
         return cls(
             partition_count=total,
             leader_count=leaders,
@@ -377,6 +375,7 @@ class PartitionCounts:
             under_min_isr=under_min_isr,
             offline_replicas=offline_replicas,
             offline_partitions=offline,
+            reassigning=reassigning,
         )
 
 
@@ -395,13 +394,19 @@ class _PartitionCollector(Collector):
             (replica + "LeaderCount", "Partitions this broker leads", counts.leader_count),
             (
                 replica + "UnderReplicatedPartitions",
-                "Led partitions whose ISR is smaller than their replicas",
+                "Led partitions whose ISR is smaller than their replicas (the original "
+                "ones while reassigned)",
                 counts.under_replicated,
             ),
             (
                 replica + "UnderMinIsrPartitionCount",
                 "Led partitions whose ISR is smaller than min.insync.replicas",
                 counts.under_min_isr,
+            ),
+            (
+                replica + "ReassigningPartitions",
+                "Led partitions being reassigned",
+                counts.reassigning,
             ),
             (
                 replica + "OfflineReplicaCount",
@@ -501,7 +506,7 @@ class BrokerMetrics:
         cleaner: CleanerGauges = _no_cleaner,
         network: Callable[[], tuple[ConnectionQuotas, MemoryPool] | None] = lambda: None,
         client_quotas: Callable[[], ClientQuotas | None] = lambda: None,
-        replication: ReplicationGauges = _no_replication,
+        replication: ReplicationQuotas = _no_replication,
     ) -> None:
         self._purgatories = purgatories
         self._partitions = partitions
