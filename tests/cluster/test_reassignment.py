@@ -16,9 +16,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaTopicPartition
+from kio.schema.errors import ErrorCode
 
+from server.wire import WireClient
 from tickwheel.cli import main
 from tickwheel.cluster import LocalCluster, TopicAssignment, decode_topic, topic_path
+from tickwheel.protocol import ApiKey
 
 from .helpers import (
     WAIT_S,
@@ -80,6 +83,25 @@ def test_a_replica_moves_under_acks_all_load_and_no_acknowledged_record_is_lost(
         "broker 0 to delete its replica",
         timeout_s=WAIT_S,
     )
+
+
+def test_a_broker_that_is_not_the_controller_says_so(cluster: LocalCluster) -> None:
+    create_topic(cluster, TOPIC, [[0, 1]])
+    controller = cluster.controller_id()
+    other = next(b for b in cluster.brokers if b.broker_id != controller)
+    wire = WireClient(other.bootstrap_servers)
+    try:
+        moved = wire.call(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            1,
+            {"topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": [2]}]}]},
+        )
+        listed = wire.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"topics": None})
+    finally:
+        wire.close()
+    assert (moved.error_code, moved.responses) == (ErrorCode.not_controller, ())
+    assert (listed.error_code, listed.topics) == (ErrorCode.not_controller, ())
+    assert _assigned(cluster).partitions == {0: (0, 1)}
 
 
 THROTTLED = "throttled"

@@ -490,8 +490,9 @@ class Controller:
         written = self._assignments.get(tp)
         if written is None:
             return cached
-        if cached == written:
+        if cached == written or tp.topic not in self._cache.topics:  # applied, or deleted
             del self._assignments[tp]
+            return cached
         return written
 
     def reassigning(self) -> list[TopicPartition]:
@@ -559,7 +560,7 @@ class Controller:
     async def on_partition_state(self, tp: TopicPartition) -> None:
         """A newer state of ``tp`` was applied: complete its reassignment if its
         target is now in sync."""
-        if not self.active:
+        if not self.active or not self.assignment(tp).reassigning:
             return
         async with self._lock:
             assignment = self.assignment(tp)
