@@ -5,7 +5,8 @@ in ZooKeeper, watches the brokers, topics and partition states (``_znodes`` give
 the layout and its JSON, the same as Kafka's ZooKeeper mode), keeps a
 ``MetadataCache``, and makes this broker leader or follower of its replicas, with
 the replica layer's fetchers and ISR manager doing the replication. New topics get
-replicas as Kafka's ``AdminUtils`` assigns them (``assign_replicas``).
+replicas as Kafka's ``AdminUtils`` assigns them (``assign_replicas``); the controller
+moves replicas between brokers as Kafka's reassignments do (``ReplicaAssignment``).
 
 For users and tests: ``ZooKeeperServer`` runs Debian's ZooKeeper standalone, and
 ``LocalCluster`` runs it with N broker processes on loopback (``tickwheel cluster``).

@@ -61,9 +61,12 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
 7. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
    which re-elects leaders when brokers die or return (``_controller``); its
    decisions reach every other broker through the same state watches, and this one
-   through the queue. ElectLeaders answers from a ``DelayedElectLeader`` once this
-   broker has applied the new leaders. ``controlled_shutdown`` moves this broker's
-   leaderships to other in-sync replicas before it stops: through the controller when
+   through the queue. It also moves replicas (AlterPartitionReassignments), hearing of
+   every applied state change, and of this broker's own ISR writes, to complete a move
+   once its target replicas are in sync. ElectLeaders answers from a
+   ``DelayedElectLeader`` once this broker has applied the new leaders.
+   ``controlled_shutdown`` moves this broker's leaderships to other in-sync replicas
+   before it stops: through the controller when
    this broker is the controller, else as the leader's own conditional writes (Kafka
    sends a ControlledShutdown request to the controller; here leadership travels
    through the state znodes whoever writes them, so the broker writes its own

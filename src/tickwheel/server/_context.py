@@ -24,7 +24,9 @@ removes the partitions that call made and leaves the registry as it was.
 Live config changes (AlterConfigs, IncrementalAlterConfigs) are applied here too: a
 topic's new overrides, a group's (``group_configs``, read by the coordinators at their
 next use), or new dynamic broker configs (``DynamicBrokerConfig``; ``config``
-is always its ``current``), reach every hosted partition's log at once. On a single
+is always its ``current``), reach every hosted partition's log at once; the replication
+throttles take the throttled rates and each topic's throttled replicas
+(``apply_replication_throttles``, called as the cluster reports topics). On a single
 node the registry file records them; in a cluster ZooKeeper does, and every broker,
 this one included, applies them when notified (``ClusterNode.alter_config``).
 
