@@ -1,8 +1,9 @@
 """Partition reassignment in a three-broker cluster, through kafka-python's admin client:
 a replica moves to another broker under acks=all load and nothing acknowledged is lost;
-a move throttled as kafka-reassign-partitions throttles it copies no faster than the
-configured rate, and is listed with its full replica set meanwhile (by kafka-python,
-Metadata and ``tickwheel reassign list``)."""
+a move cancelled goes back to the original replicas and the new one is deleted; a move
+throttled as kafka-reassign-partitions throttles it copies no faster than the configured
+rate, and is listed with its full replica set meanwhile (by kafka-python, Metadata and
+``tickwheel reassign list``)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,18 @@ pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
 TOPIC = "moving"
 MOVED = KafkaTopicPartition(TOPIC, 0)
+STUCK_RECORDS = 2200
+"""Records of ``RECORD_BYTES``: more than a follower's first fetch (1 MB) takes."""
+THROTTLED = "throttled"
+RATE_BYTES_PER_S = 100_000
+RECORDS, RECORD_BYTES = 600, 1000
+THROTTLE_PROPERTIES = {
+    # The rate over two windows of a second, and follower fetches of at most 16 KB, so
+    # that the copy is paced by the rate rather than let through in one fetch.
+    "replication.quota.window.num": "2",
+    "replication.quota.window.size.seconds": "1",
+    "replica.fetch.max.bytes": "16384",
+}
 
 
 @pytest.fixture
@@ -85,8 +98,20 @@ def test_a_replica_moves_under_acks_all_load_and_no_acknowledged_record_is_lost(
     )
 
 
-def test_a_broker_that_is_not_the_controller_says_so(cluster: LocalCluster) -> None:
+def test_a_cancelled_move_goes_back_and_its_new_replica_is_deleted(
+    cluster: LocalCluster, admin: KafkaAdminClient
+) -> None:
+    """Throttled to a byte a second, the new replica never catches up: the move is in
+    progress until cancelled. Brokers other than the controller answer NOT_CONTROLLER."""
     create_topic(cluster, TOPIC, [[0, 1]])
+    _fill(cluster, TOPIC, STUCK_RECORDS)
+    _throttle(cluster, AdminClient({"bootstrap.servers": cluster.bootstrap_servers}), TOPIC, 1)
+    assert admin.alter_partition_reassignments({MOVED: [0, 2]}) == {MOVED: None}
+    new_replica = cluster.brokers[2].log_dir / f"{TOPIC}-0"
+    wait_for(new_replica.exists, "broker 2 to start its replica")
+    assert admin.list_partition_reassignments() == {
+        MOVED: {"replicas": [0, 2, 1], "adding_replicas": [2], "removing_replicas": [1]}
+    }
     controller = cluster.controller_id()
     other = next(b for b in cluster.brokers if b.broker_id != controller)
     wire = WireClient(other.bootstrap_servers)
@@ -94,26 +119,19 @@ def test_a_broker_that_is_not_the_controller_says_so(cluster: LocalCluster) -> N
         moved = wire.call(
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
             1,
-            {"topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": [2]}]}]},
+            {"topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": None}]}]},
         )
         listed = wire.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"topics": None})
     finally:
         wire.close()
     assert (moved.error_code, moved.responses) == (ErrorCode.not_controller, ())
     assert (listed.error_code, listed.topics) == (ErrorCode.not_controller, ())
+
+    assert admin.alter_partition_reassignments({MOVED: None}) == {MOVED: None}
+    assert admin.list_partition_reassignments() == {}
     assert _assigned(cluster).partitions == {0: (0, 1)}
-
-
-THROTTLED = "throttled"
-RATE_BYTES_PER_S = 100_000
-RECORDS, RECORD_BYTES = 600, 1000
-THROTTLE_PROPERTIES = {
-    # The rate over two windows of a second, and follower fetches of at most 16 KB, so
-    # that the copy is paced by the rate rather than let through in one fetch.
-    "replication.quota.window.num": "2",
-    "replication.quota.window.size.seconds": "1",
-    "replica.fetch.max.bytes": "16384",
-}
+    assert sorted(isr(cluster, TOPIC)) == [0, 1]
+    wait_for(lambda: not new_replica.exists(), "broker 2 to delete its replica")
 
 
 def _set(admin: AdminClient, resource: ConfigResource) -> None:
@@ -128,10 +146,11 @@ def _entries(**configs: str) -> list[ConfigEntry]:
     ]
 
 
-def _throttle(cluster: LocalCluster, admin: AdminClient) -> None:
-    """kafka-reassign-partitions' throttle: the rates on every broker, and the replicas
-    on each side of the move listed on the topic."""
-    rate = str(RATE_BYTES_PER_S)
+def _throttle(cluster: LocalCluster, admin: AdminClient, topic: str, rate_bytes_per_s: int) -> None:
+    """kafka-reassign-partitions' throttle of a move of partition 0 from brokers 0 and 1
+    to broker 2: the rates on every broker, and the replicas on each side of the move
+    listed on the topic."""
+    rate = str(rate_bytes_per_s)
     for broker in cluster.brokers:
         _set(
             admin,
@@ -148,7 +167,7 @@ def _throttle(cluster: LocalCluster, admin: AdminClient) -> None:
         admin,
         ConfigResource(
             ConfigResource.Type.TOPIC,
-            THROTTLED,
+            topic,
             incremental_configs=_entries(
                 leader_replication_throttled_replicas="0:0,0:1",
                 follower_replication_throttled_replicas="0:2",
@@ -165,6 +184,17 @@ def _throttle(cluster: LocalCluster, admin: AdminClient) -> None:
         wait_for(lambda b=broker.broker_id: applied(b), f"broker {broker.broker_id}'s rates")
 
 
+def _fill(cluster: LocalCluster, topic: str, records: int) -> None:
+    """``records`` of ``RECORD_BYTES`` in partition 0, in batches of about 10 KB (a
+    fetch returns at least one whole batch)."""
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "batch.size": 10_000}
+    )
+    for i in range(records):
+        producer.produce(topic, f"{i:0{RECORD_BYTES}d}".encode(), partition=0)
+    assert producer.flush(WAIT_S) == 0
+
+
 @pytest.fixture
 def throttling_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     with local_cluster(tmp_path, properties=THROTTLE_PROPERTIES) as running:
@@ -177,16 +207,10 @@ def test_a_throttled_move_copies_no_faster_than_the_rate(
 ) -> None:
     cluster = throttling_cluster
     create_topic(cluster, THROTTLED, [[0, 1]])
-    # Batches of about 10 KB: a fetch returns at least one whole batch.
-    producer = Producer(
-        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "batch.size": 10_000}
-    )
-    for i in range(RECORDS):
-        producer.produce(THROTTLED, f"{i:0{RECORD_BYTES}d}".encode(), partition=0)
-    assert producer.flush(WAIT_S) == 0
+    _fill(cluster, THROTTLED, RECORDS)
     copied_bytes = len(log_bytes(cluster.brokers[0].log_dir, THROTTLED))
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    _throttle(cluster, admin)
+    _throttle(cluster, admin, THROTTLED, RATE_BYTES_PER_S)
     reassigner = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
     try:
         moved = KafkaTopicPartition(THROTTLED, 0)
