@@ -123,6 +123,8 @@ class ReplicationQuota:
 
     def record_throttled(self, sizes: Iterable[tuple[TopicPartition, int]]) -> None:
         """Count the bytes of each throttled partition among ``sizes``."""
+        if not self._throttled:
+            return
         total = sum(size for tp, size in sizes if self.is_throttled(tp))
         if total:
             self.record(total)
