@@ -8,7 +8,8 @@ The path of a produce and a fetch below the API handlers (DESIGN.md §4):
 - ``fetch_messages``: read each partition (below the HW for consumers, the LEO for
   followers); answer now when there is enough (≥ ``min_bytes``), an error, or no wait;
   otherwise a ``DelayedFetch`` waits under every partition's key, and reads again when
-  it completes.
+  it completes. A follower that ``leader_quota`` throttles on a partition reads nothing
+  of it (``ReplicationQuota``); what followers get of throttled partitions is recorded.
 - ``delete_records``: move log start offsets; a ``DelayedDeleteRecords`` answers once
   the low watermark reaches them.
 - ``append_txn_markers``: append transaction markers (WriteTxnMarkers, and the local
