@@ -1,15 +1,16 @@
 """Partition reassignment in a three-broker cluster, through kafka-python's admin client:
 a replica moves to another broker under acks=all load and nothing acknowledged is lost;
 a move cancelled goes back to the original replicas and the new one is deleted; a move
-throttled as kafka-reassign-partitions throttles it copies no faster than the configured
-rate, and is listed with its full replica set meanwhile (by kafka-python, Metadata and
-``tickwheel reassign list``)."""
+whose controller dies is completed by the next one; a move throttled as
+kafka-reassign-partitions throttles it copies no faster than the configured rate, and is
+listed with its full replica set meanwhile (by kafka-python, Metadata and ``tickwheel
+reassign list``)."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,10 @@ from server.wire import WireClient
 from tickwheel.cli import main
 from tickwheel.cluster import LocalCluster, TopicAssignment, decode_topic, topic_path
 from tickwheel.protocol import ApiKey
+from tickwheel.replica import UNBOUNDED_RATE
 
 from .helpers import (
+    SESSION_TIMEOUT_MS,
     WAIT_S,
     create_topic,
     isr,
@@ -105,7 +108,7 @@ def test_a_cancelled_move_goes_back_and_its_new_replica_is_deleted(
     progress until cancelled. Brokers other than the controller answer NOT_CONTROLLER."""
     create_topic(cluster, TOPIC, [[0, 1]])
     _fill(cluster, TOPIC, STUCK_RECORDS)
-    _throttle(cluster, AdminClient({"bootstrap.servers": cluster.bootstrap_servers}), TOPIC, 1)
+    _throttle(AdminClient({"bootstrap.servers": cluster.bootstrap_servers}), TOPIC, 1)
     assert admin.alter_partition_reassignments({MOVED: [0, 2]}) == {MOVED: None}
     new_replica = cluster.brokers[2].log_dir / f"{TOPIC}-0"
     wait_for(new_replica.exists, "broker 2 to start its replica")
@@ -134,6 +137,47 @@ def test_a_cancelled_move_goes_back_and_its_new_replica_is_deleted(
     wait_for(lambda: not new_replica.exists(), "broker 2 to delete its replica")
 
 
+def test_a_new_controller_completes_the_move_the_old_one_started(
+    cluster: LocalCluster, admin: KafkaAdminClient
+) -> None:
+    """The move (from a broker that is not the controller to it and another one) is held
+    back by the throttle while its controller dies; once the throttle is lifted the
+    target catches up, and the new controller, which found the move in ZooKeeper,
+    completes it."""
+    old_controller = cluster.controller_id()
+    assert old_controller is not None
+    source, target = (b.broker_id for b in cluster.brokers if b.broker_id != old_controller)
+    create_topic(cluster, TOPIC, [[source]])
+    _fill(cluster, TOPIC, STUCK_RECORDS)
+    _throttle(
+        AdminClient({"bootstrap.servers": cluster.bootstrap_servers}),
+        TOPIC,
+        1,
+        leaders=(source,),
+        followers=(target,),
+    )
+    assert admin.alter_partition_reassignments({MOVED: [source, target]}) == {MOVED: None}
+    wait_for((cluster.brokers[target].log_dir / f"{TOPIC}-0").exists, f"broker {target}'s replica")
+    cluster.brokers[old_controller].kill()
+    wait_for(
+        lambda: cluster.controller_id() in (source, target),
+        "a new controller",
+        timeout_s=SESSION_TIMEOUT_MS / 1000 + WAIT_S,
+    )
+    assert _assigned(cluster).adding == {0: (target,)}
+    # A client that never knew the dead broker (it could send it the configs).
+    survivors = AdminClient({"bootstrap.servers": cluster.brokers[source].bootstrap_servers})
+    _throttle(survivors, TOPIC, UNBOUNDED_RATE, brokers=(source, target), leaders=(), followers=())
+    wait_for(
+        lambda: (
+            _assigned(cluster)
+            == TopicAssignment({0: (source, target)}, _assigned(cluster).topic_id)
+        ),
+        "the new controller to complete the move",
+    )
+    assert sorted(isr(cluster, TOPIC)) == sorted([source, target])
+
+
 def _set(admin: AdminClient, resource: ConfigResource) -> None:
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(WAIT_S)
@@ -146,17 +190,25 @@ def _entries(**configs: str) -> list[ConfigEntry]:
     ]
 
 
-def _throttle(cluster: LocalCluster, admin: AdminClient, topic: str, rate_bytes_per_s: int) -> None:
-    """kafka-reassign-partitions' throttle of a move of partition 0 from brokers 0 and 1
-    to broker 2: the rates on every broker, and the replicas on each side of the move
+def _throttle(
+    admin: AdminClient,
+    topic: str,
+    rate_bytes_per_s: int,
+    *,
+    brokers: Sequence[int] = (0, 1, 2),
+    leaders: Sequence[int] = (0, 1),
+    followers: Sequence[int] = (2,),
+) -> None:
+    """kafka-reassign-partitions' throttle of a move of partition 0 from ``leaders`` to
+    ``followers``: the rates on ``brokers``, and the replicas on each side of the move
     listed on the topic."""
     rate = str(rate_bytes_per_s)
-    for broker in cluster.brokers:
+    for broker_id in brokers:
         _set(
             admin,
             ConfigResource(
                 ConfigResource.Type.BROKER,
-                str(broker.broker_id),
+                str(broker_id),
                 incremental_configs=_entries(
                     leader_replication_throttled_rate=rate,
                     follower_replication_throttled_rate=rate,
@@ -169,8 +221,8 @@ def _throttle(cluster: LocalCluster, admin: AdminClient, topic: str, rate_bytes_
             ConfigResource.Type.TOPIC,
             topic,
             incremental_configs=_entries(
-                leader_replication_throttled_replicas="0:0,0:1",
-                follower_replication_throttled_replicas="0:2",
+                leader_replication_throttled_replicas=",".join(f"0:{b}" for b in leaders),
+                follower_replication_throttled_replicas=",".join(f"0:{b}" for b in followers),
             ),
         ),
     )
@@ -180,8 +232,8 @@ def _throttle(cluster: LocalCluster, admin: AdminClient, topic: str, rate_bytes_
         described = admin.describe_configs([resource])[resource].result(WAIT_S)
         return described["follower.replication.throttled.rate"].value == rate
 
-    for broker in cluster.brokers:
-        wait_for(lambda b=broker.broker_id: applied(b), f"broker {broker.broker_id}'s rates")
+    for broker_id in brokers:
+        wait_for(lambda b=broker_id: applied(b), f"broker {broker_id}'s rates")
 
 
 def _fill(cluster: LocalCluster, topic: str, records: int) -> None:
@@ -210,7 +262,7 @@ def test_a_throttled_move_copies_no_faster_than_the_rate(
     _fill(cluster, THROTTLED, RECORDS)
     copied_bytes = len(log_bytes(cluster.brokers[0].log_dir, THROTTLED))
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    _throttle(cluster, admin, THROTTLED, RATE_BYTES_PER_S)
+    _throttle(admin, THROTTLED, RATE_BYTES_PER_S)
     reassigner = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
     try:
         moved = KafkaTopicPartition(THROTTLED, 0)
