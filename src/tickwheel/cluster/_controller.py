@@ -554,8 +554,10 @@ class Controller:
             return ReassignmentResult(
                 ErrorCode.unknown_topic_or_partition, "The partition does not exist."
             )
-        await self._reassign(tp, current.reassign_to(current.origin if target is None else target))
-        return _REASSIGNED
+        recorded = await self._reassign(
+            tp, current.reassign_to(current.origin if target is None else target)
+        )
+        return _REASSIGNED if recorded else ReassignmentResult(ErrorCode.unknown_server_error)
 
     async def on_partition_state(self, tp: TopicPartition) -> None:
         """A newer state of ``tp`` was applied: complete its reassignment if its
@@ -582,8 +584,9 @@ class Controller:
         state = self._current(tp)
         return state is not None and set(assignment.target) <= set(state.isr)
 
-    async def _reassign(self, tp: TopicPartition, new: ReplicaAssignment) -> None:
-        """Kafka's ``onPartitionReassignment``: phase U, then A or B (module docstring)."""
+    async def _reassign(self, tp: TopicPartition, new: ReplicaAssignment) -> bool:
+        """Kafka's ``onPartitionReassignment``: phase U, then A or B (module docstring);
+        whether ``new`` was recorded (phase U's write)."""
         current = self.assignment(tp)
         if current != new:
             unneeded = set(current.replicas) - set(new.replicas)
@@ -592,7 +595,7 @@ class Controller:
             )
             if updated.error_code != ErrorCode.none:
                 _log.warning("%s: reassignment not recorded (%s)", tp, updated.error_code.name)
-                return
+                return False
         if new.reassigning and not self._target_in_sync(tp, new):
             await self._decide(tp, self._bump_epoch)
             _log.info(
@@ -602,7 +605,7 @@ class Controller:
                 list(new.adding),
                 list(new.removing),
             )
-            return
+            return True
         target = new.target
         completed = await self._write_assignment(
             tp, ReplicaAssignment(target), self._lead_from(target)
@@ -614,8 +617,9 @@ class Controller:
                 list(target),
                 completed.error_code.name,
             )
-            return
+            return True
         _log.info("%s: reassignment to %s complete", tp, list(target))
+        return True
 
     async def _write_assignment(
         self, tp: TopicPartition, assignment: ReplicaAssignment, decide: Decide | None = None
