@@ -134,6 +134,22 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
         CLUSTER_DENIED,
     ),
     (
+        "AlterPartitionReassignments (ALTER on the cluster; every partition refused too)",
+        45,
+        1,
+        {"topics": [{"name": "orders", "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
+        lambda r: (r.error_code, [p.error_code for t in r.responses for p in t.partitions]),
+        (CLUSTER_DENIED, [CLUSTER_DENIED]),
+    ),
+    (
+        "ListPartitionReassignments (DESCRIBE on the cluster)",
+        46,
+        0,
+        {"topics": None},
+        lambda r: (r.error_code, r.topics),
+        (CLUSTER_DENIED, ()),
+    ),
+    (
         "UpdateFeatures (ALTER on the cluster; no per-feature results)",
         57,
         1,

@@ -17,9 +17,36 @@ first to create the node again takes over. Its decisions:
   it is not elected again until it re-registers. (Another broker hands its own
   leaderships over itself: see ``ClusterNode.controlled_shutdown``.)
 - ``elect_leaders`` (ElectLeaders): preferred or unclean election of given partitions.
+- ``alter_reassignments`` (AlterPartitionReassignments): Kafka's ZooKeeper-mode
+  ``onPartitionReassignment``, below.
 - ``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``,
   a broker whose share of non-preferred leaderships exceeds
   ``leader.imbalance.per.broker.percentage`` gets its preferred leaderships back.
+
+Reassignment (``_reassignment`` has the replica sets: RS, ORS, TRS, AR, RR), in
+Kafka's phases, each step a fenced ZooKeeper write:
+
+- U: the topic znode gets ``RS = TRS + ORS`` with AR and RR (a reassignment
+  replacing another drops from the ISR the replicas neither keeps, in the same
+  transaction).
+- A (TRS not all in the ISR): the leader epoch is bumped. Every broker learns RS from
+  the topic's watch: an added replica starts following the leader, which tracks it and
+  adds it to the ISR once caught up (``IsrManager``).
+- B (every replica of TRS in the ISR; checked on each state change of the
+  partition): the leader stays if it is in TRS and live, else the first live in-sync
+  replica of TRS leads; the ISR loses RR; the leader epoch is bumped; and the topic
+  znode gets ``RS = TRS`` with no AR or RR, all in one transaction, the assignment
+  first, so that a leader never takes the new state with RR still assigned (Kafka
+  sends that LeaderAndIsr with ``RS = TRS`` before it writes the assignment; here
+  both travel through the znodes, so they are written together, which also leaves no
+  moment at which a controller failing over could lose ORS). Each broker of RR, no
+  longer assigned, deletes its replica (Kafka's StopReplica with delete).
+
+A cancellation (null replicas) is a reassignment back to ORS: the added replicas are
+dropped from the ISR and deleted, and phase B completes at once. A controller that
+takes over finds the reassignments in progress in the topic znodes and completes
+those whose target is in sync. A reassignment whose target never comes into sync
+(a target broker dead) stays in progress until it is cancelled or replaced.
 
 How brokers learn: every decision is a write of the partition's state znode, which
 every broker watches already (``ClusterNode``), so there is no LeaderAndIsr request:
@@ -65,6 +92,7 @@ from tickwheel.cluster._election import (
     elect_unclean,
 )
 from tickwheel.cluster._metadata import MetadataCache
+from tickwheel.cluster._reassignment import ReplicaAssignment, invalid_target
 from tickwheel.cluster._zk import ZK_UNAVAILABLE, ControllerEpoch, ControllerMovedError, ZkClient
 from tickwheel.replica import NO_LEADER, LeaderAndIsr, TopicPartition
 
@@ -86,6 +114,17 @@ class ControllerSettings:
 
 Decide = Callable[[TopicPartition, tuple[int, ...], LeaderAndIsr, set[int]], LeaderAndIsr | None]
 """A rule: (partition, replicas, its state, electable brokers) -> new state or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentResult:
+    """Kafka's error for one partition of AlterPartitionReassignments, and its message."""
+
+    error_code: ErrorCode
+    message: str | None = None
+
+
+_REASSIGNED = ReassignmentResult(ErrorCode.none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +154,8 @@ class Controller:
         # while the write is still queued must start from it, not from the older
         # cached state (which could, say, still name a leader just taken offline).
         self._written: dict[TopicPartition, LeaderAndIsr] = {}
+        # The same for the assignments it wrote (reassignments).
+        self._assignments: dict[TopicPartition, ReplicaAssignment] = {}
         self._settings = settings
         self._epoch: ControllerEpoch | None = None
         self._shutting_down: set[int] = set()
@@ -138,11 +179,14 @@ class Controller:
         self._epoch = epoch
         self._shutting_down.clear()
         self._written.clear()
+        self._assignments.clear()
         if self._settings.auto_leader_rebalance_enable and self._rebalance is None:
             self._rebalance = asyncio.get_running_loop().create_task(
                 self._rebalance_loop(), name="leader-rebalance"
             )
         await self.on_brokers_changed()
+        for tp in self.reassigning():
+            await self.on_partition_state(tp)
 
     def deactivate(self) -> None:
         """Stop deciding (another broker was elected, or this one stops)."""
@@ -152,6 +196,11 @@ class Controller:
         if self._rebalance is not None:
             self._rebalance.cancel()
             self._rebalance = None
+
+    def _deposed(self) -> None:
+        """A fenced write found a newer controller: stop deciding."""
+        _log.warning("a newer controller was elected; broker stops deciding")
+        self.deactivate()
 
     # -- broker changes ----------------------------------------------------------------
 
@@ -255,8 +304,7 @@ class Controller:
                 epoch,
             )
         except ControllerMovedError:
-            _log.warning("a newer controller was elected; broker stops deciding")
-            self.deactivate()
+            self._deposed()
             decisions.update({tp: Decision(ErrorCode.not_controller) for tp, _, _ in planned})
             return decisions
         finally:
@@ -306,8 +354,7 @@ class Controller:
                     self._zk.set_partition_state_fenced, tp, new, epoch
                 )
             except ControllerMovedError:
-                _log.warning("a newer controller was elected; broker stops deciding")
-                self.deactivate()
+                self._deposed()
                 return Decision(ErrorCode.not_controller)
             finally:
                 self._zk_write_s += time.perf_counter() - write_started_s
@@ -434,3 +481,221 @@ class Controller:
                     await self.elect_leaders(chosen, preferred=True)
             except Exception:
                 _log.exception("leader rebalance failed; trying again next interval")
+
+    # -- partition reassignment ---------------------------------------------------------
+
+    def assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        """``tp``'s newest known assignment: cached, or written here and not yet applied."""
+        cached = self._cache.assignment(tp)
+        written = self._assignments.get(tp)
+        if written is None:
+            return cached
+        if cached == written or tp.topic not in self._cache.topics:  # applied, or deleted
+            del self._assignments[tp]
+            return cached
+        return written
+
+    def reassigning(self) -> list[TopicPartition]:
+        """The partitions being reassigned."""
+        known = {
+            TopicPartition(topic, partition)
+            for topic, info in self._cache.topics.items()
+            for partition in (*info.adding, *info.removing)
+        }
+        return sorted(
+            tp for tp in known | set(self._assignments) if self.assignment(tp).reassigning
+        )
+
+    async def alter_reassignments(
+        self,
+        targets: dict[TopicPartition, tuple[int, ...] | None],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> dict[TopicPartition, ReassignmentResult]:
+        """Start, replace or (target None) cancel the reassignment of each partition.
+
+        Raises ``ElectionError`` (NOT_CONTROLLER) on a broker that is not the controller.
+        """
+        if not self.active:
+            raise ElectionError(ErrorCode.not_controller, "this broker is not the controller")
+        results = {}
+        async with self._lock:
+            for tp, target in targets.items():
+                try:
+                    results[tp] = await self._alter_reassignment(
+                        tp, target, allow_replication_factor_change
+                    )
+                except ControllerMovedError:
+                    self._deposed()
+                    results[tp] = ReassignmentResult(ErrorCode.not_controller)
+                except Exception:
+                    _log.exception("reassigning %s failed", tp)
+                    results[tp] = ReassignmentResult(ErrorCode.unknown_server_error)
+        return results
+
+    async def _alter_reassignment(
+        self, tp: TopicPartition, target: tuple[int, ...] | None, allow_rf_change: bool
+    ) -> ReassignmentResult:
+        current = self.assignment(tp)
+        if target is not None:
+            invalid = invalid_target(current, target, self._cache.brokers)
+            if invalid is not None:
+                return ReassignmentResult(ErrorCode.invalid_replica_assignment, invalid)
+            origin = current.origin
+            if not allow_rf_change and origin and len(target) != len(origin):
+                return ReassignmentResult(
+                    ErrorCode.invalid_replication_factor,
+                    f"The replication factor is changed from {len(origin)} to {len(target)} "
+                    "but allowReplicationFactorChange is false",
+                )
+        elif not current.reassigning:
+            return ReassignmentResult(ErrorCode.no_reassignment_in_progress)
+        if not current.replicas:
+            return ReassignmentResult(
+                ErrorCode.unknown_topic_or_partition, "The partition does not exist."
+            )
+        recorded = await self._reassign(
+            tp, current.reassign_to(current.origin if target is None else target)
+        )
+        return _REASSIGNED if recorded else ReassignmentResult(ErrorCode.unknown_server_error)
+
+    async def on_partition_state(self, tp: TopicPartition) -> None:
+        """A newer state of ``tp`` was applied: complete its reassignment if its
+        target is now in sync."""
+        if not self.active or not self.assignment(tp).reassigning:
+            return
+        async with self._lock:
+            assignment = self.assignment(tp)
+            if not assignment.reassigning or not self._target_in_sync(tp, assignment):
+                return
+            try:
+                _log.info(
+                    "%s: target replicas %s caught up; completing the reassignment",
+                    tp,
+                    list(assignment.target),
+                )
+                await self._reassign(tp, assignment)
+            except ControllerMovedError:
+                self._deposed()
+            except Exception:
+                _log.exception("completing the reassignment of %s failed", tp)
+
+    def _target_in_sync(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
+        state = self._current(tp)
+        return state is not None and set(assignment.target) <= set(state.isr)
+
+    async def _reassign(self, tp: TopicPartition, new: ReplicaAssignment) -> bool:
+        """Kafka's ``onPartitionReassignment``: phase U, then A or B (module docstring);
+        whether ``new`` was recorded (phase U's write)."""
+        current = self.assignment(tp)
+        if current != new:
+            unneeded = set(current.replicas) - set(new.replicas)
+            updated = await self._write_assignment(
+                tp, new, self._leave_isr(unneeded) if unneeded else None
+            )
+            if updated.error_code != ErrorCode.none:
+                _log.warning("%s: reassignment not recorded (%s)", tp, updated.error_code.name)
+                return False
+        if new.reassigning and not self._target_in_sync(tp, new):
+            await self._decide(tp, self._bump_epoch)
+            _log.info(
+                "%s: reassigning to %s (adding %s, removing %s)",
+                tp,
+                list(new.target),
+                list(new.adding),
+                list(new.removing),
+            )
+            return True
+        target = new.target
+        completed = await self._write_assignment(
+            tp, ReplicaAssignment(target), self._lead_from(target)
+        )
+        if completed.error_code != ErrorCode.none:
+            _log.warning(
+                "%s: no live in-sync replica of %s can lead (%s); the reassignment waits",
+                tp,
+                list(target),
+                completed.error_code.name,
+            )
+            return True
+        _log.info("%s: reassignment to %s complete", tp, list(target))
+        return True
+
+    async def _write_assignment(
+        self, tp: TopicPartition, assignment: ReplicaAssignment, decide: Decide | None = None
+    ) -> Decision:
+        """Write ``assignment`` and, if ``decide`` makes one, ``tp``'s new state, in one
+        transaction. The state is not handed to ``record``: this broker's watches bring
+        both, the replicas first, so that no leader takes the state with the replicas
+        of before (and takes a removed replica back into the ISR, say)."""
+        state = self._current(tp)
+        for _ in range(_WRITE_ATTEMPTS):
+            epoch = self._epoch
+            if epoch is None:
+                raise ControllerMovedError("this broker is no longer the controller")
+            new = None
+            if decide is not None and state is not None:
+                try:
+                    new = decide(tp, assignment.replicas, state, self._electable())
+                except ElectionError as error:
+                    return Decision(error.error_code)
+            written = await asyncio.to_thread(
+                self._zk.set_partition_assignment_fenced,
+                tp,
+                assignment.replicas,
+                assignment.adding,
+                assignment.removing,
+                epoch,
+                new,
+            )
+            if new is None or written is not None:
+                self._assignments[tp] = assignment
+                if state is not None and written is not None:
+                    self._written[tp] = written
+                    self._log_decision(tp, state, written)
+                return Decision(ErrorCode.none, written)
+            state = await asyncio.to_thread(self._zk.partition_state, tp)
+        return Decision(ErrorCode.unknown_server_error)
+
+    def _bump_epoch(
+        self, _tp: TopicPartition, _replicas: tuple[int, ...], state: LeaderAndIsr, _live: set[int]
+    ) -> LeaderAndIsr:
+        return LeaderAndIsr(
+            state.leader, state.leader_epoch + 1, state.isr, self.epoch, state.version
+        )
+
+    def _leave_isr(self, gone: set[int]) -> Decide:
+        """Kafka's OfflineReplica for replicas dropped from an assignment: out of the ISR
+        (a leader among them leaves no leader until one is elected)."""
+
+        def decide(
+            _tp: TopicPartition, _replicas: tuple[int, ...], state: LeaderAndIsr, _live: set[int]
+        ) -> LeaderAndIsr | None:
+            if not gone & (set(state.isr) | {state.leader}):
+                return None
+            isr = tuple(r for r in state.isr if r not in gone)
+            leader = NO_LEADER if state.leader in gone else state.leader
+            return LeaderAndIsr(leader, state.leader_epoch + 1, isr, self.epoch, state.version)
+
+        return decide
+
+    def _lead_from(self, target: tuple[int, ...]) -> Decide:
+        """Phase B's state: a leader in ``target`` (Kafka's
+        ``ReassignPartitionLeaderElectionStrategy`` when the leader is not in it or not
+        live), the ISR without the removed replicas, the next leader epoch."""
+
+        def decide(
+            _tp: TopicPartition, _replicas: tuple[int, ...], state: LeaderAndIsr, live: set[int]
+        ) -> LeaderAndIsr:
+            leader = state.leader
+            if leader not in target or leader not in live:
+                leader = next((r for r in target if r in live and r in state.isr), NO_LEADER)
+            if leader == NO_LEADER:
+                raise ElectionError(
+                    ErrorCode.eligible_leaders_not_available,
+                    f"no live in-sync replica of {list(target)}",
+                )
+            isr = tuple(r for r in state.isr if r in target)
+            return LeaderAndIsr(leader, state.leader_epoch + 1, isr, self.epoch, state.version)
+
+        return decide

@@ -17,7 +17,11 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    - it names another broker → ``become_follower`` and fetch it from that leader
      (``ReplicaFetcherManager``, over ``KafkaFetchTransport``, on the leader's
      ``inter.broker.listener.name`` endpoint, over TLS when that listener is SSL);
-   - the same leader and epoch with a newer version → only the ISR changed.
+   - the same leader and epoch with a newer version → only the ISR changed;
+   - the assignment no longer names this broker (a reassignment moved the replica
+     away) → stop fetching or leading it and delete it (Kafka's StopReplica with
+     delete); an assignment with other replicas at the same epoch → the leader
+     tracks the replicas added and forgets those removed.
 
    ``topic_listener`` hears of every topic change and ``leadership_listener`` of every
    hosted partition this broker starts or stops leading (the group coordinator loads
@@ -57,9 +61,12 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
 7. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
    which re-elects leaders when brokers die or return (``_controller``); its
    decisions reach every other broker through the same state watches, and this one
-   through the queue. ElectLeaders answers from a ``DelayedElectLeader`` once this
-   broker has applied the new leaders. ``controlled_shutdown`` moves this broker's
-   leaderships to other in-sync replicas before it stops: through the controller when
+   through the queue. It also moves replicas (AlterPartitionReassignments), hearing of
+   every applied state change, and of this broker's own ISR writes, to complete a move
+   once its target replicas are in sync. ElectLeaders answers from a
+   ``DelayedElectLeader`` once this broker has applied the new leaders.
+   ``controlled_shutdown`` moves this broker's leaderships to other in-sync replicas
+   before it stops: through the controller when
    this broker is the controller, else as the leader's own conditional writes (Kafka
    sends a ControlledShutdown request to the controller; here leadership travels
    through the state znodes whoever writes them, so the broker writes its own
@@ -99,7 +106,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -735,6 +742,8 @@ class ClusterNode:
                 event.assignment.partitions,
                 event.configs,
                 event.assignment.topic_id,
+                adding=event.assignment.adding,
+                removing=event.assignment.removing,
             )
             if self.topic_listener is not None:
                 self.topic_listener(event.name, cache.topics[event.name])
@@ -822,25 +831,32 @@ class ClusterNode:
                 TopicPartitionOperationKey(tp.topic, tp.partition)
             )
             await self._reconcile(tp)
+            await self.controller.on_partition_state(tp)
 
     async def _delete_local(self, name: str) -> None:
-        gone = self.cache.remove_topic(name)
-        await self._fetchers.unfollow(gone)
-        for tp in gone:
-            self.isr_manager.stopped_leading(tp)
-        self._replica_manager.delete_partitions(gone)
-        for tp in gone:
-            self._leadership_changed(tp, leading=False)
+        await self._drop_replicas(self.cache.remove_topic(name))
         if self.topic_listener is not None:
             self.topic_listener(name, None)
         _log.info("topic %s deleted", name)
 
     async def _reconcile(self, tp: TopicPartition) -> None:
-        """Make this broker's replica of ``tp`` what its cached state says."""
+        """Make this broker's replica of ``tp`` what its cached state says, and tell it
+        the replicas a reassignment adds and removes."""
+        await self._reconcile_leadership(tp)
+        partition = self._replica_manager.get_partition(tp)
+        if partition is not None:
+            assignment = self.cache.assignment(tp)
+            partition.adding_replicas = assignment.adding
+            partition.removing_replicas = assignment.removing
+
+    async def _reconcile_leadership(self, tp: TopicPartition) -> None:
         cache = self.cache
         replicas = cache.replicas(tp)
         state = cache.partition_states.get(tp)
-        if self.broker_id not in replicas or state is None:
+        if self.broker_id not in replicas and replicas:
+            await self._stop_replica(tp)
+            return
+        if state is None:
             return
         try:
             log_config = self._log_config_for(cache.topics[tp.topic].configs)
@@ -851,6 +867,8 @@ class ClusterNode:
         same_epoch = partition is not None and partition.leader_epoch == state.leader_epoch
         if state.leader == self.broker_id:
             if same_epoch and partition is not None and partition.is_leader:
+                if partition.assigned_replicas != replicas:
+                    self.isr_manager.replicas_changed(partition, replicas)
                 self.isr_manager.state_changed(tp, state)
                 return
             await self._fetchers.unfollow([tp])
@@ -861,6 +879,7 @@ class ClusterNode:
         elif state.leader != NO_LEADER:
             if same_epoch and partition is not None and partition.leader_id == state.leader:
                 partition.isr = set(state.isr)
+                partition.assigned_replicas = replicas
                 return
             self.isr_manager.stopped_leading(tp)
             become_follower(self._replica_manager, tp, state, replicas, log_config)
@@ -878,6 +897,23 @@ class ClusterNode:
             self._leadership_changed(tp, leading=False)
             _log.warning("%s: offline at epoch %d, no leader", tp, state.leader_epoch)
 
+    async def _stop_replica(self, tp: TopicPartition) -> None:
+        """Delete this broker's replica of ``tp``, no longer assigned here (a
+        reassignment moved it: Kafka's StopReplica with delete)."""
+        if self._replica_manager.get_partition(tp) is None:
+            return
+        await self._drop_replicas([tp])
+        _log.info("%s: replica removed from this broker (no longer assigned)", tp)
+
+    async def _drop_replicas(self, tps: list[TopicPartition]) -> None:
+        """Stop fetching, leading and hosting ``tps``, and delete their logs."""
+        await self._fetchers.unfollow(tps)
+        for tp in tps:
+            self.isr_manager.stopped_leading(tp)
+        self._replica_manager.delete_partitions(tps)
+        for tp in tps:
+            self._leadership_changed(tp, leading=False)
+
     def _leadership_changed(self, tp: TopicPartition, *, leading: bool) -> None:
         if self.leadership_listener is not None:
             self.leadership_listener(tp, leading)
@@ -886,6 +922,10 @@ class ClusterNode:
         written = await asyncio.to_thread(self._zk.set_partition_state, tp, proposed)
         if written is not None:
             self.cache.set_partition_state(tp, written)
+            # Its watch will bring it again as not newer: the controller hears of it now
+            # (a reassignment completes once its target joined the ISR).
+            if self.controller.active:
+                self._in_background(self.controller.on_partition_state(tp), f"isr-change-{tp}")
         return written
 
     async def wait_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
@@ -1022,7 +1062,11 @@ class ClusterNode:
             except AssignmentError as exc:
                 _log.error("cannot create topic %s: %s", name, exc)
 
-        task = asyncio.get_running_loop().create_task(create(), name=f"create-topic-{name}")
+        self._in_background(create(), f"create-topic-{name}")
+
+    def _in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run ``work`` as a task of this node (cancelled when it stops)."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -1037,7 +1081,7 @@ class ClusterNode:
             whole = {**info.assignment, **assignment}
             self._zk.add_partitions(
                 name,
-                TopicAssignment(whole, info.topic_id),
+                TopicAssignment(whole, info.topic_id, info.adding, info.removing),
                 version,
                 self._initial_states(assignment),
             )
@@ -1248,9 +1292,7 @@ class ClusterNode:
             if remaining:
                 _log.warning("leaderships of a failed log directory kept: %s", remaining)
 
-        task = asyncio.get_running_loop().create_task(hand_over(), name="log-dir-failure")
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._in_background(hand_over(), "log-dir-failure")
 
     async def _hand_over_leaderships(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
         """Give each of ``tps`` (led here) to its next live in-sync replica.

@@ -12,6 +12,9 @@ offers what a broker needs and nothing more:
 - ``create_topic``: one ZooKeeper transaction writing the topic's config, its replica
   assignment and every partition's initial state, so a topic appears whole or not at
   all; ``add_partitions`` extends the assignment conditionally on its version;
+  ``set_partition_assignment_fenced`` is the controller's rewrite of one partition's
+  replicas (a reassignment), conditional on the topic znode's version and fenced on
+  the controller epoch;
 - ``set_partition_state``: a partition state written conditionally on its znode
   version; it returns None when the version moved (another writer won);
 - ``elect_controller``: the ephemeral ``/controller`` and ``/controller_epoch``;
@@ -81,6 +84,7 @@ from tickwheel.cluster._znodes import (
     decode_cluster_id,
     decode_partition_state,
     decode_producer_id_block,
+    decode_topic,
     decode_topic_config,
     encode_broker,
     encode_cluster_id,
@@ -360,6 +364,69 @@ class ZkClient:
         failures = [r for r in results if isinstance(r, Exception)]
         if failures:
             raise failures[0]
+
+    def set_partition_assignment_fenced(
+        self,
+        tp: TopicPartition,
+        replicas: tuple[int, ...],
+        adding: tuple[int, ...],
+        removing: tuple[int, ...],
+        controller: ControllerEpoch,
+        state: LeaderAndIsr | None = None,
+    ) -> LeaderAndIsr | None:
+        """Rewrite ``tp``'s replicas (and those being added and removed) in its topic's
+        assignment, as ``controller``, the other partitions kept as stored; with
+        ``state``, write it too (if its znode is still at ``state.version``) in the same
+        transaction, after the assignment, so every broker's watches see the new
+        replicas first. The stored state, or None (no ``state``, or its znode moved:
+        nothing written). A concurrent change of the topic makes it read and write
+        again; raises ``ControllerMovedError`` once another controller has been elected,
+        and kazoo's ``NoNodeError`` if the topic is gone."""
+        path = topic_path(tp.topic)
+        while True:
+            data, stat = self._client.get(path)
+            current = decode_topic(tp.topic, data)
+
+            def replaced(
+                partitions: Mapping[int, tuple[int, ...]], value: tuple[int, ...]
+            ) -> dict[int, tuple[int, ...]]:
+                return {
+                    **{p: r for p, r in partitions.items() if p != tp.partition},
+                    tp.partition: value,
+                }
+
+            written = TopicAssignment(
+                replaced(current.partitions, replicas),
+                current.topic_id,
+                replaced(current.adding, adding),
+                replaced(current.removing, removing),
+            )
+            transaction = self._client.transaction()
+            transaction.check(CONTROLLER_EPOCH_PATH, controller.zk_version)
+            transaction.set_data(path, encode_topic(written), version=stat.version)
+            if state is not None:
+                transaction.set_data(
+                    partition_state_path(tp.topic, tp.partition),
+                    encode_partition_state(state),
+                    version=state.version,
+                )
+            fenced, topic_result, *state_result = transaction.commit()
+            if isinstance(fenced, Exception) and not isinstance(fenced, RolledBackError):
+                raise ControllerMovedError(
+                    f"controller epoch {controller.epoch} is no longer current"
+                )
+            if isinstance(topic_result, BadVersionError):
+                continue
+            if state is not None and isinstance(state_result[0], BadVersionError):
+                return None
+            failures = [
+                r
+                for r in (topic_result, *state_result)
+                if isinstance(r, Exception) and not isinstance(r, RolledBackError)
+            ]
+            if failures:
+                raise failures[0]
+            return None if state is None else replace(state, version=int(state_result[0].version))
 
     def topic_version(self, name: str) -> int:
         """The znode version of the topic's assignment (NoNodeError if it is gone)."""

@@ -4,7 +4,9 @@ Brokers and tools written for Kafka's ZooKeeper mode read the same documents:
 
 ==========================================  ===========================================
 ``/brokers/ids/<id>`` (ephemeral)           a live broker: every listener's endpoint
-``/brokers/topics/<topic>``                 replica assignment ``{"partitions": {..}}``
+``/brokers/topics/<topic>``                 replica assignment ``{"partitions": {..}}``,
+                                            and the adding and removing replicas of
+                                            partitions being reassigned
 ``/brokers/topics/<t>/partitions/<p>/state``  leader, leader_epoch, isr, controller_epoch
 ``/config/topics/<topic>``                  the topic's config overrides
 ``/config/brokers/<id>``, ``<default>``     dynamic configs of a broker, of all brokers
@@ -35,7 +37,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tickwheel.replica import LeaderAndIsr
@@ -304,10 +306,15 @@ def new_topic_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
-    """A topic's id and the replicas of each partition, preferred leader first."""
+    """A topic's id and the replicas of each partition, preferred leader first; for a
+    partition being reassigned, its replicas are the target's and the original's
+    (Kafka's ``RS = TRS + ORS``), and ``adding``/``removing`` name the replicas the
+    reassignment adds and removes."""
 
     partitions: Mapping[int, tuple[int, ...]]
     topic_id: str = ""
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 def encode_topic(assignment: TopicAssignment) -> bytes:
@@ -316,8 +323,8 @@ def encode_topic(assignment: TopicAssignment) -> bytes:
         "partitions": {
             str(p): list(replicas) for p, replicas in sorted(assignment.partitions.items())
         },
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": _replica_map(assignment.adding),
+        "removing_replicas": _replica_map(assignment.removing),
         "version": _TOPIC_VERSION,
     }
     if assignment.topic_id:
@@ -325,20 +332,32 @@ def encode_topic(assignment: TopicAssignment) -> bytes:
     return _encode_json(document)
 
 
-def decode_topic(topic: str, data: bytes) -> TopicAssignment:
-    """A topic's assignment from its znode."""
-    document = _decode_json(data, f"topic {topic}")
-    raw = document.get("partitions")
+def _replica_map(replicas: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
+    return {str(p): list(ids) for p, ids in sorted(replicas.items()) if ids}
+
+
+def _decode_replica_map(topic: str, raw: Any, what: str) -> dict[int, tuple[int, ...]]:
     if not isinstance(raw, dict):
-        raise ZnodeError(f"topic {topic} has no partitions")
+        raise ZnodeError(f"topic {topic} has no {what}")
     try:
-        partitions = {
-            int(p): _int_list(replicas, f"topic {topic} partition {p}")
+        return {
+            int(p): _int_list(replicas, f"topic {topic} {what} of partition {p}")
             for p, replicas in raw.items()
         }
     except ValueError as exc:
         raise ZnodeError(f"topic {topic} has a bad partition: {exc}") from None
-    return TopicAssignment(partitions, str(document.get("topic_id") or ""))
+
+
+def decode_topic(topic: str, data: bytes) -> TopicAssignment:
+    """A topic's assignment from its znode (older versions have no adding or removing
+    replicas: none are)."""
+    document = _decode_json(data, f"topic {topic}")
+    return TopicAssignment(
+        _decode_replica_map(topic, document.get("partitions"), "partitions"),
+        str(document.get("topic_id") or ""),
+        _decode_replica_map(topic, document.get("adding_replicas") or {}, "adding_replicas"),
+        _decode_replica_map(topic, document.get("removing_replicas") or {}, "removing_replicas"),
+    )
 
 
 def encode_topic_config(configs: Mapping[str, str]) -> bytes:

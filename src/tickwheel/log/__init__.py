@@ -40,7 +40,12 @@ from tickwheel.log._checkpoint import (
     write_atomically,
 )
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
-from tickwheel.log._config import LogConfig
+from tickwheel.log._config import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    LogConfig,
+    throttled_replicas,
+)
 from tickwheel.log._errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -94,8 +99,10 @@ __all__ = [
     "CLEANED_SUFFIX",
     "CONTROL_FLAG_MASK",
     "EARLIEST_TIMESTAMP",
+    "FOLLOWER_THROTTLED_REPLICAS",
     "HIGH_WATERMARK_CHECKPOINT",
     "LATEST_TIMESTAMP",
+    "LEADER_THROTTLED_REPLICAS",
     "LOG_OVERHEAD",
     "LOG_START_OFFSET_CHECKPOINT",
     "MAX_TIMESTAMP",
@@ -150,6 +157,7 @@ __all__ = [
     "read_varint",
     "records_section",
     "system_clock_ms",
+    "throttled_replicas",
     "write_atomically",
     "write_varint",
 ]

@@ -8,7 +8,8 @@ The path of a produce and a fetch below the API handlers (DESIGN.md §4):
 - ``fetch_messages``: read each partition (below the HW for consumers, the LEO for
   followers); answer now when there is enough (≥ ``min_bytes``), an error, or no wait;
   otherwise a ``DelayedFetch`` waits under every partition's key, and reads again when
-  it completes.
+  it completes. A follower that ``leader_quota`` throttles on a partition reads nothing
+  of it (``ReplicationQuota``); what followers get of throttled partitions is recorded.
 - ``delete_records``: move log start offsets; a ``DelayedDeleteRecords`` answers once
   the low watermark reaches them.
 - ``append_txn_markers``: append transaction markers (WriteTxnMarkers, and the local
@@ -60,6 +61,7 @@ pass, which touches files only (``LogDirMove.copy_changed``), never a log.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -94,6 +96,7 @@ from tickwheel.replica._delayed_produce import (
 from tickwheel.replica._log_dir_move import LogDirMove, movable
 from tickwheel.replica._log_manager import LogManager, storage_failure
 from tickwheel.replica._partition import Partition, PartitionError
+from tickwheel.replica._replication_quota import ReplicationQuota
 from tickwheel.replica._types import (
     ACKS_ALL,
     ACKS_LEADER,
@@ -141,6 +144,15 @@ def _refuse_internal_append(tp: TopicPartition) -> ProducePartitionResult:
     )
 
 
+def _without_records(result: FetchPartitionResult) -> FetchPartitionResult:
+    """``result`` with no records, at the same position (a throttled follower read)."""
+    data = result.data
+    if data is None or data.records.length == 0:
+        return result
+    empty = dataclasses.replace(data.records, length=0)
+    return dataclasses.replace(result, data=dataclasses.replace(data, records=empty))
+
+
 class ReplicaManager:
     """Hosts partitions and their logs; appends, reads and waits in the purgatories."""
 
@@ -159,6 +171,10 @@ class ReplicaManager:
         # Told of each failed log directory after its partitions went offline (the
         # cluster reports them).
         self.log_dir_failure_listener: Callable[[Path, list[TopicPartition]], None] | None = None
+        # The replication throttles (set by the broker; None: nothing is throttled):
+        # what this broker sends followers, and what it fetches as one.
+        self.leader_quota: ReplicationQuota | None = None
+        self.follower_quota: ReplicationQuota | None = None
         # Told of every follower fetch after its read (the cluster's ISR bookkeeping).
         self.follower_fetch_listener: Callable[[Partition, int, int], None] | None = None
         # Whether a partition not hosted here exists in the cluster: then a request for
@@ -598,6 +614,9 @@ class ReplicaManager:
             self.get_partition,
             lambda: self.read_from_local_log(params, fetch_infos),
             callback,
+            (lambda tp: self._leader_throttles(tp, params.replica_id))
+            if params.is_from_follower
+            else None,
         )
         self.fetch_purgatory.try_complete_else_watch(operation, [_key(tp) for tp, _ in fetch_infos])
 
@@ -616,11 +635,24 @@ class ReplicaManager:
             result = self._read_partition(
                 tp, info, params.isolation, min(info.max_bytes, remaining_bytes), min_one_message
             )
+            if params.is_from_follower and self._leader_throttles(tp, params.replica_id):
+                result = _without_records(result)
             if result.size_bytes > 0:
                 min_one_message = False
                 remaining_bytes = max(0, remaining_bytes - result.size_bytes)
             results[tp] = result
+        if params.is_from_follower and self.leader_quota is not None:
+            self.leader_quota.record_throttled((tp, r.size_bytes) for tp, r in results.items())
         return results
+
+    def _leader_throttles(self, tp: TopicPartition, replica_id: int) -> bool:
+        """Whether a follower fetch of ``tp`` by ``replica_id`` reads nothing now:
+        the leader's replication quota is exceeded and that replica is not in sync."""
+        quota = self.leader_quota
+        partition = self._partitions.get(tp)
+        if quota is None or partition is None:
+            return False
+        return quota.should_throttle(tp, in_sync=replica_id in partition.isr)
 
     def _read_partition(
         self,

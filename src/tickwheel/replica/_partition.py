@@ -69,6 +69,9 @@ class Partition:
     leader_id: int = -1
     leader_epoch: int = 0
     assigned_replicas: tuple[int, ...] = ()
+    # The replicas a reassignment adds and removes (among ``assigned_replicas``).
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
     isr: set[int] = field(default_factory=set)
     remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
     min_insync_replicas: int = 1
@@ -76,6 +79,16 @@ class Partition:
     # The log end when this broker last became leader (Kafka's leaderEpochStartOffset):
     # until the HW reaches it, offsets by time are not known yet.
     leader_epoch_start_offset: int = -1
+
+    @property
+    def replication_factor(self) -> int:
+        """The replicas it should have: while reassigned, the original ones (Kafka's)."""
+        return len([r for r in self.assigned_replicas if r not in self.adding_replicas])
+
+    @property
+    def is_reassigning(self) -> bool:
+        """Whether a reassignment is moving its replicas."""
+        return bool(self.adding_replicas or self.removing_replicas)
 
     @classmethod
     def leader(

@@ -67,7 +67,7 @@ from tickwheel.log import (
     LogCleaner,
     LogError,
 )
-from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
+from tickwheel.replica import PurgatoryConfig, ReplicaManager, ReplicationQuota, check_log_dir
 from tickwheel.security import (
     SASL_PLAINTEXT,
     SASL_SSL,
@@ -111,7 +111,7 @@ from tickwheel.server.net._quotas import ConnectionQuotas
 from tickwheel.server.net._sasl import DELAYED_CLOSE_TIMER, SaslListener
 from tickwheel.server.net._throttled_channel import THROTTLE_TIMER
 from tickwheel.server.net._tls import ListenerTls, listener_tls
-from tickwheel.server.quotas import ClientQuotas, QuotaWindows
+from tickwheel.server.quotas import ClientQuotas, QuotaWindows, WindowedRate
 from tickwheel.timer import Clock, ManualClock, SystemTimer
 
 _log = logging.getLogger(__name__)
@@ -265,6 +265,16 @@ class Broker:
             clock_ms=broker_time.wall_clock_ms,
         )
         self._replica_manager = replica_manager
+        replication_windows = (
+            config.replication_quota_window_num,
+            config.replication_quota_window_size_seconds * 1000,
+        )
+        replica_manager.leader_quota = ReplicationQuota(
+            WindowedRate(*replication_windows), self.time.clock
+        )
+        replica_manager.follower_quota = ReplicationQuota(
+            WindowedRate(*replication_windows), self.time.clock
+        )
         replica_manager.start()
         topics = TopicRegistry(self.log_dir)
         topics.load()
@@ -307,6 +317,7 @@ class Broker:
             cleaner=lambda: None if cleaner is None else cleaner.metrics,
             network=lambda: (self.connection_quotas, self.memory_pool),
             client_quotas=lambda: client_quotas,
+            replication=lambda: (replica_manager.leader_quota, replica_manager.follower_quota),
         )
         users = UserConfigs(self.log_dir)
         if not config.zookeeper_connect:

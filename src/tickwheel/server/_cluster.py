@@ -135,6 +135,7 @@ def join_cluster(context: BrokerState, stored_cluster_id: str | None) -> Cluster
 
     def mirror(name: str, metadata: TopicMetadata | None) -> None:
         registry = context.topics
+        context.apply_replication_throttles(name, None if metadata is None else metadata.configs)
         if metadata is None:
             if name in registry.topics:
                 registry.delete(name)
