@@ -17,6 +17,18 @@ first to create the node again takes over. Its decisions:
   it is not elected again until it re-registers. (Another broker hands its own
   leaderships over itself: see ``ClusterNode.controlled_shutdown``.)
 - ``elect_leaders`` (ElectLeaders): preferred or unclean election of given partitions.
+- Eligible leader replicas (KIP-966, ``_elr``), while the finalized feature
+  ``eligible.leader.replicas.version`` is 1: every state this controller (or a
+  leader, through ``with_elr``) writes keeps the partition's ELR and last known
+  leader; a broker change takes the dead brokers out of the ISR, the leader too, and
+  elects from the ELR when the ISR is empty, before any unclean election. A broker
+  whose registration says it did not shut down cleanly (``previous_broker_epoch``
+  -1) leaves every ISR and ELR it is in when it registers, then is electable again
+  (Kafka fences it until then). A controller that takes over treats every live
+  broker as newly registered: one registered after an unclean shutdown leaves the
+  ELRs again (safe: it only makes fewer replicas eligible). ``clear_elr`` empties
+  the ELRs when the feature is turned off or a topic's ``min.insync.replicas``
+  changes, as Kafka's ``ClearElrRecord``.
 - ``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``,
   a broker whose share of non-preferred leaderships exceeds
   ``leader.imbalance.per.broker.percentage`` gets its preferred leaderships back.
@@ -53,7 +65,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
@@ -64,8 +76,10 @@ from tickwheel.cluster._election import (
     elect_preferred,
     elect_unclean,
 )
+from tickwheel.cluster._elr import cleared, effective_min_isr, elect, tracked
 from tickwheel.cluster._metadata import MetadataCache
 from tickwheel.cluster._zk import ZK_UNAVAILABLE, ControllerEpoch, ControllerMovedError, ZkClient
+from tickwheel.log import NO_BROKER_EPOCH
 from tickwheel.replica import NO_LEADER, LeaderAndIsr, TopicPartition
 
 _log = logging.getLogger(__name__)
@@ -82,6 +96,8 @@ class ControllerSettings:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    min_insync_replicas: int = 1
+    """The broker default of ``min.insync.replicas``, which the ELR rules apply."""
 
 
 Decide = Callable[[TopicPartition, tuple[int, ...], LeaderAndIsr, set[int]], LeaderAndIsr | None]
@@ -105,6 +121,7 @@ class Controller:
         cache: MetadataCache,
         settings: ControllerSettings,
         record: Callable[[TopicPartition, LeaderAndIsr], None],
+        elr_enabled: Callable[[], bool],
     ) -> None:
         self._zk = zk
         self._cache = cache
@@ -116,6 +133,11 @@ class Controller:
         # cached state (which could, say, still name a leader just taken offline).
         self._written: dict[TopicPartition, LeaderAndIsr] = {}
         self._settings = settings
+        self._elr_enabled = elr_enabled
+        # The live brokers of the last broker change, and those of the round being
+        # decided that registered after an unclean shutdown.
+        self._registered: set[int] = set()
+        self._unclean_shutdown: set[int] = set()
         self._epoch: ControllerEpoch | None = None
         self._shutting_down: set[int] = set()
         self._lock = asyncio.Lock()
@@ -138,6 +160,7 @@ class Controller:
         self._epoch = epoch
         self._shutting_down.clear()
         self._written.clear()
+        self._registered.clear()
         if self._settings.auto_leader_rebalance_enable and self._rebalance is None:
             self._rebalance = asyncio.get_running_loop().create_task(
                 self._rebalance_loop(), name="leader-rebalance"
@@ -176,26 +199,80 @@ class Controller:
             return self._settings.unclean_leader_election_enable
         return override.strip().lower() == _TRUE
 
+    def _min_isr(self, tp: TopicPartition) -> int:
+        info = self._cache.topics.get(tp.topic)
+        override = info.configs.get("min.insync.replicas") if info else None
+        configured = self._settings.min_insync_replicas
+        if override is not None and override.strip().isdigit():
+            configured = int(override)
+        return effective_min_isr(configured, len(self._cache.replicas(tp)))
+
+    def with_elr(self, tp: TopicPartition, old: LeaderAndIsr, new: LeaderAndIsr) -> LeaderAndIsr:
+        """``new`` (decided from ``old``) with the ELR and last known ELR it gets: kept
+        by the rules while the feature is on, empty while it is off."""
+        if self._elr_enabled():
+            return tracked(
+                old, new, min_isr=self._min_isr(tp), unclean_shutdown=self._unclean_shutdown
+            )
+        if new.elr or new.last_known_elr:
+            return replace(new, elr=(), last_known_elr=())
+        return new
+
     async def on_brokers_changed(self) -> None:
-        """Re-elect the partitions whose leader died; drop dead brokers from ISRs."""
+        """Re-elect the partitions whose leader died; drop dead brokers from ISRs; take
+        brokers back from an unclean shutdown out of the ELRs."""
         if not self.active:
             return
-        self._shutting_down &= set(self._cache.brokers)
+        live = set(self._cache.brokers)
+        self._shutting_down &= live
+        registered = live - self._registered
+        self._registered = live
+        unclean = {
+            broker
+            for broker in registered
+            if self._cache.brokers[broker].previous_broker_epoch == NO_BROKER_EPOCH
+        }
+        rounds = [unclean, set()] if unclean and self._elr_enabled() else [set()]
         async with self._lock:
-            started_s = time.perf_counter()
-            self._zk_write_s = 0.0
-            tps = sorted(self._cache.partition_states)
-            decisions = await self._decide_pipelined(tps, self._after_broker_change)
-            written = sum(1 for decision in decisions.values() if decision.written is not None)
-            if written:
-                _log.info(
-                    "broker change: wrote %d of %d partition states in %.0f ms, %.0f ms of "
-                    "it in ZooKeeper writes",
-                    written,
-                    len(tps),
-                    (time.perf_counter() - started_s) * 1000,
-                    self._zk_write_s * 1000,
-                )
+            for unclean_shutdown in rounds:
+                self._unclean_shutdown = unclean_shutdown
+                await self._broker_change_round()
+
+    async def _broker_change_round(self) -> None:
+        if self._unclean_shutdown:
+            _log.info(
+                "brokers %s registered after an unclean shutdown: out of every ISR and ELR",
+                sorted(self._unclean_shutdown),
+            )
+        started_s = time.perf_counter()
+        self._zk_write_s = 0.0
+        tps = sorted(self._cache.partition_states)
+        decisions = await self._decide_pipelined(tps, self._after_broker_change)
+        written = sum(1 for decision in decisions.values() if decision.written is not None)
+        if written:
+            _log.info(
+                "broker change: wrote %d of %d partition states in %.0f ms, %.0f ms of "
+                "it in ZooKeeper writes",
+                written,
+                len(tps),
+                (time.perf_counter() - started_s) * 1000,
+                self._zk_write_s * 1000,
+            )
+
+    async def clear_elr(self, topic: str | None) -> None:
+        """Empty the ELR and last known ELR of ``topic``'s partitions (None: every
+        topic's), as Kafka's ``ClearElrRecord``."""
+        if not self.active:
+            return
+
+        def clear(
+            _tp: TopicPartition, _replicas: tuple[int, ...], state: LeaderAndIsr, _live: set[int]
+        ) -> LeaderAndIsr | None:
+            return cleared(state, controller_epoch=self.epoch)
+
+        async with self._lock:
+            tps = [tp for tp in self._cache.partition_states if topic in (None, tp.topic)]
+            await self._decide_pipelined(sorted(tps), clear)
 
     async def _decide_each(
         self, tps: Iterable[TopicPartition], decide: Decide
@@ -244,7 +321,7 @@ class Controller:
             if new is None:
                 decisions[tp] = Decision(ErrorCode.none)
             else:
-                planned.append((tp, state, new))
+                planned.append((tp, state, self.with_elr(tp, state, new)))
         if not planned or epoch is None:
             return decisions
         write_started_s = time.perf_counter()
@@ -277,6 +354,16 @@ class Controller:
         self, tp: TopicPartition, replicas: tuple[int, ...], state: LeaderAndIsr, live: set[int]
     ) -> LeaderAndIsr | None:
         unclean = self._unclean(tp.topic)
+        if self._elr_enabled():
+            return elect(
+                replicas,
+                state,
+                live,
+                min_isr=self._min_isr(tp),
+                unclean=unclean,
+                controller_epoch=self.epoch,
+                unclean_shutdown=self._unclean_shutdown,
+            )
         return elect_offline(
             replicas, state, live, unclean=unclean, controller_epoch=self.epoch
         ) or drop_dead_from_isr(state, live, controller_epoch=self.epoch)
@@ -300,6 +387,7 @@ class Controller:
                 return Decision(error.error_code)
             if new is None:
                 return Decision(ErrorCode.none)
+            new = self.with_elr(tp, state, new)
             write_started_s = time.perf_counter()
             try:
                 written = await asyncio.to_thread(
@@ -321,9 +409,24 @@ class Controller:
 
     def _log_decision(self, tp: TopicPartition, old: LeaderAndIsr, new: LeaderAndIsr) -> None:
         if new.leader == old.leader:
-            _log.info("%s: ISR %s -> %s", tp, list(old.isr), list(new.isr))
+            _log.info(
+                "%s: ISR %s -> %s, ELR %s -> %s",
+                tp,
+                list(old.isr),
+                list(new.isr),
+                list(old.elr),
+                list(new.elr),
+            )
         elif new.leader == NO_LEADER:
             _log.warning("%s: offline, no live in-sync replica (last ISR %s)", tp, list(new.isr))
+        elif new.leader in old.elr:
+            _log.info(
+                "%s: leader %d elected from the ELR %s at epoch %d",
+                tp,
+                new.leader,
+                list(old.elr),
+                new.leader_epoch,
+            )
         elif new.leader not in old.isr:
             _log.warning(
                 "%s: unclean election of broker %d at epoch %d: records only the lost ISR "

@@ -112,6 +112,7 @@ from tickwheel.cluster._assignment import AssignmentError, assign_replicas
 from tickwheel.cluster._controller import Controller, ControllerSettings
 from tickwheel.cluster._delayed_elect_leader import DelayedElectLeader
 from tickwheel.cluster._election import elect_offline
+from tickwheel.cluster._elr import ELR_FEATURE
 from tickwheel.cluster._metadata import NO_CONTROLLER, MetadataCache, TopicMetadata
 from tickwheel.cluster._wire import (
     BrokerChannels,
@@ -156,7 +157,7 @@ from tickwheel.cluster._znodes import (
     topic_config_path,
     topic_path,
 )
-from tickwheel.log import LogConfig
+from tickwheel.log import NO_BROKER_EPOCH, LogConfig
 from tickwheel.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from tickwheel.replica import (
     NO_LEADER,
@@ -175,6 +176,7 @@ from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
 _log = logging.getLogger(__name__)
 _MS_PER_S = 1000.0
 _INITIAL_LEADER_EPOCH = 0
+_MIN_ISR = "min.insync.replicas"
 _BACKGROUND_CREATE_TIMEOUT_MS = 30_000
 ZK_CLOSE_TIMEOUT_MS = 2000
 """How long ``stop`` waits for the ZooKeeper session to close: a healthy close takes
@@ -358,7 +360,12 @@ class ClusterNode:
         # The finalized feature levels in ``/feature`` and their epoch (-1: not read yet).
         self.feature_levels: dict[str, int] = {}
         self.features_epoch = -1
-        self.controller = Controller(self._zk, self.cache, settings.controller, self._post_state)
+        self.controller = Controller(
+            self._zk, self.cache, settings.controller, self._post_state, self.elr_enabled
+        )
+        # The czxid of this broker's registration: its broker epoch, as in Kafka's
+        # ZooKeeper mode (-1 until registered).
+        self.broker_epoch = NO_BROKER_EPOCH
         elect_timer = SystemTimer("ElectLeader", executor=InlineExecutor())
         self._elect_timer_driver = AsyncioTimerDriver(elect_timer)
         self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
@@ -457,7 +464,7 @@ class ClusterNode:
         timeout_ms = self.settings.zookeeper.connection_timeout_ms
         await self.wait_until(lambda: self.cache.controller_id != NO_CONTROLLER, timeout_ms)
         await self.wait_until(lambda: self.features_epoch >= 0, timeout_ms)
-        await asyncio.to_thread(zk.register_broker, advertised)
+        self.broker_epoch = await asyncio.to_thread(zk.register_broker, advertised)
         await self.wait_until(lambda: self.broker_id in self.cache.brokers, timeout_ms)
         # Only now can followers fetch from the leaderships taken above.
         self.isr_manager.start()
@@ -758,8 +765,11 @@ class ClusterNode:
         elif isinstance(event, _AclsChanged):
             self._apply_acls(event)
         elif isinstance(event, _FeaturesChanged):
+            had_elr = self.elr_enabled()
             self.feature_levels, self.features_epoch = event.levels, event.epoch
             _log.info("finalized features at epoch %d: %s", event.epoch, event.levels)
+            if had_elr and not self.elr_enabled():
+                self._clear_elr(None)
         else:
             return False
         return True
@@ -793,6 +803,8 @@ class ClusterNode:
         topic = self.cache.topics.get(event.name)
         if event.entity_type != TOPIC_ENTITY or topic is None:
             return
+        if topic.configs.get(_MIN_ISR) != event.configs.get(_MIN_ISR):
+            self._clear_elr(event.name)
         topic.configs = dict(event.configs)
         if self.topic_listener is not None:
             self.topic_listener(event.name, topic)
@@ -803,6 +815,21 @@ class ClusterNode:
             return
         self._replica_manager.update_topic_config(event.name, log_config)
         _log.info("topic %s: config overrides now %s", event.name, topic.configs)
+
+    def elr_enabled(self) -> bool:
+        """Whether the cluster keeps eligible leader replicas (the finalized
+        ``eligible.leader.replicas.version`` is 1)."""
+        return self.feature_levels.get(ELR_FEATURE, 0) >= 1
+
+    def _clear_elr(self, topic: str | None) -> None:
+        """Have the controller, if it is this broker, clear ``topic``'s ELRs (None: all)."""
+        if not self.controller.active:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.controller.clear_elr(topic), name="clear-elr"
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _post_state(self, tp: TopicPartition, state: LeaderAndIsr) -> None:
         """Queue a state this broker wrote, to be applied in order with the watches' events
@@ -883,6 +910,9 @@ class ClusterNode:
             self.leadership_listener(tp, leading)
 
     async def _write_state(self, tp: TopicPartition, proposed: LeaderAndIsr) -> LeaderAndIsr | None:
+        cached = self.cache.partition_states.get(tp)
+        if cached is not None and cached.version == proposed.version:
+            proposed = self.controller.with_elr(tp, cached, proposed)
         written = await asyncio.to_thread(self._zk.set_partition_state, tp, proposed)
         if written is not None:
             self.cache.set_partition_state(tp, written)
@@ -1275,6 +1305,7 @@ class ClusterNode:
             )
             if moved is None or moved.leader == NO_LEADER:
                 continue
+            moved = self.controller.with_elr(tp, state, moved)
             written = await asyncio.to_thread(self._zk.set_partition_state, tp, moved)
             if written is None:
                 remaining.append(tp)

@@ -98,6 +98,7 @@ from tickwheel.cluster._znodes import (
     topic_config_path,
     topic_path,
 )
+from tickwheel.log import NO_BROKER_EPOCH
 from tickwheel.replica import LeaderAndIsr, TopicPartition
 
 _log = logging.getLogger(__name__)
@@ -242,8 +243,9 @@ class ZkClient:
             return None
         return int(stat.version)
 
-    def register_broker(self, registration: BrokerRegistration) -> None:
-        """Create ``/brokers/ids/<id>`` for this session, waiting out a stale one."""
+    def register_broker(self, registration: BrokerRegistration) -> int:
+        """Create ``/brokers/ids/<id>`` for this session, waiting out a stale one;
+        returns the broker epoch (the registration's czxid, as in Kafka's ZooKeeper mode)."""
         path = broker_path(registration.broker_id)
         waited = threading.Event()
         limit_s = (self.settings.session_timeout_ms + _STALE_REGISTRATION_GRACE_MS) / _MS_PER_S
@@ -266,7 +268,12 @@ class ZkClient:
                         f"broker id {registration.broker_id} is registered by a live session"
                     ) from None
                 waited.clear()
-        self._registration = registration
+        stat = self._client.exists(path)
+        epoch = NO_BROKER_EPOCH if stat is None else int(stat.czxid)
+        # A registration again after a lost session speaks for this same process, whose
+        # logs are intact: it names this incarnation's epoch, a clean one.
+        self._registration = replace(registration, previous_broker_epoch=epoch)
+        return epoch
 
     def elect_controller(self, broker_id: int) -> ControllerEpoch | None:
         """Become the controller if there is none; returns the new epoch, or None."""
@@ -434,13 +441,7 @@ class ZkClient:
             )
         except (BadVersionError, NoNodeError):
             return None
-        return LeaderAndIsr(
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=state.isr,
-            controller_epoch=state.controller_epoch,
-            version=int(stat.version),
-        )
+        return replace(state, version=int(stat.version))
 
     def set_partition_state_fenced(
         self, tp: TopicPartition, state: LeaderAndIsr, controller: ControllerEpoch

@@ -39,6 +39,12 @@ from tickwheel.log._checkpoint import (
     read_checkpoint,
     write_atomically,
 )
+from tickwheel.log._clean_shutdown import (
+    CLEAN_SHUTDOWN_FILE,
+    NO_BROKER_EPOCH,
+    take_clean_shutdown,
+    write_clean_shutdown,
+)
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
 from tickwheel.log._config import LogConfig
 from tickwheel.log._errors import (
@@ -92,6 +98,7 @@ from tickwheel.record import (
 
 __all__ = [
     "CLEANED_SUFFIX",
+    "CLEAN_SHUTDOWN_FILE",
     "CONTROL_FLAG_MASK",
     "EARLIEST_TIMESTAMP",
     "HIGH_WATERMARK_CHECKPOINT",
@@ -99,6 +106,7 @@ __all__ = [
     "LOG_OVERHEAD",
     "LOG_START_OFFSET_CHECKPOINT",
     "MAX_TIMESTAMP",
+    "NO_BROKER_EPOCH",
     "OFFSET_CHECKPOINTS",
     "RECORD_BATCH_OVERHEAD",
     "RECOVERY_POINT_CHECKPOINT",
@@ -150,6 +158,8 @@ __all__ = [
     "read_varint",
     "records_section",
     "system_clock_ms",
+    "take_clean_shutdown",
     "write_atomically",
+    "write_clean_shutdown",
     "write_varint",
 ]

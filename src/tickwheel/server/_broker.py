@@ -66,6 +66,8 @@ from tickwheel.log import (
     Log,
     LogCleaner,
     LogError,
+    take_clean_shutdown,
+    write_clean_shutdown,
 )
 from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
 from tickwheel.security import (
@@ -249,6 +251,8 @@ class Broker:
         self._check_resources()
         stored = read_meta_properties(self.log_dirs, config.broker_id)
         cluster_id = choose_cluster_id(stored, config.cluster_id)
+        # Read before the logs open; the controller hears it with the registration.
+        previous_broker_epoch = take_clean_shutdown(self.log_dirs)
         if not config.zookeeper_connect:
             write_meta_properties(self.log_dirs, MetaProperties(config.broker_id, cluster_id))
         broker_time = self.time
@@ -337,7 +341,7 @@ class Broker:
             )
             self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
         if cluster is not None:
-            await start_cluster(context, cluster)
+            await start_cluster(context, cluster, previous_broker_epoch)
         if cleaner is not None:
             # A start-up that fails before this point leaves no thread behind.
             cleaner.start()
@@ -609,6 +613,10 @@ class Broker:
             await asyncio.to_thread(self._cleaner.stop)
         if self._replica_manager is not None:
             self._replica_manager.shutdown()
+            cluster = self._context.cluster if self._context is not None else None
+            broker_epoch = cluster.broker_epoch if cluster is not None else 0
+            # Every log is closed: a clean shutdown, whatever the cluster answered.
+            await asyncio.to_thread(write_clean_shutdown, self.log_dirs, broker_epoch)
         self.time.timers.stop()
         _log.info("tickwheel broker %d stopped", self.config.broker_id)
 
