@@ -23,12 +23,13 @@ first to create the node again takes over. Its decisions:
   leader; a broker change takes the dead brokers out of the ISR, the leader too, and
   elects from the ELR when the ISR is empty, before any unclean election. A broker
   whose registration says it did not shut down cleanly (``previous_broker_epoch``
-  -1) leaves every ISR and ELR it is in when it registers, then is electable again
-  (Kafka fences it until then). A controller that takes over treats every live
-  broker as newly registered: one registered after an unclean shutdown leaves the
-  ELRs again (safe: it only makes fewer replicas eligible). ``clear_elr`` empties
-  the ELRs when the feature is turned off or a topic's ``min.insync.replicas``
-  changes, as Kafka's ``ClearElrRecord``.
+  -1, read afresh from its znode) leaves every ISR and ELR it is in when it
+  registers, then is electable again (Kafka fences it until then); the controller
+  then rewrites that registration with the broker's own epoch, so a controller
+  taking over later (which treats every live broker as newly registered, since
+  brokers may have registered while there was none) does not take it out again.
+  ``clear_elr`` empties the ELRs when the feature is turned off or a topic's
+  ``min.insync.replicas`` changes, as Kafka's ``ClearElrRecord``.
 - ``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``,
   a broker whose share of non-preferred leaderships exceeds
   ``leader.imbalance.per.broker.percentage`` gets its preferred leaderships back.
@@ -79,7 +80,6 @@ from tickwheel.cluster._election import (
 from tickwheel.cluster._elr import cleared, effective_min_isr, elect, tracked
 from tickwheel.cluster._metadata import MetadataCache
 from tickwheel.cluster._zk import ZK_UNAVAILABLE, ControllerEpoch, ControllerMovedError, ZkClient
-from tickwheel.log import NO_BROKER_EPOCH
 from tickwheel.replica import NO_LEADER, LeaderAndIsr, TopicPartition
 
 _log = logging.getLogger(__name__)
@@ -226,17 +226,16 @@ class Controller:
         live = set(self._cache.brokers)
         self._shutting_down &= live
         registered = live - self._registered
+        unclean: set[int] = set()
+        if registered and self._elr_enabled():
+            unclean = await asyncio.to_thread(self._zk.uncleanly_registered, registered)
         self._registered = live
-        unclean = {
-            broker
-            for broker in registered
-            if self._cache.brokers[broker].previous_broker_epoch == NO_BROKER_EPOCH
-        }
-        rounds = [unclean, set()] if unclean and self._elr_enabled() else [set()]
         async with self._lock:
-            for unclean_shutdown in rounds:
+            for unclean_shutdown in ([unclean] if unclean else []) + [set()]:
                 self._unclean_shutdown = unclean_shutdown
                 await self._broker_change_round()
+        if unclean:
+            await asyncio.to_thread(self._zk.mark_registered_cleanly, unclean)
 
     async def _broker_change_round(self) -> None:
         if self._unclean_shutdown:

@@ -486,8 +486,10 @@ class ClusterNode:
         zk.watch_children(CONFIG_CHANGES_PATH, self._on_config_changes)
         zk.watch_children(BROKER_IDS_PATH, self._on_broker_ids)
         zk.watch_children(TOPICS_PATH, self._on_topics)
-        zk.watch_data(CONTROLLER_PATH, self._on_controller)
+        # The finalized features before the controller: a broker that wins the election
+        # at once decides with the levels (eligible leader replicas) already applied.
         zk.watch_data(FEATURE_PATH, self._on_features)
+        zk.watch_data(CONTROLLER_PATH, self._on_controller)
         if self.acl_listener is not None:
             self._acls.watch(self._on_acls)
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -75,9 +75,11 @@ from tickwheel.cluster._znodes import (
     BrokerRegistration,
     ProducerIdBlock,
     TopicAssignment,
+    ZnodeError,
     broker_path,
     config_change_path,
     config_change_sequence,
+    decode_broker,
     decode_cluster_id,
     decode_partition_state,
     decode_producer_id_block,
@@ -274,6 +276,38 @@ class ZkClient:
         # logs are intact: it names this incarnation's epoch, a clean one.
         self._registration = replace(registration, previous_broker_epoch=epoch)
         return epoch
+
+    def uncleanly_registered(self, broker_ids: Iterable[int]) -> set[int]:
+        """Those of ``broker_ids`` whose registration says their last shutdown was
+        unclean (``previous_broker_epoch`` -1), read afresh."""
+        unclean = set()
+        for broker_id in broker_ids:
+            found = self.get(broker_path(broker_id))
+            if found is None:
+                continue
+            with contextlib.suppress(ZnodeError):
+                if decode_broker(broker_id, found[0]).previous_broker_epoch == NO_BROKER_EPOCH:
+                    unclean.add(broker_id)
+        return unclean
+
+    def mark_registered_cleanly(self, broker_ids: Iterable[int]) -> None:
+        """Rewrite each broker's registration with its own epoch (czxid) as the previous
+        one: its unclean shutdown has been dealt with, and a controller taking over
+        later must not deal with it again. Conditional on the znode's version: a
+        registration replaced meanwhile is left as it is."""
+        for broker_id in broker_ids:
+            path = broker_path(broker_id)
+            found = self.get(path)
+            if found is None:
+                continue
+            data, stat = found
+            try:
+                registration = decode_broker(broker_id, data)
+            except ZnodeError:
+                continue
+            marked = replace(registration, previous_broker_epoch=int(stat.czxid))
+            with contextlib.suppress(BadVersionError, NoNodeError):
+                self._client.set(path, encode_broker(marked), version=stat.version)
 
     def elect_controller(self, broker_id: int) -> ControllerEpoch | None:
         """Become the controller if there is none; returns the new epoch, or None."""
