@@ -67,6 +67,7 @@ def test_a_leader_back_before_its_offline_state_was_applied_is_elected_again(
         cache,
         ControllerSettings(auto_leader_rebalance_enable=False),
         lambda _tp, state: queued.append(state),
+        lambda: False,
     )
     epoch = zk.elect_controller(1)
     assert epoch is not None
@@ -82,3 +83,33 @@ def test_a_leader_back_before_its_offline_state_was_applied_is_elected_again(
     final = zk.partition_state(TP)
     assert final is not None
     assert (final.leader, final.leader_epoch, final.isr) == (0, 5, (0,))
+
+
+def test_a_broker_back_from_an_unclean_shutdown_leaves_the_elr_once(zk: ZkClient) -> None:
+    """Broker 0 registers without a clean shutdown marker: the controller takes it out
+    of the ELR instead of electing it, then marks its registration handled, so a
+    controller taking over later leaves it alone."""
+    stored = LeaderAndIsr(NO_LEADER, 3, (), 1, elr=(0, 2), last_known_elr=(0,))
+    zk.create_topic("orders", TopicAssignment({0: (0, 1, 2)}, "id"), {}, {0: stored})
+    cached = zk.partition_state(TP)
+    assert cached is not None
+    cache = MetadataCache()
+    cache.set_topic("orders", {0: (0, 1, 2)}, {"min.insync.replicas": "2"})
+    cache.set_partition_state(TP, cached)
+    registration = BrokerRegistration(0, (BrokerEndpoint(0, "127.0.0.1", 9092),))
+    zk.register_broker(registration)
+    cache.set_brokers([registration])
+    controller = Controller(
+        zk,
+        cache,
+        ControllerSettings(auto_leader_rebalance_enable=False),
+        lambda _tp, _s: None,
+        lambda: True,
+    )
+    epoch = zk.elect_controller(1)
+    assert epoch is not None
+    asyncio.run(controller.activate(epoch))
+    final = zk.partition_state(TP)
+    assert final is not None
+    assert (final.leader, final.isr, final.elr) == (NO_LEADER, (), (2,))
+    assert zk.uncleanly_registered([0]) == set()
