@@ -162,3 +162,10 @@ def test_no_committed_record_is_lost_without_an_unclean_election(
                 action,
                 broker,
             )
+
+
+def test_an_unclean_election_may_pass_over_the_eligible_replicas() -> None:
+    offline = LeaderAndIsr(NO_LEADER, 6, (), elr=(1,), last_known_elr=(1,))
+    new = elect(REPLICAS, offline, {2}, min_isr=1, unclean=True, controller_epoch=EPOCH)
+    assert new == LeaderAndIsr(2, 7, (2,), EPOCH)
+    assert elect(REPLICAS, offline, {2}, min_isr=1, unclean=False, controller_epoch=EPOCH) is None

@@ -21,7 +21,8 @@ without losing a committed record. The rules, with ``min_isr`` the topic's
   valid, the first replica (assignment order) that is live and in the ISR, or, with the
   ISR empty, live and in the ELR (it leads with an ISR of itself and leaves the ELR);
   the last known leader if live, with ISR and ELR empty; with unclean leader election
-  on, any live replica; else none (leader -1). A new leader raises the leader epoch.
+  on, any live replica, eligible or not; else none (leader -1). A new leader raises
+  the leader epoch.
 - ``cleared`` (the feature turned off, or the topic's ``min.insync.replicas``
   changed, as Kafka's ``ClearElrRecord``): no ELR and no last known ELR. A leaderless
   partition whose ISR had emptied gets its ELR and last known leader back as its ISR,
@@ -110,9 +111,9 @@ def elect(
         return broker in acceptable and (broker in isr or (not isr and broker in elr))
 
     leader = next((b for b in (state.leader, *replicas) if valid(b)), NO_LEADER)
-    if leader == NO_LEADER and not isr and not elr:
-        last_known = state.last_known_elr
-        if len(last_known) == 1 and last_known[0] in acceptable:
+    last_known = state.last_known_elr
+    if leader == NO_LEADER:
+        if not isr and not elr and len(last_known) == 1 and last_known[0] in acceptable:
             leader = last_known[0]
         elif unclean:
             leader = next((b for b in replicas if b in acceptable), NO_LEADER)
