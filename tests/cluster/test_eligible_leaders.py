@@ -20,6 +20,7 @@ from .helpers import SESSION_TIMEOUT_MS, WAIT_S, create_topic, wait_for
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
 TOPIC = "eligible"
+ELR_FEATURE = "eligible.leader.replicas.version"
 FIRST, SECOND, THIRD = 0, 1, 2
 BATCH = 50
 _MS_PER_S = 1000
@@ -134,3 +135,14 @@ def test_eligible_replicas_lead_without_loss_and_an_unclean_shutdown_leaves_them
     second.start()
     _wait_state(cluster, SECOND, (FIRST, SECOND), ())
     assert _consume(first, len(acked)) == acked
+
+    # Turned off, the feature takes every ELR with it (Kafka's ClearElrRecord).
+    first.stop()
+    _wait_state(cluster, SECOND, (SECOND,), (FIRST,))
+    admin = KafkaAdminClient(bootstrap_servers=second.bootstrap_servers)
+    try:
+        answer = admin.update_features({ELR_FEATURE: ("SAFE_DOWNGRADE", 0)})
+    finally:
+        admin.close()
+    assert answer == {ELR_FEATURE: "OK"}
+    _wait_state(cluster, SECOND, (SECOND,), ())
