@@ -113,3 +113,42 @@ def test_a_broker_back_from_an_unclean_shutdown_leaves_the_elr_once(zk: ZkClient
     assert final is not None
     assert (final.leader, final.isr, final.elr) == (NO_LEADER, (), (2,))
     assert zk.uncleanly_registered([0]) == set()
+
+
+def test_clearing_the_elr_gives_an_offline_partition_its_eligible_replicas_back(
+    zk: ZkClient,
+) -> None:
+    """A topic's min.insync.replicas changed (or the feature turned off): its ELRs go,
+    and a leaderless partition keeps its eligible replicas as its ISR."""
+    led = LeaderAndIsr(1, 3, (1,), 1, elr=(0,))
+    offline = LeaderAndIsr(NO_LEADER, 3, (), 1, elr=(2,), last_known_elr=(1,))
+    zk.create_topic(
+        "orders", TopicAssignment({0: (0, 1, 2), 1: (0, 1, 2)}, "id"), {}, {0: led, 1: offline}
+    )
+    cache = MetadataCache()
+    cache.set_topic("orders", {0: (0, 1, 2), 1: (0, 1, 2)}, {})
+    for partition in (0, 1):
+        state = zk.partition_state(TopicPartition("orders", partition))
+        assert state is not None
+        cache.set_partition_state(TopicPartition("orders", partition), state)
+    _live(cache, 1)
+    controller = Controller(
+        zk,
+        cache,
+        ControllerSettings(auto_leader_rebalance_enable=False),
+        lambda _tp, _s: None,
+        lambda: True,
+    )
+    epoch = zk.elect_controller(1)
+    assert epoch is not None
+
+    async def run() -> None:
+        await controller.activate(epoch)
+        await controller.clear_elr("orders")
+
+    asyncio.run(run())
+    states = [zk.partition_state(TopicPartition("orders", p)) for p in (0, 1)]
+    assert [(s.leader, s.isr, s.elr, s.last_known_elr) for s in states if s is not None] == [
+        (1, (1,), (), ()),
+        (NO_LEADER, (1, 2), (), ()),
+    ]

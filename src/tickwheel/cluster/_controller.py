@@ -271,17 +271,17 @@ class Controller:
 
         async with self._lock:
             tps = [tp for tp in self._cache.partition_states if topic in (None, tp.topic)]
-            await self._decide_pipelined(sorted(tps), clear)
+            await self._decide_pipelined(sorted(tps), clear, keep_elr=False)
 
     async def _decide_each(
-        self, tps: Iterable[TopicPartition], decide: Decide
+        self, tps: Iterable[TopicPartition], decide: Decide, *, keep_elr: bool = True
     ) -> dict[TopicPartition, Decision]:
         """``_decide`` for each partition; one that fails unexpectedly is logged and
         answered UNKNOWN_SERVER_ERROR, and the others are still decided."""
         decisions = {}
         for tp in tps:
             try:
-                decisions[tp] = await self._decide(tp, decide)
+                decisions[tp] = await self._decide(tp, decide, keep_elr=keep_elr)
             except ZK_UNAVAILABLE as exc:
                 _log.warning("deciding the leadership of %s failed: ZooKeeper %r", tp, exc)
                 decisions[tp] = Decision(ErrorCode.unknown_server_error)
@@ -291,7 +291,7 @@ class Controller:
         return decisions
 
     async def _decide_pipelined(
-        self, tps: Iterable[TopicPartition], decide: Decide
+        self, tps: Iterable[TopicPartition], decide: Decide, *, keep_elr: bool = True
     ) -> dict[TopicPartition, Decision]:
         """``_decide_each``, with every write sent at once (see the module docstring);
         the partitions whose write lost a race are decided again one by one."""
@@ -320,7 +320,7 @@ class Controller:
             if new is None:
                 decisions[tp] = Decision(ErrorCode.none)
             else:
-                planned.append((tp, state, self.with_elr(tp, state, new)))
+                planned.append((tp, state, self.with_elr(tp, state, new) if keep_elr else new))
         if not planned or epoch is None:
             return decisions
         write_started_s = time.perf_counter()
@@ -346,7 +346,7 @@ class Controller:
             self._record(tp, written)
             self._log_decision(tp, old, written)
             decisions[tp] = Decision(ErrorCode.none, written)
-        decisions.update(await self._decide_each(lost, decide))
+        decisions.update(await self._decide_each(lost, decide, keep_elr=keep_elr))
         return decisions
 
     def _after_broker_change(
@@ -367,8 +367,9 @@ class Controller:
             replicas, state, live, unclean=unclean, controller_epoch=self.epoch
         ) or drop_dead_from_isr(state, live, controller_epoch=self.epoch)
 
-    async def _decide(self, tp: TopicPartition, decide: Decide) -> Decision:
-        """Make and write ``decide``'s state for ``tp``, re-deciding after lost races."""
+    async def _decide(self, tp: TopicPartition, decide: Decide, *, keep_elr: bool) -> Decision:
+        """Make and write ``decide``'s state for ``tp``, re-deciding after lost races;
+        with ``keep_elr`` its ELRs are then kept by the rules (``with_elr``)."""
         state = self._current(tp)
         for _ in range(_WRITE_ATTEMPTS):
             epoch = self._epoch
@@ -386,7 +387,8 @@ class Controller:
                 return Decision(error.error_code)
             if new is None:
                 return Decision(ErrorCode.none)
-            new = self.with_elr(tp, state, new)
+            if keep_elr:
+                new = self.with_elr(tp, state, new)
             write_started_s = time.perf_counter()
             try:
                 written = await asyncio.to_thread(
