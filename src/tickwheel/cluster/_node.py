@@ -83,7 +83,16 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    planned from, so of two concurrent updates one wins and the other is told to plan
    again, the serialisation Kafka's controller gives; it returns once this broker has
    applied its own write. ``start`` waits (at most the ZooKeeper connection timeout)
-   until the levels are known.
+   until the levels are known. The features are watched before the controller, so a
+   controller elected at start decides with them. ``eligible.leader.replicas.version``
+   (``elr_enabled``) turns the controller's KIP-966 rules on; its turning off, and a
+   change of a topic's ``min.insync.replicas``, make the controller clear the ELRs.
+
+10. Clean shutdown (KIP-966): the registration carries ``previous_broker_epoch``, the
+   epoch the broker's clean shutdown marker held (-1: unclean), for the controller;
+   ``broker_epoch`` is this registration's czxid, which the broker writes into the
+   marker when it stops cleanly. The ISR changes a leader writes, and its hand-over,
+   keep the ELRs through ``Controller.with_elr``.
 
 Concurrency: the node lives on the broker's event loop; ZooKeeper calls run in worker
 threads (``asyncio.to_thread``); watch callbacks run on kazoo's thread and only post
