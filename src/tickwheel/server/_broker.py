@@ -33,7 +33,8 @@ ZooKeeper session closed within ``ZK_CLOSE_TIMEOUT_MS``), stops the coordinators
 the cleaner, then flushes and closes the logs, which write their checkpoints: the next
 start recovers nothing. Last, it writes Kafka's clean shutdown marker into every log
 directory (``tickwheel.log._clean_shutdown``); ``start`` reads and deletes it before the
-logs open and, in a cluster, registers with its epoch (none: an unclean shutdown). ``flush_logs`` is for a stop that cannot wait for all that.
+logs open and, in a cluster, registers with its epoch (none: an unclean shutdown).
+``flush_logs`` is for a stop that cannot wait for all that.
 
 ``BackgroundBroker`` runs a ``Broker`` on an event loop in its own thread, for
 synchronous programs and tests: ``with BackgroundBroker(config) as broker``.
