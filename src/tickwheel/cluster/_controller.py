@@ -419,7 +419,12 @@ class Controller:
                 list(new.elr),
             )
         elif new.leader == NO_LEADER:
-            _log.warning("%s: offline, no live in-sync replica (last ISR %s)", tp, list(new.isr))
+            _log.warning(
+                "%s: offline, no live in-sync replica (last ISR %s, ELR %s)",
+                tp,
+                list(new.isr),
+                list(new.elr),
+            )
         elif new.leader in old.elr:
             _log.info(
                 "%s: leader %d elected from the ELR %s at epoch %d",
