@@ -20,6 +20,7 @@ from tickwheel.cluster import (
     ZkSettings,
     ZooKeeperServer,
 )
+from tickwheel.cluster._zk import ControllerEpoch
 from tickwheel.replica import LeaderAndIsr, TopicPartition
 
 from .helpers import ZOOKEEPER_TICK_MS
@@ -85,6 +86,20 @@ def test_a_leader_back_before_its_offline_state_was_applied_is_elected_again(
     assert (final.leader, final.leader_epoch, final.isr) == (0, 5, (0,))
 
 
+def _elr_controller(zk: ZkClient, cache: MetadataCache) -> tuple[Controller, ControllerEpoch]:
+    """A controller over ``cache`` keeping eligible leader replicas, elected in ``zk``."""
+    controller = Controller(
+        zk,
+        cache,
+        ControllerSettings(auto_leader_rebalance_enable=False),
+        lambda _tp, _state: None,
+        lambda: True,
+    )
+    epoch = zk.elect_controller(1)
+    assert epoch is not None
+    return controller, epoch
+
+
 def test_a_broker_back_from_an_unclean_shutdown_leaves_the_elr_once(zk: ZkClient) -> None:
     """Broker 0 registers without a clean shutdown marker: the controller takes it out
     of the ELR instead of electing it, then marks its registration handled, so a
@@ -99,15 +114,7 @@ def test_a_broker_back_from_an_unclean_shutdown_leaves_the_elr_once(zk: ZkClient
     registration = BrokerRegistration(0, (BrokerEndpoint(0, "127.0.0.1", 9092),))
     zk.register_broker(registration)
     cache.set_brokers([registration])
-    controller = Controller(
-        zk,
-        cache,
-        ControllerSettings(auto_leader_rebalance_enable=False),
-        lambda _tp, _s: None,
-        lambda: True,
-    )
-    epoch = zk.elect_controller(1)
-    assert epoch is not None
+    controller, epoch = _elr_controller(zk, cache)
     asyncio.run(controller.activate(epoch))
     final = zk.partition_state(TP)
     assert final is not None
@@ -132,15 +139,7 @@ def test_clearing_the_elr_gives_an_offline_partition_its_eligible_replicas_back(
         assert state is not None
         cache.set_partition_state(TopicPartition("orders", partition), state)
     _live(cache, 1)
-    controller = Controller(
-        zk,
-        cache,
-        ControllerSettings(auto_leader_rebalance_enable=False),
-        lambda _tp, _s: None,
-        lambda: True,
-    )
-    epoch = zk.elect_controller(1)
-    assert epoch is not None
+    controller, epoch = _elr_controller(zk, cache)
 
     async def run() -> None:
         await controller.activate(epoch)

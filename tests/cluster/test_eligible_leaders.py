@@ -5,6 +5,7 @@ back from an unclean shutdown is no longer eligible."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -44,12 +45,7 @@ def _consume(broker: BrokerProcess, count: int) -> list[bytes]:
     try:
         consumer.assign([TopicPartition(TOPIC, 0)])
         consumer.seek_to_beginning()
-        values: list[bytes] = []
-        for record in consumer:
-            values.append(record.value)
-            if len(values) == count:
-                break
-        return values
+        return [record.value for record in itertools.islice(consumer, count)]
     finally:
         consumer.close()
 

@@ -20,12 +20,7 @@ API_VERSIONS = 18
 UPDATE_FEATURES = 57
 SAFE_DOWNGRADE, UPGRADE = 2, 1
 ELR = "eligible.leader.replicas.version"
-SERVED = {
-    ELR: 1,
-    "group.version": 1,
-    "share.version": 1,
-    "transaction.version": 1,
-}
+SERVED = {ELR: 1, "group.version": 1, "share.version": 1, "transaction.version": 1}
 _MS_PER_S = 1000
 
 

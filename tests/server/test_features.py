@@ -25,12 +25,7 @@ UPDATE_FEATURES = 57
 CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT = 68, 76
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 ELR = "eligible.leader.replicas.version"
-SERVED = {
-    ELR: 1,
-    "group.version": 1,
-    "share.version": 1,
-    "transaction.version": 1,
-}
+SERVED = {ELR: 1, "group.version": 1, "share.version": 1, "transaction.version": 1}
 ALL_FAILED = "The update failed for all features since the following feature had an error: "
 
 
