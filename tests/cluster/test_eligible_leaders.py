@@ -5,13 +5,15 @@ back from an unclean shutdown is no longer eligible."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
-from kafka.admin import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from tickwheel.cluster import BrokerProcess, LocalCluster
 from tickwheel.replica import NO_LEADER, LeaderAndIsr
@@ -50,13 +52,20 @@ def _consume(broker: BrokerProcess, count: int) -> list[bytes]:
         consumer.close()
 
 
-def _described(broker: BrokerProcess) -> dict[str, Any]:
-    """Partition 0 of the topic as ``broker`` describes it."""
+@contextlib.contextmanager
+def _admin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
+    """A kafka-python admin client of the brokers live now, reached through ``broker``."""
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     try:
-        answer = admin.describe_topic_partitions([TOPIC])
+        yield admin
     finally:
         admin.close()
+
+
+def _described(broker: BrokerProcess) -> dict[str, Any]:
+    """Partition 0 of the topic as ``broker`` describes it."""
+    with _admin(broker) as admin:
+        answer = admin.describe_topic_partitions([TOPIC])
     [topic] = answer["topics"]
     [partition] = topic["partitions"]
     described = dict(partition)
@@ -132,13 +141,19 @@ def test_eligible_replicas_lead_without_loss_and_an_unclean_shutdown_leaves_them
     _wait_state(cluster, SECOND, (FIRST, SECOND), ())
     assert _consume(first, len(acked)) == acked
 
-    # Turned off, the feature takes every ELR with it (Kafka's ClearElrRecord).
+    # A new min.insync.replicas for the topic clears its ELR (Kafka's ClearElrRecord),
+    # and so does turning the feature off.
     first.stop()
     _wait_state(cluster, SECOND, (SECOND,), (FIRST,))
-    admin = KafkaAdminClient(bootstrap_servers=second.bootstrap_servers)
-    try:
-        answer = admin.update_features({ELR_FEATURE: ("SAFE_DOWNGRADE", 0)})
-    finally:
-        admin.close()
-    assert answer == {ELR_FEATURE: "OK"}
+    with _admin(second) as admin:
+        admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={"min.insync.replicas": "3"})]
+        )
+    _wait_state(cluster, SECOND, (SECOND,), ())
+    first.start()
+    _wait_state(cluster, SECOND, (FIRST, SECOND), ())
+    first.stop()
+    _wait_state(cluster, SECOND, (SECOND,), (FIRST,))
+    with _admin(second) as admin:
+        assert admin.update_features({ELR_FEATURE: ("SAFE_DOWNGRADE", 0)}) == {ELR_FEATURE: "OK"}
     _wait_state(cluster, SECOND, (SECOND,), ())

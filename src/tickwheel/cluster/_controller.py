@@ -29,7 +29,8 @@ first to create the node again takes over. Its decisions:
   taking over later (which treats every live broker as newly registered, since
   brokers may have registered while there was none) does not take it out again.
   ``clear_elr`` empties the ELRs when the feature is turned off or a topic's
-  ``min.insync.replicas`` changes, as Kafka's ``ClearElrRecord``.
+  ``min.insync.replicas`` changes (every topic's when the cluster default does), as
+  Kafka's ``ClearElrRecord``.
 - ``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``,
   a broker whose share of non-preferred leaderships exceeds
   ``leader.imbalance.per.broker.percentage`` gets its preferred leaderships back.
@@ -134,6 +135,8 @@ class Controller:
         self._written: dict[TopicPartition, LeaderAndIsr] = {}
         self._settings = settings
         self._elr_enabled = elr_enabled
+        # The cluster's dynamic default of min.insync.replicas, if one is set.
+        self._default_min_isr: int | None = None
         # The live brokers of the last broker change, and those of the round being
         # decided that registered after an unclean shutdown.
         self._registered: set[int] = set()
@@ -199,10 +202,18 @@ class Controller:
             return self._settings.unclean_leader_election_enable
         return override.strip().lower() == _TRUE
 
+    def set_default_min_isr(self, value: str | None) -> bool:
+        """Take the cluster's dynamic default of ``min.insync.replicas`` (None: the
+        broker's static one); True if the default in force changed."""
+        dynamic = int(value) if value is not None and value.strip().isdigit() else None
+        changed = dynamic != self._default_min_isr
+        self._default_min_isr = dynamic
+        return changed
+
     def _min_isr(self, tp: TopicPartition) -> int:
         info = self._cache.topics.get(tp.topic)
         override = info.configs.get("min.insync.replicas") if info else None
-        configured = self._settings.min_insync_replicas
+        configured = self._default_min_isr or self._settings.min_insync_replicas
         if override is not None and override.strip().isdigit():
             configured = int(override)
         return effective_min_isr(configured, len(self._cache.replicas(tp)))

@@ -85,8 +85,9 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    applied its own write. ``start`` waits (at most the ZooKeeper connection timeout)
    until the levels are known. The features are watched before the controller, so a
    controller elected at start decides with them. ``eligible.leader.replicas.version``
-   (``elr_enabled``) turns the controller's KIP-966 rules on; its turning off, and a
-   change of a topic's ``min.insync.replicas``, make the controller clear the ELRs.
+   (``elr_enabled``) turns the controller's KIP-966 rules on; its turning off, a
+   change of a topic's ``min.insync.replicas`` and one of the cluster default (the
+   ``<default>`` broker entity's) make the controller clear the ELRs.
 
 10. Clean shutdown (KIP-966): the registration carries ``previous_broker_epoch``, the
    epoch the broker's clean shutdown marker held (-1: unclean), for the controller;
@@ -796,9 +797,7 @@ class ClusterNode:
         if event.configs is None:
             return
         if event.entity_type == BROKER_ENTITY:
-            listener = self.broker_config_listener
-            if listener is not None and event.name in {DEFAULT_BROKER_ENTITY, str(self.broker_id)}:
-                listener(event.name, event.configs)
+            self._apply_broker_config(event.name, event.configs, event.sequence)
             return
         if event.entity_type == GROUP_ENTITY:
             if self.group_config_listener is not None:
@@ -826,6 +825,15 @@ class ClusterNode:
             return
         self._replica_manager.update_topic_config(event.name, log_config)
         _log.info("topic %s: config overrides now %s", event.name, topic.configs)
+
+    def _apply_broker_config(self, name: str, configs: dict[str, str], sequence: int) -> None:
+        if name == DEFAULT_BROKER_ENTITY:
+            changed = self.controller.set_default_min_isr(configs.get(_MIN_ISR))
+            if changed and sequence != _INITIAL_CONFIGS:
+                self._clear_elr(None)
+        listener = self.broker_config_listener
+        if listener is not None and name in {DEFAULT_BROKER_ENTITY, str(self.broker_id)}:
+            listener(name, configs)
 
     def elr_enabled(self) -> bool:
         """Whether the cluster keeps eligible leader replicas (the finalized
