@@ -32,10 +32,11 @@ def test_describe_then_change_the_levels(
     status, out, _ = run(capsys, tickwheel_broker, "describe")
     assert status == 0
     assert out.splitlines() == [
-        "FEATURE              SUPPORTED-MIN  SUPPORTED-MAX  FINALIZED-LEVEL  EPOCH",
-        "group.version        0              1              1                0",
-        "share.version        0              1              1                0",
-        "transaction.version  0              1              1                0",
+        "FEATURE                           SUPPORTED-MIN  SUPPORTED-MAX  FINALIZED-LEVEL  EPOCH",
+        "eligible.leader.replicas.version  0              1              1                0",
+        "group.version                     0              1              1                0",
+        "share.version                     0              1              1                0",
+        "transaction.version               0              1              1                0",
     ]
     dry = run(capsys, tickwheel_broker, "disable", "--feature", "share.version", "--dry-run")
     assert dry == (0, "share.version can be downgraded to 0.\n", "")

@@ -179,9 +179,11 @@ def test_unclean_election_only_where_allowed(cluster: LocalCluster) -> None:
     cluster.brokers[0].kill()
     _restart(cluster, 1)
     wait_for(lambda: _leader(cluster, unclean) == 1, "the out-of-sync replica to lead")
-    # The clean topic stays offline: its only in-sync replica is dead.
+    # The clean topic stays offline: its only in-sync replica is dead, and eligible.
     assert _leader(cluster, clean) == NO_LEADER
-    assert isr(cluster, clean) == (0,)
+    state = cluster.partition_state(clean, 0)
+    assert state is not None
+    assert (state.isr, state.elr) == ((), (0,))
     metadata = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(
         timeout=WAIT_S
     )

@@ -80,7 +80,8 @@ def _synced(zk: ZkClient, cache: MetadataCache) -> MetadataCache:
 
 def _controller(zk: ZkClient, cache: MetadataCache) -> Controller:
     settings = ControllerSettings(auto_leader_rebalance_enable=False)
-    return Controller(zk, cache, settings, lambda _tp, _state: None)
+    # Eligible leader replicas on, a new cluster's level.
+    return Controller(zk, cache, settings, lambda _tp, _state: None, lambda: True)
 
 
 def _catch_up(zk: ZkClient, cache: MetadataCache, *replicas: int) -> None:

@@ -19,9 +19,16 @@ BROKER_ID = 7
 
 def test_a_new_cluster_finalizes_what_is_served_and_no_transactions_v2() -> None:
     assert initial_features() == FinalizedFeatures(
-        0, {"group.version": 1, "share.version": 1, "transaction.version": 1}
+        0,
+        {
+            "eligible.leader.replicas.version": 1,
+            "group.version": 1,
+            "share.version": 1,
+            "transaction.version": 1,
+        },
     )
     assert {f.name: (f.min_level, f.max_level) for f in SUPPORTED_FEATURES} == {
+        "eligible.leader.replicas.version": (0, 1),
         "group.version": (0, 1),
         "share.version": (0, 1),
         "transaction.version": (0, 1),

@@ -24,7 +24,8 @@ API_VERSIONS = 18
 UPDATE_FEATURES = 57
 CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT = 68, 76
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
-SERVED = {"group.version": 1, "share.version": 1, "transaction.version": 1}
+ELR = "eligible.leader.replicas.version"
+SERVED = {ELR: 1, "group.version": 1, "share.version": 1, "transaction.version": 1}
 ALL_FAILED = "The update failed for all features since the following feature had an error: "
 
 
@@ -71,6 +72,7 @@ def client(tickwheel_broker: BackgroundBroker) -> Iterator[WireClient]:
 def test_a_new_broker_advertises_the_levels_it_serves(client: WireClient) -> None:
     v4 = api_versions(client, 4)
     assert {f.name: (f.min_version, f.max_version) for f in v4.supported_features} == {
+        ELR: (0, 1),
         "group.version": (0, 1),
         "share.version": (0, 1),
         "transaction.version": (0, 1),
@@ -141,7 +143,10 @@ def test_a_downgrade_asked_as_one_may_not_raise_a_level(client: WireClient) -> N
         ALL_FAILED + "Invalid update version 1 for feature share.version. "
         "Can't downgrade to a newer version."
     )
-    assert finalized(client) == (1, {"group.version": 1, "transaction.version": 1})
+    assert finalized(client) == (
+        1,
+        {ELR: 1, "group.version": 1, "transaction.version": 1},
+    )
 
 
 def test_each_version_answers_as_kafka_does(client: WireClient) -> None:
@@ -162,7 +167,7 @@ def test_each_version_answers_as_kafka_does(client: WireClient) -> None:
     assert [(r.feature, r.error_code, r.error_message) for r in v0.results] == [
         ("group.version", ErrorCode.none, None)
     ]
-    assert finalized(client) == (1, {"share.version": 1, "transaction.version": 1})
+    assert finalized(client) == (1, {ELR: 1, "share.version": 1, "transaction.version": 1})
     # v2 answers a success with its top-level error code alone.
     v2 = update(client, [("group.version", 1, UPGRADE)], version=2)
     assert (v2.error_code, v2.error_message) == (ErrorCode.none, None)
@@ -238,12 +243,12 @@ def test_the_finalized_levels_survive_a_restart(tmp_path: Path) -> None:
         client = WireClient(broker.bootstrap_servers)
         try:
             assert update(client, [("group.version", 0, SAFE_DOWNGRADE)]).error_code == 0
-            assert finalized(client) == (1, {"share.version": 1, "transaction.version": 1})
+            assert finalized(client) == (1, {ELR: 1, "share.version": 1, "transaction.version": 1})
         finally:
             client.close()
     with BackgroundBroker(config) as broker:
         client = WireClient(broker.bootstrap_servers)
         try:
-            assert finalized(client) == (1, {"share.version": 1, "transaction.version": 1})
+            assert finalized(client) == (1, {ELR: 1, "share.version": 1, "transaction.version": 1})
         finally:
             client.close()

@@ -21,6 +21,7 @@ worker threads); ``ZooKeeperServer`` and ``LocalCluster`` belong to one thread.
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
 from tickwheel.cluster._controller import Controller, ControllerSettings, ReassignmentResult
 from tickwheel.cluster._election import ElectionError
+from tickwheel.cluster._elr import ELR_FEATURE
 from tickwheel.cluster._local import BrokerProcess, LocalCluster
 from tickwheel.cluster._metadata import (
     NO_CONTROLLER,
@@ -73,6 +74,7 @@ from tickwheel.cluster._zookeeper import ZooKeeperError, ZooKeeperServer, free_p
 __all__ = [
     "BROKER_ENTITY",
     "DEFAULT_BROKER_ENTITY",
+    "ELR_FEATURE",
     "GROUP_ENTITY",
     "NO_CONTROLLER",
     "TOPIC_ENTITY",

@@ -90,7 +90,17 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    planned from, so of two concurrent updates one wins and the other is told to plan
    again, the serialisation Kafka's controller gives; it returns once this broker has
    applied its own write. ``start`` waits (at most the ZooKeeper connection timeout)
-   until the levels are known.
+   until the levels are known. The features are watched before the controller, so a
+   controller elected at start decides with them. ``eligible.leader.replicas.version``
+   (``elr_enabled``) turns the controller's KIP-966 rules on; its turning off, a
+   change of a topic's ``min.insync.replicas`` and one of the cluster default (the
+   ``<default>`` broker entity's) make the controller clear the ELRs.
+
+10. Clean shutdown (KIP-966): the registration carries ``previous_broker_epoch``, the
+   epoch the broker's clean shutdown marker held (-1: unclean), for the controller;
+   ``broker_epoch`` is this registration's czxid, which the broker writes into the
+   marker when it stops cleanly. The ISR changes a leader writes, and its hand-over,
+   keep the ELRs through ``Controller.with_elr``.
 
 Concurrency: the node lives on the broker's event loop; ZooKeeper calls run in worker
 threads (``asyncio.to_thread``); watch callbacks run on kazoo's thread and only post
@@ -119,6 +129,7 @@ from tickwheel.cluster._assignment import AssignmentError, assign_replicas
 from tickwheel.cluster._controller import Controller, ControllerSettings
 from tickwheel.cluster._delayed_elect_leader import DelayedElectLeader
 from tickwheel.cluster._election import elect_offline
+from tickwheel.cluster._elr import ELR_FEATURE
 from tickwheel.cluster._metadata import NO_CONTROLLER, MetadataCache, TopicMetadata
 from tickwheel.cluster._wire import (
     BrokerChannels,
@@ -163,7 +174,7 @@ from tickwheel.cluster._znodes import (
     topic_config_path,
     topic_path,
 )
-from tickwheel.log import LogConfig
+from tickwheel.log import NO_BROKER_EPOCH, LogConfig
 from tickwheel.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from tickwheel.replica import (
     NO_LEADER,
@@ -182,6 +193,7 @@ from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
 _log = logging.getLogger(__name__)
 _MS_PER_S = 1000.0
 _INITIAL_LEADER_EPOCH = 0
+_MIN_ISR = "min.insync.replicas"
 _BACKGROUND_CREATE_TIMEOUT_MS = 30_000
 ZK_CLOSE_TIMEOUT_MS = 2000
 """How long ``stop`` waits for the ZooKeeper session to close: a healthy close takes
@@ -365,7 +377,12 @@ class ClusterNode:
         # The finalized feature levels in ``/feature`` and their epoch (-1: not read yet).
         self.feature_levels: dict[str, int] = {}
         self.features_epoch = -1
-        self.controller = Controller(self._zk, self.cache, settings.controller, self._post_state)
+        self.controller = Controller(
+            self._zk, self.cache, settings.controller, self._post_state, self.elr_enabled
+        )
+        # The czxid of this broker's registration: its broker epoch, as in Kafka's
+        # ZooKeeper mode (-1 until registered).
+        self.broker_epoch = NO_BROKER_EPOCH
         elect_timer = SystemTimer("ElectLeader", executor=InlineExecutor())
         self._elect_timer_driver = AsyncioTimerDriver(elect_timer)
         self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
@@ -464,7 +481,7 @@ class ClusterNode:
         timeout_ms = self.settings.zookeeper.connection_timeout_ms
         await self.wait_until(lambda: self.cache.controller_id != NO_CONTROLLER, timeout_ms)
         await self.wait_until(lambda: self.features_epoch >= 0, timeout_ms)
-        await asyncio.to_thread(zk.register_broker, advertised)
+        self.broker_epoch = await asyncio.to_thread(zk.register_broker, advertised)
         await self.wait_until(lambda: self.broker_id in self.cache.brokers, timeout_ms)
         # Only now can followers fetch from the leaderships taken above.
         self.isr_manager.start()
@@ -486,8 +503,10 @@ class ClusterNode:
         zk.watch_children(CONFIG_CHANGES_PATH, self._on_config_changes)
         zk.watch_children(BROKER_IDS_PATH, self._on_broker_ids)
         zk.watch_children(TOPICS_PATH, self._on_topics)
-        zk.watch_data(CONTROLLER_PATH, self._on_controller)
+        # The finalized features before the controller: a broker that wins the election
+        # at once decides with the levels (eligible leader replicas) already applied.
         zk.watch_data(FEATURE_PATH, self._on_features)
+        zk.watch_data(CONTROLLER_PATH, self._on_controller)
         if self.acl_listener is not None:
             self._acls.watch(self._on_acls)
 
@@ -767,8 +786,11 @@ class ClusterNode:
         elif isinstance(event, _AclsChanged):
             self._apply_acls(event)
         elif isinstance(event, _FeaturesChanged):
+            had_elr = self.elr_enabled()
             self.feature_levels, self.features_epoch = event.levels, event.epoch
             _log.info("finalized features at epoch %d: %s", event.epoch, event.levels)
+            if had_elr and not self.elr_enabled():
+                self._clear_elr(None)
         else:
             return False
         return True
@@ -784,9 +806,7 @@ class ClusterNode:
         if event.configs is None:
             return
         if event.entity_type == BROKER_ENTITY:
-            listener = self.broker_config_listener
-            if listener is not None and event.name in {DEFAULT_BROKER_ENTITY, str(self.broker_id)}:
-                listener(event.name, event.configs)
+            self._apply_broker_config(event.name, event.configs, event.sequence)
             return
         if event.entity_type == GROUP_ENTITY:
             if self.group_config_listener is not None:
@@ -802,6 +822,8 @@ class ClusterNode:
         topic = self.cache.topics.get(event.name)
         if event.entity_type != TOPIC_ENTITY or topic is None:
             return
+        if topic.configs.get(_MIN_ISR) != event.configs.get(_MIN_ISR):
+            self._clear_elr(event.name)
         topic.configs = dict(event.configs)
         if self.topic_listener is not None:
             self.topic_listener(event.name, topic)
@@ -812,6 +834,30 @@ class ClusterNode:
             return
         self._replica_manager.update_topic_config(event.name, log_config)
         _log.info("topic %s: config overrides now %s", event.name, topic.configs)
+
+    def _apply_broker_config(self, name: str, configs: dict[str, str], sequence: int) -> None:
+        if name == DEFAULT_BROKER_ENTITY:
+            changed = self.controller.set_default_min_isr(configs.get(_MIN_ISR))
+            if changed and sequence != _INITIAL_CONFIGS:
+                self._clear_elr(None)
+        listener = self.broker_config_listener
+        if listener is not None and name in {DEFAULT_BROKER_ENTITY, str(self.broker_id)}:
+            listener(name, configs)
+
+    def elr_enabled(self) -> bool:
+        """Whether the cluster keeps eligible leader replicas (the finalized
+        ``eligible.leader.replicas.version`` is 1)."""
+        return self.feature_levels.get(ELR_FEATURE, 0) >= 1
+
+    def _clear_elr(self, topic: str | None) -> None:
+        """Have the controller, if it is this broker, clear ``topic``'s ELRs (None: all)."""
+        if not self.controller.active:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.controller.clear_elr(topic), name="clear-elr"
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _post_state(self, tp: TopicPartition, state: LeaderAndIsr) -> None:
         """Queue a state this broker wrote, to be applied in order with the watches' events
@@ -919,6 +965,9 @@ class ClusterNode:
             self.leadership_listener(tp, leading)
 
     async def _write_state(self, tp: TopicPartition, proposed: LeaderAndIsr) -> LeaderAndIsr | None:
+        cached = self.cache.partition_states.get(tp)
+        if cached is not None and cached.version == proposed.version:
+            proposed = self.controller.with_elr(tp, cached, proposed)
         written = await asyncio.to_thread(self._zk.set_partition_state, tp, proposed)
         if written is not None:
             self.cache.set_partition_state(tp, written)
@@ -1317,6 +1366,7 @@ class ClusterNode:
             )
             if moved is None or moved.leader == NO_LEADER:
                 continue
+            moved = self.controller.with_elr(tp, state, moved)
             written = await asyncio.to_thread(self._zk.set_partition_state, tp, moved)
             if written is None:
                 remaining.append(tp)

@@ -50,7 +50,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -78,9 +78,11 @@ from tickwheel.cluster._znodes import (
     BrokerRegistration,
     ProducerIdBlock,
     TopicAssignment,
+    ZnodeError,
     broker_path,
     config_change_path,
     config_change_sequence,
+    decode_broker,
     decode_cluster_id,
     decode_partition_state,
     decode_producer_id_block,
@@ -102,6 +104,7 @@ from tickwheel.cluster._znodes import (
     topic_config_path,
     topic_path,
 )
+from tickwheel.log import NO_BROKER_EPOCH
 from tickwheel.replica import LeaderAndIsr, TopicPartition
 
 _log = logging.getLogger(__name__)
@@ -246,8 +249,9 @@ class ZkClient:
             return None
         return int(stat.version)
 
-    def register_broker(self, registration: BrokerRegistration) -> None:
-        """Create ``/brokers/ids/<id>`` for this session, waiting out a stale one."""
+    def register_broker(self, registration: BrokerRegistration) -> int:
+        """Create ``/brokers/ids/<id>`` for this session, waiting out a stale one;
+        returns the broker epoch (the registration's czxid, as in Kafka's ZooKeeper mode)."""
         path = broker_path(registration.broker_id)
         waited = threading.Event()
         limit_s = (self.settings.session_timeout_ms + _STALE_REGISTRATION_GRACE_MS) / _MS_PER_S
@@ -270,7 +274,44 @@ class ZkClient:
                         f"broker id {registration.broker_id} is registered by a live session"
                     ) from None
                 waited.clear()
-        self._registration = registration
+        stat = self._client.exists(path)
+        epoch = NO_BROKER_EPOCH if stat is None else int(stat.czxid)
+        # A registration again after a lost session speaks for this same process, whose
+        # logs are intact: it names this incarnation's epoch, a clean one.
+        self._registration = replace(registration, previous_broker_epoch=epoch)
+        return epoch
+
+    def uncleanly_registered(self, broker_ids: Iterable[int]) -> set[int]:
+        """Those of ``broker_ids`` whose registration says their last shutdown was
+        unclean (``previous_broker_epoch`` -1), read afresh."""
+        unclean = set()
+        for broker_id in broker_ids:
+            found = self.get(broker_path(broker_id))
+            if found is None:
+                continue
+            with contextlib.suppress(ZnodeError):
+                if decode_broker(broker_id, found[0]).previous_broker_epoch == NO_BROKER_EPOCH:
+                    unclean.add(broker_id)
+        return unclean
+
+    def mark_registered_cleanly(self, broker_ids: Iterable[int]) -> None:
+        """Rewrite each broker's registration with its own epoch (czxid) as the previous
+        one: its unclean shutdown has been dealt with, and a controller taking over
+        later must not deal with it again. Conditional on the znode's version: a
+        registration replaced meanwhile is left as it is."""
+        for broker_id in broker_ids:
+            path = broker_path(broker_id)
+            found = self.get(path)
+            if found is None:
+                continue
+            data, stat = found
+            try:
+                registration = decode_broker(broker_id, data)
+            except ZnodeError:
+                continue
+            marked = replace(registration, previous_broker_epoch=int(stat.czxid))
+            with contextlib.suppress(BadVersionError, NoNodeError):
+                self._client.set(path, encode_broker(marked), version=stat.version)
 
     def elect_controller(self, broker_id: int) -> ControllerEpoch | None:
         """Become the controller if there is none; returns the new epoch, or None."""
@@ -501,13 +542,7 @@ class ZkClient:
             )
         except (BadVersionError, NoNodeError):
             return None
-        return LeaderAndIsr(
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=state.isr,
-            controller_epoch=state.controller_epoch,
-            version=int(stat.version),
-        )
+        return replace(state, version=int(stat.version))
 
     def set_partition_state_fenced(
         self, tp: TopicPartition, state: LeaderAndIsr, controller: ControllerEpoch

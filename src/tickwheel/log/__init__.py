@@ -39,6 +39,12 @@ from tickwheel.log._checkpoint import (
     read_checkpoint,
     write_atomically,
 )
+from tickwheel.log._clean_shutdown import (
+    CLEAN_SHUTDOWN_FILE,
+    NO_BROKER_EPOCH,
+    take_clean_shutdown,
+    write_clean_shutdown,
+)
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
 from tickwheel.log._config import (
     FOLLOWER_THROTTLED_REPLICAS,
@@ -97,6 +103,7 @@ from tickwheel.record import (
 
 __all__ = [
     "CLEANED_SUFFIX",
+    "CLEAN_SHUTDOWN_FILE",
     "CONTROL_FLAG_MASK",
     "EARLIEST_TIMESTAMP",
     "FOLLOWER_THROTTLED_REPLICAS",
@@ -106,6 +113,7 @@ __all__ = [
     "LOG_OVERHEAD",
     "LOG_START_OFFSET_CHECKPOINT",
     "MAX_TIMESTAMP",
+    "NO_BROKER_EPOCH",
     "OFFSET_CHECKPOINTS",
     "RECORD_BATCH_OVERHEAD",
     "RECOVERY_POINT_CHECKPOINT",
@@ -157,7 +165,9 @@ __all__ = [
     "read_varint",
     "records_section",
     "system_clock_ms",
+    "take_clean_shutdown",
     "throttled_replicas",
     "write_atomically",
+    "write_clean_shutdown",
     "write_varint",
 ]

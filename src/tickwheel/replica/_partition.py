@@ -157,7 +157,12 @@ class Partition:
         return self.leader_epoch_start_offset > self.log.high_watermark
 
     def maybe_increment_leader_hw(self) -> bool:
-        """Move the HW to the minimum LEO over the ISR if that is higher; True if moved."""
+        """Move the HW to the minimum LEO over the ISR if that is higher; True if moved.
+        An ISR below ``min.insync.replicas`` (at most the replica count) holds the HW
+        where it is: Kafka's strict min ISR, which makes the replicas that leave such
+        an ISR eligible leaders."""
+        if len(self.isr) < min(self.min_insync_replicas, len(self.assigned_replicas)):
+            return False
         end = self.log.log_end_offset
         for broker_id in self.isr:
             replica = self.remote_replicas.get(broker_id)
