@@ -56,15 +56,15 @@ def broker(java_peer: JavaPeer, log_dirs: tuple[Path, Path]) -> Iterator[Backgro
 def test_topics_are_described_by_id_and_by_name(
     java_peer: JavaPeer, broker: BackgroundBroker
 ) -> None:
-    seen = java_peer.run(PROGRAM, "describe-topics", broker.bootstrap_servers, "by-id", "3")
+    seen = java_peer.run(PROGRAM, "describe-topics", broker.bootstrap_servers, "by-id", "5")
 
     created = seen["created.id"]
-    for way in ("by_id", "by_name"):
+    for way in ("by_id", "by_name", "by_name_paged"):
         assert seen[f"{way}.name"] == "by-id"
         assert seen[f"{way}.id"] == created
         assert seen[f"{way}.internal"] == "false"
-        assert seen[f"{way}.partitions"] == "3"
-        for partition in range(3):
+        assert seen[f"{way}.partitions"] == "5"
+        for partition in range(5):
             assert seen[f"{way}.partition.{partition}.leader"] == str(BROKER_ID)
             assert seen[f"{way}.partition.{partition}.replicas"] == "1"
             assert seen[f"{way}.partition.{partition}.isr"] == "1"

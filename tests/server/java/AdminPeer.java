@@ -8,6 +8,7 @@ import java.util.concurrent.ExecutionException;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ReplicaInfo;
@@ -82,7 +83,10 @@ public final class AdminPeer {
         return "!" + e.getCause().getClass().getSimpleName();
     }
 
-    /** Create TOPIC, then describe it by its id (Metadata) and by its name (DescribeTopicPartitions). */
+    /**
+     * Create TOPIC, then describe it by its id (Metadata) and by its name (DescribeTopicPartitions),
+     * whole and two partitions per answer.
+     */
     private static void describeTopics(String bootstrap, String topic, int partitions) throws Exception {
         try (Admin admin = admin(bootstrap)) {
             NewTopic newTopic = new NewTopic(topic, partitions, (short) 1);
@@ -94,6 +98,11 @@ public final class AdminPeer {
             TopicDescription byName = admin.describeTopics(TopicCollection.ofTopicNames(List.of(topic)))
                 .topicNameValues().get(topic).get();
             printDescription("by_name", byName);
+            // Two partitions per answer: the rest come through DescribeTopicPartitions' cursor.
+            TopicDescription paged = admin.describeTopics(TopicCollection.ofTopicNames(List.of(topic)),
+                    new DescribeTopicsOptions().partitionSizeLimitPerResponse(2))
+                .topicNameValues().get(topic).get();
+            printDescription("by_name_paged", paged);
             Uuid unknown = Uuid.randomUuid();
             try {
                 admin.describeTopics(TopicCollection.ofTopicIds(List.of(unknown)))
