@@ -16,6 +16,7 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicCollection;
@@ -83,6 +84,16 @@ public final class AdminPeer {
         return "!" + e.getCause().getClass().getSimpleName();
     }
 
+    /** Print "done" under KEY when FUTURE succeeds, else its failure. */
+    private static void printOutcome(String key, KafkaFuture<?> future) throws InterruptedException {
+        try {
+            future.get();
+            print(key, "done");
+        } catch (ExecutionException e) {
+            print(key, failure(e));
+        }
+    }
+
     /**
      * Create TOPIC, then describe it by its id (Metadata) and by its name (DescribeTopicPartitions),
      * whole and two partitions per answer.
@@ -104,21 +115,11 @@ public final class AdminPeer {
                 .topicNameValues().get(topic).get();
             printDescription("by_name_paged", paged);
             Uuid unknown = Uuid.randomUuid();
-            try {
-                admin.describeTopics(TopicCollection.ofTopicIds(List.of(unknown)))
-                    .topicIdValues().get(unknown).get();
-                print("unknown_id", "described");
-            } catch (ExecutionException e) {
-                print("unknown_id", failure(e));
-            }
+            printOutcome("unknown_id", admin.describeTopics(TopicCollection.ofTopicIds(List.of(unknown)))
+                .topicIdValues().get(unknown));
             String missing = topic + "-missing";
-            try {
-                admin.describeTopics(TopicCollection.ofTopicNames(List.of(missing)))
-                    .topicNameValues().get(missing).get();
-                print("unknown_name", "described");
-            } catch (ExecutionException e) {
-                print("unknown_name", failure(e));
-            }
+            printOutcome("unknown_name", admin.describeTopics(TopicCollection.ofTopicNames(List.of(missing)))
+                .topicNameValues().get(missing));
         }
     }
 
@@ -192,13 +193,8 @@ public final class AdminPeer {
                 new ClientQuotaAlteration.Op("producer_byte_rate", null))))).all().get();
             printQuotas("after_removal", admin, ClientQuotaFilter.contains(List.of(
                 ClientQuotaFilterComponent.ofEntity(ClientQuotaEntity.CLIENT_ID, "app"))));
-            try {
-                admin.alterClientQuotas(List.of(new ClientQuotaAlteration(alice, List.of(
-                    new ClientQuotaAlteration.Op("no_such_quota", 1.0))))).all().get();
-                print("bad_key", "altered");
-            } catch (ExecutionException e) {
-                print("bad_key", failure(e));
-            }
+            printOutcome("bad_key", admin.alterClientQuotas(List.of(new ClientQuotaAlteration(alice, List.of(
+                new ClientQuotaAlteration.Op("no_such_quota", 1.0))))).all());
         }
     }
 
