@@ -18,6 +18,7 @@ from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .client_quotas import alter_quotas
 from .java_peer import JavaPeer, compile_peer
+from .test_metrics import scrape
 from .wire import WireClient, create_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -47,6 +48,7 @@ def broker(java_peer: JavaPeer, log_dirs: tuple[Path, Path]) -> Iterator[Backgro
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": ",".join(map(str, log_dirs)),
             "quota.window.num": "2",
+            "tickwheel.metrics.port": "0",
         }
     )
     with BackgroundBroker(config) as running:
@@ -70,6 +72,9 @@ def test_topics_are_described_by_id_and_by_name(
             assert seen[f"{way}.partition.{partition}.isr"] == "1"
     assert seen["unknown_id"] == "!UnknownTopicIdException"
     assert seen["unknown_name"] == "!UnknownTopicOrPartitionException"
+    # By name through DescribeTopicPartitions: once whole, three times paged, once unknown.
+    asked = 'kafka_network_RequestMetrics_RequestsPerSec_total{request="DescribeTopicPartitions"}'
+    assert scrape(broker)[asked] >= 5
 
 
 def test_log_dirs_are_described_with_the_replica_in_one(
