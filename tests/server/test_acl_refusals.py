@@ -122,6 +122,32 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
         (0, -(2**31)),
     ),
     (
+        "Metadata v10 (no cluster operations without DESCRIBE on the cluster)",
+        3,
+        10,
+        {
+            "topics": [],
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": True,
+            "include_topic_authorized_operations": False,
+        },
+        lambda r: (r.cluster_authorized_operations, len(r.brokers)),
+        (0, 1),
+    ),
+    (
+        "Metadata v10 (cluster operations not asked)",
+        3,
+        10,
+        {
+            "topics": [],
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        },
+        lambda r: r.cluster_authorized_operations,
+        -(2**31),
+    ),
+    (
         "ElectLeaders",
         43,
         2,

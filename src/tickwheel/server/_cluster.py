@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kio.schema.create_partitions.v3.request import CreatePartitionsTopic
-from kio.schema.create_topics.v5.request import CreatableTopic
+from kio.schema.create_topics.v7.request import CreatableTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.response import MetadataResponsePartition
 from kio.schema.types import BrokerId
