@@ -30,6 +30,18 @@ record what the log holds. Transactions (``SL/ProducerAppendInfo.java``):
   ``unreplicated`` until the high watermark passes the marker. An ABORT yields the
   ``AbortedTxn`` entry for the segment's ``.txnindex``, with the LSO right after it.
 
+Verification (KIP-890 part 1, Kafka's ``VerificationGuard``): before a client's
+transactional batch that would open a transaction is appended, the partition leader
+asks the transaction coordinator whether the partition is in the transaction
+(``start_verification`` hands out the producer's guard, a unique token, or
+``NO_VERIFICATION_GUARD`` when the producer's transaction is already open at that
+epoch). The append names the guard it was verified with (``check``'s
+``verification_guard``); a transactional batch that would open a transaction is
+INVALID_TXN_STATE unless the guard is still the producer's. The guard is dropped when
+the producer's transaction opens and when a marker is written for the producer, so a
+produce verified before an abort and appended after it is refused rather than opening
+a transaction no marker will close.
+
 ``first_unstable_offset`` is the first offset of the oldest open or unreplicated
 transaction: the log's last stable offset is that offset when it is below the high
 watermark, else the high watermark.
@@ -196,22 +208,55 @@ class _Pending:
         )
 
 
+class VerificationGuard:
+    """One verification of a producer's transaction on a partition: compared by identity."""
+
+    __slots__ = ()
+
+
+NO_VERIFICATION_GUARD: Final = VerificationGuard()
+"""No verification needed when asked (the producer's transaction was open), so an
+append with it may only continue an open transaction."""
+
+
 class ProducerStateManager:
     """All producers of one partition log, and its open and unreplicated transactions."""
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        # Producer id -> the guard of its verification in progress.
+        self.verifications: dict[int, VerificationGuard] = {}
         # First offset -> producer id of every open transaction, in offset order.
         self.ongoing: dict[int, int] = {}
         # Completed transactions whose marker is not yet below the high watermark.
         self.unreplicated: list[CompletedTxn] = []
 
+    def start_verification(self, producer_id: int, producer_epoch: int) -> VerificationGuard:
+        """The producer's verification guard (created if none), or
+        ``NO_VERIFICATION_GUARD`` if its transaction is open at ``producer_epoch``."""
+        entry = self.producers.get(producer_id)
+        if (
+            entry is not None
+            and entry.current_txn_first_offset >= 0
+            and entry.producer_epoch == producer_epoch
+        ):
+            return NO_VERIFICATION_GUARD
+        guard = self.verifications.get(producer_id)
+        if guard is None:
+            guard = self.verifications[producer_id] = VerificationGuard()
+        return guard
+
     def check(
-        self, batches: Sequence[BatchAndMarker], origin: AppendOrigin
+        self,
+        batches: Sequence[BatchAndMarker],
+        origin: AppendOrigin,
+        verification_guard: VerificationGuard | None = None,
     ) -> BatchMetadata | None:
         """Validate a leader append's producer batches without changing any state.
 
-        Returns the first append's metadata when a CLIENT batch is a retry; raises
+        ``verification_guard`` None: the append was not verified (verification off, or
+        not a client's produce). Returns the first append's metadata when a CLIENT
+        batch is a retry; raises
         ``InvalidProducerEpochError``, ``OutOfOrderSequenceError``,
         ``InvalidTxnStateError`` or ``TransactionCoordinatorFencedError``.
         """
@@ -251,6 +296,18 @@ class ProducerStateManager:
                     f"producer {producer_id}: a non-transactional batch while its "
                     "transaction is open"
                 )
+            if (
+                transactional
+                and not state.txn_open
+                and verification_guard is not None
+                and (
+                    verification_guard is NO_VERIFICATION_GUARD
+                    or self.verifications.get(producer_id) is not verification_guard
+                )
+            ):
+                raise InvalidTxnStateError(
+                    f"producer {producer_id}: record was not part of an ongoing transaction"
+                )
             first_seq = header.base_sequence
             if origin is AppendOrigin.CLIENT:
                 _check_sequence(producer_id, epoch, first_seq, state)
@@ -281,6 +338,7 @@ class ProducerStateManager:
             if marker is None:
                 # An empty control batch: its transaction was cleaned away.
                 return None
+            self.verifications.pop(producer_id, None)
             entry.update_epoch(epoch)
             entry.coordinator_epoch = marker.coordinator_epoch
             entry.last_timestamp = max_timestamp_ms
@@ -299,6 +357,7 @@ class ProducerStateManager:
             return None
         entry.update_epoch(epoch)
         if header.attributes & TRANSACTIONAL_FLAG_MASK and entry.current_txn_first_offset < 0:
+            self.verifications.pop(producer_id, None)
             entry.current_txn_first_offset = first_offset
             self.ongoing[first_offset] = producer_id
         first_seq = header.base_sequence

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from tickwheel.coordinator import CoordinatorNode
 from tickwheel.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
+    EndTxnResult,
     InitProducerIdResult,
     TransactionConfig,
     TransactionService,
@@ -75,9 +76,36 @@ class Txn:
         )
 
     def end(self, pid: int, epoch: int, *, commit: bool = True, txn_id: str = "tx") -> ErrorCode:
+        return self.end_v(pid, epoch, commit=commit, txn_id=txn_id).error
+
+    def end_v(
+        self,
+        pid: int,
+        epoch: int,
+        *,
+        commit: bool = True,
+        txn_id: str = "tx",
+        client_transaction_version: int = 0,
+    ) -> EndTxnResult:
+        """EndTxn as a client of ``client_transaction_version`` (2: EndTxn v5)."""
+        got: list[EndTxnResult] = []
+        self.coordinator.end_transaction(
+            txn_id,
+            pid,
+            epoch,
+            commit=commit,
+            from_client=True,
+            callback=got.append,
+            client_transaction_version=client_transaction_version,
+        )
+        (result,) = got
+        return result
+
+    def add_v2(self, pid: int, epoch: int, *tps: TopicPartition, txn_id: str = "tx") -> ErrorCode:
+        """The partitions added as a partition leader adds them for a Produce v12."""
         return self._one(
-            lambda cb: self.coordinator.end_transaction(
-                txn_id, pid, epoch, commit=commit, from_client=True, callback=cb
+            lambda cb: self.coordinator.add_partitions(
+                txn_id, pid, epoch, set(tps or (T0,)), cb, client_transaction_version=2
             )
         )
 

@@ -55,6 +55,7 @@ from tickwheel.coordinator.transaction._config import (
 )
 from tickwheel.coordinator.transaction._coordinator import (
     DescribedTransaction,
+    EndTxnResult,
     InitProducerIdResult,
     ListTransactionsResult,
     TransactionCoordinator,
@@ -93,6 +94,7 @@ __all__ = [
     "TRANSACTION_API_VERSIONS",
     "TRANSACTION_STATE_TOPIC",
     "DescribedTransaction",
+    "EndTxnResult",
     "IllegalTransitionError",
     "InitProducerIdResult",
     "LeaderLookup",

@@ -1,0 +1,109 @@
+"""Transaction version 2 (KIP-890 part 2) and partition verification (part 1) in the
+coordinator, against a real ReplicaManager on a manual clock."""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from .conftest import NO_LEADER, T0, T1, Txn
+
+pytestmark = pytest.mark.asyncio
+E = ErrorCode
+
+
+async def test_each_end_txn_v5_bumps_the_epoch_and_answers_it(txn: Txn) -> None:
+    init = await txn.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert txn.add_v2(pid, epoch, T0, T1) == E.none
+    committed = txn.end_v(pid, epoch, client_transaction_version=2)
+    assert (committed.error, committed.producer_id, committed.producer_epoch) == (
+        E.none,
+        pid,
+        epoch + 1,
+    )
+    described = txn.describe()
+    assert (described.state, described.producer_epoch) == ("CompleteCommit", epoch + 1)
+    # The markers carry the bumped epoch: the producer's state on T0 moved to it.
+    _, (producer,) = txn.replica_manager.active_producer_state(T0)
+    assert producer.producer_epoch == epoch + 1
+    # The next transaction runs at the new epoch; the old one is fenced.
+    assert txn.add_v2(pid, epoch, T0) == E.producer_fenced
+    assert txn.add_v2(pid, epoch + 1, T0) == E.none
+    aborted = txn.end_v(pid, epoch + 1, commit=False, client_transaction_version=2)
+    assert (aborted.error, aborted.producer_epoch) == (E.none, epoch + 2)
+
+
+async def test_a_retried_end_txn_v5_gets_the_bumped_epoch_again(txn: Txn) -> None:
+    init = await txn.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert txn.add_v2(pid, epoch, T0) == E.none
+    assert txn.end_v(pid, epoch, client_transaction_version=2).error == E.none
+    retried = txn.end_v(pid, epoch, client_transaction_version=2)
+    assert (retried.error, retried.producer_epoch) == (E.none, epoch + 1)
+    # A retry of the other outcome, or a commit at the new epoch with nothing open.
+    wrong = txn.end_v(pid, epoch, commit=False, client_transaction_version=2)
+    assert wrong.error == E.invalid_txn_state
+    assert txn.end_v(pid, epoch + 1, client_transaction_version=2).error == E.invalid_txn_state
+    assert txn.end_v(pid, epoch - 1, client_transaction_version=2).error == E.producer_fenced
+
+
+async def test_a_retry_while_the_markers_are_pending_is_told_to_retry(txn: Txn) -> None:
+    init = await txn.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert txn.add_v2(pid, epoch, T0) == E.none
+    txn.leaders[T0] = NO_LEADER
+    assert txn.end_v(pid, epoch, client_transaction_version=2).error == E.none
+    assert txn.describe().state == "PrepareCommit"
+    retried = txn.end_v(pid, epoch, client_transaction_version=2)
+    assert retried.error == E.concurrent_transactions
+    # The leader adding a partition for the next transaction waits too.
+    assert txn.add_v2(pid, epoch + 1, T1) == E.concurrent_transactions
+
+
+async def test_version_2_aborts_a_transaction_without_partitions(txn: Txn) -> None:
+    init = await txn.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    aborted = txn.end_v(pid, epoch, commit=False, client_transaction_version=2)
+    assert (aborted.error, aborted.producer_epoch) == (E.none, epoch + 1)
+    assert txn.describe().state == "CompleteAbort"
+    # Version 1 refuses the same.
+    assert txn.end(pid, epoch + 1, commit=False) == E.none  # a retry of the finished abort
+    assert txn.end(pid, epoch + 1) == E.invalid_txn_state
+
+
+async def test_version_1_clients_keep_their_epoch(txn: Txn) -> None:
+    init = await txn.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert txn.add(pid, epoch, T0) == E.none
+    ended = txn.end_v(pid, epoch)
+    assert (ended.error, ended.producer_epoch) == (E.none, epoch)
+    assert txn.describe().producer_epoch == epoch
+
+
+async def test_the_client_version_is_kept_in_the_log_and_reloaded(txn: Txn) -> None:
+    init = await txn.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert txn.add_v2(pid, epoch, T0) == E.none
+    txn.reload()
+    found = txn.coordinator.state.get_transaction_state("tx")
+    assert not isinstance(found, ErrorCode)
+    assert found[1] is not None
+    assert found[1].client_transaction_version == 2
+    committed = txn.end_v(pid, epoch, client_transaction_version=2)
+    assert (committed.error, committed.producer_epoch) == (E.none, epoch + 1)
+
+
+async def test_verification_answers_each_partition(txn: Txn) -> None:
+    init = await txn.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    verify = txn.coordinator.verify_partitions
+    assert verify("tx", pid, epoch, {T0}) == {T0: E.transaction_abortable}
+    assert txn.add(pid, epoch, T0) == E.none
+    assert verify("tx", pid, epoch, {T0, T1}) == {T0: E.none, T1: E.transaction_abortable}
+    assert verify("tx", pid, epoch + 1, {T0}) == {T0: E.producer_fenced}
+    assert verify("tx", pid + 1, epoch, {T0}) == {T0: E.invalid_producer_id_mapping}
+    assert verify("other", pid, epoch, {T0}) == {T0: E.invalid_producer_id_mapping}
+    assert verify("", pid, epoch, {T0}) == {T0: E.invalid_request}
+    assert txn.end(pid, epoch) == E.none
+    assert verify("tx", pid, epoch, {T0}) == {T0: E.transaction_abortable}
