@@ -5,7 +5,8 @@ Part 1: a transactional produce to a partition never added to the transaction is
 refused (INVALID_TXN_STATE before Produce v11, TRANSACTION_ABORTABLE from v11) instead
 of opening a transaction no marker closes; a produce verified, then overtaken by the
 abort, is refused too. Part 2: Produce v12 adds the partition itself and EndTxn v5
-bumps the epoch and answers it.
+bumps the epoch and answers it; TxnOffsetCommit is verified (v0-4) or adds the group's
+offsets partition (v5) the same way.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 from kio.schema.errors import ErrorCode as E
 
+from tickwheel.coordinator.group import OFFSETS_TOPIC
 from tickwheel.server import BackgroundBroker
 
 from .test_transactions import (
@@ -23,6 +26,7 @@ from .test_transactions import (
     FIND_COORDINATOR,
     METADATA,
     add,
+    describe_empty,
     init,
 )
 from .test_transactions_data_plane import txn_batch
@@ -32,6 +36,7 @@ pytestmark = pytest.mark.integration
 
 PRODUCE = 0
 API_VERSIONS = 18
+TXN_OFFSET_COMMIT = 28
 TOPIC = "t"
 
 
@@ -180,3 +185,42 @@ def test_produce_v12_adds_the_partition_and_end_txn_v5_bumps_the_epoch(
     assert (second.error_code, second.base_offset) == (E.none, 2)  # after the marker
     aborted = end_v5(client, pid, epoch + 1, commit=False)
     assert (aborted.error_code, aborted.producer_epoch) == (E.none, epoch + 2)
+
+
+def txn_offset_commit(client: WireClient, version: int, pid: int, epoch: int) -> ErrorCode:
+    assert client.call(FIND_COORDINATOR, 1, {"key": "g", "key_type": 0}).error_code == E.none
+    partition = {
+        "partition_index": 0,
+        "committed_offset": 5,
+        "committed_leader_epoch": -1,
+        "committed_metadata": "",
+    }
+    body = client.call(
+        TXN_OFFSET_COMMIT,
+        version,
+        {
+            "transactional_id": "tx",
+            "group_id": "g",
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [{"name": TOPIC, "partitions": [partition]}],
+        },
+    )
+    return ErrorCode(body.topics[0].partitions[0].error_code)
+
+
+def test_txn_offset_commit_v5_adds_the_offsets_partition(client: WireClient) -> None:
+    started = init(client, version=5)
+    pid, epoch = int(started.producer_id), int(started.producer_epoch)
+    # Version 1: the group's partition must have been added with AddOffsetsToTxn.
+    assert txn_offset_commit(client, 3, pid, epoch) == E.invalid_txn_state
+    assert txn_offset_commit(client, 4, pid, epoch) == E.transaction_abortable
+    assert describe_empty(client, "tx")[1] == "Empty"
+    # Version 2: the broker adds it.
+    assert txn_offset_commit(client, 5, pid, epoch) == E.none
+    assert partitions_of(client) == {(OFFSETS_TOPIC, 0)}
+    ended = end_v5(client, pid, epoch)
+    assert (ended.error_code, ended.producer_epoch) == (E.none, epoch + 1)
