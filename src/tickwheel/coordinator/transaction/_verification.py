@@ -70,6 +70,10 @@ class VerificationTransport(Protocol):
         request."""
         ...
 
+    async def close(self) -> None:
+        """Close the connections to other brokers (at shutdown)."""
+        ...
+
 
 @dataclass(slots=True)
 class _Queued:
@@ -203,8 +207,10 @@ class PartitionVerifier:
             )
 
     async def close(self) -> None:
-        """Cancel the requests in flight (at shutdown)."""
+        """Cancel the requests in flight and close the transport (at shutdown)."""
         for task in list(self._sending):
             task.cancel()
         if self._sending:
             await asyncio.gather(*self._sending, return_exceptions=True)
+        if self._transport is not None:
+            await self._transport.close()
