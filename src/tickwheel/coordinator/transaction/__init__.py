@@ -96,6 +96,7 @@ from tickwheel.coordinator.transaction._verification import (
     PartitionVerifier,
     TxnPartitions,
     VerificationTransport,
+    client_answer,
 )
 
 __all__ = [
@@ -129,6 +130,7 @@ __all__ = [
     "TxnTimeouts",
     "TxnTransitMetadata",
     "VerificationTransport",
+    "client_answer",
     "client_error",
     "decode_key",
     "decode_value",

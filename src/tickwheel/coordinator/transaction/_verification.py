@@ -24,8 +24,9 @@ lower epoch); a question at a lower epoch than the queued one is answered
 INVALID_PRODUCER_EPOCH at once. A request that fails answers each of its partitions
 NETWORK_EXCEPTION; a coordinator not known, COORDINATOR_NOT_AVAILABLE.
 
-The answers are the coordinator's own codes; the Produce handler maps them to what its
-version's clients know (Kafka's ``ReplicaManager``).
+The answers are the coordinator's own codes; the Produce and TxnOffsetCommit handlers
+map them to what their version's clients know (``client_answer``, as Kafka's
+``ReplicaManager`` and ``AddPartitionsToTxnManager`` do).
 
 Concurrency: event-loop thread only. The loop's ``call_soon`` flushes a turn's queue.
 """
@@ -47,6 +48,31 @@ from tickwheel.coordinator.transaction._metadata import TV_2
 from tickwheel.replica import NO_LEADER, TopicPartition
 
 _log = logging.getLogger(__name__)
+
+
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.concurrent_transactions,
+        ErrorCode.network_exception,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+    }
+)
+
+
+def client_answer(error: ErrorCode, *, abortable_known: bool, retriable: ErrorCode) -> ErrorCode:
+    """The coordinator's refusal of a partition as a client is answered: PRODUCER_FENCED
+    as INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE as INVALID_TXN_STATE unless the
+    request's version knows it, and the coordinator's retriable answers as
+    ``retriable`` (one that every client of the API retries)."""
+    if error == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    if error == ErrorCode.transaction_abortable and not abortable_known:
+        return ErrorCode.invalid_txn_state
+    if error in _RETRIABLE:
+        return retriable
+    return error
 
 
 @dataclass(frozen=True, slots=True)

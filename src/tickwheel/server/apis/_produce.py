@@ -58,6 +58,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9.request import ProduceRequest
 
+from tickwheel.coordinator.transaction import client_answer
 from tickwheel.log import NO_VERIFICATION_GUARD, VerificationGuard
 from tickwheel.protocol import (
     ApiKey,
@@ -123,27 +124,6 @@ def _request_error(
 
 _FIRST_ABORTABLE_VERSION = 11
 _FIRST_ADD_PARTITION_VERSION = 12
-# The coordinator's retriable answers, which an older client may not retry itself.
-_RETRIED_AS_NOT_ENOUGH_REPLICAS = frozenset(
-    {
-        ErrorCode.concurrent_transactions,
-        ErrorCode.network_exception,
-        ErrorCode.coordinator_load_in_progress,
-        ErrorCode.coordinator_not_available,
-        ErrorCode.not_coordinator,
-    }
-)
-
-
-def _verification_error(error: ErrorCode, api_version: int) -> ErrorCode:
-    """The coordinator's refusal of a partition as Produce ``api_version`` answers it."""
-    if error == ErrorCode.producer_fenced:
-        return ErrorCode.invalid_producer_epoch
-    if error == ErrorCode.transaction_abortable and api_version < _FIRST_ABORTABLE_VERSION:
-        return ErrorCode.invalid_txn_state
-    if error in _RETRIED_AS_NOT_ENOUGH_REPLICAS:
-        return ErrorCode.not_enough_replicas
-    return error
 
 
 async def _verify(
@@ -172,7 +152,13 @@ async def _verify(
         add=request.api_version >= _FIRST_ADD_PARTITION_VERSION,
     )
     refused = {
-        tp: ProducePartitionResult(_verification_error(error, request.api_version))
+        tp: ProducePartitionResult(
+            client_answer(
+                error,
+                abortable_known=request.api_version >= _FIRST_ABORTABLE_VERSION,
+                retriable=ErrorCode.not_enough_replicas,
+            )
+        )
         for tp, error in answers.items()
         if error != ErrorCode.none
     }

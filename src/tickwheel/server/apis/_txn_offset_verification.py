@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest
 
 from tickwheel.coordinator.group import OFFSETS_TOPIC, asked_partitions, txn_offset_commit_response
+from tickwheel.coordinator.transaction import client_answer
 from tickwheel.protocol import DecodedRequest
 from tickwheel.replica import TopicPartition
 from tickwheel.security import AclOperation, ResourceType
@@ -31,25 +32,6 @@ from tickwheel.server.apis._common import Response, reply
 
 _FIRST_ABORTABLE_VERSION = 4
 _FIRST_ADD_PARTITION_VERSION = 5
-_RETRIABLE = frozenset(
-    {
-        ErrorCode.concurrent_transactions,
-        ErrorCode.network_exception,
-        ErrorCode.coordinator_load_in_progress,
-        ErrorCode.coordinator_not_available,
-        ErrorCode.not_coordinator,
-    }
-)
-
-
-def _answered_error(error: ErrorCode, api_version: int) -> ErrorCode:
-    if error == ErrorCode.producer_fenced:
-        return ErrorCode.invalid_producer_epoch
-    if error == ErrorCode.transaction_abortable and api_version < _FIRST_ABORTABLE_VERSION:
-        return ErrorCode.invalid_txn_state
-    if error in _RETRIABLE:
-        return ErrorCode.coordinator_load_in_progress
-    return error
 
 
 async def refused_txn_offset_commit(
@@ -75,7 +57,11 @@ async def refused_txn_offset_commit(
     error = answers[offsets]
     if error == ErrorCode.none:
         return None
-    refused = _answered_error(error, request.api_version)
+    refused = client_answer(
+        error,
+        abortable_known=request.api_version >= _FIRST_ABORTABLE_VERSION,
+        retriable=ErrorCode.coordinator_load_in_progress,
+    )
     return reply(
         request, txn_offset_commit_response(asked_partitions(body.topics), lambda _tp: refused)
     )
