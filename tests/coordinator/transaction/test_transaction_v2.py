@@ -3,10 +3,16 @@ coordinator, against a real ReplicaManager on a manual clock."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 import pytest
 from kio.schema.errors import ErrorCode
 
-from .conftest import NO_LEADER, T0, T1, Txn
+from tickwheel.coordinator.transaction import PartitionVerifier, TxnPartitions
+from tickwheel.replica import TopicPartition
+
+from .conftest import NO_LEADER, STATE, T0, T1, Txn
 
 pytestmark = pytest.mark.asyncio
 E = ErrorCode
@@ -107,3 +113,52 @@ async def test_verification_answers_each_partition(txn: Txn) -> None:
     assert verify("", pid, epoch, {T0}) == {T0: E.invalid_request}
     assert txn.end(pid, epoch) == E.none
     assert verify("tx", pid, epoch, {T0}) == {T0: E.transaction_abortable}
+
+
+class RecordingTransport:
+    """AddPartitionsToTxn v5 to broker 1, answered by this test: records each request."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[int, list[TxnPartitions]]] = []
+
+    async def add_partitions_to_txn(
+        self, broker_id: int, transactions: Sequence[TxnPartitions]
+    ) -> dict[str, dict[TopicPartition, ErrorCode]]:
+        self.requests.append((broker_id, list(transactions)))
+        return {t.transactional_id: dict.fromkeys(t.partitions, E.none) for t in transactions}
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_questions_to_a_remote_coordinator_share_one_request_per_turn(txn: Txn) -> None:
+    transport = RecordingTransport()
+    txn.leaders[STATE] = 1  # another broker coordinates every id
+    verifier = PartitionVerifier(
+        txn.coordinator,
+        broker_id=0,
+        leader_of=lambda tp: txn.leaders.get(tp, NO_LEADER),
+        transport=transport,
+    )
+    first = verifier.verify("a", 1, 0, [T0], add=False)
+    second = verifier.verify("b", 2, 0, [T1], add=True)
+    retried = verifier.verify("a", 1, 0, [T0, T1], add=False)
+    fenced = verifier.verify("a", 1, -1, [T0], add=False)
+    answers = await asyncio.gather(first, second, retried, fenced)
+    assert answers == [
+        {T0: E.network_exception},  # replaced by the client's retry in the same turn
+        {T1: E.none},
+        {T0: E.none, T1: E.none},
+        {T0: E.invalid_producer_epoch},  # older than the question queued
+    ]
+    ((broker, questions),) = transport.requests
+    assert broker == 1
+    assert [(q.transactional_id, q.partitions, q.verify_only) for q in questions] == [
+        ("a", (T0, T1), True),
+        ("b", (T1,), False),
+    ]
+    # No coordinator known: nothing is sent.
+    txn.leaders[STATE] = NO_LEADER
+    unknown = await verifier.verify("a", 1, 0, [T0], add=False)
+    assert unknown == {T0: E.coordinator_not_available}
+    assert len(transport.requests) == 1
