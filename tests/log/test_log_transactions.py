@@ -420,3 +420,14 @@ def test_a_marker_at_a_bumped_epoch_moves_the_producer_to_it(open_log: Opener) -
         _append(log, old.batch())
     producer.sequence = 0
     assert _append(log, producer.batch()) == 3
+
+
+def test_an_unused_verification_guard_expires_with_idle_producers(open_log: Opener) -> None:
+    log = open_log()
+    guard = log.start_transaction_verification(1, 0)
+    log.remove_expired_producers(START_MS + 9, 10)
+    assert log.start_transaction_verification(1, 0) is guard
+    log.remove_expired_producers(START_MS + 10, 10)
+    assert log.start_transaction_verification(1, 0) is not guard
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(Producer(1).batch(), 0, verification_guard=guard)

@@ -544,7 +544,7 @@ class Log:
         coordinator must confirm the partition first), or ``NO_VERIFICATION_GUARD``
         when its transaction is already open here at that epoch."""
         with self._lock:
-            return self._producers.start_verification(producer_id, producer_epoch)
+            return self._producers.start_verification(producer_id, producer_epoch, self._clock_ms())
 
     def append_as_leader(
         self,

@@ -52,7 +52,7 @@ only). On open, and after a truncation, the log loads the newest usable snapshot
 replays the batch headers (and each marker's record) after it; the replay also yields
 the aborted transactions, from which the log rebuilds the ``.txnindex`` entries past
 the snapshot. ``remove_expired`` forgets idle producers without an open transaction
-after ``producer.id.expiration.ms``.
+after ``producer.id.expiration.ms``, and verification guards that old.
 
 Concurrency: not thread-safe; the owning log's lock guards every call.
 """
@@ -82,6 +82,7 @@ from tickwheel.record import (
 )
 
 NUM_BATCHES_TO_RETAIN: Final = 5
+NO_TIMESTAMP_MS: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 NO_SEQUENCE: Final = -1
 NO_OFFSET: Final = -1
@@ -209,9 +210,13 @@ class _Pending:
 
 
 class VerificationGuard:
-    """One verification of a producer's transaction on a partition: compared by identity."""
+    """One verification of a producer's transaction on a partition: compared by identity.
+    ``created_ms`` (the log's clock) lets a guard no append ever used expire."""
 
-    __slots__ = ()
+    __slots__ = ("created_ms",)
+
+    def __init__(self, created_ms: int = NO_TIMESTAMP_MS) -> None:
+        self.created_ms = created_ms
 
 
 NO_VERIFICATION_GUARD: Final = VerificationGuard()
@@ -231,8 +236,10 @@ class ProducerStateManager:
         # Completed transactions whose marker is not yet below the high watermark.
         self.unreplicated: list[CompletedTxn] = []
 
-    def start_verification(self, producer_id: int, producer_epoch: int) -> VerificationGuard:
-        """The producer's verification guard (created if none), or
+    def start_verification(
+        self, producer_id: int, producer_epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """The producer's verification guard (created at ``now_ms`` if none), or
         ``NO_VERIFICATION_GUARD`` if its transaction is open at ``producer_epoch``."""
         entry = self.producers.get(producer_id)
         if (
@@ -243,7 +250,7 @@ class ProducerStateManager:
             return NO_VERIFICATION_GUARD
         guard = self.verifications.get(producer_id)
         if guard is None:
-            guard = self.verifications[producer_id] = VerificationGuard()
+            guard = self.verifications[producer_id] = VerificationGuard(now_ms)
         return guard
 
     def check(
@@ -465,7 +472,13 @@ class ProducerStateManager:
             ]
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
-        """Forget producers idle for ``expiration_ms`` without an open transaction."""
+        """Forget producers idle for ``expiration_ms`` without an open transaction, and
+        verification guards as old that no append used (Kafka's rule)."""
+        self.verifications = {
+            producer_id: guard
+            for producer_id, guard in self.verifications.items()
+            if now_ms - guard.created_ms < expiration_ms
+        }
         expired = [
             producer_id
             for producer_id, entry in self.producers.items()
