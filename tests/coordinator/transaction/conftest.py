@@ -25,9 +25,11 @@ from tickwheel.coordinator.transaction import (
     InitProducerIdResult,
     TransactionConfig,
     TransactionService,
+    TxnTransitMetadata,
 )
-from tickwheel.log import LogConfig
-from tickwheel.replica import NO_LEADER, ReplicaManager, TopicPartition
+from tickwheel.coordinator.transaction._log import build_record_batch, encode_value
+from tickwheel.log import AppendOrigin, LogConfig
+from tickwheel.replica import ACKS_ALL, NO_LEADER, ReplicaManager, TopicPartition
 from tickwheel.timer import LoopTimers, ManualClock
 
 START_MS = 1_000_000
@@ -117,6 +119,21 @@ class Txn:
         self.service.on_resigned(0)
         self.replica_manager.bump_leader_epoch(STATE)
         self.service.on_elected(0)
+
+
+def append_state(txn: Txn, transit: TxnTransitMetadata) -> None:
+    """Write ``transit`` as the id "tx"'s record to ``__transaction_state``, as a
+    coordinator would (a state to load with ``reload``)."""
+    results: list[Any] = []
+    txn.replica_manager.append_records(
+        1_000,
+        ACKS_ALL,
+        {STATE: build_record_batch("tx", encode_value(transit), START_MS)},
+        results.append,
+        internal_topics_allowed=True,
+        origin=AppendOrigin.COORDINATOR,
+    )
+    assert results[0][STATE].error_code == ErrorCode.none
 
 
 def make_config(**overrides: int) -> TransactionConfig:

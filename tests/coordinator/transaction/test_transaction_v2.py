@@ -9,10 +9,26 @@ from collections.abc import Sequence
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tickwheel.coordinator.transaction import PartitionVerifier, TxnPartitions
+from tickwheel.coordinator.transaction import (
+    EndTxnResult,
+    PartitionVerifier,
+    TransactionState,
+    TxnPartitions,
+    TxnTransitMetadata,
+)
 from tickwheel.replica import TopicPartition
 
-from .conftest import NO_LEADER, STATE, T0, T1, Txn
+from .conftest import (
+    FIRST_PRODUCER_ID,
+    NO_LEADER,
+    START_MS,
+    STATE,
+    T0,
+    T1,
+    TIMEOUT_MS,
+    Txn,
+    append_state,
+)
 
 pytestmark = pytest.mark.asyncio
 E = ErrorCode
@@ -162,3 +178,67 @@ async def test_questions_to_a_remote_coordinator_share_one_request_per_turn(txn:
     unknown = await verifier.verify("a", 1, 0, [T0], add=False)
     assert unknown == {T0: E.coordinator_not_available}
     assert len(transport.requests) == 1
+
+
+async def _end_v2(txn: Txn, pid: int, epoch: int) -> EndTxnResult:
+    """EndTxn v5 (commit), awaited: an exhausted epoch first allocates a producer id."""
+    answer: asyncio.Future[EndTxnResult] = asyncio.get_running_loop().create_future()
+    txn.coordinator.end_transaction(
+        "tx",
+        pid,
+        epoch,
+        commit=True,
+        from_client=True,
+        callback=answer.set_result,
+        client_transaction_version=2,
+    )
+    return await answer
+
+
+async def test_an_exhausted_epoch_completes_at_a_new_producer_id(txn: Txn) -> None:
+    append_state(
+        txn,
+        TxnTransitMetadata(
+            producer_id=55,
+            previous_producer_id=-1,
+            next_producer_id=-1,
+            producer_epoch=32765,
+            last_producer_epoch=-1,
+            txn_timeout_ms=TIMEOUT_MS,
+            txn_state=TransactionState.COMPLETE_COMMIT,
+            topic_partitions=frozenset(),
+            txn_start_timestamp=START_MS,
+            txn_last_update_timestamp=START_MS,
+            client_transaction_version=2,
+        ),
+    )
+    txn.reload()
+    assert txn.add_v2(55, 32765, T0) == E.none
+    bumped = await _end_v2(txn, 55, 32765)
+    assert (bumped.error, bumped.producer_id, bumped.producer_epoch) == (E.none, 55, 32766)
+    # 32766 is exhausted: the prepare bumps to 32767, the markers carry it, and the
+    # transaction completes at a new producer id.
+    assert txn.add_v2(55, 32766, T0) == E.none
+    rotated = await _end_v2(txn, 55, 32766)
+    assert (rotated.error, rotated.producer_id, rotated.producer_epoch) == (
+        E.none,
+        FIRST_PRODUCER_ID,
+        0,
+    )
+    _, (producer,) = txn.replica_manager.active_producer_state(T0)
+    assert (producer.producer_id, producer.producer_epoch) == (55, 32767)
+    # The old id's retry is recognised; the state survives a reload.
+    retried = await _end_v2(txn, 55, 32766)
+    assert (retried.error, retried.producer_id, retried.producer_epoch) == (
+        E.none,
+        FIRST_PRODUCER_ID,
+        0,
+    )
+    txn.reload()
+    described = txn.describe()
+    assert (described.state, described.producer_id, described.producer_epoch) == (
+        "CompleteCommit",
+        FIRST_PRODUCER_ID,
+        0,
+    )
+    assert txn.add_v2(FIRST_PRODUCER_ID, 0, T1) == E.none

@@ -30,9 +30,11 @@ in ``__transaction_state`` (value version 1, ClientTransactionVersion). Part 1, 
 every version: a partition leader verifies a transactional produce's partition with
 the coordinator before the produce may open a transaction there (``verify_partitions``;
 the leader's log keeps the guard), so a produce never added, or late after an abort,
-cannot open a transaction no marker closes. Not built: the producer id rotation of a
-version 2 EndTxn whose epoch is about to be exhausted (the epoch stays, as at version
-1), and WriteTxnMarkers v2 (the markers' transaction version).
+cannot open a transaction no marker closes. A version 2 EndTxn whose epoch is exhausted
+completes at a new producer id (``next_producer_id``). Not built: WriteTxnMarkers v2
+(the markers' transaction version): markers go as v1, and a partition leader applies
+the same rules to every marker (an epoch at least the producer's; a higher one moves
+the producer to it, its next batch starting at sequence 0).
 
 **Locks.** Everything runs on the broker's event-loop thread, so no transaction
 metadata has a lock; what the group coordinator's lock rules protect against still

@@ -20,7 +20,10 @@ clients) are the API layer's. The protocol, per transactional id:
 - EndTxn: PrepareCommit/PrepareAbort written, the client answered, then the markers
   (``TransactionMarkerChannelManager``) and CompleteCommit/CompleteAbort. At version
   2 (EndTxn v5) the prepare bumps the epoch, the answer carries it, and a retry is
-  recognised by its epoch being the one before (Kafka's ``retryOnEpochBump``).
+  recognised by its epoch being the one before (Kafka's ``retryOnEpochBump``). An
+  exhausted epoch gets a new producer id first (allocated before the request is
+  checked, as Kafka does), which the completion moves to at epoch 0; a retry from the
+  old id at the last epoch is recognised too (``retryOnOverflow``).
 - A timed-out transaction is aborted with the epoch bumped (the slow producer is fenced).
 - An id idle for ``transactional.id.expiration.ms`` gets a tombstone and is forgotten.
 
@@ -31,6 +34,7 @@ prepared completely before its append starts.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -39,6 +43,7 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.transaction._markers import TransactionMarkerChannelManager
 from tickwheel.coordinator.transaction._metadata import (
+    MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     TV_0,
@@ -143,6 +148,7 @@ class TransactionCoordinator:
         self._clock_ms = clock_ms
         self.active = False
         self.timed_out_aborts = 0
+        self._allocations: set[asyncio.Future[int]] = set()
 
     def startup(self) -> None:
         """Start answering."""
@@ -429,14 +435,75 @@ class TransactionCoordinator:
         found = self._existing(transactional_id, lambda error: callback(EndTxnResult(error)))
         if found is None:
             return
-        coordinator_epoch, metadata = found
+        metadata = found[1]
         version = (
             metadata.client_transaction_version
             if client_transaction_version is None
             else client_transaction_version
         )
+        if (
+            version >= TV_2
+            and from_client
+            and metadata.pending_state is not TransactionState.PREPARE_EPOCH_FENCE
+            and is_epoch_exhausted(metadata.producer_epoch)
+        ):
+            allocation = asyncio.ensure_future(self._allocate_producer_id())
+            self._allocations.add(allocation)
+
+            def allocated(task: asyncio.Future[int]) -> None:
+                self._allocations.discard(task)
+                if task.cancelled() or task.exception() is not None:
+                    _log.warning("no producer id for %s's next epochs", transactional_id)
+                    callback(EndTxnResult(ErrorCode.coordinator_not_available))
+                    return
+                self._end_transaction(
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    commit=commit,
+                    from_client=from_client,
+                    callback=callback,
+                    client_transaction_version=version,
+                    next_producer_id=task.result(),
+                )
+
+            allocation.add_done_callback(allocated)
+            return
+        self._end_transaction(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            commit=commit,
+            from_client=from_client,
+            callback=callback,
+            client_transaction_version=version,
+            next_producer_id=NO_PRODUCER_ID,
+        )
+
+    def _end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        from_client: bool,
+        callback: EndTxnCallback,
+        client_transaction_version: int,
+        next_producer_id: int,
+    ) -> None:
+        found = self._existing(transactional_id, lambda error: callback(EndTxnResult(error)))
+        if found is None:
+            return
+        coordinator_epoch, metadata = found
         prepared = self._prepare_end(
-            metadata, producer_id, producer_epoch, commit, from_client, version
+            metadata,
+            producer_id,
+            producer_epoch,
+            commit,
+            from_client,
+            client_transaction_version,
+            next_producer_id,
         )
         if isinstance(prepared, EndTxnResult):
             callback(prepared)
@@ -483,20 +550,28 @@ class TransactionCoordinator:
         commit: bool,
         from_client: bool,
         client_transaction_version: int,
+        next_producer_id: int,
     ) -> TxnTransitMetadata | EndTxnResult:
-        if metadata.producer_id != producer_id:
-            return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
         pending = metadata.pending_state
         fence = pending is TransactionState.PREPARE_EPOCH_FENCE
         v2 = client_transaction_version >= TV_2
-        # A version 2 client retrying an EndTxn whose prepare bumped the epoch.
-        retry = (
+        may_retry = (
             v2
             and from_client
             and not fence
-            and metadata.producer_epoch == producer_epoch + 1
             and metadata.state not in (TransactionState.ONGOING, TransactionState.EMPTY)
         )
+        # A version 2 client retrying an EndTxn whose prepare bumped the epoch, or whose
+        # completion moved to a new producer id (the old one's epochs exhausted).
+        retry_on_overflow = (
+            may_retry
+            and metadata.previous_producer_id == producer_id
+            and producer_epoch == MAX_PRODUCER_EPOCH - 1
+            and metadata.producer_epoch == 0
+        )
+        if metadata.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
+        retry = retry_on_overflow or (may_retry and metadata.producer_epoch == producer_epoch + 1)
         if not retry and (
             (from_client and producer_epoch != metadata.producer_epoch)
             or producer_epoch < metadata.producer_epoch
@@ -506,7 +581,9 @@ class TransactionCoordinator:
             return EndTxnResult(ErrorCode.concurrent_transactions)
         target = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
         if metadata.state is not TransactionState.ONGOING:
-            return self._end_not_ongoing(metadata, target, retry, client_transaction_version)
+            return self._end_not_ongoing(
+                metadata, target, retry, client_transaction_version, next_producer_id
+            )
         if fence:
             if commit:
                 return EndTxnResult(ErrorCode.invalid_txn_state)
@@ -516,7 +593,11 @@ class TransactionCoordinator:
             metadata.producer_epoch = producer_epoch
             metadata.last_producer_epoch = NO_PRODUCER_EPOCH
         return metadata.prepare_abort_or_commit(
-            target, self._clock_ms(), client_transaction_version, bump_epoch=v2 and not fence
+            target,
+            self._clock_ms(),
+            client_transaction_version,
+            bump_epoch=v2 and not fence,
+            next_producer_id=next_producer_id,
         )
 
     def _end_not_ongoing(
@@ -525,6 +606,7 @@ class TransactionCoordinator:
         target: TransactionState,
         retry: bool,
         client_transaction_version: int,
+        next_producer_id: int,
     ) -> TxnTransitMetadata | EndTxnResult:
         """EndTxn on a transaction that is not Ongoing."""
         state = metadata.state
@@ -533,7 +615,11 @@ class TransactionCoordinator:
         if v2 and not commit and not retry and state in _COMPLETED:
             # Version 2 may abort a transaction that never added a partition.
             return metadata.prepare_abort_or_commit(
-                target, self._clock_ms(), client_transaction_version, bump_epoch=True
+                target,
+                self._clock_ms(),
+                client_transaction_version,
+                bump_epoch=True,
+                next_producer_id=next_producer_id,
             )
         if v2 and not retry and state in _END_RETRY_STATES:
             return EndTxnResult(ErrorCode.invalid_txn_state)

@@ -10,8 +10,9 @@ this coordinator writes for a transaction of a version 0/1 client::
 
 Version 1 holds the same fields in the flexible encoding (compact arrays and strings,
 tagged fields; tags 0 PreviousProducerId, 1 NextProducerId, 2 ClientTransactionVersion
-as int16). It is written for a transaction of a version 2 client, with tag 2, so that a
-new leader of the partition keeps bumping its epoch (Kafka writes version 1 from
+as int16; the first two only when set). It is written for a transaction of a version 2
+client, so that a new leader of the partition keeps bumping its epoch and finds the
+producer id an exhausted epoch moves to (Kafka writes version 1 from
 transaction version 1 on). A null value is a tombstone (an expired transactional id).
 Each record goes to the log in its own uncompressed, non-transactional v2 batch
 (Kafka's ``TransactionLog``); ``tickwheel.coordinator._state_log`` reads them back.
@@ -131,8 +132,20 @@ def encode_value(transit: TxnTransitMetadata) -> bytes:
                 out += _I32.pack(partition)
     out += _TIMESTAMPS.pack(transit.txn_last_update_timestamp, transit.txn_start_timestamp)
     if flexible:
-        out += _uvarint(1) + _uvarint(_TAG_CLIENT_TRANSACTION_VERSION) + _uvarint(_I16.size)
-        out += _I16.pack(transit.client_transaction_version)
+        tags = [
+            (tag, _I64.pack(producer_id))
+            for tag, producer_id in (
+                (_TAG_PREVIOUS_PRODUCER_ID, transit.previous_producer_id),
+                (_TAG_NEXT_PRODUCER_ID, transit.next_producer_id),
+            )
+            if producer_id != NO_PRODUCER_ID
+        ]
+        tags.append(
+            (_TAG_CLIENT_TRANSACTION_VERSION, _I16.pack(transit.client_transaction_version))
+        )
+        out += _uvarint(len(tags))
+        for tag, value in tags:
+            out += _uvarint(tag) + _uvarint(len(value)) + value
     return bytes(out)
 
 

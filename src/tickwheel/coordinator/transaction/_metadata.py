@@ -34,9 +34,10 @@ v12 (the leader adding the partition) or EndTxn v5. At version 0/1 the epoch mov
 only on InitProducerId, on fencing and on a timeout abort. At version 2 (KIP-890 part
 2) ``prepare_abort_or_commit`` also bumps it, so every transaction has its own epoch
 and its markers carry it; an abort may then also end a transaction with no partition
-(PrepareAbort after a completed state, starting now). An epoch that one more bump
-would exhaust is not bumped (Kafka rotates the producer id there; this coordinator
-keeps the epoch, as at version 1).
+(PrepareAbort after a completed state, starting now). When the epoch is exhausted the
+prepare still bumps it (to 32767 at most) and records ``next_producer_id``, a new
+producer id that ``prepare_complete`` moves to at epoch 0, keeping the old one as
+``previous_producer_id`` (so that a retried EndTxn is recognised).
 
 Concurrency: event-loop thread only, like the coordinator that owns these objects.
 """
@@ -53,7 +54,7 @@ from tickwheel.replica import TopicPartition
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_TIMESTAMP = -1
-_MAX_EPOCH = 32767  # Short.MaxValue
+MAX_PRODUCER_EPOCH = 32767  # Short.MaxValue
 TV_0 = 0
 TV_2 = 2
 """Transaction versions: 0 (and 1) the classic protocol, 2 an epoch per transaction."""
@@ -120,7 +121,7 @@ _VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
 
 def is_epoch_exhausted(epoch: int) -> bool:
     """Kafka's ``isEpochExhausted``: one more bump must leave room for a fence."""
-    return epoch >= _MAX_EPOCH - 1
+    return epoch >= MAX_PRODUCER_EPOCH - 1
 
 
 class IllegalTransitionError(RuntimeError):
@@ -185,6 +186,7 @@ class TransactionMetadata:
         topic_partitions: frozenset[TopicPartition] | None = None,
         txn_start_timestamp: int | None = None,
         client_transaction_version: int | None = None,
+        next_producer_id: int | None = None,
         now_ms: int,
     ) -> TxnTransitMetadata:
         """Check that ``state`` may follow the current state; record it as pending."""
@@ -203,7 +205,9 @@ class TransactionMetadata:
             previous_producer_id=self.previous_producer_id
             if previous_producer_id is None
             else previous_producer_id,
-            next_producer_id=self.next_producer_id,
+            next_producer_id=self.next_producer_id
+            if next_producer_id is None
+            else next_producer_id,
             producer_epoch=self.producer_epoch if producer_epoch is None else producer_epoch,
             last_producer_epoch=self.last_producer_epoch
             if last_producer_epoch is None
@@ -313,8 +317,10 @@ class TransactionMetadata:
         client_transaction_version: int = TV_0,
         *,
         bump_epoch: bool = False,
+        next_producer_id: int = NO_PRODUCER_ID,
     ) -> TxnTransitMetadata:
-        """PrepareCommit or PrepareAbort; ``bump_epoch`` (version 2) moves the epoch on.
+        """PrepareCommit or PrepareAbort; ``bump_epoch`` (version 2) moves the epoch on,
+        and an exhausted epoch needs ``next_producer_id`` to complete with.
 
         A version 2 abort of a transaction with no partition (from a completed state)
         starts it now, as Kafka does.
@@ -322,7 +328,13 @@ class TransactionMetadata:
         if state not in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             raise IllegalTransitionError(f"{state.state_name} is not a prepare state")
         epoch, last = self.producer_epoch, self.last_producer_epoch
-        if bump_epoch and not is_epoch_exhausted(epoch):
+        if bump_epoch:
+            if epoch >= MAX_PRODUCER_EPOCH or (
+                is_epoch_exhausted(epoch) and next_producer_id == NO_PRODUCER_ID
+            ):
+                raise IllegalTransitionError(
+                    f"{self.transactional_id}: epoch {epoch} bumped without a next producer id"
+                )
             epoch, last = epoch + 1, epoch
         return self._transit(
             state,
@@ -330,16 +342,28 @@ class TransactionMetadata:
             last_producer_epoch=last,
             txn_start_timestamp=now_ms if self.state in _COMPLETED else None,
             client_transaction_version=client_transaction_version,
+            next_producer_id=next_producer_id,
             now_ms=now_ms,
         )
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
-        """CompleteCommit or CompleteAbort after PrepareCommit or PrepareAbort."""
+        """CompleteCommit or CompleteAbort after PrepareCommit or PrepareAbort; at
+        version 2 with a next producer id, that id at epoch 0."""
         target = (
             TransactionState.COMPLETE_COMMIT
             if self.state is TransactionState.PREPARE_COMMIT
             else TransactionState.COMPLETE_ABORT
         )
+        if self.client_transaction_version >= TV_2 and self.next_producer_id != NO_PRODUCER_ID:
+            return self._transit(
+                target,
+                producer_id=self.next_producer_id,
+                previous_producer_id=self.producer_id,
+                producer_epoch=0,
+                next_producer_id=NO_PRODUCER_ID,
+                topic_partitions=frozenset(),
+                now_ms=now_ms,
+            )
         return self._transit(target, topic_partitions=frozenset(), now_ms=now_ms)
 
     def prepare_dead(self, now_ms: int) -> TxnTransitMetadata:
@@ -424,7 +448,12 @@ class TransactionMetadata:
                 )
             )
         elif target in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT):
-            ok = same_producer and transit.txn_timeout_ms == self.txn_timeout_ms
+            rotated = (
+                self.next_producer_id != NO_PRODUCER_ID
+                and transit.producer_id == self.next_producer_id
+                and transit.producer_epoch == 0
+            )
+            ok = (same_producer or rotated) and transit.txn_timeout_ms == self.txn_timeout_ms
             ok = ok and transit.txn_start_timestamp != NO_TIMESTAMP
         else:
             ok = target is TransactionState.DEAD
