@@ -400,8 +400,15 @@ def test_a_verified_append_needs_the_guard_the_next_marker_drops(open_log: Opene
     # The transaction is open: no verification, and the next appends need no guard.
     assert log.start_transaction_verification(1, 0) is NO_VERIFICATION_GUARD
     log.append_as_leader(producer.batch(), 0, verification_guard=NO_VERIFICATION_GUARD)
-    # A producer at a newer epoch (transactions v2) is verified again.
+    # A producer at a newer epoch (transactions v2) is verified again; an older epoch
+    # is not worth asking about: the append refuses it.
     assert log.start_transaction_verification(1, 1) is not NO_VERIFICATION_GUARD
+    _mark(log, Producer(1, epoch=2), commit=True)
+    assert log.start_transaction_verification(1, 1) is NO_VERIFICATION_GUARD
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(
+            Producer(1, epoch=1).batch(), 0, verification_guard=NO_VERIFICATION_GUARD
+        )
 
 
 def test_a_marker_at_a_bumped_epoch_moves_the_producer_to_it(open_log: Opener) -> None:

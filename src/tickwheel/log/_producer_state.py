@@ -240,12 +240,13 @@ class ProducerStateManager:
         self, producer_id: int, producer_epoch: int, now_ms: int
     ) -> VerificationGuard:
         """The producer's verification guard (created at ``now_ms`` if none), or
-        ``NO_VERIFICATION_GUARD`` if its transaction is open at ``producer_epoch``."""
+        ``NO_VERIFICATION_GUARD`` if its transaction is open at ``producer_epoch`` or
+        the epoch is older than the producer's (the append refuses it without asking
+        the coordinator, as Kafka does since KAFKA-18042)."""
         entry = self.producers.get(producer_id)
-        if (
-            entry is not None
-            and entry.current_txn_first_offset >= 0
-            and entry.producer_epoch == producer_epoch
+        if entry is not None and (
+            producer_epoch < entry.producer_epoch
+            or (entry.current_txn_first_offset >= 0 and entry.producer_epoch == producer_epoch)
         ):
             return NO_VERIFICATION_GUARD
         guard = self.verifications.get(producer_id)
