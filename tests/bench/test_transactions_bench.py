@@ -6,9 +6,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from server.wire import count_committed
 from tickwheel.bench import transactions
 from tickwheel.bench._wire_producer import Mode, WireProducer, WireProducerError
 from tickwheel.server import BackgroundBroker
@@ -26,34 +26,13 @@ def _topic(bootstrap: str) -> str:
     return name
 
 
-def _committed(bootstrap: str, topic: str, expected: int) -> int:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        }
-    )
-    consumer.subscribe([topic])
-    read = 0
-    try:
-        for _ in range(int(TIMEOUT_S)):
-            read += sum(1 for m in consumer.consume(1000, timeout=1.0) if m.error() is None)
-            if read >= expected:
-                break
-    finally:
-        consumer.close()
-    return read
-
-
 @pytest.mark.parametrize("mode", list(Mode))
 def test_each_mode_commits_every_message(tickwheel_broker: BackgroundBroker, mode: Mode) -> None:
     bootstrap = tickwheel_broker.bootstrap_servers
     topic = _topic(bootstrap)
     rate = transactions.wire_rate(bootstrap, topic, MESSAGES, 100, mode, f"tx-{mode.name}")
     assert rate > 0
-    assert _committed(bootstrap, topic, MESSAGES) == MESSAGES
+    assert count_committed(bootstrap, topic, MESSAGES, TIMEOUT_S) == MESSAGES
 
 
 def test_a_refusal_is_raised_not_hidden(tickwheel_broker: BackgroundBroker) -> None:

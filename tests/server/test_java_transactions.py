@@ -19,12 +19,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tickwheel.server import BackgroundBroker
 
-from .wire import WireClient
+from .wire import WireClient, count_committed
 
 JAVA_KAFKA = os.environ.get("TICKWHEEL_JAVA_KAFKA", "")
 
@@ -40,27 +39,6 @@ PARTITIONS = 3
 TIMEOUT_S = 120.0
 API_VERSIONS = 18
 DESCRIBE_TRANSACTIONS = 65
-
-
-def _read_committed(bootstrap: str, topic: str) -> int:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        }
-    )
-    consumer.subscribe([topic])
-    read = 0
-    try:
-        for _ in range(int(TIMEOUT_S)):
-            read += sum(1 for m in consumer.consume(1000, timeout=1.0) if m.error() is None)
-            if read >= RECORDS:
-                break
-    finally:
-        consumer.close()
-    return read
 
 
 def test_the_java_producer_commits_transactions_verified_by_the_leaders(
@@ -106,7 +84,7 @@ def test_the_java_producer_commits_transactions_verified_by_the_leaders(
         )
         assert run.returncode == 0, run.stderr[-2000:]
         assert f"{RECORDS} records sent" in run.stdout
-        assert _read_committed(bootstrap, topic) == RECORDS
+        assert count_committed(bootstrap, topic, RECORDS, TIMEOUT_S) == RECORDS
         (state,) = client.call(
             DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["java-tx"]}
         ).transaction_states

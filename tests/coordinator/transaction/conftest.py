@@ -25,6 +25,7 @@ from tickwheel.coordinator.transaction import (
     InitProducerIdResult,
     TransactionConfig,
     TransactionService,
+    TransactionState,
     TxnTransitMetadata,
 )
 from tickwheel.coordinator.transaction._log import build_record_batch, encode_value
@@ -119,6 +120,25 @@ class Txn:
         self.service.on_resigned(0)
         self.replica_manager.bump_leader_epoch(STATE)
         self.service.on_elected(0)
+
+
+def completed_commit(
+    producer_id: int, producer_epoch: int, client_transaction_version: int = 0
+) -> TxnTransitMetadata:
+    """A finished transaction's state, to ``append_state``."""
+    return TxnTransitMetadata(
+        producer_id=producer_id,
+        previous_producer_id=-1,
+        next_producer_id=-1,
+        producer_epoch=producer_epoch,
+        last_producer_epoch=-1,
+        txn_timeout_ms=TIMEOUT_MS,
+        txn_state=TransactionState.COMPLETE_COMMIT,
+        topic_partitions=frozenset(),
+        txn_start_timestamp=START_MS,
+        txn_last_update_timestamp=START_MS,
+        client_transaction_version=client_transaction_version,
+    )
 
 
 def append_state(txn: Txn, transit: TxnTransitMetadata) -> None:

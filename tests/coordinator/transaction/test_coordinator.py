@@ -6,7 +6,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator._errors import coordinator_append_error
-from tickwheel.coordinator.transaction import TransactionState, TxnTransitMetadata
+from tickwheel.coordinator.transaction import TransactionState
 
 from .conftest import (
     EXPIRATION_MS,
@@ -20,6 +20,7 @@ from .conftest import (
     TIMEOUT_MS,
     Txn,
     append_state,
+    completed_commit,
 )
 
 pytestmark = pytest.mark.asyncio
@@ -239,21 +240,7 @@ async def test_an_ongoing_transaction_does_not_expire(txn: Txn) -> None:
 
 
 async def test_an_exhausted_epoch_rotates_the_producer_id(txn: Txn) -> None:
-    append_state(
-        txn,
-        TxnTransitMetadata(
-            producer_id=55,
-            previous_producer_id=-1,
-            next_producer_id=-1,
-            producer_epoch=32766,
-            last_producer_epoch=-1,
-            txn_timeout_ms=TIMEOUT_MS,
-            txn_state=TransactionState.COMPLETE_COMMIT,
-            topic_partitions=frozenset(),
-            txn_start_timestamp=START_MS,
-            txn_last_update_timestamp=START_MS,
-        ),
-    )
+    append_state(txn, completed_commit(55, 32766))
     txn.reload()
     assert txn.describe().producer_epoch == 32766
     rotated = await txn.init()

@@ -12,22 +12,19 @@ from kio.schema.errors import ErrorCode
 from tickwheel.coordinator.transaction import (
     EndTxnResult,
     PartitionVerifier,
-    TransactionState,
     TxnPartitions,
-    TxnTransitMetadata,
 )
 from tickwheel.replica import TopicPartition
 
 from .conftest import (
     FIRST_PRODUCER_ID,
     NO_LEADER,
-    START_MS,
     STATE,
     T0,
     T1,
-    TIMEOUT_MS,
     Txn,
     append_state,
+    completed_commit,
 )
 
 pytestmark = pytest.mark.asyncio
@@ -196,22 +193,7 @@ async def _end_v2(txn: Txn, pid: int, epoch: int) -> EndTxnResult:
 
 
 async def test_an_exhausted_epoch_completes_at_a_new_producer_id(txn: Txn) -> None:
-    append_state(
-        txn,
-        TxnTransitMetadata(
-            producer_id=55,
-            previous_producer_id=-1,
-            next_producer_id=-1,
-            producer_epoch=32765,
-            last_producer_epoch=-1,
-            txn_timeout_ms=TIMEOUT_MS,
-            txn_state=TransactionState.COMPLETE_COMMIT,
-            topic_partitions=frozenset(),
-            txn_start_timestamp=START_MS,
-            txn_last_update_timestamp=START_MS,
-            client_transaction_version=2,
-        ),
-    )
+    append_state(txn, completed_commit(55, 32765, client_transaction_version=2))
     txn.reload()
     assert txn.add_v2(55, 32765, T0) == E.none
     bumped = await _end_v2(txn, 55, 32765)

@@ -441,6 +441,18 @@ class TransactionCoordinator:
             if client_transaction_version is None
             else client_transaction_version
         )
+        def proceed(next_producer_id: int) -> None:
+            self._end_transaction(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                commit=commit,
+                from_client=from_client,
+                callback=callback,
+                client_transaction_version=version,
+                next_producer_id=next_producer_id,
+            )
+
         if (
             version >= TV_2
             and from_client
@@ -456,29 +468,11 @@ class TransactionCoordinator:
                     _log.warning("no producer id for %s's next epochs", transactional_id)
                     callback(EndTxnResult(ErrorCode.coordinator_not_available))
                     return
-                self._end_transaction(
-                    transactional_id,
-                    producer_id,
-                    producer_epoch,
-                    commit=commit,
-                    from_client=from_client,
-                    callback=callback,
-                    client_transaction_version=version,
-                    next_producer_id=task.result(),
-                )
+                proceed(task.result())
 
             allocation.add_done_callback(allocated)
             return
-        self._end_transaction(
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            commit=commit,
-            from_client=from_client,
-            callback=callback,
-            client_transaction_version=version,
-            next_producer_id=NO_PRODUCER_ID,
-        )
+        proceed(NO_PRODUCER_ID)
 
     def _end_transaction(
         self,
