@@ -27,6 +27,7 @@ from .test_transactions import (
     METADATA,
     add,
     describe_empty,
+    end,
     init,
 )
 from .test_transactions_data_plane import txn_batch
@@ -124,19 +125,7 @@ def test_an_unadded_partition_is_refused_and_opens_no_transaction(client: WireCl
     assert (answer.error_code, answer.base_offset) == (E.none, 0)
     # Partition 1 was never added: still refused while 0 takes records.
     assert produce(client, 9, pid, epoch, 0, partition=1).error_code == E.invalid_txn_state
-    assert (
-        client.call(
-            END_TXN,
-            3,
-            {
-                "transactional_id": "tx",
-                "producer_id": pid,
-                "producer_epoch": epoch,
-                "committed": True,
-            },
-        ).error_code
-        == E.none
-    )
+    assert end(client, pid, epoch) == E.none
 
 
 def test_a_produce_after_the_abort_cannot_reopen_the_transaction(client: WireClient) -> None:
@@ -147,19 +136,7 @@ def test_a_produce_after_the_abort_cannot_reopen_the_transaction(client: WireCli
     pid, epoch = int(started.producer_id), int(started.producer_epoch)
     assert add(client, pid, epoch, t=[0]) == {(TOPIC, 0): E.none}
     assert produce(client, 9, pid, epoch, 0).error_code == E.none
-    assert (
-        client.call(
-            END_TXN,
-            3,
-            {
-                "transactional_id": "tx",
-                "producer_id": pid,
-                "producer_epoch": epoch,
-                "committed": False,
-            },
-        ).error_code
-        == E.none
-    )
+    assert end(client, pid, epoch, commit=False) == E.none
     late = produce(client, 9, pid, epoch, 1)
     assert late.error_code == E.invalid_txn_state
     assert partitions_of(client) == set()
