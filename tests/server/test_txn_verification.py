@@ -11,6 +11,7 @@ offsets partition (v5) the same way.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.errors import ErrorCode as E
 
 from tickwheel.coordinator.group import OFFSETS_TOPIC
-from tickwheel.server import BackgroundBroker
+from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .test_transactions import (
     DESCRIBE_TRANSACTIONS,
@@ -201,3 +202,34 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(client: WireClient) -> 
     assert partitions_of(client) == {(OFFSETS_TOPIC, 0)}
     ended = end_v5(client, pid, epoch)
     assert (ended.error_code, ended.producer_epoch) == (E.none, epoch + 1)
+
+
+def test_with_verification_off_produce_v12_still_adds_its_partition(tmp_path: Path) -> None:
+    """The switch turns part 1 off; a version 2 client adds no partition itself, so its
+    leader still does."""
+    config = BrokerConfig.from_properties(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(tmp_path),
+            "num.partitions": "2",
+            "transaction.partition.verification.enable": "false",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.num.partitions": "1",
+        }
+    )
+    with BackgroundBroker(config) as broker:
+        wire = WireClient(broker.bootstrap_servers)
+        try:
+            metadata = {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": True}
+            assert wire.call(METADATA, 4, metadata).topics[0].error_code == E.none
+            found = wire.call(FIND_COORDINATOR, 1, {"key": "tx", "key_type": 1})
+            assert found.error_code == E.none
+            started = init(wire, version=5)
+            pid, epoch = int(started.producer_id), int(started.producer_epoch)
+            # Unverified, as before KIP-890: a v9 batch opens a transaction unasked.
+            assert produce(wire, 9, pid, epoch, 0, partition=1).error_code == E.none
+            assert produce(wire, 12, pid, epoch, 1, partition=1).error_code == E.none
+            assert produce(wire, 12, pid, epoch, 0).error_code == E.none
+            assert partitions_of(wire) == {(TOPIC, 0)}
+        finally:
+            wire.close()

@@ -441,6 +441,7 @@ class TransactionCoordinator:
             if client_transaction_version is None
             else client_transaction_version
         )
+
         def proceed(next_producer_id: int) -> None:
             self._end_transaction(
                 transactional_id,

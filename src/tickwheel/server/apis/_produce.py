@@ -19,7 +19,8 @@ INVALID_PRODUCER_ID_MAPPING. The handler peeks at the headers of the whole batch
 that (``tickwheel.record.iter_batches``); the log validates everything else.
 
 Verification (KIP-890, Kafka's ``ReplicaManager.appendRecords``): with
-``transaction.partition.verification.enable`` (default true), the partitions of a
+``transaction.partition.verification.enable`` (default true), and always for v12 (whose
+client adds no partition itself), the partitions of a
 transactional produce on which the producer has no open transaction at its epoch
 (``ReplicaManager.start_transaction_verification``) are first put to the transaction
 coordinator (``PartitionVerifier``): v3-11 ask whether each is in the ongoing
@@ -199,7 +200,10 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
         if (
             isinstance(checked, tuple)
             and body.transactional_id is not None
-            and context.config.transaction_partition_verification_enable
+            and (
+                context.config.transaction_partition_verification_enable
+                or request.api_version >= _FIRST_ADD_PARTITION_VERSION
+            )
         ):
             guards, unverified = await _verify(
                 context, request, body.transactional_id, checked, entries

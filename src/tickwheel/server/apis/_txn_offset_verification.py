@@ -3,11 +3,12 @@ coordinator writes the offsets.
 
 The offsets of a transaction go to the group's ``__consumer_offsets`` partition, which
 must be in the transaction like any partition a transactional produce writes to. With
-``transaction.partition.verification.enable`` (default true) the broker asks the
-transaction coordinator first (``PartitionVerifier``): v0-4 whether the partition is
-in the ongoing transaction (the client added it with AddOffsetsToTxn; part 1), v5
-(transaction version 2) to add it (part 2: the client sends no AddOffsetsToTxn). A
-refusal answers every partition of the request, and nothing is written:
+``transaction.partition.verification.enable`` (default true), and always for v5, the
+broker asks the transaction coordinator first (``PartitionVerifier``): v0-4 whether
+the partition is in the ongoing transaction (the client added it with
+AddOffsetsToTxn; part 1), v5 (transaction version 2) to add it (part 2: the client
+sends no AddOffsetsToTxn). A refusal answers every partition of the request, and
+nothing is written:
 TRANSACTION_ABORTABLE from v4 and INVALID_TXN_STATE before, PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH, and the coordinator's retriable answers as
 COORDINATOR_LOAD_IN_PROGRESS, which every client retries. With an authorizer, a request
@@ -39,7 +40,10 @@ async def refused_txn_offset_commit(
 ) -> Response | None:
     """The answer refusing a TxnOffsetCommit whose offsets partition the transaction
     coordinator does not confirm (or add), or None to go on."""
-    if not context.config.transaction_partition_verification_enable:
+    if (
+        not context.config.transaction_partition_verification_enable
+        and request.api_version < _FIRST_ADD_PARTITION_VERSION
+    ):
         return None
     body = request.body_as(TxnOffsetCommitRequest)
     if not authorize(
