@@ -4,30 +4,37 @@
 per-example deadline, since CI shares a noisy 2-core machine; ``dev`` is the quick
 default. ``HYPOTHESIS_PROFILE`` overrides either.
 
-When the session ends (every fixture torn down), no process the suite started may still
-run: brokers, ZooKeeper and client processes are each stopped by the test or fixture
-that started them. Spark's JVM is the one exception to that rule: pyspark keeps one
-gateway JVM for the life of the process, shared by every SparkSession the suite makes
-(the Spark tests' fixture, the documentation's Spark blocks), so it is stopped here,
-once, before the check. A process left behind fails the run, named with its
-command line, so a leak is found where it is made rather than as a slow CI or a port
-still taken by the next run.
+When the session ends (every fixture torn down), nothing the suite started may still
+run: no process (brokers, ZooKeeper, client processes), and no client or server inside
+the test process -- a librdkafka client's native threads (confluent-kafka), a listening
+socket (an in-process broker), a TCP connection (kafka-python, aiokafka, kazoo, a
+broker's own). Each is stopped by the test or fixture that started it. Spark's JVM is
+the one exception: pyspark keeps one gateway JVM for the life of the process, shared by
+every SparkSession the suite makes (the Spark tests' fixture, the documentation's Spark
+blocks), so it is stopped here, once, before the check. Anything left behind fails the
+run, named (a process with its command line, a socket with its addresses), so a leak is
+found where it is made rather than as a slow CI or a port still taken by the next run.
 
 The suite runs in parallel workers (pytest-xdist, ``./run test`` asks for them with
 ``--dist loadgroup``). Tests wait on sockets, timeouts and child processes far more than
 they compute, so workers overlap them; three kinds of test are kept together:
 
-- the Spark tests share one worker (``xdist_group("spark")``): a worker's SparkSession is
-  one JVM, started once, and two would only compete for the same two cores;
+- the Spark tests that use the worker's own SparkSession (the ``spark`` fixture, the
+  documentation's Spark blocks) share one worker (``xdist_group("spark")``): a worker's
+  SparkSession is one JVM, started once, and two would only compete for the same two
+  cores. Spark tests that run their pipelines in child processes of their own (the demo,
+  the killed driver) are grouped by module like any other;
 - the cluster tests (ZooKeeper and three brokers each) are split by module into
   ``CLUSTER_GROUPS`` groups, so at most that many clusters run at once and their
   session and lag timeouts are not starved of CPU;
 - any other module's tests stay together, so its module-scoped fixtures start once.
 
-Each worker checks its own children when its session ends and reports them to the
-controller, which fails the run if any worker (or the controller itself) left one.
+Each worker checks itself and its children when its session ends and reports what it
+found to the controller, which fails the run if any worker (or the controller itself)
+left something.
 """
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -38,6 +45,9 @@ from hypothesis import HealthCheck, settings
 
 _JVM_STOP_TIMEOUT_S = 30.0
 _ROOT = Path(__file__).resolve().parents[1]
+_IN_PROCESS_SPARK = frozenset({"spark", "block"})
+"""Fixtures whose tests make a SparkSession in the worker: the Spark tests' session, and
+the documentation's code blocks (those marked ``spark`` make one)."""
 CLUSTER_GROUPS = 2
 """How many cluster tests may run at once, each in its own worker."""
 _LEFT_KEY = "left_running"
@@ -128,7 +138,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put each test in its xdist group: Spark, a cluster group, or its module."""
     cluster_groups = _cluster_groups(items)
     for item in items:
-        if item.get_closest_marker("spark") is not None:
+        if item.get_closest_marker("spark") is not None and _IN_PROCESS_SPARK.intersection(
+            getattr(item, "fixturenames", ())
+        ):
             group = "spark"
         else:
             group = cluster_groups.get(_module(item), _module(item))
@@ -138,6 +150,63 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _left_running() -> list[str]:
     """This process's live descendants, each as "pid: command line"."""
     return [f"{pid}: {_command_line(pid)}" for pid in _children(os.getpid())]
+
+
+def _librdkafka_threads() -> list[str]:
+    """This process's librdkafka threads (named ``rdk:...``): a confluent-kafka client that
+    was never closed, or is still referenced."""
+    names = []
+    for comm in Path("/proc/self/task").glob("*/comm"):
+        try:
+            name = comm.read_text().strip()
+        except OSError:
+            continue  # ended meanwhile
+        if name.startswith("rdk:"):
+            names.append(name)
+    names.sort()
+    return [f"librdkafka thread {name} (a confluent-kafka client still open)" for name in names]
+
+
+def _address(hex_address: str) -> str:
+    """``0100007F:1F90`` (``/proc/net/tcp``'s little-endian IPv4) as ``127.0.0.1:8080``;
+    IPv6 addresses stay in hex."""
+    host, port = hex_address.split(":")
+    if len(host) == 8:
+        host = ".".join(str(int(host[index : index + 2], 16)) for index in (6, 4, 2, 0))
+    return f"{host}:{int(port, 16)}"
+
+
+_TCP_LISTEN = "0A"
+_TCP_CLOSE = "07"
+
+
+def _open_tcp_sockets() -> list[str]:
+    """This process's TCP sockets still open: listening (a server) or connected (a client,
+    or a server's side of a connection)."""
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    sockets = []
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+            if inode not in inodes or state == _TCP_CLOSE:
+                continue
+            if state == _TCP_LISTEN:
+                sockets.append(f"socket listening on {_address(local)}")
+            else:
+                sockets.append(f"socket {_address(local)} -> {_address(remote)}")
+    return sockets
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -152,18 +221,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not Path("/proc").is_dir():
         return
     _stop_spark_gateway()
-    left = _left_running()
+    gc.collect()  # a client nothing references any more closes in its finaliser
+    in_process = _librdkafka_threads() + _open_tcp_sockets()
     worker_output = getattr(session.config, "workeroutput", None)
     if worker_output is not None:
         worker_output["pid"] = os.getpid()
-        worker_output[_LEFT_KEY] = left
+        worker_output[_LEFT_KEY] = [
+            *_left_running(),
+            *(f"{os.getpid()} (a test worker): {line}" for line in in_process),
+        ]
         return
-    left = _LEFT_BY_WORKERS + [
-        line for line in left if int(line.split(":", 1)[0]) not in _worker_tree()
-    ]
+    workers = _worker_tree()
+    processes = [line for line in _left_running() if int(line.split(":", 1)[0]) not in workers]
+    left = _LEFT_BY_WORKERS + processes + in_process
     if left:
         lines = "\n".join(f"  {line}" for line in left)
-        print(f"\nprocesses the suite started are still running:\n{lines}")
+        print(f"\nwhat the suite started is still running:\n{lines}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -57,12 +57,11 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from tickwheel.bench._chart import Lines, add_png_argument, save_png
 from tickwheel.bench.broker import BrokerProcess, start_tansu, start_tickwheel, tansu_binary
-from tickwheel.protocol import build_entity, encode_request, request_schema
+from tickwheel.protocol import ApiKey, build_entity, encode_request, request_schema
 
 TICKWHEEL = "tickwheel"
 TANSU = "tansu"
 _DEFAULT_COUNTS = "1000,5000,10000,20000"
-_METADATA = 3
 _METADATA_VERSION = 12
 _FULL_METADATA_REPEATS = 20
 _SMALL_METADATA_REPEATS = 300
@@ -137,7 +136,7 @@ class _MetadataClient:
         """A Metadata (v12) answer for ``topics`` (None: every topic), as bytes."""
         self._correlation_id += 1
         body = build_entity(
-            request_schema(_METADATA, _METADATA_VERSION),
+            request_schema(ApiKey.METADATA, _METADATA_VERSION),
             {
                 "topics": None
                 if topics is None
