@@ -94,8 +94,8 @@ class PendingCompleteTxn:
     metadata: TransactionMetadata
     complete: TxnTransitMetadata
     commit: bool
-    producer_id: int = -1
-    producer_epoch: int = -1
+    producer_id: int
+    producer_epoch: int
 
 
 class TransactionMarkerChannelManager:
