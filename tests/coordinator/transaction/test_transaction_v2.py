@@ -22,6 +22,7 @@ from .conftest import (
     STATE,
     T0,
     T1,
+    TIMEOUT_MS,
     Txn,
     append_state,
     completed_commit,
@@ -224,3 +225,18 @@ async def test_an_exhausted_epoch_completes_at_a_new_producer_id(txn: Txn) -> No
         0,
     )
     assert txn.add_v2(FIRST_PRODUCER_ID, 0, T1) == E.none
+
+
+async def test_a_timed_out_version_2_transaction_fences_its_producer(txn: Txn) -> None:
+    """The timeout's abort bumps the epoch once, as a fence: the producer's EndTxn at
+    the epoch before is no retry but fenced, unlike after its own EndTxn."""
+    init = await txn.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert txn.add_v2(pid, epoch, T0) == E.none
+    txn.clock.advance(TIMEOUT_MS)
+    described = txn.describe()
+    assert (described.state, described.producer_epoch) == ("CompleteAbort", epoch + 1)
+    for commit in (True, False):
+        ended = txn.end_v(pid, epoch, commit=commit, client_transaction_version=2)
+        assert ended.error == E.producer_fenced
+    assert txn.add_v2(pid, epoch, T0) == E.producer_fenced

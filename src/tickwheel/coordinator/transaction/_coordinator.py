@@ -566,7 +566,13 @@ class TransactionCoordinator:
         )
         if metadata.producer_id != producer_id and not retry_on_overflow:
             return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
-        retry = retry_on_overflow or (may_retry and metadata.producer_epoch == producer_epoch + 1)
+        # The bump of an EndTxn keeps the epoch before it as the last one; a fence's
+        # bump (a timeout, a new instance) does not, so its victim is fenced.
+        retry = retry_on_overflow or (
+            may_retry
+            and metadata.producer_epoch == producer_epoch + 1
+            and metadata.last_producer_epoch == producer_epoch
+        )
         if not retry and (
             (from_client and producer_epoch != metadata.producer_epoch)
             or producer_epoch < metadata.producer_epoch
