@@ -77,6 +77,9 @@ async def test_a_retry_while_the_markers_are_pending_is_told_to_retry(txn: Txn) 
     assert txn.describe().state == "PrepareCommit"
     retried = txn.end_v(pid, epoch, client_transaction_version=2)
     assert retried.error == E.concurrent_transactions
+    # The prepared epoch itself is no client's yet.
+    ahead = txn.end_v(pid, epoch + 1, client_transaction_version=2)
+    assert ahead.error == E.producer_fenced
     # The leader adding a partition for the next transaction waits too.
     assert txn.add_v2(pid, epoch + 1, T1) == E.concurrent_transactions
 
@@ -227,16 +230,18 @@ async def test_an_exhausted_epoch_completes_at_a_new_producer_id(txn: Txn) -> No
     assert txn.add_v2(FIRST_PRODUCER_ID, 0, T1) == E.none
 
 
-async def test_a_timed_out_version_2_transaction_fences_its_producer(txn: Txn) -> None:
-    """The timeout's abort bumps the epoch once, as a fence: the producer's EndTxn at
-    the epoch before is no retry but fenced, unlike after its own EndTxn."""
+async def test_a_timed_out_version_2_transaction_cannot_be_committed(txn: Txn) -> None:
+    """The timeout's abort bumps the epoch once (a fence, no second bump): the producer's
+    commit at the epoch before is refused, its abort taken as a retry of the abort, as
+    Kafka answers them, and its batches are fenced."""
     init = await txn.init()
     pid, epoch = init.producer_id, init.producer_epoch
     assert txn.add_v2(pid, epoch, T0) == E.none
     txn.clock.advance(TIMEOUT_MS)
     described = txn.describe()
     assert (described.state, described.producer_epoch) == ("CompleteAbort", epoch + 1)
-    for commit in (True, False):
-        ended = txn.end_v(pid, epoch, commit=commit, client_transaction_version=2)
-        assert ended.error == E.producer_fenced
+    committed = txn.end_v(pid, epoch, client_transaction_version=2)
+    assert committed.error == E.invalid_txn_state
+    aborted = txn.end_v(pid, epoch, commit=False, client_transaction_version=2)
+    assert (aborted.error, aborted.producer_epoch) == (E.none, epoch + 1)
     assert txn.add_v2(pid, epoch, T0) == E.producer_fenced

@@ -74,15 +74,6 @@ _END_ANSWERS = {
     (TransactionState.PREPARE_COMMIT, True): ErrorCode.concurrent_transactions,
     (TransactionState.PREPARE_ABORT, False): ErrorCode.concurrent_transactions,
 }
-# A version 2 EndTxn at the current epoch in these states is not a retry: a misuse.
-_END_RETRY_STATES = frozenset(
-    {
-        TransactionState.COMPLETE_COMMIT,
-        TransactionState.COMPLETE_ABORT,
-        TransactionState.PREPARE_COMMIT,
-        TransactionState.PREPARE_ABORT,
-    }
-)
 _PENDING_TIMEOUT_RETRY_MS = 100
 """How soon a timed-out transaction whose state was changing is looked at again."""
 
@@ -568,15 +559,20 @@ class TransactionCoordinator:
             return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
         # The bump of an EndTxn keeps the epoch before it as the last one; a fence's
         # bump (a timeout, a new instance) does not, so its victim is fenced.
-        retry = retry_on_overflow or (
-            may_retry
-            and metadata.producer_epoch == producer_epoch + 1
-            and metadata.last_producer_epoch == producer_epoch
+        retry = retry_on_overflow or (may_retry and metadata.producer_epoch == producer_epoch + 1)
+        preparing = metadata.state in (
+            TransactionState.PREPARE_COMMIT,
+            TransactionState.PREPARE_ABORT,
         )
-        if not retry and (
-            (from_client and producer_epoch != metadata.producer_epoch)
-            or producer_epoch < metadata.producer_epoch
-        ):
+        if (
+            not retry
+            and (
+                (from_client and producer_epoch != metadata.producer_epoch)
+                or producer_epoch < metadata.producer_epoch
+            )
+        ) or (may_retry and preparing and not retry):
+            # At version 2 a prepared transaction's epoch is already bumped: only a
+            # retry may name the one before it.
             return EndTxnResult(ErrorCode.producer_fenced)
         if pending is not None and not fence:
             return EndTxnResult(ErrorCode.concurrent_transactions)
@@ -622,7 +618,8 @@ class TransactionCoordinator:
                 bump_epoch=True,
                 next_producer_id=next_producer_id,
             )
-        if v2 and not retry and state in _END_RETRY_STATES:
+        if v2 and not retry and state in _COMPLETED:
+            # A commit with nothing open (an abort was handled above).
             return EndTxnResult(ErrorCode.invalid_txn_state)
         # A retried EndTxn of a finished transaction succeeds; one still finishing is
         # retried by the client; anything else is a misuse (fatal in clients).
