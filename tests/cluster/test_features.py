@@ -20,7 +20,7 @@ API_VERSIONS = 18
 UPDATE_FEATURES = 57
 SAFE_DOWNGRADE, UPGRADE = 2, 1
 ELR = "eligible.leader.replicas.version"
-SERVED = {ELR: 1, "group.version": 1, "share.version": 1, "transaction.version": 1}
+SERVED = {ELR: 1, "group.version": 1, "share.version": 1, "transaction.version": 2}
 _MS_PER_S = 1000
 
 
@@ -70,8 +70,8 @@ def test_an_update_on_one_broker_reaches_every_broker_and_survives_a_restart(
     others = [b for b in cluster.brokers if b.broker_id != controller]
     update(others[0], "group.version", 0, SAFE_DOWNGRADE)
     # The broker that took the update answers once it advertises it itself.
-    assert finalized(others[0]) == (1, {ELR: 1, "share.version": 1, "transaction.version": 1})
-    everyone_sees(cluster, (1, {ELR: 1, "share.version": 1, "transaction.version": 1}))
+    assert finalized(others[0]) == (1, {ELR: 1, "share.version": 1, "transaction.version": 2})
+    everyone_sees(cluster, (1, {ELR: 1, "share.version": 1, "transaction.version": 2}))
     update(others[1], "group.version", 1, UPGRADE)
     everyone_sees(cluster, (2, SERVED))
     document = cluster.read_znode("/feature")

@@ -78,7 +78,7 @@ def kio_values(topics: list[TopicAnswer]) -> dict[str, Any]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(3, 9), int32s, answers())
+@given(st.integers(3, 12), int32s, answers())
 def test_a_produce_response_is_the_bytes_kio_writes(
     version: int, correlation_id: int, topics: list[TopicAnswer]
 ) -> None:

@@ -30,7 +30,7 @@ from tickwheel.protocol._validate import check_lengths, null_field
 
 PRODUCE = 0
 FETCH = 1
-VERSIONS = {PRODUCE: VersionRange(3, 9), FETCH: VersionRange(4, 12)}
+VERSIONS = {PRODUCE: VersionRange(3, 12), FETCH: VersionRange(4, 12)}
 
 names = st.text(max_size=12)
 nullable_text = st.none() | st.text(max_size=12)
@@ -66,7 +66,7 @@ def fast_decode(frame: bytes) -> DecodedRequest | bytes | None:
 @st.composite
 def produce_frames(draw: st.DrawFn) -> bytes:
     """A ProduceRequest frame (no size prefix) that kio encodes."""
-    version = draw(st.integers(3, 9))
+    version = draw(st.integers(3, 12))
     values = {
         "transactional_id": draw(nullable_text),
         "acks": draw(int16s),

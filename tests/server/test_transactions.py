@@ -109,12 +109,12 @@ def test_the_transaction_apis_are_advertised(client: WireClient) -> None:
         API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
     )
     ranges = {int(k.api_key): (k.min_version, k.max_version) for k in body.api_keys}
-    assert ranges[ADD_PARTITIONS] == (0, 3)
-    assert ranges[ADD_OFFSETS] == (0, 3)
-    assert ranges[END_TXN] == (0, 3)
+    assert ranges[ADD_PARTITIONS] == (0, 5)
+    assert ranges[ADD_OFFSETS] == (0, 4)
+    assert ranges[END_TXN] == (0, 5)
     assert ranges[DESCRIBE_TRANSACTIONS] == (0, 0)
     assert ranges[LIST_TRANSACTIONS] == (0, 1)
-    assert ranges[INIT_PRODUCER_ID] == (0, 4)
+    assert ranges[INIT_PRODUCER_ID] == (0, 5)
     assert ranges[FIND_COORDINATOR] == (0, 6)
 
 

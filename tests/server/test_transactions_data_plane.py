@@ -3,7 +3,9 @@ Fetch and ListOffsets, DescribeProducers, and real consumers at both isolation l
 
 No transaction coordinator takes part: the tests write the transactional batches with
 raw Produce requests and end the transactions with raw WriteTxnMarkers, as a
-coordinator would.
+coordinator would, so the leader's verification with the coordinator
+(``transaction.partition.verification.enable``) is off here; ``test_txn_verification``
+covers it.
 """
 
 from __future__ import annotations
@@ -176,6 +178,11 @@ def fetch_request(isolation_level: int, offset: int, max_wait_ms: int) -> dict[s
         "forgotten_topics_data": [],
         "rack_id": "",
     }
+
+
+@pytest.fixture
+def tickwheel_broker_properties() -> dict[str, str]:
+    return {"transaction.partition.verification.enable": "false"}
 
 
 @pytest.fixture

@@ -79,7 +79,12 @@ from tickwheel.log._log import (
 )
 from tickwheel.log._offset_checkpoints import OffsetCheckpoints
 from tickwheel.log._offset_metadata import LogOffsetMetadata
-from tickwheel.log._producer_state import AppendOrigin, ProducerStateSummary
+from tickwheel.log._producer_state import (
+    NO_VERIFICATION_GUARD,
+    AppendOrigin,
+    ProducerStateSummary,
+    VerificationGuard,
+)
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._recovery import CLEANED_SUFFIX, SWAP_SUFFIX, UNFLUSHED_RECOVERED
 from tickwheel.log._txn_index import AbortedTxn
@@ -114,6 +119,7 @@ __all__ = [
     "LOG_START_OFFSET_CHECKPOINT",
     "MAX_TIMESTAMP",
     "NO_BROKER_EPOCH",
+    "NO_VERIFICATION_GUARD",
     "OFFSET_CHECKPOINTS",
     "RECORD_BATCH_OVERHEAD",
     "RECOVERY_POINT_CHECKPOINT",
@@ -155,6 +161,7 @@ __all__ = [
     "TimestampAndOffset",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
+    "VerificationGuard",
     "build_end_txn_marker",
     "check_batch",
     "fsync_dir",

@@ -78,6 +78,7 @@ from tickwheel.log import (
     LogStorageError,
     ProducerStateSummary,
     RecordValidationError,
+    VerificationGuard,
     build_end_txn_marker,
     system_clock_ms,
 )
@@ -426,8 +427,13 @@ class ReplicaManager:
         *,
         internal_topics_allowed: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> None:
         """Append to the leaders, then answer through ``callback`` (maybe later).
+
+        ``verification_guards``: per partition, the guard its transactional batches
+        were verified with (``start_transaction_verification``); None when the
+        produce was not verified.
 
         Internal topics (``__consumer_offsets``) take appends only from the broker's own
         coordinators (``internal_topics_allowed``); a client's produce to one gets
@@ -441,7 +447,13 @@ class ReplicaManager:
             )
             return
         appended = {
-            tp: self._append_to_leader(tp, records, required_acks, origin)
+            tp: self._append_to_leader(
+                tp,
+                records,
+                required_acks,
+                origin,
+                None if verification_guards is None else verification_guards.get(tp),
+            )
             if internal_topics_allowed or not is_internal_topic(tp.topic)
             else (_refuse_internal_append(tp), _NO_OFFSET)
             for tp, records in entries.items()
@@ -460,15 +472,33 @@ class ReplicaManager:
         )
         self.produce_purgatory.try_complete_else_watch(operation, [_key(tp) for tp in entries])
 
+    def start_transaction_verification(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int
+    ) -> VerificationGuard | None:
+        """The guard to verify a transactional produce to ``tp`` with (see
+        ``Log.start_transaction_verification``); None where this broker does not lead
+        ``tp`` (the append answers that)."""
+        partition = self._partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return None
+        return partition.log.start_transaction_verification(producer_id, producer_epoch)
+
     def _append_to_leader(
-        self, tp: TopicPartition, records: bytes, required_acks: int, origin: AppendOrigin
+        self,
+        tp: TopicPartition,
+        records: bytes,
+        required_acks: int,
+        origin: AppendOrigin,
+        verification_guard: VerificationGuard | None,
     ) -> tuple[ProducePartitionResult, int]:
         """The partition's result, and the offset its acks=all wait must reach."""
         partition = self._partitions.get(tp)
         if partition is None:
             return ProducePartitionResult(self.not_hosted_error(tp)), _NO_OFFSET
         try:
-            info, hw_moved = partition.append_records_to_leader(records, required_acks, origin)
+            info, hw_moved = partition.append_records_to_leader(
+                records, required_acks, origin, verification_guard
+            )
         except PartitionError as exc:
             return ProducePartitionResult(exc.error_code, error_message=str(exc)), _NO_OFFSET
         except RecordValidationError as exc:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.log import AppendOrigin, LogAppendInfo, LogOffsetMetadata
+from tickwheel.log import AppendOrigin, LogAppendInfo, LogOffsetMetadata, VerificationGuard
 from tickwheel.log import Log as _Log
 from tickwheel.replica._types import ACKS_ALL, FetchIsolation, TopicPartition
 
@@ -133,7 +133,11 @@ class Partition:
             raise PartitionError(ErrorCode.not_leader_or_follower)
 
     def append_records_to_leader(
-        self, records: bytes, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: bytes,
+        required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> tuple[LogAppendInfo, bool]:
         """Append as leader; returns the append info and whether the HW moved."""
         self.check_leader()
@@ -142,7 +146,7 @@ class Partition:
                 ErrorCode.not_enough_replicas,
                 f"ISR {sorted(self.isr)} is smaller than min.insync.replicas",
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin, verification_guard)
         return info, self.maybe_increment_leader_hw()
 
     def start_leader_epoch(self) -> None:

@@ -19,16 +19,19 @@ feature                               supported  default  a level enables
 ``group.version``                     0-1        1        1: the consumer group protocol
                                                           (KIP-848)
 ``share.version``                     0-1        1        1: share groups (KIP-932)
-``transaction.version``               0-1        1        1: flexible transaction-log
-                                                          records; 2 (transactions v2,
-                                                          KIP-890 part 2) is not served,
-                                                          so a client is never told it
-                                                          may use it
+``transaction.version``               0-2        2        1: flexible transaction-log
+                                                          records; 2: transactions v2
+                                                          (KIP-890 part 2: partitions
+                                                          added by their leaders at
+                                                          Produce v12, an epoch bump per
+                                                          EndTxn v5, TxnOffsetCommit v5)
 ====================================  =========  =======  ===============================
 
 A new cluster starts at the defaults, as a new Kafka 4.3 cluster is formatted at its
-latest production levels (``transaction.version`` at the most this broker serves;
-eligible leader replicas are on in a new cluster from Kafka 4.1).
+latest production levels (eligible leader replicas are on in a new cluster from Kafka
+4.1). Clients read ``transaction.version`` to choose the transaction protocol (a Java
+client uses version 2 at level 2); the broker serves both protocols at every level,
+each transaction by the versions its client sends.
 The levels change only through UpdateFeatures (``kafka-features.sh upgrade`` /
 ``downgrade``), checked here as Kafka's controller checks them (``plan_update``): a
 level outside the supported range, a lower level asked as an upgrade, or a higher one
@@ -79,7 +82,7 @@ SUPPORTED_FEATURES: Final = (
     SupportedFeature(ELIGIBLE_LEADER_REPLICAS_VERSION, 0, 1, 1),
     SupportedFeature(GROUP_VERSION, 0, 1, 1),
     SupportedFeature(SHARE_VERSION, 0, 1, 1),
-    SupportedFeature(TRANSACTION_VERSION, 0, 1, 1),
+    SupportedFeature(TRANSACTION_VERSION, 0, 2, 2),
 )
 _SUPPORTED_BY_NAME: Final = {feature.name: feature for feature in SUPPORTED_FEATURES}
 UNKNOWN_EPOCH: Final = -1

@@ -25,13 +25,15 @@ LeaveGroup         13   0-5       --
 SyncGroup          14   0-5       the leader's assignment, then its append
 DescribeGroups     15   0-5       --
 ListGroups         16   0-5       --
-TxnOffsetCommit    28   0-3       the append to ``__consumer_offsets``
+TxnOffsetCommit    28   0-5       the append to ``__consumer_offsets``
 DeleteGroups       42   0-2       --
 OffsetDelete       47   0         --
 =================  ===  ========  =================================================
 
-TxnOffsetCommit stops at 3, as the transaction protocol here does (v4 adds only
-TRANSACTION_ABORTABLE, v5 is KIP-890 part 2); before v3 it names no member or
+TxnOffsetCommit v4 adds only TRANSACTION_ABORTABLE and v5 the implicit add of the
+offsets partition to the transaction (KIP-890 part 2); the broker asks the transaction
+coordinator before this coordinator sees the request
+(``server.apis._txn_offset_verification``). Before v3 it names no member or
 generation, and before v2 COORDINATOR_LOAD_IN_PROGRESS reads COORDINATOR_NOT_AVAILABLE
 (clients older than KAFKA-7296 would fail on it; Kafka's KafkaApis maps it the same way).
 OffsetFetch v7 carries ``require_stable`` (KIP-447): librdkafka sets it for a
@@ -142,7 +144,7 @@ GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     LIST_GROUPS_KEY: VersionRange(0, 5),
     DELETE_GROUPS_KEY: VersionRange(0, 2),
     OFFSET_DELETE_KEY: VersionRange(0, 0),
-    TXN_OFFSET_COMMIT_KEY: VersionRange(0, 3),
+    TXN_OFFSET_COMMIT_KEY: VersionRange(0, 5),
 }
 """The group APIs and the versions ``GroupApis`` handles (what every client here uses)."""
 

@@ -510,6 +510,11 @@ class BrokerConfig:
         default=_TXNS.transaction_remove_expired_transaction_cleanup_interval_ms,
         metadata=_kafka("transaction.remove.expired.transaction.cleanup.interval.ms"),
     )
+    # A partition leader asks the coordinator before a transactional produce opens a
+    # transaction on it (KIP-890 part 1; ``server.apis._produce``).
+    transaction_partition_verification_enable: bool = field(
+        default=True, metadata=_kafka("transaction.partition.verification.enable")
+    )
     # The share coordinator's settings; ShareCoordinatorConfig holds the defaults and
     # reads these from ``as_properties()``.
     share_coordinator_state_topic_num_partitions: int = field(
