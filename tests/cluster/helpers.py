@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint, BrokerProcess, LocalCluster
 from tickwheel.log import write_varint
+from tickwheel.protocol import ApiKey
 
 LAG_TIME_MS = 2000
 FETCH_WAIT_MS = 500
@@ -29,8 +30,8 @@ WAIT_S = 30.0
 _MAX_QUEUED = 500
 _LOG_TAIL_LINES = 40
 _POLL_S = 0.05
-PRODUCE_KEY = 0
-FETCH_KEY = 1
+PRODUCE_KEY = ApiKey.PRODUCE
+FETCH_KEY = ApiKey.FETCH
 FETCH_VERSION = 12
 CONSUMER_REPLICA_ID = -1
 NOT_LEADER_OR_FOLLOWER = 6
@@ -244,7 +245,7 @@ def fetch_raw(bootstrap_servers: str, topic: str) -> int:
     return asyncio.run(raw_fetch(bootstrap_servers, topic))
 
 
-INIT_PRODUCER_ID_KEY = 22
+INIT_PRODUCER_ID_KEY = ApiKey.INIT_PRODUCER_ID
 INIT_PRODUCER_ID_VERSION = 4
 
 

@@ -11,13 +11,14 @@ from kio.schema.errors import ErrorCode
 
 from server.wire import WireClient
 from tickwheel.cluster import BrokerProcess, LocalCluster
+from tickwheel.protocol import ApiKey
 
 from .helpers import SESSION_TIMEOUT_MS, WAIT_S, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
-API_VERSIONS = 18
-UPDATE_FEATURES = 57
+API_VERSIONS = ApiKey.API_VERSIONS
+UPDATE_FEATURES = ApiKey.UPDATE_FEATURES
 SAFE_DOWNGRADE, UPGRADE = 2, 1
 ELR = "eligible.leader.replicas.version"
 SERVED = {ELR: 1, "group.version": 1, "share.version": 1, "transaction.version": 2}

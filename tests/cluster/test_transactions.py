@@ -36,6 +36,7 @@ from tickwheel.bench._batches import make_batch
 from tickwheel.cluster import LocalCluster
 from tickwheel.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from tickwheel.coordinator.transaction._state_manager import java_abs, java_string_hash
+from tickwheel.protocol import ApiKey
 from tickwheel.record import TRANSACTIONAL_FLAG_MASK
 
 from .helpers import CLUSTER_PROPERTIES, WAIT_S, ZOOKEEPER_TICK_MS, create_topic, wait_for
@@ -46,14 +47,14 @@ E = ErrorCode
 TXN_ID = "cluster-tx"
 STATE_PARTITIONS = 3
 REPLICATION = 3
-FIND_COORDINATOR = 10
+FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
-PRODUCE = 0
-INIT_PRODUCER_ID = 22
-ADD_PARTITIONS = 24
-END_TXN = 26
-DESCRIBE_TRANSACTIONS = 65
+PRODUCE = ApiKey.PRODUCE
+INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+ADD_PARTITIONS = ApiKey.ADD_PARTITIONS_TO_TXN
+END_TXN = ApiKey.END_TXN
+DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
 TIMEOUT_MS = 600_000
 DATA_PARTITIONS = 2
 POLL_S = 0.2

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import (
+    ApiKey,
     PartitionAnswer,
     TopicAnswer,
     build_entity,
@@ -17,7 +18,7 @@ from tickwheel.protocol import (
     response_schema,
 )
 
-PRODUCE = 0
+PRODUCE = ApiKey.PRODUCE
 # Timestamps a broker writes: up to the year 2109 (kio goes through a datetime).
 MAX_TIMESTAMP_MS = 2**42
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from tickwheel.bench.fuzz import all_schema_breaking_frames
 from tickwheel.protocol import (
+    ApiKey,
     DecodedRequest,
     InvalidRequestError,
     VersionRange,
@@ -28,8 +29,8 @@ from tickwheel.protocol import (
 from tickwheel.protocol._schemas import reader_for
 from tickwheel.protocol._validate import check_lengths, null_field
 
-PRODUCE = 0
-FETCH = 1
+PRODUCE = ApiKey.PRODUCE
+FETCH = ApiKey.FETCH
 VERSIONS = {PRODUCE: VersionRange(3, 12), FETCH: VersionRange(4, 12)}
 
 names = st.text(max_size=12)

@@ -26,6 +26,7 @@ from tickwheel.bench.fuzz import (
     served_versions,
 )
 from tickwheel.protocol import (
+    ApiKey,
     InvalidRequestError,
     RequestKey,
     build_entity,
@@ -38,11 +39,11 @@ from tickwheel.protocol import encode_request as encode_request_frame
 from tickwheel.protocol._validate import LengthError, check_lengths
 from tickwheel.server.apis import SUPPORTED_VERSIONS
 
-FETCH = 1
-PRODUCE = 0
-LIST_OFFSETS = 2
-METADATA = 3
-ALTER_PARTITION_REASSIGNMENTS = 45
+FETCH = ApiKey.FETCH
+PRODUCE = ApiKey.PRODUCE
+LIST_OFFSETS = ApiKey.LIST_OFFSETS
+METADATA = ApiKey.METADATA
+ALTER_PARTITION_REASSIGNMENTS = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 COMPACT_NULL = b"\x00"
 # Compact length 2^32 - 1: 2^32 - 2 items.
 COMPACT_HUGE = b"\xff\xff\xff\xff\x0f"

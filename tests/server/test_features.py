@@ -14,14 +14,15 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import InvalidUpdateVersionError
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-API_VERSIONS = 18
-UPDATE_FEATURES = 57
+API_VERSIONS = ApiKey.API_VERSIONS
+UPDATE_FEATURES = ApiKey.UPDATE_FEATURES
 CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT = 68, 76
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 ELR = "eligible.leader.replicas.version"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker
 
 from .wire import WireClient, count_committed
@@ -37,8 +38,8 @@ pytestmark = [
 RECORDS = 3_000
 PARTITIONS = 3
 TIMEOUT_S = 120.0
-API_VERSIONS = 18
-DESCRIBE_TRANSACTIONS = 65
+API_VERSIONS = ApiKey.API_VERSIONS
+DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
 
 
 def test_the_java_producer_commits_transactions_verified_by_the_leaders(

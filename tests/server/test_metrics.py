@@ -17,14 +17,15 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from replica.records import batch
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker
 
 from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-FETCH = 1
-PRODUCE = 0
+FETCH = ApiKey.FETCH
+PRODUCE = ApiKey.PRODUCE
 TIMEOUT_S = 30.0
 
 

@@ -12,7 +12,7 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import decode_topic_id
+from tickwheel.protocol import ApiKey, decode_topic_id
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .wire import WireClient
@@ -20,9 +20,9 @@ from .wire import WireClient
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 15.0
-METADATA = 3
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
+METADATA = ApiKey.METADATA
+CREATE_TOPICS = ApiKey.CREATE_TOPICS
+DELETE_TOPICS = ApiKey.DELETE_TOPICS
 NO_ID = None
 """The zero topic id, as kio decodes it."""
 

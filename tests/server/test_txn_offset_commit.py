@@ -20,6 +20,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.group import OFFSETS_TOPIC
+from tickwheel.protocol import ApiKey
 from tickwheel.replica import TopicPartition
 from tickwheel.server import BackgroundBroker
 
@@ -27,11 +28,11 @@ from .wire import WireClient, create_topic
 
 pytestmark = pytest.mark.integration
 
-API_VERSIONS = 18
-FIND_COORDINATOR = 10
-JOIN_GROUP = 11
-OFFSET_FETCH = 9
-TXN_OFFSET_COMMIT = 28
+API_VERSIONS = ApiKey.API_VERSIONS
+FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
+JOIN_GROUP = ApiKey.JOIN_GROUP
+OFFSET_FETCH = ApiKey.OFFSET_FETCH
+TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 PRODUCER_ID = 7001
 _names = itertools.count()
 

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.errors import ErrorCode as E
 
 from tickwheel.coordinator.group import OFFSETS_TOPIC
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .test_transactions import (
@@ -36,9 +37,9 @@ from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-PRODUCE = 0
-API_VERSIONS = 18
-TXN_OFFSET_COMMIT = 28
+PRODUCE = ApiKey.PRODUCE
+API_VERSIONS = ApiKey.API_VERSIONS
+TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 TOPIC = "t"
 
 

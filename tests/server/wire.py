@@ -12,7 +12,7 @@ from confluent_kafka import Consumer
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from tickwheel.protocol import build_entity, request_schema, response_schema
+from tickwheel.protocol import ApiKey, build_entity, request_schema, response_schema
 from tickwheel.protocol import encode_request as encode_request_frame
 
 TIMEOUT_S = 10.0
@@ -120,8 +120,8 @@ def nothing_yet(client: WireClient) -> bool:
     return False
 
 
-CREATE_TOPICS = 19
-FETCH = 1
+CREATE_TOPICS = ApiKey.CREATE_TOPICS
+FETCH = ApiKey.FETCH
 ATTRIBUTES_OFFSET = 21
 
 

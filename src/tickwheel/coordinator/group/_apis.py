@@ -116,7 +116,7 @@ from tickwheel.coordinator.group._coordinator import GroupCoordinator, JoinReque
 from tickwheel.coordinator.group._group import JoinGroupResult, SyncGroupResult, TopicPartition
 from tickwheel.coordinator.group._manager import FetchedOffset
 from tickwheel.coordinator.group._records import NO_LEADER_EPOCH, OffsetValue
-from tickwheel.protocol import NO_THROTTLE, ApiKey, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, CoordinatorType, VersionRange
 
 T = TypeVar("T")
 
@@ -172,7 +172,6 @@ LEAVE_GROUP_BATCHED = 3
 ``one_member_leaving``)."""
 _OFFSET_FETCH_ALL_PARTITIONS = 2
 _TXN_OFFSET_COMMIT_LOAD_ERROR = 2  # from v2, COORDINATOR_LOAD_IN_PROGRESS is understood
-_COORDINATOR_TYPE_GROUP = ApiKey.PRODUCE
 _NO_NODE = BrokerId(-1)  # node id and port of "no coordinator"
 _NO_PORT = i32(-1)
 _NO_OFFSET = -1  # nothing committed
@@ -366,7 +365,7 @@ class GroupApis:
     # --- FindCoordinator ---------------------------------------------------------------
 
     def _find(self, key: str, key_type: int) -> Coordinator:
-        if key_type != _COORDINATOR_TYPE_GROUP or not key:
+        if key_type != CoordinatorType.GROUP or not key:
             # Kafka's answer to a coordinator type it does not know (transactional ids
             # go to tickwheel.coordinator.transaction before reaching this).
             return _no_coordinator(key, ErrorCode.invalid_request)

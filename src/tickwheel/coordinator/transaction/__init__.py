@@ -49,7 +49,6 @@ broker injects the locator, the leader lookup and the marker transport).
 """
 
 from tickwheel.coordinator.transaction._apis import (
-    COORDINATOR_TYPE_TRANSACTION,
     TRANSACTION_API_HANDLERS,
     TRANSACTION_API_NAMES,
     TRANSACTION_API_VERSIONS,
@@ -104,7 +103,6 @@ from tickwheel.coordinator.transaction._verification import (
 __all__ = [
     "CLUSTER_TRANSACTION_STATE_MIN_ISR",
     "CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR",
-    "COORDINATOR_TYPE_TRANSACTION",
     "TRANSACTION_API_HANDLERS",
     "TRANSACTION_API_NAMES",
     "TRANSACTION_API_VERSIONS",

@@ -124,7 +124,6 @@ TRANSACTION_API_NAMES: Mapping[int, str] = {
     LIST_TRANSACTIONS_KEY: "ListTransactions",
 }
 
-COORDINATOR_TYPE_TRANSACTION = 1
 # The first version of each API that knows PRODUCER_FENCED (KafkaApis down-maps below).
 _PRODUCER_FENCED_SINCE: Mapping[int, int] = {
     INIT_PRODUCER_ID_KEY: 4,
