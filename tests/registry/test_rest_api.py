@@ -4,6 +4,7 @@ serdes unchanged, and through raw HTTP for Confluent's error bodies."""
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -397,3 +398,19 @@ def test_avro_references_name_types_of_other_subjects(client: SchemaRegistryClie
         {"home": {"city": "Oslo"}}, SerializationContext("customer", MessageField.VALUE)
     )
     assert AvroDeserializer(client)(data, context) == {"home": {"city": "Oslo"}}
+
+
+def test_a_registry_port_in_use_is_refused_naming_the_property(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        config = BrokerConfig.from_properties(
+            {
+                **TEST_BROKER_PROPERTIES,
+                "log.dirs": str(tmp_path),
+                "schema.registry.listeners": f"http://127.0.0.1:{port}",
+            }
+        )
+        with pytest.raises(
+            ConfigError, match=rf"schema\.registry\.listeners: .*127\.0\.0\.1:{port}"
+        ):
+            BackgroundBroker(config).start()

@@ -387,10 +387,16 @@ class RegistryServer:
         self.ports: list[int] = []
 
     async def start(self) -> None:
-        """Bind every listener and serve."""
+        """Bind every listener and serve (``RegistryListenerError`` if one cannot be bound)."""
         await self._runner.setup()
         for listener in self._listeners:
-            sock = socket.create_server((listener.host, listener.port), reuse_port=False)
+            try:
+                sock = socket.create_server((listener.host, listener.port), reuse_port=False)
+            except OSError as exc:
+                raise RegistryListenerError(
+                    f"{LISTENERS_PROPERTY}: cannot listen on {listener.host}:{listener.port}: "
+                    f"{exc.strerror or exc}"
+                ) from exc
             self.ports.append(sock.getsockname()[1])
             context = self._tls if listener.tls else None
             await web.SockSite(self._runner, sock, ssl_context=context).start()

@@ -483,7 +483,10 @@ class Broker:
             access=access,
             tls=tls,
         )
-        await self._registry.start()
+        try:
+            await self._registry.start()
+        except RegistryListenerError as exc:
+            raise ConfigError(str(exc)) from None
         _log.info(
             "schema registry on %s",
             ", ".join(
