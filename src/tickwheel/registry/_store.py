@@ -14,6 +14,7 @@ Concurrency: event-loop thread only; ``apply`` is the one way state changes.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
 
 from tickwheel.registry._records import (
@@ -43,6 +44,8 @@ class SchemaStore:
     ids: dict[SchemaIdentity, int] = field(default_factory=dict)
     compatibility: dict[str | None, str] = field(default_factory=dict)
     modes: dict[str | None, str] = field(default_factory=dict)
+    # How many versions (soft-deleted ones included) hold each id.
+    uses: Counter[int] = field(default_factory=Counter)
     max_id: int = 0
 
     @property
@@ -53,14 +56,18 @@ class SchemaStore:
         """Apply one record's change."""
         match change:
             case SchemaChange(subject, version, None):
-                removed = self.subjects.get(subject, {}).pop(version, None)
-                if not self.subjects.get(subject, True):
-                    del self.subjects[subject]
-                if removed is not None and not self._in_use(removed.schema_id):
-                    self.by_id.pop(removed.schema_id, None)
-                    self.ids.pop(identity(removed), None)
+                versions = self.subjects.get(subject, {})
+                removed = versions.pop(version, None)
+                if not versions:
+                    self.subjects.pop(subject, None)
+                if removed is not None:
+                    self._forget_use(removed)
             case SchemaChange(subject, version, SchemaValue() as value):
-                self.subjects.setdefault(subject, {})[version] = value
+                replaced = self.subjects.setdefault(subject, {}).get(version)
+                self.subjects[subject][version] = value
+                self.uses[value.schema_id] += 1
+                if replaced is not None:
+                    self._forget_use(replaced)
                 self.by_id.setdefault(value.schema_id, value)
                 self.ids.setdefault(identity(value), value.schema_id)
                 self.max_id = max(self.max_id, value.schema_id)
@@ -78,12 +85,13 @@ class SchemaStore:
                     if version <= newest and not value.deleted:
                         versions[version] = dataclasses.replace(value, deleted=True)
 
-    def _in_use(self, schema_id: int) -> bool:
-        return any(
-            value.schema_id == schema_id
-            for versions in self.subjects.values()
-            for value in versions.values()
-        )
+    def _forget_use(self, value: SchemaValue) -> None:
+        """``value`` no longer holds its id: the id is gone once nothing holds it."""
+        self.uses[value.schema_id] -= 1
+        if self.uses[value.schema_id] <= 0:
+            del self.uses[value.schema_id]
+            self.by_id.pop(value.schema_id, None)
+            self.ids.pop(identity(value), None)
 
     def live_versions(self, subject: str) -> list[SchemaValue]:
         """The versions of ``subject`` not soft-deleted, oldest first."""
