@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from security.certs import write_certificates
@@ -414,3 +415,18 @@ def test_a_registry_port_in_use_is_refused_naming_the_property(tmp_path: Path) -
             ConfigError, match=rf"schema\.registry\.listeners: .*127\.0\.0\.1:{port}"
         ):
             BackgroundBroker(config).start()
+
+
+def test_json_serializer_and_deserializer_round_trip(client: SchemaRegistryClient) -> None:
+    schema = json.dumps(
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+            "additionalProperties": False,
+        }
+    )
+    context = SerializationContext("events", MessageField.VALUE)
+    data = JSONSerializer(schema, client)({"name": "ada"}, context)
+    assert JSONDeserializer(None, schema_registry_client=client)(data, context) == {"name": "ada"}
+    assert client.get_latest_version("events-value").schema.schema_type == "JSON"
