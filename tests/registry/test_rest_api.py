@@ -430,3 +430,16 @@ def test_json_serializer_and_deserializer_round_trip(client: SchemaRegistryClien
     data = JSONSerializer(schema, client)({"name": "ada"}, context)
     assert JSONDeserializer(None, schema_registry_client=client)(data, context) == {"name": "ada"}
     assert client.get_latest_version("events-value").schema.schema_type == "JSON"
+
+
+def test_json_references_must_name_json_schemas(client: SchemaRegistryClient) -> None:
+    client.register_schema("name", Schema('{"type": "string"}', "JSON"))
+    client.register_schema("avro-name", Schema('"string"', "AVRO"))
+    person = json.dumps({"type": "object", "properties": {"name": {"$ref": "name.json"}}})
+    good = [SchemaReference("name.json", "name", 1)]
+    assert client.register_schema("person", Schema(person, "JSON", good)) > 0
+    wrong_type = [SchemaReference("name.json", "avro-name", 1)]
+    assert refusal(client.register_schema, "other", Schema(person, "JSON", wrong_type)) == (
+        422,
+        42201,
+    )

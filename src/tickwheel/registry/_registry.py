@@ -11,9 +11,10 @@ written.
 Versions are numbered from 1 per subject (the next after the greatest, soft-deleted ones
 included); ids are global (``SchemaStore.next_id``) and reused for the same schema.
 Modes: READWRITE, READONLY (writes refused, 42205) and IMPORT (a register may name its
-id and version). Schema types: AVRO (with references to other subjects' named types)
-and JSON (without references); another type, or references in a JSON schema, is
-refused as an invalid schema (42201).
+id and version). Schema types: AVRO (references give it other subjects' named types)
+and JSON (references must name JSON schemas; they are not resolved, and a change of a
+``$ref`` is refused as not proven compatible); another type, or a reference to a
+missing version or to a schema of another type, is refused as invalid (42201).
 
 Concurrency: event-loop thread only.
 """
@@ -25,6 +26,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tickwheel.registry import _errors as errors
 from tickwheel.registry._avro import AVRO, AvroSchema, SchemaError, parse_avro
@@ -34,7 +36,7 @@ from tickwheel.registry._compatibility import (
     ParsedSchema,
     check,
 )
-from tickwheel.registry._json_schema import JSON, parse_json
+from tickwheel.registry._json_schema import JSON, JsonSchema, parse_json
 from tickwheel.registry._records import (
     RecordError,
     Reference,
@@ -50,6 +52,7 @@ from tickwheel.registry._schemas_log import SchemasLog
 from tickwheel.registry._store import SchemaStore
 
 _log = logging.getLogger(__name__)
+Parsed = TypeVar("Parsed", AvroSchema, JsonSchema)
 
 READWRITE = "READWRITE"
 READONLY = "READONLY"
@@ -428,16 +431,18 @@ class SchemaRegistry:
     ) -> ParsedSchema:
         try:
             if schema_type == AVRO:
-                return parse_avro(text, tuple(self._referenced(r) for r in references))
+                avro = tuple(self._referenced(r, AvroSchema) for r in references)
+                return parse_avro(text, avro)
             if schema_type == JSON:
-                if references:
-                    raise errors.invalid_schema("references are supported for AVRO schemas only")
+                for reference in references:
+                    self._referenced(reference, JsonSchema)
                 return parse_json(text)
         except SchemaError as exc:
             raise errors.invalid_schema(str(exc)) from exc
         raise errors.invalid_schema(f"schema type {schema_type} is not supported")
 
-    def _referenced(self, reference: Reference) -> AvroSchema:
+    def _referenced(self, reference: Reference, kind: type[Parsed]) -> Parsed:
+        """The schema ``reference`` names, which must be of the referencing one's type."""
         try:
             value = self.version(reference.subject, str(reference.version))
         except errors.RegistryError:
@@ -446,8 +451,11 @@ class SchemaRegistry:
                 f"{reference.version}, which does not exist"
             ) from None
         parsed = self._parsed_by_id(value.schema_id)
-        if not isinstance(parsed, AvroSchema):
-            raise errors.invalid_schema(f"reference {reference.name} is not an AVRO schema")
+        if not isinstance(parsed, kind):
+            raise errors.invalid_schema(
+                f"reference {reference.name} is a {value.schema_type} schema, "
+                "not of the referencing schema's type"
+            )
         return parsed
 
     def _parsed_by_id(self, schema_id: int) -> ParsedSchema:
