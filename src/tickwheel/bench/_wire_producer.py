@@ -32,7 +32,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from tickwheel.bench._batches import make_batch
-from tickwheel.protocol import ApiKey, BlockingClient
+from tickwheel.protocol import ApiKey, BlockingClient, CoordinatorType
 from tickwheel.record import TRANSACTIONAL_FLAG_MASK
 
 _CLIENT_ID = "tickwheel-bench-wire-producer"
@@ -40,7 +40,6 @@ _TIMEOUT_S = 60.0
 _TRANSACTION_TIMEOUT_MS = 60_000
 _PRODUCE_TIMEOUT_MS = 30_000
 _ACKS_ALL = -1
-_COORDINATOR_TRANSACTION = 1
 _FIND_COORDINATOR_VERSION = 3
 _INIT_PRODUCER_ID_VERSION = 5
 _ADD_PARTITIONS_VERSION = 3
@@ -82,7 +81,7 @@ class WireProducer:
             found = self._client.call(
                 ApiKey.FIND_COORDINATOR,
                 _FIND_COORDINATOR_VERSION,
-                {"key": self._transactional_id, "key_type": _COORDINATOR_TRANSACTION},
+                {"key": self._transactional_id, "key_type": CoordinatorType.TRANSACTION},
             )
             _check("FindCoordinator", found.error_code)
         started = self._client.call(
