@@ -58,6 +58,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from tickwheel.faults import FaultPlan
 from tickwheel.log import (
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -105,6 +106,7 @@ from tickwheel.server.config._broker import BrokerConfig, ConfigError
 from tickwheel.server.config._listeners import ListenerSpec, parse_advertised
 from tickwheel.server.net._connection import Connection, ConnectionProtocol
 from tickwheel.server.net._dispatch import Dispatcher
+from tickwheel.server.net._fault_effects import FAULT_DELAY_TIMER
 from tickwheel.server.net._listener import Listener
 from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
 from tickwheel.server.net._quotas import ConnectionQuotas
@@ -136,6 +138,8 @@ class Broker:
     ) -> None:
         self.config = config or BrokerConfig()
         self.time = BrokerTime(clock)
+        # The fault rules the dispatcher applies (``tickwheel.faults``); empty: none.
+        self.faults = FaultPlan()
         # Each listener with the spec it serves; empty until started and after ``stop``.
         self._listeners: list[tuple[ListenerSpec, Listener]] = []
         self._accepting = False
@@ -326,7 +330,9 @@ class Broker:
         )
         self._context = context
         cluster = context.cluster
-        dispatcher = Dispatcher(context, API_SPECS)
+        dispatcher = Dispatcher(
+            context, API_SPECS, self.faults, self.time.timers.new_timer(FAULT_DELAY_TIMER)
+        )
         self._throttle_timer = self.time.timers.new_timer(THROTTLE_TIMER)
         self._open_listeners(dispatcher, context)
         host = config.listener_specs()[0].host
@@ -679,6 +685,8 @@ class BackgroundBroker:
         self, config: BrokerConfig | None = None, *, clock: ManualClock | None = None
     ) -> None:
         self.broker = Broker(config, clock=clock)
+        # Rules may be added and removed from any thread (``FaultPlan``).
+        self.faults = self.broker.faults
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._ready = threading.Event()
