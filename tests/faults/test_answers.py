@@ -110,7 +110,9 @@ def decoded(api: ApiKey, version: int, frame: bytes) -> Any:
 
 def partition_errors(api: ApiKey, version: int, body: Any) -> dict[tuple[str, int], Any]:
     shape = topic_shape(response_schema(api, version))
-    assert shape is not None and shape.index is not None and shape.error is not None
+    assert shape is not None
+    assert shape.index is not None
+    assert shape.error is not None
     return {
         (getattr(topic, shape.name), getattr(partition, shape.index)): getattr(
             partition, shape.error
