@@ -3,6 +3,8 @@ answered normally, delays on the manual clock, closes, drops, throttles, counts.
 
 from __future__ import annotations
 
+import logging
+import urllib.request
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ PRODUCE = 0
 FETCH = 1
 METADATA = 3
 HEARTBEAT = 12
+CLIENT_ID = "wire-test"
 
 
 def produce(client: WireClient, topic: str, partitions: list[int]) -> dict[int, Any]:
@@ -67,7 +70,15 @@ def test_an_error_hits_its_partitions_and_the_rest_is_appended(
         client.close()
 
 
-def test_a_request_wide_error_and_its_removal(tickwheel_broker: BackgroundBroker) -> None:
+@pytest.fixture
+def tickwheel_broker_properties() -> dict[str, str]:
+    return {"tickwheel.metrics.port": "0"}
+
+
+def test_a_request_wide_error_and_its_removal(
+    tickwheel_broker: BackgroundBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "tickwheel.faults")
     client = WireClient(tickwheel_broker.bootstrap_servers)
     try:
         handle = tickwheel_broker.faults.add(api="Heartbeat", error="COORDINATOR_LOAD_IN_PROGRESS")
@@ -83,6 +94,16 @@ def test_a_request_wide_error_and_its_removal(tickwheel_broker: BackgroundBroker
         assert handle.hits == 2
     finally:
         client.close()
+    applied = [r.getMessage() for r in caplog.records if r.getMessage().startswith("fault applied")]
+    assert applied == [
+        "fault applied: Heartbeat error COORDINATOR_LOAD_IN_PROGRESS to v4 "
+        f"(correlation id {n}, client {CLIENT_ID})"
+        for n in (1, 2)
+    ]
+    url = f"http://127.0.0.1:{tickwheel_broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as scraped:
+        lines = scraped.read().decode().splitlines()
+    assert 'tickwheel_faults_applied_total{api="Heartbeat",kind="error"} 2.0' in lines
 
 
 def test_a_metadata_error_names_the_topic_and_keeps_the_brokers(

@@ -46,7 +46,7 @@ def test_a_full_rule_keeps_every_filter() -> None:
     )
     assert (rule.topic, rule.partition, rule.group_id) == ("t", 1, "g")
     assert rule.describe() == (
-        "CONSUMER_GROUP_HEARTBEAT drop after (version=0, topic=t, partition=1, group_id=g, "
+        "ConsumerGroupHeartbeat drop after (version=0, topic=t, partition=1, group_id=g, "
         "client_id=c, principal=User:alice, listener=PLAINTEXT)"
     )
 

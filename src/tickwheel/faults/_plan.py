@@ -42,7 +42,7 @@ from tickwheel.faults._answers import (
     with_topic_errors,
     without_partitions,
 )
-from tickwheel.faults._rules import FaultKind, FaultPhase, FaultRule, parse_rule
+from tickwheel.faults._rules import FaultKind, FaultPhase, FaultRule, api_name, parse_rule
 from tickwheel.faults._shape import request_partitions, topic_shape
 from tickwheel.protocol import ApiKey, DecodedRequest, response_schema
 from tickwheel.security import current_session_or_none
@@ -184,11 +184,10 @@ class FaultPlan:
         if handle.spent:
             self.remove(handle)
         rule = handle.rule
-        self.applied[(rule.api.name, rule.kind.value)] += 1
+        self.applied[(api_name(rule.api), rule.kind.value)] += 1
         _log.info(
-            "fault applied: %s to %s v%d (correlation id %d, client %s)%s",
+            "fault applied: %s to v%d (correlation id %d, client %s)%s",
             rule.describe(),
-            rule.api.name,
             request.api_version,
             request.correlation_id,
             request.header.client_id,

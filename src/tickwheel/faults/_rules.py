@@ -104,7 +104,7 @@ class FaultRule:
             if value is not None
         ]
         where = f" ({', '.join(filters)})" if filters else ""
-        return f"{self.api.name} {what}{where}"
+        return f"{api_name(self.api)} {what}{where}"
 
 
 _FIELDS: Final = frozenset(
@@ -126,6 +126,11 @@ _FIELDS: Final = frozenset(
 )
 _NEEDS_DELAY: Final = frozenset({FaultKind.DELAY, FaultKind.THROTTLE})
 _HAS_PHASE: Final = frozenset({FaultKind.CLOSE, FaultKind.DROP})
+
+
+def api_name(api: ApiKey) -> str:
+    """Kafka's name of ``api`` (``OffsetCommit``), as its request metrics label it."""
+    return "".join(part.capitalize() for part in api.name.split("_"))
 
 
 def _squash(name: str) -> str:

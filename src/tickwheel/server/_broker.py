@@ -311,6 +311,7 @@ class Broker:
             cleaner=lambda: None if cleaner is None else cleaner.metrics,
             network=lambda: (self.connection_quotas, self.memory_pool),
             client_quotas=lambda: client_quotas,
+            faults_applied=lambda: self.faults.applied,
         )
         users = UserConfigs(self.log_dir)
         if not config.zookeeper_connect:

@@ -59,6 +59,8 @@ rest):
   ``..._Request_request_time`` in percent, ``..._ControllerMutation_mutation_rate``)
   and ``..._throttle_time`` (average throttle time of the throttled requests, ms) and
   ``..._throttle_time_max``. Only clients that have a quota are measured.
+- ``tickwheel_faults_applied_total{api,kind}``: requests a fault rule of the broker's
+  ``FaultPlan`` (``tickwheel.faults``) hit, by Kafka's API name and the rule's kind.
 - ``process_*`` and ``python_info``: prometheus_client's process and platform
   collectors, in the broker's registry.
 
@@ -82,7 +84,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -259,6 +261,19 @@ class _ClientQuotaCollector(Collector):
                 throttle.add_metric([user, client_id], use.throttle_time_avg_ms(now_ms))
                 throttle_max.add_metric([user, client_id], use.throttle_time_max_ms)
             yield from (rate, throttle, throttle_max)
+
+
+class _FaultCollector(Collector):
+    def __init__(self, faults_applied: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+        self._faults_applied = faults_applied
+
+    def collect(self) -> Iterator[Metric]:
+        applied = CounterMetricFamily(
+            "tickwheel_faults_applied", "Requests a fault rule hit", labels=["api", "kind"]
+        )
+        for (api, kind), count in sorted(self._faults_applied().items()):
+            applied.add_metric([api, kind], count)
+        yield applied
 
 
 class _NetworkCollector(Collector):
@@ -467,6 +482,7 @@ class BrokerMetrics:
         cleaner: CleanerGauges = _no_cleaner,
         network: Callable[[], tuple[ConnectionQuotas, MemoryPool] | None] = lambda: None,
         client_quotas: Callable[[], ClientQuotas | None] = lambda: None,
+        faults_applied: Callable[[], Mapping[tuple[str, str], int]] = dict,
     ) -> None:
         self._purgatories = purgatories
         self._partitions = partitions
@@ -479,6 +495,7 @@ class BrokerMetrics:
         self.registry.register(_CleanerCollector(cleaner))
         self.registry.register(_NetworkCollector(network))
         self.registry.register(_ClientQuotaCollector(client_quotas))
+        self.registry.register(_FaultCollector(faults_applied))
         # The same collectors prometheus_client puts in its global registry; each
         # broker's registry gets its own instances (the process is shared, so
         # several brokers in one process report the same figures).
