@@ -24,6 +24,11 @@ Installed with tickwheel (entry point ``pytest11``), so a test only names a fixt
   log retention, flushing and checkpoints, idle connections -- fire only when the
   test calls ``tickwheel_clock.advance(ms)``, and all of them that fall due have run
   when it returns: a session timeout is tested in milliseconds, without sleeping.
+- ``tickwheel_faults``: the ``FaultPlan`` (``tickwheel.faults``) of the test's broker
+  fixture (``tickwheel_manual_broker``, ``tickwheel_broker`` or
+  ``tickwheel_session_broker``, whichever the test names; ``tickwheel_broker`` if none),
+  emptied after the test, so a rule never outlives it even on the shared broker:
+  ``tickwheel_faults.add(api="Produce", error="NOT_LEADER_OR_FOLLOWER", count=3)``.
 - ``tickwheel_cluster`` (one test) and ``tickwheel_session_cluster`` (shared): a
   ``LocalCluster`` -- ZooKeeper and three ``tickwheel serve`` processes -- for tests
   that need replication, with ``tickwheel_cluster_properties``. They need the
@@ -52,6 +57,7 @@ import pytest
 
 if TYPE_CHECKING:
     from tickwheel.cluster import LocalCluster
+    from tickwheel.faults import FaultPlan
     from tickwheel.server import BackgroundBroker, Broker, BrokerConfig
     from tickwheel.timer import ManualClock
 
@@ -150,6 +156,21 @@ def tickwheel_manual_broker(
     config = _config(log_dir, tickwheel_broker_properties)
     with BackgroundBroker(config, clock=tickwheel_clock) as broker:
         yield broker
+
+
+_FAULT_BROKERS = ("tickwheel_manual_broker", "tickwheel_broker", "tickwheel_session_broker")
+"""The broker fixtures ``tickwheel_faults`` serves, the first the test names first."""
+
+
+@pytest.fixture
+def tickwheel_faults(request: pytest.FixtureRequest) -> Iterator[FaultPlan]:
+    """The fault plan of the test's broker, emptied after the test."""
+    name = next((name for name in _FAULT_BROKERS if name in request.fixturenames), None)
+    broker: BackgroundBroker = request.getfixturevalue(name or "tickwheel_broker")
+    try:
+        yield broker.faults
+    finally:
+        broker.faults.clear()
 
 
 def _cluster_or_skip(base_dir: Path, properties: Mapping[str, str]) -> LocalCluster:
