@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+import kafka
+import kafka.errors
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -232,3 +234,27 @@ def test_a_thirty_second_delay_takes_milliseconds_on_the_manual_clock(
     assert producer.flush(TIMEOUT_S) == 0
     assert delivered == [0]
     assert time.monotonic() - started_s < 5.0
+
+
+def test_an_out_of_order_sequence_fails_one_batch_and_the_producer_goes_on(
+    tickwheel_broker: BackgroundBroker, tickwheel_faults: FaultPlan
+) -> None:
+    # No client retries OUT_OF_ORDER_SEQUENCE_NUMBER (it means the broker lost acked
+    # data): kafka-python fails the batch and bumps its epoch (KIP-360), librdkafka
+    # raises a fatal error. Either way nothing is written twice.
+    create_topic(tickwheel_broker, "sequenced")
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=tickwheel_broker.bootstrap_servers, enable_idempotence=True
+    )
+    try:
+        assert producer.send("sequenced", b"first").get(TIMEOUT_S).offset == 0
+        handle = tickwheel_faults.add(
+            api="Produce", topic="sequenced", error="OUT_OF_ORDER_SEQUENCE_NUMBER", count=1
+        )
+        with pytest.raises(kafka.errors.OutOfOrderSequenceNumberError):
+            producer.send("sequenced", b"lost").get(TIMEOUT_S)
+        assert handle.spent
+        assert producer.send("sequenced", b"third").get(TIMEOUT_S).offset == 1
+    finally:
+        producer.close()
+    assert consume(tickwheel_broker, "sequenced", 2) == [b"first", b"third"]
