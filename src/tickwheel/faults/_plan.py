@@ -25,6 +25,7 @@ whichever table is current.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import Counter
@@ -77,10 +78,11 @@ class FaultEffects(Protocol):
 
 
 class FaultHandle:
-    """A rule in a plan: how often it hit, and how to take it out."""
+    """A rule in a plan: its id in the plan, how often it hit, how to take it out."""
 
-    def __init__(self, plan: FaultPlan, rule: FaultRule) -> None:
+    def __init__(self, plan: FaultPlan, rule: FaultRule, rule_id: int) -> None:
         self.rule = rule
+        self.rule_id = rule_id
         self.hits = 0
         self._plan = plan
 
@@ -94,7 +96,7 @@ class FaultHandle:
         self._plan.remove(self)
 
     def __repr__(self) -> str:
-        return f"<FaultHandle {self.rule.describe()}, {self.hits} hits>"
+        return f"<FaultHandle {self.rule_id}: {self.rule.describe()}, {self.hits} hits>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,11 +116,13 @@ class FaultPlan:
         self.applied: Counter[tuple[str, str]] = Counter()
         self._by_api: dict[int, tuple[FaultHandle, ...]] = {}
         self._lock = threading.Lock()
+        self._rule_ids = itertools.count(1)
 
     def add(self, rule: FaultRule | None = None, **fields: object) -> FaultHandle:
         """Add ``rule``, or the rule ``fields`` describe (``parse_rule``); its handle."""
-        handle = FaultHandle(self, parse_rule(fields) if rule is None else rule)
+        parsed = parse_rule(fields) if rule is None else rule
         with self._lock:
+            handle = FaultHandle(self, parsed, next(self._rule_ids))
             key = int(handle.rule.api)
             self._by_api = {**self._by_api, key: (*self._by_api.get(key, ()), handle)}
             self.armed = True
@@ -146,6 +150,10 @@ class FaultPlan:
     def handles(self) -> list[FaultHandle]:
         """The rules in the plan, by API key, then in the order they were added."""
         return [handle for _, handles in sorted(self._by_api.items()) for handle in handles]
+
+    def get(self, rule_id: int) -> FaultHandle | None:
+        """The rule with ``rule_id`` while it is in the plan."""
+        return next((handle for handle in self.handles if handle.rule_id == rule_id), None)
 
     def match(self, request: DecodedRequest) -> FaultHit | None:
         """The first rule that hits ``request``, if any."""

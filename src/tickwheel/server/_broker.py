@@ -87,6 +87,7 @@ from tickwheel.server._context import (
     Endpoint,
 )
 from tickwheel.server._descriptors import raise_descriptor_limit
+from tickwheel.server._fault_endpoint import FaultEndpoint
 from tickwheel.server._meta_properties import (
     MetaProperties,
     choose_cluster_id,
@@ -339,8 +340,13 @@ class Broker:
         host = config.listener_specs()[0].host
         if config.metrics_port >= 0:
             # Served before joining the cluster, so /readyz says 503 until registered.
+            faults = (
+                FaultEndpoint(self.faults, lambda: context.authorizer, context.users.credentials)
+                if config.faults_endpoint_enable
+                else None
+            )
             self._metrics_server = await serve_metrics(
-                metrics, host, config.metrics_port, lambda: self._ready
+                metrics, host, config.metrics_port, lambda: self._ready, faults
             )
             self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
         if cluster is not None:
