@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.static.primitive import i16, i32
 
 from tickwheel.faults import FaultKind, FaultPhase, FaultPlan, FaultRuleError, parse_rule
-from tickwheel.protocol import ApiKey
+from tickwheel.protocol import ApiKey, DecodedRequest
 
 
 @pytest.mark.parametrize("api", ["Produce", "PRODUCE", "produce", 0, "0", ApiKey.PRODUCE])
@@ -102,3 +105,34 @@ def test_a_plan_is_armed_while_it_holds_a_rule() -> None:
     plan.clear()
     assert not plan.armed
     assert plan.handles == []
+
+
+def test_the_index_finds_rules_by_topic_and_client_in_the_order_they_were_added() -> None:
+    plan = FaultPlan()
+    by_client = plan.add(api="Metadata", error="LEADER_NOT_AVAILABLE", client_id="other")
+    by_topic = plan.add(api="Metadata", error="UNKNOWN_TOPIC_OR_PARTITION", topic="t")
+    anyone = plan.add(api="Metadata", error="NOT_CONTROLLER")
+    header = RequestHeader(
+        request_api_key=i16(3), request_api_version=i16(12), correlation_id=i32(1), client_id="me"
+    )
+
+    def metadata(*names: str | None) -> DecodedRequest:
+        topics = tuple(MetadataRequestTopic(topic_id=None, name=name) for name in names)
+        body = MetadataRequest(
+            topics=None if names == (None,) else topics,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        return DecodedRequest(header=header, body=body)
+
+    hit = plan.match(metadata("t"))
+    assert hit is not None
+    assert hit.handle is by_topic
+    by_topic.remove()
+    hit = plan.match(metadata("t"))
+    assert hit is not None
+    assert hit.handle is anyone
+    anyone.remove()
+    assert plan.match(metadata("t")) is None
+    assert plan.match(metadata(None)) is None
+    assert by_client.hits == 0

@@ -1,13 +1,13 @@
 """``FaultPlan``: a broker's fault rules, matched against each request and applied.
 
 The dispatcher asks the plan about a request only while ``armed`` is true (one
-attribute read when no rule is set). Rules are kept per API key, in the order they
-were added; the first rule that matches a request hits it, and only one rule hits a
-request. Matching reads only what a rule filters on: the version and client id from
-the header, the group id from the body, the principal and listener from the
-connection's ``Session``, and the request's partitions (``request_partitions``) only
-for a rule that names a topic or a partition, so a plan of 100 rules on other APIs
-costs one dictionary lookup.
+attribute read when no rule is set). Rules are kept per API key in a ``RuleIndex``
+(grouped by client id and topic), in the order they were added; the first rule that
+matches a request hits it, and only one rule hits a request. A rule is tried only if
+its index group fits the request; trying it reads only what it filters on: the
+version and client id from the header, the group id from the body, the principal and
+listener from the connection's ``Session``, and the request's partitions
+(``request_partitions``) for an error or a rule that names a topic or a partition.
 
 ``apply`` carries the hit out through ``FaultEffects``, the dispatcher's side: the
 handler, a wait on the broker's timing wheel, the throttle of the connection, the
@@ -43,6 +43,7 @@ from tickwheel.faults._answers import (
     with_topic_errors,
     without_partitions,
 )
+from tickwheel.faults._index import RuleIndex
 from tickwheel.faults._rules import FaultKind, FaultPhase, FaultRule, api_name, parse_rule
 from tickwheel.faults._shape import request_partitions, topic_shape
 from tickwheel.protocol import ApiKey, DecodedRequest, response_schema
@@ -114,7 +115,7 @@ class FaultPlan:
     def __init__(self) -> None:
         self.armed = False
         self.applied: Counter[tuple[str, str]] = Counter()
-        self._by_api: dict[int, tuple[FaultHandle, ...]] = {}
+        self._by_api: dict[int, RuleIndex[FaultHandle]] = {}
         self._lock = threading.Lock()
         self._rule_ids = itertools.count(1)
 
@@ -124,7 +125,9 @@ class FaultPlan:
         with self._lock:
             handle = FaultHandle(self, parsed, next(self._rule_ids))
             key = int(handle.rule.api)
-            self._by_api = {**self._by_api, key: (*self._by_api.get(key, ()), handle)}
+            rules = self._by_api.get(key)
+            indexed = RuleIndex((*(() if rules is None else rules.handles), handle))
+            self._by_api = {**self._by_api, key: indexed}
             self.armed = True
         _log.info("fault rule added: %s", handle.rule.describe())
         return handle
@@ -133,10 +136,11 @@ class FaultPlan:
         """Take ``handle``'s rule out (no-op once out)."""
         with self._lock:
             key = int(handle.rule.api)
-            kept = tuple(h for h in self._by_api.get(key, ()) if h is not handle)
+            rules = self._by_api.get(key)
+            kept = () if rules is None else tuple(h for h in rules.handles if h is not handle)
             tables = {k: v for k, v in self._by_api.items() if k != key}
             if kept:
-                tables[key] = kept
+                tables[key] = RuleIndex(kept)
             self._by_api = tables
             self.armed = bool(tables)
 
@@ -149,7 +153,7 @@ class FaultPlan:
     @property
     def handles(self) -> list[FaultHandle]:
         """The rules in the plan, by API key, then in the order they were added."""
-        return [handle for _, handles in sorted(self._by_api.items()) for handle in handles]
+        return [handle for _, rules in sorted(self._by_api.items()) for handle in rules.handles]
 
     def get(self, rule_id: int) -> FaultHandle | None:
         """The rule with ``rule_id`` while it is in the plan."""
@@ -157,7 +161,10 @@ class FaultPlan:
 
     def match(self, request: DecodedRequest) -> FaultHit | None:
         """The first rule that hits ``request``, if any."""
-        for handle in self._by_api.get(request.api_key, ()):
+        rules = self._by_api.get(request.api_key)
+        if rules is None:
+            return None
+        for handle in rules.candidates(request):
             hit = _hit(handle.rule, request)
             if hit is not None:
                 return FaultHit(handle, *hit)

@@ -26,6 +26,8 @@ from kio.static.protocol import Entity
 _TOPIC_NAMES: Final = ("name", "topic")
 _INDEX_NAMES: Final = ("partition_index", "index", "partition")
 _ERROR_NAMES: Final = ("error_code", "partition_error_code")
+# The topic array of a request that names topics without partitions (Metadata).
+_METADATA_TOPICS: Final = "topics"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,3 +122,19 @@ def request_partitions(body: Entity) -> list[tuple[str, int]] | None:
         for topic in getattr(body, shape.topics) or ()
         for partition in getattr(topic, shape.partitions) or ()
     ]
+
+
+def request_topics(body: Entity) -> list[str] | None:
+    """The topic names a request names, each once; None when it asks for every topic
+    (a Metadata request with null topics). An API without topics names none."""
+    shape = topic_shape(type(body))
+    if shape is not None:
+        return list(
+            dict.fromkeys(str(getattr(t, shape.name)) for t in getattr(body, shape.topics) or ())
+        )
+    if not hasattr(body, _METADATA_TOPICS):
+        return []
+    topics = getattr(body, _METADATA_TOPICS)
+    if topics is None:
+        return None
+    return [str(name) for topic in topics if (name := getattr(topic, "name", None)) is not None]
