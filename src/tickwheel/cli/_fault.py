@@ -10,23 +10,19 @@ with SCRAM credentials on the broker, and its password comes from the
 other users of the machine can read). A refused rule prints the broker's reason, which
 names the field, and exits 1; so does a broker that does not answer.
 
-Needs no client library: the standard library's HTTP client.
+Needs no client library: ``FaultEndpointClient``, the standard library's HTTP client.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import os
 import sys
-import urllib.error
-import urllib.request
 from typing import Final
 
 from tickwheel.cli._output import Row, add_format_argument, emit
+from tickwheel.faults import FaultEndpointClient, FaultEndpointError
 
-_TIMEOUT_S: Final = 10.0
 PASSWORD_VARIABLE: Final = "TICKWHEEL_FAULTS_PASSWORD"
 _RULE_OPTIONS: Final = (
     ("api", str, "the API the rule hits (Produce, Fetch, JoinGroup, 0, ...)"),
@@ -43,10 +39,6 @@ _RULE_OPTIONS: Final = (
     ("principal", str, "only requests of this principal (User:alice)"),
     ("listener", str, "only requests on this listener"),
 )
-
-
-class FaultCommandError(Exception):
-    """A request the endpoint refused, or could not take; the message says why."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -73,47 +65,22 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _call(args: argparse.Namespace, method: str, path: str, body: object = None) -> object:
-    headers = {"Content-Type": "application/json"}
-    if args.user is not None:
-        password = os.environ.get(PASSWORD_VARIABLE, "")
-        token = base64.b64encode(f"{args.user}:{password}".encode()).decode()
-        headers["Authorization"] = f"Basic {token}"
-    request = urllib.request.Request(
-        args.url.rstrip("/") + path,
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers=headers,
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as answer:
-            return json.loads(answer.read())
-    except urllib.error.HTTPError as refused:
-        with refused:
-            text = refused.read().decode(errors="replace")
-        try:
-            reason = json.loads(text)["error"]
-        except (ValueError, KeyError, TypeError):
-            reason = text.strip() or refused.reason
-        raise FaultCommandError(f"{refused.code}: {reason}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise FaultCommandError(f"no fault endpoint answered at {args.url}: {reason}") from None
-
-
 def _rule(args: argparse.Namespace) -> dict[str, object]:
     names = [name.replace("-", "_") for name, _, _ in _RULE_OPTIONS]
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def _command(args: argparse.Namespace) -> object:
+    password = os.environ.get(PASSWORD_VARIABLE, "")
+    client = FaultEndpointClient(args.url, user=args.user, password=password)
     if args.command == "add":
-        return _call(args, "POST", "/faults", _rule(args))
+        return client.add(**_rule(args))
     if args.command == "remove":
-        return _call(args, "DELETE", f"/faults/{args.rule_id}")
+        return client.remove(args.rule_id)
     if args.command == "clear":
-        return _call(args, "DELETE", "/faults")
-    return _call(args, "GET", "/faults")
+        client.clear()
+        return []
+    return client.rules()
 
 
 def main(argv: list[str]) -> int:
@@ -121,7 +88,7 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
         answer = _command(args)
-    except FaultCommandError as exc:
+    except FaultEndpointError as exc:
         print(f"tickwheel fault {args.command}: {exc}", file=sys.stderr)
         return 1
     rows: list[Row] = [

@@ -14,11 +14,13 @@ socket, handler or timer. Delays are waits on the broker's timing wheel, so a
 ``ManualClock`` moves them.
 
 Modules: ``_rules`` (a rule and its parsing), ``_shape`` (where any API's topics and
-partitions are), ``_answers`` (error answers in Kafka's shape), ``_plan`` (matching,
-applying, counting).
+partitions are), ``_answers`` (error answers in Kafka's shape), ``_index`` (rules by
+topic and client id), ``_plan`` (matching, applying, counting), ``_client`` (the plan
+of a broker in another process, over its HTTP endpoint).
 """
 
 from tickwheel.faults._answers import Answer, AnswerShapeError, error_answer
+from tickwheel.faults._client import FaultEndpointClient, FaultEndpointError
 from tickwheel.faults._plan import FaultEffects, FaultHandle, FaultHit, FaultPlan
 from tickwheel.faults._rules import (
     FaultKind,
@@ -34,6 +36,8 @@ __all__ = [
     "Answer",
     "AnswerShapeError",
     "FaultEffects",
+    "FaultEndpointClient",
+    "FaultEndpointError",
     "FaultHandle",
     "FaultHit",
     "FaultKind",
