@@ -77,7 +77,6 @@ class FaultEndpointClient:
                 reason = text.strip() or str(refused.reason)
             raise FaultEndpointError(refused.code, reason) from None
         except OSError as exc:
-            reason = getattr(exc, "reason", exc)
-            raise FaultEndpointError(
-                0, f"no fault endpoint answered at {self.url}: {reason}"
-            ) from None
+            cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            message = f"no fault endpoint answered at {self.url}: {cause}"
+            raise FaultEndpointError(0, message) from None
