@@ -34,7 +34,10 @@ Installed with tickwheel (entry point ``pytest11``), so a test only names a fixt
   that need replication, with ``tickwheel_cluster_properties``. They need the
   ``cluster`` extra (kazoo) and ZooKeeper with Java; without them the test is skipped
   and says why. Their teardown stops every process they started, within a bound, even
-  when the test stopped ZooKeeper first (``LocalCluster.stop``).
+  when the test stopped ZooKeeper first (``LocalCluster.stop``). Their brokers serve
+  their fault plans, so a test can also ``isolate(broker_id)`` one from the others'
+  replication and ``heal()`` it, beside ``brokers[i].kill()``, ``restart()``,
+  ``pause()`` and ``resume()``.
 
 The broker is imported only when a fixture is used, so the plugin costs pytest
 nothing otherwise, and it lives outside ``tickwheel.server`` so that pytest still
@@ -186,6 +189,7 @@ def _cluster_or_skip(base_dir: Path, properties: Mapping[str, str]) -> LocalClus
         CLUSTER_BROKERS,
         properties={**TEST_CLUSTER_PROPERTIES, **properties},
         zookeeper_tick_ms=_CLUSTER_ZOOKEEPER_TICK_MS,
+        faults=True,
     )
 
 

@@ -16,7 +16,17 @@ removed) and waits for each, then stops ZooKeeper; a broker still running after 
 bound its controlled shutdown settings give (``BrokerProcess.stop_timeout_s``) is
 killed, so a stop always ends, whatever died first. A ``BrokerProcess`` can also be
 killed (SIGKILL), paused (SIGSTOP), resumed (SIGCONT) and started again on the same
-port and directory. Processes are only ever signalled by the PIDs started here.
+port and directory (``restart``: SIGKILL, then start, as a crash and a supervisor
+would). Processes are only ever signalled by the PIDs started here.
+
+With ``faults=True`` each broker serves its fault plan (``tickwheel.faults``) over HTTP
+on a metrics port of its own (``BrokerProcess.faults``, a ``FaultEndpointClient``), and
+``isolate(broker_id)`` cuts one broker off from the others' replication, both ways: the
+others close every connection of its replica fetcher, and it closes every connection
+of theirs, so it neither follows nor leads, while ZooKeeper still sees it registered
+(its followers leave the ISRs of the partitions it leads after
+``replica.lag.time.max.ms``; it falls behind on the ones it follows). ``heal`` takes
+those rules out.
 
 Concurrency: one owner thread; not thread-safe.
 """
@@ -36,6 +46,7 @@ from typing import Self
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
 
+from tickwheel.cluster._node import REPLICA_CLIENT_ID
 from tickwheel.cluster._znodes import (
     CONTROLLER_PATH,
     broker_path,
@@ -44,6 +55,7 @@ from tickwheel.cluster._znodes import (
     partition_state_path,
 )
 from tickwheel.cluster._zookeeper import DEFAULT_TICK_MS, ZooKeeperServer, free_port
+from tickwheel.faults import FaultEndpointClient
 from tickwheel.replica import LeaderAndIsr
 
 LOOPBACK = "127.0.0.1"
@@ -54,6 +66,10 @@ plus room for a slow, shared machine."""
 _CLIENT_CLOSE_TIMEOUT_S = 5.0
 _MS_PER_S = 1000.0
 _POLL_INTERVAL_S = 0.05
+_METRICS_PORT = "tickwheel.metrics.port"
+_FAULTS_ENDPOINT = "tickwheel.faults.endpoint.enable"
+# What a replica fetcher sends: its connection's first request, and its two APIs.
+_REPLICA_APIS = ("ApiVersions", "Fetch", "OffsetForLeaderEpoch")
 
 
 def _close_client(client: KazooClient) -> None:
@@ -73,14 +89,21 @@ class BrokerProcess:
         *,
         client_listener: str = "PLAINTEXT",
         other_listeners: Mapping[str, int] | None = None,
+        faults_port: int | None = None,
     ) -> None:
         """A broker whose ``client_listener`` is on ``port``, and each of
-        ``other_listeners`` (name -> port) on its own port."""
+        ``other_listeners`` (name -> port) on its own port; its fault plan served on
+        ``faults_port`` (its metrics port), if given."""
         self.broker_id = broker_id
         self.port = port
         self.listener_ports = {client_listener: port, **(other_listeners or {})}
         self.log_dir = log_dir
         self.properties = dict(properties)
+        self.faults: FaultEndpointClient | None = None
+        if faults_port is not None:
+            self.properties[_METRICS_PORT] = str(faults_port)
+            self.properties[_FAULTS_ENDPOINT] = "true"
+            self.faults = FaultEndpointClient(f"http://{LOOPBACK}:{faults_port}")
         self.output = log_dir.with_suffix(".log")
         self._process: subprocess.Popen[bytes] | None = None
         # The process a SIGTERM was sent to (``terminate``), if any.
@@ -150,6 +173,11 @@ class BrokerProcess:
             process.kill()
             process.wait()
 
+    def restart(self) -> None:
+        """Kill the process (SIGKILL) and start it again on the same port and logs."""
+        self.kill()
+        self.start()
+
     @property
     def stop_timeout_s(self) -> float:
         """How long a stop may take: its controlled shutdown's attempts, as its
@@ -199,8 +227,10 @@ class LocalCluster:
         chroot: str = "",
         zookeeper_tick_ms: int = DEFAULT_TICK_MS,
         listeners: Sequence[str] = ("PLAINTEXT",),
+        faults: bool = False,
     ) -> None:
-        """``listeners``: the names of each broker's listeners, the client one first."""
+        """``listeners``: the names of each broker's listeners, the client one first;
+        ``faults``: each broker serves its fault plan (``isolate`` needs it)."""
         if num_brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.base_dir = Path(base_dir)
@@ -217,6 +247,7 @@ class LocalCluster:
                 common,
                 client_listener=listeners[0],
                 other_listeners={name: free_port(LOOPBACK) for name in listeners[1:]},
+                faults_port=free_port(LOOPBACK) if faults else None,
             )
             for broker_id in range(num_brokers)
         ]
@@ -248,6 +279,32 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _faults(self, broker: BrokerProcess) -> FaultEndpointClient:
+        if broker.faults is None:
+            raise RuntimeError("the cluster was made without faults=True: no fault endpoints")
+        return broker.faults
+
+    def isolate(self, broker_id: int) -> None:
+        """Cut broker ``broker_id`` off from the other brokers' replication, both ways
+        (fault rules closing the replica fetchers' connections); ZooKeeper still sees it."""
+        isolated = self.brokers[broker_id]
+        for other in self.brokers:
+            if other is isolated:
+                continue
+            for api in _REPLICA_APIS:
+                self._faults(other).add(
+                    api=api, kind="close", client_id=REPLICA_CLIENT_ID.format(broker_id)
+                )
+                self._faults(isolated).add(
+                    api=api, kind="close", client_id=REPLICA_CLIENT_ID.format(other.broker_id)
+                )
+
+    def heal(self) -> None:
+        """Take every fault rule out of every running broker: isolation ends."""
+        for broker in self.brokers:
+            if broker.running:
+                self._faults(broker).clear()
 
     def _client(self) -> KazooClient:
         if self._zk is None:
