@@ -1,5 +1,6 @@
 """Whole-broker faults of a ``LocalCluster``: a broker cut off from the others'
-replication (ZooKeeper still sees it) and healed, a broker killed and restarted."""
+replication (ZooKeeper still sees it) and healed, a broker killed and restarted, a
+partition's leadership moved."""
 
 from __future__ import annotations
 
@@ -50,3 +51,20 @@ def test_a_killed_and_restarted_broker_registers_again(tmp_path: Path) -> None:
         cluster.wait_registered(restarted.broker_id)
         with pytest.raises(RuntimeError, match="without faults=True"):
             cluster.isolate(1)
+
+
+def test_a_leader_moves_on_demand_and_its_data_stays(tmp_path: Path) -> None:
+    with local_cluster(tmp_path) as cluster:
+        create_topic(cluster, "moved", [[LEADER, 1, ISOLATED]])
+        wait_for(lambda: isr(cluster, "moved") == (LEADER, 1, ISOLATED), "a full ISR")
+        error, _ = produce_raw(
+            cluster.brokers[LEADER].bootstrap_servers, "moved", b"before", timeout_ms=LAG_TIME_MS
+        )
+        assert error == ErrorCode.none
+        new_leader = cluster.move_leader("moved", 0)
+        assert new_leader == 1
+        assert cluster.brokers[LEADER].running
+        error, _ = produce_raw(
+            cluster.brokers[new_leader].bootstrap_servers, "moved", b"after", timeout_ms=5000
+        )
+        assert error == ErrorCode.none

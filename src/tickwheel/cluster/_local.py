@@ -26,7 +26,8 @@ others close every connection of its replica fetcher, and it closes every connec
 of theirs, so it neither follows nor leads, while ZooKeeper still sees it registered
 (its followers leave the ISRs of the partitions it leads after
 ``replica.lag.time.max.ms``; it falls behind on the ones it follows). ``heal`` takes
-those rules out.
+those rules out. ``move_leader`` moves a partition's leadership off its leader (a
+clean stop and a start of that broker).
 
 Concurrency: one owner thread; not thread-safe.
 """
@@ -56,7 +57,7 @@ from tickwheel.cluster._znodes import (
 )
 from tickwheel.cluster._zookeeper import DEFAULT_TICK_MS, ZooKeeperServer, free_port
 from tickwheel.faults import FaultEndpointClient
-from tickwheel.replica import LeaderAndIsr
+from tickwheel.replica import NO_LEADER, LeaderAndIsr
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_START_TIMEOUT_S = 60.0
@@ -365,6 +366,32 @@ class LocalCluster:
         except NoNodeError:
             return None
         return decode_partition_state(path, data, int(stat.version))
+
+    def move_leader(
+        self, topic: str, partition: int, timeout_s: float = DEFAULT_START_TIMEOUT_S
+    ) -> int:
+        """Move the partition's leadership off its leader; the new leader's id.
+
+        The leader stops cleanly (its controlled shutdown hands each partition it leads
+        to the next live in-sync replica, as Kafka's does), then starts again and
+        registers. Every partition it led moves with this one.
+        """
+        state = self.partition_state(topic, partition)
+        if state is None or state.leader < 0:
+            raise RuntimeError(f"{topic}-{partition} has no leader to move")
+        old = self.brokers[state.leader]
+        old.stop()
+        deadline = time.monotonic() + timeout_s
+        while (moved := self.partition_state(topic, partition)) is None or moved.leader in (
+            old.broker_id,
+            NO_LEADER,
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}-{partition} found no new leader in {timeout_s} s")
+            time.sleep(_POLL_INTERVAL_S)
+        old.start()
+        self.wait_registered(old.broker_id, timeout_s)
+        return moved.leader
 
     def controller_id(self) -> int | None:
         """The broker holding ``/controller`` now, or None."""
