@@ -28,13 +28,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, Generic, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import ApiKey
 
 E = TypeVar("E", bound=enum.StrEnum)
+N = TypeVar("N", bound=enum.Enum)
 
 
 class FaultRuleError(ValueError):
@@ -137,46 +138,49 @@ def _squash(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
-_API_BY_NAME: Final = {_squash(key.name): key for key in ApiKey}
-_ERROR_BY_NAME: Final = {_squash(code.name): code for code in ErrorCode}
+@dataclass(frozen=True, slots=True)
+class _Named(Generic[N]):
+    """How a field names a member of ``members``: by name in any spelling, or number."""
+
+    field: str
+    members: type[N]
+    noun: str
+    number_noun: str
+    examples: str
+
+    def parse(self, value: object) -> N:
+        if isinstance(value, self.members):
+            return value
+        if isinstance(value, str) and value.lstrip("-").isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return self.members(value)
+            except ValueError:
+                message = f"field {self.field!r}: {value} is not a Kafka {self.number_noun}"
+                raise FaultRuleError(message) from None
+        if isinstance(value, str):
+            squashed = _squash(value)
+            for member in self.members:
+                if _squash(member.name) == squashed:
+                    return member
+        raise FaultRuleError(
+            f"field {self.field!r}: unknown {self.noun} {value!r} (e.g. {self.examples})"
+        )
+
+
+_API: Final = _Named("api", ApiKey, "API", "API key", "'Produce', 'Fetch', 0")
+_ERROR: Final = _Named("error", ErrorCode, "error", "error code", "'NOT_LEADER_OR_FOLLOWER', 6")
 
 
 def parse_api(value: object) -> ApiKey:
     """The API ``value`` names (a name in any spelling, or a key number)."""
-    if isinstance(value, ApiKey):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        try:
-            return ApiKey(value)
-        except ValueError:
-            raise FaultRuleError(f"field 'api': {value} is not a Kafka API key") from None
-    if isinstance(value, str):
-        key = _API_BY_NAME.get(_squash(value))
-        if key is not None:
-            return key
-        if value.isdigit():
-            return parse_api(int(value))
-    raise FaultRuleError(f"field 'api': unknown API {value!r} (e.g. 'Produce', 'Fetch', 0)")
+    return _API.parse(value)
 
 
 def parse_error(value: object) -> ErrorCode:
     """The error ``value`` names (Kafka's name in any spelling, or its code)."""
-    if isinstance(value, ErrorCode):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        try:
-            return ErrorCode(value)
-        except ValueError:
-            raise FaultRuleError(f"field 'error': {value} is not a Kafka error code") from None
-    if isinstance(value, str):
-        code = _ERROR_BY_NAME.get(_squash(value))
-        if code is not None:
-            return code
-        if value.lstrip("-").isdigit():
-            return parse_error(int(value))
-    raise FaultRuleError(
-        f"field 'error': unknown error {value!r} (e.g. 'NOT_LEADER_OR_FOLLOWER', 6)"
-    )
+    return _ERROR.parse(value)
 
 
 def _int(values: Mapping[str, object], name: str, *, minimum: int) -> int | None:
