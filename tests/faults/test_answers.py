@@ -221,3 +221,17 @@ def test_the_rest_of_a_request_goes_to_the_handler_and_the_answers_merge() -> No
         ("a", 1): ErrorCode.not_leader_or_follower,
         ("b", 0): ErrorCode.none,
     }
+
+
+@pytest.mark.parametrize("api", [*PARTITIONED, *WHOLE_REQUEST, ApiKey.FIND_COORDINATOR])
+def test_every_error_code_is_answered_in_shape_at_the_newest_version(api: ApiKey) -> None:
+    version = versions(api)[-1]
+    pairs = [("a", 0)] if api in PARTITIONED else None
+    for error in ErrorCode:
+        answer = decoded(api, version, error_answer(request(api, version, pairs), error, pairs))
+        if pairs is not None:
+            assert partition_errors(api, version, answer) == {("a", 0): error}
+        elif api == ApiKey.FIND_COORDINATOR:
+            assert {c.error_code for c in answer.coordinators} == {error}
+        else:
+            assert answer.error_code == error

@@ -4,7 +4,9 @@ answered normally, delays on the manual clock, closes, drops, throttles, counts.
 from __future__ import annotations
 
 import logging
+import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from replica.records import batch
 from server.wire import METADATA_ALL_TOPICS, WireClient, create_topic, nothing_yet
-from tickwheel.server import BackgroundBroker
+from tickwheel.server import BackgroundBroker, BrokerConfig
 from tickwheel.timer import ManualClock
 
 pytestmark = pytest.mark.integration
@@ -22,6 +24,8 @@ FETCH = 1
 METADATA = 3
 HEARTBEAT = 12
 CLIENT_ID = "wire-test"
+# A stop ends in-flight requests at once; a held answer must not make it wait.
+STOP_BOUND_S = 10.0
 
 
 def produce(client: WireClient, topic: str, partitions: list[int]) -> dict[int, Any]:
@@ -203,5 +207,63 @@ def test_a_throttle_says_so_and_mutes_the_connection(
         assert nothing_yet(client)
         tickwheel_clock.advance(5000)
         assert client.receive(METADATA, 12)[1].throttle_time.total_seconds() == 0
+    finally:
+        client.close()
+
+
+def test_a_broker_stops_while_an_answer_is_held(tmp_path: Path) -> None:
+    config = BrokerConfig.from_properties(
+        {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}
+    )
+    broker = BackgroundBroker(config, clock=ManualClock()).start()
+    client = WireClient(broker.bootstrap_servers)
+    try:
+        handle = broker.faults.add(api="Metadata", kind="delay", delay_ms=3_600_000)
+        client.send(METADATA, 12, METADATA_ALL_TOPICS)
+        assert nothing_yet(client)
+        assert handle.hits == 1
+        started_s = time.monotonic()
+        broker.stop()
+        assert time.monotonic() - started_s < STOP_BOUND_S
+        assert client.is_closed_by_broker()
+    finally:
+        client.close()
+        broker.stop()
+
+
+def test_a_fetch_error_on_one_partition_leaves_the_others_records(
+    tickwheel_broker: BackgroundBroker,
+) -> None:
+    client = WireClient(tickwheel_broker.bootstrap_servers)
+    try:
+        create_topic(client, "fetched", partitions=2)
+        produce(client, "fetched", [0, 1])
+        tickwheel_broker.faults.add(
+            api="Fetch", error="NOT_LEADER_OR_FOLLOWER", topic="fetched", partition=1
+        )
+        body = client.call(
+            FETCH,
+            12,
+            {
+                "max_wait": 0,
+                "min_bytes": 1,
+                "topics": [
+                    {
+                        "topic": "fetched",
+                        "partitions": [
+                            {"partition": index, "fetch_offset": 0, "partition_max_bytes": 65536}
+                            for index in (0, 1)
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+            },
+        )
+        partitions = {p.partition_index: p for p in body.responses[0].partitions}
+        assert partitions[0].error_code == ErrorCode.none
+        assert partitions[0].high_watermark == 1
+        assert partitions[0].records
+        assert partitions[1].error_code == ErrorCode.not_leader_or_follower
+        assert (partitions[1].high_watermark, partitions[1].records) == (-1, None)
     finally:
         client.close()
