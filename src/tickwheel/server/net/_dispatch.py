@@ -28,7 +28,7 @@ Concurrency: runs on the broker's event-loop thread.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 from kio.schema.fetch.v12.request import FetchRequest
 
@@ -99,13 +99,22 @@ class Dispatcher:
         self._context.metrics.record_request(spec.name, time.perf_counter() - started_s)
         return response
 
-    async def _handle(self, request: DecodedRequest) -> Response:
-        """The handler's response, under the client's request quota."""
+    def _handle(self, request: DecodedRequest) -> Awaitable[Response]:
+        """The handler's response, under the client's request quota: the handler's own
+        coroutine when no request quota applies (no frame between it and the reader)."""
         spec = self._specs[request.api_key]
         quotas = self._context.quotas
         client = quota_client(request) if quotas.configs else None
         if client is None or not quotas.request.applies(*client) or _exempt(request):
-            return await spec.handle(self._context, request)
+            return spec.handle(self._context, request)
+        return self._handle_timed(spec, request, client)
+
+    async def _handle_timed(
+        self, spec: ApiSpec, request: DecodedRequest, client: tuple[str, str]
+    ) -> Response:
+        """The handler's response, its running time recorded against the client's
+        request quota, ``throttle_time_ms`` raised when over it."""
+        quotas = self._context.quotas
         timed = TimedHandler(spec.handle(self._context, request))
         response = await timed
         throttle_ms = quotas.request.record(*client, timed.busy_s * _PERCENT_PER_S)
