@@ -179,6 +179,41 @@ def test_a_consumer_group_survives_coordinator_errors(
     assert [handle.spent for handle in hits] == [True, True, True, True]
 
 
+def test_a_consumer_protocol_member_survives_heartbeat_errors(
+    tickwheel_broker: BackgroundBroker, tickwheel_faults: FaultPlan
+) -> None:
+    create_topic(tickwheel_broker, "kip848")
+    sent = produce_idempotently(tickwheel_broker, "kip848")
+    heartbeat_faults = [
+        tickwheel_faults.add(
+            api="ConsumerGroupHeartbeat", error="COORDINATOR_LOAD_IN_PROGRESS", count=1
+        ),
+        tickwheel_faults.add(api="ConsumerGroupHeartbeat", error="NOT_COORDINATOR", count=1),
+    ]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": tickwheel_broker.bootstrap_servers,
+            "group.id": "kip848",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "retry.backoff.ms": 20,
+        }
+    )
+    try:
+        consumer.subscribe(["kip848"])
+        values = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(values) < MESSAGES and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        assert values == sent
+    finally:
+        consumer.close()
+    assert [handle.spent for handle in heartbeat_faults] == [True, True]
+
+
 def test_a_transactional_producer_recovers_from_a_dropped_end_txn_answer(
     tickwheel_broker: BackgroundBroker, tickwheel_faults: FaultPlan
 ) -> None:
