@@ -13,8 +13,9 @@ listener from the connection's ``Session``, and the request's partitions
 handler, a wait on the broker's timing wheel, the throttle of the connection, the
 error that closes it. An error whose response has nowhere to carry it at the version
 asked (``AnswerShapeError``: no top-level error code and no partitions, as OffsetFetch
-v8's per-group errors) closes the connection instead, with the reason in its log line. Each hit is counted on its ``FaultHandle`` (``hits``) and in
-``applied`` by (API name, kind), the counter the broker exports as
+v8's per-group errors) closes the connection instead, with the reason in its log line.
+Each hit is counted on its ``FaultHandle`` (``hits``) and in ``applied`` by (API name,
+kind), the counter the broker exports as
 ``tickwheel_faults_applied_total{api,kind}``, and logged at INFO. A rule with a
 ``count`` leaves the plan when it is spent; ``remove`` and ``clear`` take rules out at
 once, so the next request is served normally.
