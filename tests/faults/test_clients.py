@@ -136,6 +136,18 @@ def test_a_fetch_delayed_past_its_max_wait_keeps_the_consumers_position(
         consumer.close()
 
 
+@pytest.mark.parametrize("error", ["NOT_LEADER_OR_FOLLOWER", "UNKNOWN_LEADER_EPOCH"])
+def test_a_consumer_reads_everything_once_through_fetch_errors(
+    tickwheel_broker: BackgroundBroker, tickwheel_faults: FaultPlan, error: str
+) -> None:
+    topic = f"fetch-{error}".lower()
+    create_topic(tickwheel_broker, topic)
+    sent = produce_idempotently(tickwheel_broker, topic)
+    fetch_faults = tickwheel_faults.add(api="Fetch", topic=topic, error=error, count=3)
+    assert consume(tickwheel_broker, topic, MESSAGES) == sent
+    assert fetch_faults.spent
+
+
 def test_a_consumer_group_survives_coordinator_errors(
     tickwheel_broker: BackgroundBroker, tickwheel_faults: FaultPlan
 ) -> None:
