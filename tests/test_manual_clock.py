@@ -32,6 +32,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from server.wire import WireClient
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, Broker
 from tickwheel.timer import ManualClock
 
@@ -44,7 +45,7 @@ RETENTION_MS = 60_000
 RETENTION_CHECK_INTERVAL_MS = 1_000
 OFFSETS_RETENTION_MS = 60_000
 CONNECTIONS_MAX_IDLE_MS = 600_000  # Kafka's default; checked every tenth of it
-API_VERSIONS = 18
+API_VERSIONS = ApiKey.API_VERSIONS
 WAIT_S = 20.0
 TESTING_PAGE = Path(__file__).resolve().parents[1] / "docs" / "testing.md"
 SRC = Path(__file__).resolve().parents[1] / "src"

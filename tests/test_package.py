@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from server.wire import WireClient
+from tickwheel.protocol import ApiKey
 
 ROOT = Path(__file__).resolve().parents[1]
-API_VERSIONS = 18
+API_VERSIONS = ApiKey.API_VERSIONS
 BUILD_TIMEOUT_S = 120
 START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 15

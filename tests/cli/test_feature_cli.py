@@ -32,10 +32,11 @@ def test_describe_then_change_the_levels(
     status, out, _ = run(capsys, tickwheel_broker, "describe")
     assert status == 0
     assert out.splitlines() == [
-        "FEATURE              SUPPORTED-MIN  SUPPORTED-MAX  FINALIZED-LEVEL  EPOCH",
-        "group.version        0              1              1                0",
-        "share.version        0              1              1                0",
-        "transaction.version  0              1              1                0",
+        "FEATURE                           SUPPORTED-MIN  SUPPORTED-MAX  FINALIZED-LEVEL  EPOCH",
+        "eligible.leader.replicas.version  0              1              1                0",
+        "group.version                     0              1              1                0",
+        "share.version                     0              1              1                0",
+        "transaction.version               0              2              2                0",
     ]
     dry = run(capsys, tickwheel_broker, "disable", "--feature", "share.version", "--dry-run")
     assert dry == (0, "share.version can be downgraded to 0.\n", "")
@@ -52,13 +53,13 @@ def test_a_refused_or_malformed_update_is_one_line(
     capsys: pytest.CaptureFixture[str], tickwheel_broker: BackgroundBroker
 ) -> None:
     status, out, err = run(
-        capsys, tickwheel_broker, "upgrade", "--feature", "transaction.version=2"
+        capsys, tickwheel_broker, "upgrade", "--feature", "transaction.version=3"
     )
     assert (status, out) == (1, "")
     assert err == (
         "tickwheel feature upgrade: INVALID_UPDATE_VERSION: The update failed for all "
-        "features since the following feature had an error: Invalid update version 2 for "
-        "feature transaction.version. Broker 0 only supports versions 0-1\n"
+        "features since the following feature had an error: Invalid update version 3 for "
+        "feature transaction.version. Broker 0 only supports versions 0-2\n"
     )
     status, _, err = run(capsys, tickwheel_broker, "upgrade", "--feature", "group.version=x")
     assert (status, err) == (

@@ -11,9 +11,9 @@ from kio.serial.errors import OutOfBoundValue
 
 from tickwheel.cli._client import CommandError
 from tickwheel.cli._wire import lenient, split_address
-from tickwheel.protocol import build_entity, response_schema
+from tickwheel.protocol import ApiKey, build_entity, response_schema
 
-DESCRIBE_TRANSACTIONS = 65
+DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
 STARTED = datetime.datetime(2026, 11, 25, 10, 0, tzinfo=datetime.UTC)
 
 

@@ -9,9 +9,7 @@ import pytest
 
 from tickwheel.cluster import LocalCluster
 
-from .helpers import local_cluster
-
-_LOG_TAIL_LINES = 40
+from .helpers import local_cluster, print_broker_logs
 
 
 @pytest.fixture
@@ -23,7 +21,4 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     """
     with local_cluster(tmp_path) as running:
         yield running
-    for broker in running.brokers:
-        lines = broker.output.read_text(encoding="utf-8", errors="replace").splitlines()
-        print(f"--- broker {broker.broker_id} ({broker.output}) ---")
-        print("\n".join(lines[-_LOG_TAIL_LINES:]))
+    print_broker_logs(running)

@@ -1,29 +1,37 @@
-"""Helpers for the cluster tests: a local cluster, bounded waits, raw produce, log bytes."""
+"""Helpers for the cluster tests: a local cluster, bounded waits, raw produce, log bytes,
+and a numbered acks=all writer with its reader."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import crc32c
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer
+from confluent_kafka import TopicPartition as ClientPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint, BrokerProcess, LocalCluster
 from tickwheel.log import write_varint
+from tickwheel.protocol import ApiKey
 
 LAG_TIME_MS = 2000
 FETCH_WAIT_MS = 500
 SESSION_TIMEOUT_MS = 6000
 ZOOKEEPER_TICK_MS = 500
 WAIT_S = 30.0
+_MAX_QUEUED = 500
+_LOG_TAIL_LINES = 40
 _POLL_S = 0.05
-PRODUCE_KEY = 0
-FETCH_KEY = 1
+PRODUCE_KEY = ApiKey.PRODUCE
+FETCH_KEY = ApiKey.FETCH
 FETCH_VERSION = 12
 CONSUMER_REPLICA_ID = -1
 NOT_LEADER_OR_FOLLOWER = 6
@@ -60,6 +68,14 @@ def local_cluster(
         zookeeper_tick_ms=ZOOKEEPER_TICK_MS,
         faults=faults,
     )
+
+
+def print_broker_logs(cluster: LocalCluster) -> None:
+    """The end of each broker's log, for pytest to show when the test failed."""
+    for broker in cluster.brokers:
+        lines = broker.output.read_text(encoding="utf-8", errors="replace").splitlines()
+        print(f"--- broker {broker.broker_id} ({broker.output}) ---")
+        print("\n".join(lines[-_LOG_TAIL_LINES:]))
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> float:
@@ -234,7 +250,7 @@ def fetch_raw(bootstrap_servers: str, topic: str) -> int:
     return asyncio.run(raw_fetch(bootstrap_servers, topic))
 
 
-INIT_PRODUCER_ID_KEY = 22
+INIT_PRODUCER_ID_KEY = ApiKey.INIT_PRODUCER_ID
 INIT_PRODUCER_ID_VERSION = 4
 
 
@@ -260,3 +276,90 @@ async def _init_producer_id(bootstrap_servers: str) -> int:
 def init_producer_id(bootstrap_servers: str) -> int:
     """A producer id from InitProducerId v4 at ``bootstrap_servers``."""
     return asyncio.run(_init_producer_id(bootstrap_servers))
+
+
+class Writer:
+    """An idempotent acks=all producer writing numbered records until stopped."""
+
+    def __init__(self, cluster: LocalCluster, topic: str, partitions: int) -> None:
+        self.acked: list[list[int]] = [[] for _ in range(partitions)]
+        self.failed: list[KafkaError] = []
+        self._partitions = partitions
+        self._producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        self._topic = topic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            self.acked[message.partition()].append(int(message.value()))
+        else:
+            self.failed.append(error)
+
+    def _run(self) -> None:
+        number = 0
+        while not self._stop.is_set():
+            if len(self._producer) < _MAX_QUEUED:
+                self._producer.produce(
+                    self._topic,
+                    str(number).encode(),
+                    partition=number % self._partitions,
+                    on_delivery=self._delivered,
+                )
+                number += 1
+            self._producer.poll(0.002)
+
+    def acked_since(self, partition: int, count: int) -> bool:
+        return len(self.acked[partition]) > count
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        assert self._producer.flush(WAIT_S) == 0
+
+
+@contextmanager
+def writing(cluster: LocalCluster, topic: str, partitions: int) -> Iterator[Writer]:
+    """A ``Writer`` running for the block; flushed, every record answered, at its end."""
+    writer = Writer(cluster, topic, partitions)
+    writer.start()
+    try:
+        yield writer
+    finally:
+        writer.stop()
+
+
+def read_all(cluster: LocalCluster, topic: str, partition: int) -> list[int]:
+    """Every numbered record of the partition, from its start to its high watermark."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "failover-reader",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        tp = ClientPartition(topic, partition)
+        _, high = consumer.get_watermark_offsets(tp, WAIT_S)
+        consumer.assign([ClientPartition(topic, partition, OFFSET_BEGINNING)])
+        values: list[int] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(values) < high:
+            assert time.monotonic() < deadline, f"read {len(values)} of {high}"
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(int(message.value()))
+        return values
+    finally:
+        consumer.close()

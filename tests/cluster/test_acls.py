@@ -22,12 +22,13 @@ from confluent_kafka.admin import (
 )
 
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint, LocalCluster
+from tickwheel.protocol import ApiKey
 
 from .helpers import WAIT_S, create_topic, local_cluster, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
-DESCRIBE_ACLS = 29
+DESCRIBE_ACLS = ApiKey.DESCRIBE_ACLS
 ANONYMOUS = "User:ANONYMOUS"
 ACL_PROPERTIES = {
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",

@@ -6,14 +6,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KafkaNewTopic
 from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import LocalCluster
+from tickwheel.protocol import decode_topic_id
 from tickwheel.server._meta_properties import new_cluster_id
 
 from .helpers import (
@@ -46,7 +50,14 @@ def test_only_the_leader_serves_a_partition(cluster: LocalCluster) -> None:
 def test_partitions_are_added_and_topics_deleted_everywhere(cluster: LocalCluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     topic = "grown"
-    admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(WAIT_S)
+    # kafka-python asks CreateTopics v7, whose answer names the new topic's id.
+    creator = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        (created,) = creator.create_topics([KafkaNewTopic(topic, 1, 2)])["topics"]
+    finally:
+        creator.close()
+    described = admin.describe_topics(TopicCollection([topic]))[topic].result(WAIT_S)
+    assert decode_topic_id(str(described.topic_id)) == uuid.UUID(created["topic_id"])
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(WAIT_S)
 
     def described() -> dict[int, list[int]]:

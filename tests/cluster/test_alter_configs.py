@@ -12,13 +12,14 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint, LocalCluster
+from tickwheel.protocol import ApiKey
 
 from .helpers import WAIT_S, create_topic, produce_raw, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
-INCREMENTAL_ALTER_CONFIGS = 44
-DESCRIBE_CONFIGS = 32
+INCREMENTAL_ALTER_CONFIGS = ApiKey.INCREMENTAL_ALTER_CONFIGS
+DESCRIBE_CONFIGS = ApiKey.DESCRIBE_CONFIGS
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 DYNAMIC_TOPIC_CONFIG = 1

@@ -10,12 +10,13 @@ from kio.schema.errors import ErrorCode
 
 from server.wire import WireClient
 from tickwheel.cluster import LocalCluster
+from tickwheel.protocol import ApiKey
 
 from .helpers import create_topic, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
-DESCRIBE_TOPIC_PARTITIONS = 75
+DESCRIBE_TOPIC_PARTITIONS = ApiKey.DESCRIBE_TOPIC_PARTITIONS
 ASSIGNMENT = [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
 
 

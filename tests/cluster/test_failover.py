@@ -7,10 +7,7 @@ broker is noticed when its session expires, so each kill costs about that long.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,7 +16,6 @@ from confluent_kafka import (
     Consumer,
     ElectionType,
     KafkaError,
-    Message,
     Producer,
 )
 from confluent_kafka import TopicPartition as ClientPartition
@@ -35,7 +31,9 @@ from .helpers import (
     isr,
     local_cluster,
     log_bytes,
+    read_all,
     wait_for,
+    writing,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
@@ -46,7 +44,6 @@ _MS_PER_S = 1000
 SESSION_S = SESSION_TIMEOUT_MS / _MS_PER_S
 FAILOVER_S = SESSION_S + 5.0
 """A dead leader's partitions take writes again within its session timeout plus this."""
-_MAX_QUEUED = 500
 NEW_RECORDS = 8
 
 
@@ -61,91 +58,6 @@ def _restart(cluster: LocalCluster, broker_id: int) -> None:
     cluster.wait_registered(broker_id, timeout_s=SESSION_S + WAIT_S)
 
 
-class _Writer:
-    """An idempotent acks=all producer writing numbered records until stopped."""
-
-    def __init__(self, cluster: LocalCluster, topic: str, partitions: int) -> None:
-        self.acked: list[list[int]] = [[] for _ in range(partitions)]
-        self.failed: list[KafkaError] = []
-        self._partitions = partitions
-        self._producer = Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap_servers,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "topic.metadata.refresh.interval.ms": 1000,
-            }
-        )
-        self._topic = topic
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _delivered(self, error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            self.acked[message.partition()].append(int(message.value()))
-        else:
-            self.failed.append(error)
-
-    def _run(self) -> None:
-        number = 0
-        while not self._stop.is_set():
-            if len(self._producer) < _MAX_QUEUED:
-                self._producer.produce(
-                    self._topic,
-                    str(number).encode(),
-                    partition=number % self._partitions,
-                    on_delivery=self._delivered,
-                )
-                number += 1
-            self._producer.poll(0.002)
-
-    def acked_since(self, partition: int, count: int) -> bool:
-        return len(self.acked[partition]) > count
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        assert self._producer.flush(WAIT_S) == 0
-
-
-@contextmanager
-def _writing(cluster: LocalCluster, topic: str, partitions: int) -> Iterator[_Writer]:
-    writer = _Writer(cluster, topic, partitions)
-    writer.start()
-    try:
-        yield writer
-    finally:
-        writer.stop()
-
-
-def _read_all(cluster: LocalCluster, topic: str, partition: int) -> list[int]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": "failover-reader",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        tp = ClientPartition(topic, partition)
-        _, high = consumer.get_watermark_offsets(tp, WAIT_S)
-        consumer.assign([ClientPartition(topic, partition, OFFSET_BEGINNING)])
-        values: list[int] = []
-        deadline = time.monotonic() + WAIT_S
-        while len(values) < high:
-            assert time.monotonic() < deadline, f"read {len(values)} of {high}"
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(int(message.value()))
-        return values
-    finally:
-        consumer.close()
-
-
 def _replicas_identical(cluster: LocalCluster, topic: str, assignment: list[list[int]]) -> bool:
     """Whether every replica of every partition holds the same log bytes."""
     return all(
@@ -156,7 +68,7 @@ def _replicas_identical(cluster: LocalCluster, topic: str, assignment: list[list
 
 def test_killed_leaders_lose_no_acknowledged_record(cluster: LocalCluster) -> None:
     create_topic(cluster, TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
-    with _writing(cluster, TOPIC, len(ASSIGNMENT)) as writer:
+    with writing(cluster, TOPIC, len(ASSIGNMENT)) as writer:
         for _ in range(3):
             wait_for(lambda: writer.acked_since(0, 0), "writes to partition 0")
             victim = _leader(cluster, TOPIC)
@@ -180,7 +92,7 @@ def test_killed_leaders_lose_no_acknowledged_record(cluster: LocalCluster) -> No
             )
     assert not writer.failed
     for partition, acked in enumerate(writer.acked):
-        values = _read_all(cluster, TOPIC, partition)
+        values = read_all(cluster, TOPIC, partition)
         assert values == sorted(set(values)), f"partition {partition}: duplicated or reordered"
         assert set(acked) <= set(values), f"partition {partition}: acknowledged records lost"
     wait_for(lambda: _replicas_identical(cluster, TOPIC, ASSIGNMENT), "identical replicas")
@@ -267,9 +179,11 @@ def test_unclean_election_only_where_allowed(cluster: LocalCluster) -> None:
     cluster.brokers[0].kill()
     _restart(cluster, 1)
     wait_for(lambda: _leader(cluster, unclean) == 1, "the out-of-sync replica to lead")
-    # The clean topic stays offline: its only in-sync replica is dead.
+    # The clean topic stays offline: its only in-sync replica is dead, and eligible.
     assert _leader(cluster, clean) == NO_LEADER
-    assert isr(cluster, clean) == (0,)
+    state = cluster.partition_state(clean, 0)
+    assert state is not None
+    assert (state.isr, state.elr) == ((), (0,))
     metadata = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(
         timeout=WAIT_S
     )

@@ -11,15 +11,17 @@ from kio.schema.errors import ErrorCode
 
 from server.wire import WireClient
 from tickwheel.cluster import BrokerProcess, LocalCluster
+from tickwheel.protocol import ApiKey
 
 from .helpers import SESSION_TIMEOUT_MS, WAIT_S, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
-API_VERSIONS = 18
-UPDATE_FEATURES = 57
+API_VERSIONS = ApiKey.API_VERSIONS
+UPDATE_FEATURES = ApiKey.UPDATE_FEATURES
 SAFE_DOWNGRADE, UPGRADE = 2, 1
-SERVED = {"group.version": 1, "share.version": 1, "transaction.version": 1}
+ELR = "eligible.leader.replicas.version"
+SERVED = {ELR: 1, "group.version": 1, "share.version": 1, "transaction.version": 2}
 _MS_PER_S = 1000
 
 
@@ -69,8 +71,8 @@ def test_an_update_on_one_broker_reaches_every_broker_and_survives_a_restart(
     others = [b for b in cluster.brokers if b.broker_id != controller]
     update(others[0], "group.version", 0, SAFE_DOWNGRADE)
     # The broker that took the update answers once it advertises it itself.
-    assert finalized(others[0]) == (1, {"share.version": 1, "transaction.version": 1})
-    everyone_sees(cluster, (1, {"share.version": 1, "transaction.version": 1}))
+    assert finalized(others[0]) == (1, {ELR: 1, "share.version": 1, "transaction.version": 2})
+    everyone_sees(cluster, (1, {ELR: 1, "share.version": 1, "transaction.version": 2}))
     update(others[1], "group.version", 1, UPGRADE)
     everyone_sees(cluster, (2, SERVED))
     document = cluster.read_znode("/feature")

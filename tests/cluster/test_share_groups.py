@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint, LocalCluster
+from tickwheel.protocol import ApiKey, CoordinatorType
 
 from .helpers import WAIT_S, create_topic, local_cluster, wait_for
 
@@ -22,8 +23,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
 GROUP = "clustered-queue"
 TOPIC = "clustered"
-FIND_COORDINATOR_KEY = 10
-GROUP_KEY_TYPE, SHARE_KEY_TYPE = 0, 2
+FIND_COORDINATOR_KEY = ApiKey.FIND_COORDINATOR
+GROUP_KEY_TYPE, SHARE_KEY_TYPE = CoordinatorType.GROUP, CoordinatorType.SHARE
 # Any share-partition key: with one state partition, every key has the same coordinator.
 ANY_SHARE_KEY = "probe:AAAAAAAAAAAAAAAAAAAAAA:0"
 PROPERTIES = {

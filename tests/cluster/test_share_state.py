@@ -19,6 +19,7 @@ from tickwheel.cluster import (
     LocalCluster,
 )
 from tickwheel.coordinator.share_state import coordinator_key
+from tickwheel.protocol import ApiKey, CoordinatorType
 from tickwheel.server._share_transport import KafkaShareStateTransport
 from tickwheel.share_delivery import (
     PersisterStateBatch,
@@ -31,8 +32,8 @@ from .helpers import WAIT_S, local_cluster, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
-FIND_COORDINATOR_KEY = 10
-SHARE_KEY_TYPE = 2
+FIND_COORDINATOR_KEY = ApiKey.FIND_COORDINATOR
+SHARE_KEY_TYPE = CoordinatorType.SHARE
 KEY = SharePartitionKey("sg", uuid.UUID("6a0d4c55-34a2-47d7-9b4c-0f5e1d2a3b4c"), 0)
 STATE = ShareGroupState(
     state_epoch=0,

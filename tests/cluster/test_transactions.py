@@ -11,6 +11,12 @@ that its marker cannot be written) is replaced by the state partition's new lead
 which loads PrepareCommit and sends the markers again until the transaction completes;
 and a marker refused with NOT_LEADER_OR_FOLLOWER by a partition's former leader is sent
 again to the new one. SIGSTOP makes each of these states happen on purpose, not by luck.
+
+Verification and transactions v2 (KIP-890) across brokers: the data partitions' and
+the group's leaders are not the coordinator, so each asks it over the wire
+(AddPartitionsToTxn v5): librdkafka's version 1 transactions are verified there, and a
+raw version 2 transaction (Produce v12 to another broker, EndTxn v5) has its partition
+added there and its epoch bumped.
 """
 
 from __future__ import annotations
@@ -26,9 +32,12 @@ from kio.schema.errors import ErrorCode
 from kio.serial.errors import OutOfBoundValue
 
 from server.wire import WireClient
+from tickwheel.bench._batches import make_batch
 from tickwheel.cluster import LocalCluster
 from tickwheel.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from tickwheel.coordinator.transaction._state_manager import java_abs, java_string_hash
+from tickwheel.protocol import ApiKey
+from tickwheel.record import TRANSACTIONAL_FLAG_MASK
 
 from .helpers import CLUSTER_PROPERTIES, WAIT_S, ZOOKEEPER_TICK_MS, create_topic, wait_for
 
@@ -38,12 +47,14 @@ E = ErrorCode
 TXN_ID = "cluster-tx"
 STATE_PARTITIONS = 3
 REPLICATION = 3
-FIND_COORDINATOR = 10
+FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
-INIT_PRODUCER_ID = 22
-ADD_PARTITIONS = 24
-DESCRIBE_TRANSACTIONS = 65
+PRODUCE = ApiKey.PRODUCE
+INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+ADD_PARTITIONS = ApiKey.ADD_PARTITIONS_TO_TXN
+END_TXN = ApiKey.END_TXN
+DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
 TIMEOUT_MS = 600_000
 DATA_PARTITIONS = 2
 POLL_S = 0.2
@@ -240,6 +251,68 @@ def test_markers_reach_partitions_and_offsets_on_other_brokers(txn_cluster: Loca
     assert sorted(_read(cluster, committed=True, count=len(committed))) == sorted(committed)
     everything = committed + aborted
     assert sorted(_read(cluster, committed=False, count=len(everything))) == sorted(everything)
+    _transaction_v2_through_another_leader(cluster, servers, first)
+
+
+def _transaction_v2_through_another_leader(
+    cluster: LocalCluster, coordinator_servers: str, leader: int
+) -> None:
+    """A version 2 transaction whose partition (data-0) another broker leads: unadded
+    at v11 it is refused, at v12 that broker adds it through the coordinator."""
+    started = _call(
+        coordinator_servers,
+        INIT_PRODUCER_ID,
+        5,
+        {"transactional_id": TXN_ID, "transaction_timeout": TIMEOUT_MS},
+    )
+    assert started.error_code == E.none
+    pid, epoch = int(started.producer_id), int(started.producer_epoch)
+    (leader_broker,) = [b for b in cluster.brokers if b.broker_id == leader]
+
+    def produce(version: int) -> Any:
+        batch = make_batch(
+            [b"v2"],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=0,
+            attributes=TRANSACTIONAL_FLAG_MASK,
+            timestamp_ms=int(time.time() * 1000),
+        )
+        body = _call(
+            leader_broker.bootstrap_servers,
+            PRODUCE,
+            version,
+            {
+                "transactional_id": TXN_ID,
+                "acks": -1,
+                "timeout": int(WAIT_S * 1000),
+                "topic_data": [
+                    {"name": "data", "partition_data": [{"index": 0, "records": batch}]}
+                ],
+            },
+        )
+        return body.responses[0].partition_responses[0].error_code
+
+    assert produce(11) == E.transaction_abortable
+    assert produce(12) == E.none
+    state = _state(coordinator_servers)
+    assert [(t.topic, list(t.partitions)) for t in state.topics] == [("data", [0])]
+    ended = _call(
+        coordinator_servers,
+        END_TXN,
+        5,
+        {
+            "transactional_id": TXN_ID,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "committed": True,
+        },
+    )
+    assert (ended.error_code, ended.producer_epoch) == (E.none, epoch + 1)
+    wait_for(
+        lambda: _state(coordinator_servers).transaction_state == "CompleteCommit",
+        "the version 2 commit's markers",
+    )
 
 
 def _produce_transaction(

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from tickwheel.cluster import BrokerChannels, ChannelSettings, KafkaTxnMarkerTransport
 from tickwheel.cluster._znodes import BrokerEndpoint
 from tickwheel.protocol import (
+    ApiKey,
     VersionRange,
     build_entity,
     decode_request,
@@ -25,7 +26,7 @@ from tickwheel.protocol import (
 from tickwheel.replica import TopicPartition, TxnMarker
 
 pytestmark = pytest.mark.asyncio
-WRITE_TXN_MARKERS = 27
+WRITE_TXN_MARKERS = ApiKey.WRITE_TXN_MARKERS
 
 
 async def serve(answers: dict[tuple[str, int], ErrorCode], seen: list[Any]) -> asyncio.Server:

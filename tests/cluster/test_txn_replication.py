@@ -15,15 +15,16 @@ from kio.schema.errors import ErrorCode
 from server.wire import WireClient
 from tickwheel.bench._batches import make_batch
 from tickwheel.cluster import LocalCluster
+from tickwheel.protocol import ApiKey
 
 from .helpers import create_topic, log_bytes, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
 TOPIC = "txn"
-PRODUCE = 0
-INIT_PRODUCER_ID = 22
-WRITE_TXN_MARKERS = 27
+PRODUCE = ApiKey.PRODUCE
+INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+WRITE_TXN_MARKERS = ApiKey.WRITE_TXN_MARKERS
 TRANSACTIONAL = 0x10
 
 

@@ -64,17 +64,40 @@ def test_partition_state_written_by_kafka_is_read_with_the_znode_version() -> No
     )
 
 
+def test_partition_state_carries_its_eligible_leader_replicas() -> None:
+    state = LeaderAndIsr(-1, 4, (), 7, 9, elr=(1, 2), last_known_elr=(3,))
+    document = json.loads(encode_partition_state(state))
+    assert (document["eligible_leader_replicas"], document["last_known_elr"]) == ([1, 2], [3])
+    assert decode_partition_state("s", encode_partition_state(state), 9) == state
+
+
 @given(
     leader=st.integers(-1, 1000),
     epoch=st.integers(0, 2**31 - 1),
     isr=st.lists(st.integers(0, 1000), unique=True, max_size=6),
     controller_epoch=st.integers(0, 2**31 - 1),
     version=st.integers(0, 2**31 - 1),
+    elr=st.lists(st.integers(0, 1000), unique=True, max_size=3),
+    last_known_elr=st.lists(st.integers(0, 1000), unique=True, max_size=3),
 )
 def test_partition_state_round_trips(
-    leader: int, epoch: int, isr: list[int], controller_epoch: int, version: int
+    leader: int,
+    epoch: int,
+    isr: list[int],
+    controller_epoch: int,
+    version: int,
+    elr: list[int],
+    last_known_elr: list[int],
 ) -> None:
-    state = LeaderAndIsr(leader, epoch, tuple(isr), controller_epoch, version)
+    state = LeaderAndIsr(
+        leader,
+        epoch,
+        tuple(isr),
+        controller_epoch,
+        version,
+        elr=tuple(elr),
+        last_known_elr=tuple(last_known_elr),
+    )
     assert decode_partition_state("s", encode_partition_state(state), version) == state
 
 
@@ -95,7 +118,16 @@ def test_broker_registration_advertises_its_plaintext_endpoint() -> None:
     assert document["endpoints"] == ["PLAINTEXT://10.0.0.4:9092"]
     assert document["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
     assert (document["host"], document["port"]) == ("10.0.0.4", 9092)
+    assert document["previous_broker_epoch"] == -1
     assert decode_broker(4, encode_broker(registration)) == registration
+
+
+def test_broker_registration_says_whether_its_last_shutdown_was_clean() -> None:
+    registration = BrokerRegistration(4, (BrokerEndpoint(4, "h", 9092),), previous_broker_epoch=77)
+    assert json.loads(encode_broker(registration))["previous_broker_epoch"] == 77
+    assert decode_broker(4, encode_broker(registration)) == registration
+    kafka = b'{"version":4,"host":"h","port":9092,"endpoints":["PLAINTEXT://h:9092"]}'
+    assert decode_broker(4, kafka).previous_broker_epoch == -1
 
 
 def test_broker_registration_names_every_listener_as_kafka_does() -> None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from tickwheel.log import (
+    NO_VERIFICATION_GUARD,
     AppendOrigin,
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -376,3 +377,64 @@ class TransactionModel(RuleBasedStateMachine):
 
 TestTransactionModel = TransactionModel.TestCase
 TestTransactionModel.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)
+
+
+def test_a_verified_append_needs_the_guard_the_next_marker_drops(open_log: Opener) -> None:
+    """KIP-890 part 1: a produce verified, then overtaken by its transaction's abort,
+    cannot open a transaction; a new verification can."""
+    log = open_log()
+    producer = Producer(1)
+    guard = log.start_transaction_verification(1, 0)
+    assert guard is not NO_VERIFICATION_GUARD
+    assert log.start_transaction_verification(1, 0) is guard  # one per producer
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(producer.batch(), 0, verification_guard=NO_VERIFICATION_GUARD)
+    producer.sequence = 0
+    _mark(log, producer, commit=False)  # the abort, before the verified produce lands
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(producer.batch(), 0, verification_guard=guard)
+    producer.sequence = 0
+    fresh = log.start_transaction_verification(1, 0)
+    assert fresh is not guard
+    assert log.append_as_leader(producer.batch(), 0, verification_guard=fresh).first_offset == 1
+    # The transaction is open: no verification, and the next appends need no guard.
+    assert log.start_transaction_verification(1, 0) is NO_VERIFICATION_GUARD
+    log.append_as_leader(producer.batch(), 0, verification_guard=NO_VERIFICATION_GUARD)
+    # A producer at a newer epoch (transactions v2) is verified again; an older epoch
+    # is not worth asking about: the append refuses it.
+    assert log.start_transaction_verification(1, 1) is not NO_VERIFICATION_GUARD
+    _mark(log, Producer(1, epoch=2), commit=True)
+    assert log.start_transaction_verification(1, 1) is NO_VERIFICATION_GUARD
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(
+            Producer(1, epoch=1).batch(), 0, verification_guard=NO_VERIFICATION_GUARD
+        )
+
+
+def test_a_marker_at_a_bumped_epoch_moves_the_producer_to_it(open_log: Opener) -> None:
+    """Transactions v2: EndTxn bumps the epoch and the marker carries it; the producer's
+    next transaction starts at sequence 0 of that epoch, the old epoch is fenced."""
+    log = open_log()
+    producer = Producer(1, epoch=4)
+    _append(log, producer.batch(2))
+    producer.epoch = 5
+    _mark(log, producer, commit=True)
+    _to_end(log)
+    assert log.last_stable_offset == log.log_end_offset
+    old = Producer(1, epoch=4)
+    old.sequence = 2
+    with pytest.raises(InvalidProducerEpochError):
+        _append(log, old.batch())
+    producer.sequence = 0
+    assert _append(log, producer.batch()) == 3
+
+
+def test_an_unused_verification_guard_expires_with_idle_producers(open_log: Opener) -> None:
+    log = open_log()
+    guard = log.start_transaction_verification(1, 0)
+    log.remove_expired_producers(START_MS + 9, 10)
+    assert log.start_transaction_verification(1, 0) is guard
+    log.remove_expired_producers(START_MS + 10, 10)
+    assert log.start_transaction_verification(1, 0) is not guard
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(Producer(1).batch(), 0, verification_guard=guard)

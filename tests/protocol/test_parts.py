@@ -18,6 +18,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta
 
 from tickwheel.protocol import (
+    ApiKey,
     array_item_class,
     convert,
     encode_entity,
@@ -26,7 +27,7 @@ from tickwheel.protocol import (
     response_schema,
 )
 
-METADATA = 3
+METADATA = ApiKey.METADATA
 
 
 def _topic(name: str, partitions: int) -> MetadataResponseTopic:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from tickwheel.protocol import (
+    ApiKey,
     PartitionAnswer,
     TopicAnswer,
     build_entity,
@@ -17,7 +18,7 @@ from tickwheel.protocol import (
     response_schema,
 )
 
-PRODUCE = 0
+PRODUCE = ApiKey.PRODUCE
 # Timestamps a broker writes: up to the year 2109 (kio goes through a datetime).
 MAX_TIMESTAMP_MS = 2**42
 
@@ -78,7 +79,7 @@ def kio_values(topics: list[TopicAnswer]) -> dict[str, Any]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(3, 9), int32s, answers())
+@given(st.integers(3, 12), int32s, answers())
 def test_a_produce_response_is_the_bytes_kio_writes(
     version: int, correlation_id: int, topics: list[TopicAnswer]
 ) -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from tickwheel.bench.fuzz import all_schema_breaking_frames
 from tickwheel.protocol import (
+    ApiKey,
     DecodedRequest,
     InvalidRequestError,
     VersionRange,
@@ -28,9 +29,9 @@ from tickwheel.protocol import (
 from tickwheel.protocol._schemas import reader_for
 from tickwheel.protocol._validate import check_lengths, null_field
 
-PRODUCE = 0
-FETCH = 1
-VERSIONS = {PRODUCE: VersionRange(3, 9), FETCH: VersionRange(4, 12)}
+PRODUCE = ApiKey.PRODUCE
+FETCH = ApiKey.FETCH
+VERSIONS = {PRODUCE: VersionRange(3, 12), FETCH: VersionRange(4, 12)}
 
 names = st.text(max_size=12)
 nullable_text = st.none() | st.text(max_size=12)
@@ -66,7 +67,7 @@ def fast_decode(frame: bytes) -> DecodedRequest | bytes | None:
 @st.composite
 def produce_frames(draw: st.DrawFn) -> bytes:
     """A ProduceRequest frame (no size prefix) that kio encodes."""
-    version = draw(st.integers(3, 9))
+    version = draw(st.integers(3, 12))
     values = {
         "transactional_id": draw(nullable_text),
         "acks": draw(int16s),

@@ -48,7 +48,7 @@ def test_the_first_field_is_raised(api_key: int, version: int) -> None:
     assert with_throttle_time(raised, api_key, version, 5) == raised
 
 
-@pytest.mark.parametrize("version", range(3, 10))
+@pytest.mark.parametrize("version", range(3, 13))
 def test_produce_s_last_field_is_raised(version: int) -> None:
     frame = encode_produce_response(CORRELATION_ID, version, [("t", [(0, 0, 5, -1, 0, None, ())])])
     raised = with_throttle_time(frame, 0, version, THROTTLE_MS)

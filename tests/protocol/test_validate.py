@@ -26,19 +26,24 @@ from tickwheel.bench.fuzz import (
     served_versions,
 )
 from tickwheel.protocol import (
+    ApiKey,
     InvalidRequestError,
     RequestKey,
+    build_entity,
     decode_request,
     invalid_request_response,
+    request_schema,
     response_schema,
 )
+from tickwheel.protocol import encode_request as encode_request_frame
 from tickwheel.protocol._validate import LengthError, check_lengths
 from tickwheel.server.apis import SUPPORTED_VERSIONS
 
-FETCH = 1
-PRODUCE = 0
-LIST_OFFSETS = 2
-METADATA = 3
+FETCH = ApiKey.FETCH
+PRODUCE = ApiKey.PRODUCE
+LIST_OFFSETS = ApiKey.LIST_OFFSETS
+METADATA = ApiKey.METADATA
+ALTER_PARTITION_REASSIGNMENTS = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 COMPACT_NULL = b"\x00"
 # Compact length 2^32 - 1: 2^32 - 2 items.
 COMPACT_HUGE = b"\xff\xff\xff\xff\x0f"
@@ -138,6 +143,29 @@ def test_check_lengths_takes_a_count_that_exactly_fits() -> None:
     check_lengths(type(seed), body, 0)
     with pytest.raises(LengthError, match="needs"):
         check_lengths(type(seed), body[:-1], 0)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_nullable_array_of_numbers_is_counted_as_an_array(version: int) -> None:
+    """AlterPartitionReassignments' replicas: a nullable ``[]int32``, lists of two
+    lengths and a null one."""
+    partitions = [
+        {"partition_index": 0, "replicas": [4]},
+        {"partition_index": 1, "replicas": [1, 2, 3]},
+        {"partition_index": 2, "replicas": None},
+    ]
+    body = build_entity(
+        request_schema(ALTER_PARTITION_REASSIGNMENTS, version),
+        {
+            "topics": [
+                {"name": "moved", "partitions": partitions},
+                {"name": "elsewhere", "partitions": [{"partition_index": 0, "replicas": [5]}]},
+            ]
+        },
+    )
+    frame = encode_request_frame(5, body, client_id="validate")
+    request = decode_request(frame[4:], SUPPORTED_VERSIONS)
+    assert request.body == body
 
 
 def test_the_answer_carries_invalid_request_where_the_response_has_an_error_code() -> None:

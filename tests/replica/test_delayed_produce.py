@@ -125,3 +125,22 @@ async def test_unknown_partitions_and_bad_batches_answer_errors(
     results = produce(manager, {unknown: batch(b"a"), T0: b"garbage"}).result()
     assert results[unknown].error_code == ErrorCode.unknown_topic_or_partition
     assert results[T0].error_code in {ErrorCode.corrupt_message, ErrorCode.invalid_record}
+
+
+@pytest.mark.asyncio
+async def test_an_isr_below_min_isr_holds_the_high_watermark(manager: ReplicaManager) -> None:
+    partition = add_follower(manager)
+    partition.assigned_replicas = (partition.local_broker_id, FOLLOWER)
+    partition.isr.discard(FOLLOWER)
+    partition.min_insync_replicas = 2
+    assert (await produce(manager, {T0: batch(b"a")}, acks=1))[T0].error_code == ErrorCode.none
+    assert partition.log.high_watermark == 0, "strict min ISR: nothing is committed alone"
+    partition.isr.add(FOLLOWER)
+    fetch(manager, [(T0, 1)], replica_id=FOLLOWER, max_wait_ms=0)
+    assert partition.log.high_watermark == 1
+    # min.insync.replicas above the replica count is capped at it.
+    partition.assigned_replicas = (partition.local_broker_id,)
+    partition.isr.discard(FOLLOWER)
+    partition.min_insync_replicas = 3
+    await produce(manager, {T0: batch(b"b")}, acks=1)
+    assert partition.log.high_watermark == 2

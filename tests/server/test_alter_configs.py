@@ -33,6 +33,7 @@ from confluent_kafka.admin import (
 from kafka.admin import ConfigResource as KafkaPythonResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, Broker, BrokerConfig
 
 from .wire import WireClient
@@ -45,7 +46,7 @@ SMALL_SEGMENT_BYTES = 1024
 VALUE_BYTES = 300
 TOPIC = ConfigResource.Type.TOPIC
 BROKER = ConfigResource.Type.BROKER
-INCREMENTAL_ALTER_CONFIGS = 44
+INCREMENTAL_ALTER_CONFIGS = ApiKey.INCREMENTAL_ALTER_CONFIGS
 SET = AlterConfigOpType.SET
 DELETE = AlterConfigOpType.DELETE
 APPEND = AlterConfigOpType.APPEND

@@ -241,6 +241,38 @@ def test_partition_mutations_are_held_to_the_controller_mutation_rate(
         client.close()
 
 
+def test_create_topics_from_v6_refuses_the_topics_met_over_the_mutation_rate(
+    tickwheel_manual_broker: BackgroundBroker,
+) -> None:
+    client = WireClient(tickwheel_manual_broker.bootstrap_servers)
+    try:
+        quota = alter_quotas(client, [("client-id", None)], [("controller_mutation_rate", 1.0)])
+        assert quota.error_code == ErrorCode.none
+        # The first topic puts the client over its quota; the second is met over it.
+        topics = [
+            {
+                "name": name,
+                "num_partitions": partitions,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [],
+            }
+            for name, partitions in (("first", 11), ("second", 1))
+        ]
+        answer = client.call(
+            CREATE_TOPICS, 6, {"topics": topics, "timeout": 1000, "validate_only": False}
+        )
+        first, second = answer.topics
+        assert first.error_code == ErrorCode.none
+        assert (second.error_code, second.error_message) == (
+            ErrorCode.throttling_quota_exceeded,
+            "The throttling quota has been exceeded.",
+        )
+        assert answer.throttle_time.total_seconds() == 1.0
+    finally:
+        client.close()
+
+
 def test_a_client_over_its_request_percentage_is_muted(
     tickwheel_manual_broker: BackgroundBroker, tickwheel_clock: ManualClock
 ) -> None:

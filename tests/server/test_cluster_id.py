@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig, ConfigError
 from tickwheel.server._meta_properties import (
     META_PROPERTIES,
@@ -22,7 +23,7 @@ from .wire import WireClient
 
 TIMEOUT_S = 10.0
 KAFKA_CLUSTER_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}")
-DESCRIBE_CLUSTER = 60
+DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
 CONTROLLERS_ENDPOINT = 2
 
 

@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 )
 
 from replica.records import batch
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .wire import WireClient, first_batch_attributes
@@ -35,8 +36,8 @@ PRODUCE_DELAY_S = 0.2
 # A fetch woken by the append answers within milliseconds; one that is not woken
 # answers when its 500 ms wait ends, about 300 ms after a message produced 200 ms in.
 WOKEN_LATENCY_LIMIT_S = 0.15
-FETCH = 1
-PRODUCE = 0
+FETCH = ApiKey.FETCH
+PRODUCE = ApiKey.PRODUCE
 CODEC_MASK = 0x07
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # Small enough that 500 messages in batches of 20 fill several segments.

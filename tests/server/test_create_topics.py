@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import ApiKey
+
 from .wire import WireClient, create_topic_result
 
 pytestmark = pytest.mark.integration
@@ -30,8 +32,8 @@ CHILD_NOFILE = 256
 TOO_MANY_PARTITIONS = 400
 """More partitions than ``CHILD_NOFILE`` descriptors can hold (one file per log)."""
 FEW_PARTITIONS = 4
-METADATA = 3
-CREATE_PARTITIONS = 37
+METADATA = ApiKey.METADATA
+CREATE_PARTITIONS = ApiKey.CREATE_PARTITIONS
 _CHILD = """
 import resource, sys
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

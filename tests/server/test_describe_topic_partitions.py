@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import ApiKey
 from tickwheel.security import AclOperation as Op
 from tickwheel.security import ResourceType as Resource
 from tickwheel.server import BackgroundBroker, BrokerConfig
@@ -23,8 +24,8 @@ from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-DESCRIBE_TOPIC_PARTITIONS = 75
-METADATA = 3
+DESCRIBE_TOPIC_PARTITIONS = ApiKey.DESCRIBE_TOPIC_PARTITIONS
+METADATA = ApiKey.METADATA
 TIMEOUT_S = 15.0
 BROKER_LIMIT = 4
 ZERO_ID = None  # kio reads the zero topic id as None

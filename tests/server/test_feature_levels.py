@@ -17,14 +17,21 @@ from tickwheel.server._features import (
 BROKER_ID = 7
 
 
-def test_a_new_cluster_finalizes_what_is_served_and_no_transactions_v2() -> None:
+def test_a_new_cluster_finalizes_what_is_served_transactions_v2_included() -> None:
     assert initial_features() == FinalizedFeatures(
-        0, {"group.version": 1, "share.version": 1, "transaction.version": 1}
+        0,
+        {
+            "eligible.leader.replicas.version": 1,
+            "group.version": 1,
+            "share.version": 1,
+            "transaction.version": 2,
+        },
     )
     assert {f.name: (f.min_level, f.max_level) for f in SUPPORTED_FEATURES} == {
+        "eligible.leader.replicas.version": (0, 1),
         "group.version": (0, 1),
         "share.version": (0, 1),
-        "transaction.version": (0, 1),
+        "transaction.version": (0, 2),
     }
 
 
@@ -46,8 +53,8 @@ def test_a_plan_drops_level_0_and_keeps_the_rest() -> None:
 def test_the_first_refusal_names_the_broker_and_the_range() -> None:
     current = FinalizedFeatures(0, {"transaction.version": 1})
     with pytest.raises(FeatureUpdateError) as refused:
-        plan_update(current, [FeatureUpdate("transaction.version", 2, 1)], BROKER_ID)
+        plan_update(current, [FeatureUpdate("transaction.version", 3, 1)], BROKER_ID)
     assert str(refused.value) == (
-        "Invalid update version 2 for feature transaction.version. "
-        "Broker 7 only supports versions 0-1"
+        "Invalid update version 3 for feature transaction.version. "
+        "Broker 7 only supports versions 0-2"
     )

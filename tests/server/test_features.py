@@ -14,17 +14,19 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import InvalidUpdateVersionError
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-API_VERSIONS = 18
-UPDATE_FEATURES = 57
+API_VERSIONS = ApiKey.API_VERSIONS
+UPDATE_FEATURES = ApiKey.UPDATE_FEATURES
 CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT = 68, 76
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
-SERVED = {"group.version": 1, "share.version": 1, "transaction.version": 1}
+ELR = "eligible.leader.replicas.version"
+SERVED = {ELR: 1, "group.version": 1, "share.version": 1, "transaction.version": 2}
 ALL_FAILED = "The update failed for all features since the following feature had an error: "
 
 
@@ -71,9 +73,10 @@ def client(tickwheel_broker: BackgroundBroker) -> Iterator[WireClient]:
 def test_a_new_broker_advertises_the_levels_it_serves(client: WireClient) -> None:
     v4 = api_versions(client, 4)
     assert {f.name: (f.min_version, f.max_version) for f in v4.supported_features} == {
+        ELR: (0, 1),
         "group.version": (0, 1),
         "share.version": (0, 1),
-        "transaction.version": (0, 1),
+        "transaction.version": (0, 2),
     }
     assert finalized(client) == (0, SERVED)
     # Below v4 Kafka leaves out every supported range starting at 0; the finalized
@@ -88,9 +91,9 @@ def test_a_new_broker_advertises_the_levels_it_serves(client: WireClient) -> Non
 
 REFUSALS = [
     (
-        [("transaction.version", 2, UPGRADE)],
-        "Invalid update version 2 for feature transaction.version. "
-        "Broker 0 only supports versions 0-1",
+        [("transaction.version", 3, UPGRADE)],
+        "Invalid update version 3 for feature transaction.version. "
+        "Broker 0 only supports versions 0-2",
     ),
     (
         [("metadata.version", 27, UPGRADE)],
@@ -114,9 +117,9 @@ REFUSALS = [
     ),
     (
         # All or none: the downgrade before the refused upgrade is not made either.
-        [("share.version", 0, SAFE_DOWNGRADE), ("transaction.version", 2, UPGRADE)],
-        "Invalid update version 2 for feature transaction.version. "
-        "Broker 0 only supports versions 0-1",
+        [("share.version", 0, SAFE_DOWNGRADE), ("transaction.version", 3, UPGRADE)],
+        "Invalid update version 3 for feature transaction.version. "
+        "Broker 0 only supports versions 0-2",
     ),
 ]
 
@@ -141,7 +144,10 @@ def test_a_downgrade_asked_as_one_may_not_raise_a_level(client: WireClient) -> N
         ALL_FAILED + "Invalid update version 1 for feature share.version. "
         "Can't downgrade to a newer version."
     )
-    assert finalized(client) == (1, {"group.version": 1, "transaction.version": 1})
+    assert finalized(client) == (
+        1,
+        {ELR: 1, "group.version": 1, "transaction.version": 2},
+    )
 
 
 def test_each_version_answers_as_kafka_does(client: WireClient) -> None:
@@ -162,7 +168,7 @@ def test_each_version_answers_as_kafka_does(client: WireClient) -> None:
     assert [(r.feature, r.error_code, r.error_message) for r in v0.results] == [
         ("group.version", ErrorCode.none, None)
     ]
-    assert finalized(client) == (1, {"share.version": 1, "transaction.version": 1})
+    assert finalized(client) == (1, {ELR: 1, "share.version": 1, "transaction.version": 2})
     # v2 answers a success with its top-level error code alone.
     v2 = update(client, [("group.version", 1, UPGRADE)], version=2)
     assert (v2.error_code, v2.error_message) == (ErrorCode.none, None)
@@ -213,8 +219,8 @@ def test_kafka_python_describes_and_updates_the_features(
     admin = KafkaAdminClient(bootstrap_servers=tickwheel_broker.bootstrap_servers)
     try:
         assert admin.describe_features()["transaction.version"] == {
-            "supported": (0, 1),
-            "finalized": (1, 1),
+            "supported": (0, 2),
+            "finalized": (2, 2),
             "finalized_epoch": 0,
         }
         assert admin.update_features({"share.version": ("SAFE_DOWNGRADE", 0)}) == {
@@ -224,8 +230,8 @@ def test_kafka_python_describes_and_updates_the_features(
         assert described["share.version"] == {"supported": (0, 1)}
         assert described["group.version"]["finalized_epoch"] == 1
         with pytest.raises(InvalidUpdateVersionError):
-            admin.update_features({"transaction.version": 2})
-        assert admin.describe_features()["transaction.version"]["finalized"] == (1, 1)
+            admin.update_features({"transaction.version": 3})
+        assert admin.describe_features()["transaction.version"]["finalized"] == (2, 2)
     finally:
         admin.close()
 
@@ -238,12 +244,12 @@ def test_the_finalized_levels_survive_a_restart(tmp_path: Path) -> None:
         client = WireClient(broker.bootstrap_servers)
         try:
             assert update(client, [("group.version", 0, SAFE_DOWNGRADE)]).error_code == 0
-            assert finalized(client) == (1, {"share.version": 1, "transaction.version": 1})
+            assert finalized(client) == (1, {ELR: 1, "share.version": 1, "transaction.version": 2})
         finally:
             client.close()
     with BackgroundBroker(config) as broker:
         client = WireClient(broker.bootstrap_servers)
         try:
-            assert finalized(client) == (1, {"share.version": 1, "transaction.version": 1})
+            assert finalized(client) == (1, {ELR: 1, "share.version": 1, "transaction.version": 2})
         finally:
             client.close()

@@ -9,15 +9,16 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from replica.records import batch
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-PRODUCE = 0
-INIT_PRODUCER_ID = 22
-METADATA = 3
+PRODUCE = ApiKey.PRODUCE
+INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+METADATA = ApiKey.METADATA
 
 
 def init_producer_id(client: WireClient, transactional_id: str | None = None) -> Any:

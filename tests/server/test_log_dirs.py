@@ -29,6 +29,7 @@ from kafka.errors import (
 )
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import ApiKey
 from tickwheel.pytest_plugin import TEST_BROKER_PROPERTIES
 from tickwheel.replica import TopicPartition
 from tickwheel.server import BackgroundBroker, BrokerConfig
@@ -43,7 +44,7 @@ _POLL_S = 0.01
 _SEGMENT_BYTES = 65_536
 _FLUSH_EVERY = 50
 _PRODUCER = {"acks": "all", "batch.size": 8192, "linger.ms": 1}
-ALTER_REPLICA_LOG_DIRS = 34
+ALTER_REPLICA_LOG_DIRS = ApiKey.ALTER_REPLICA_LOG_DIRS
 LONG_TOPIC = "t" * 249
 """The longest topic name Kafka allows: too long for a future directory's name."""
 

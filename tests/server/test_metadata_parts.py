@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.metadata.v12.response import MetadataResponseTopic
 
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig
 from tickwheel.server.apis import _metadata
 
@@ -19,7 +20,7 @@ from .wire import WireClient
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 15.0
-METADATA = 3
+METADATA = ApiKey.METADATA
 
 
 @pytest.fixture

@@ -17,14 +17,15 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from replica.records import batch
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker
 
 from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-FETCH = 1
-PRODUCE = 0
+FETCH = ApiKey.FETCH
+PRODUCE = ApiKey.PRODUCE
 TIMEOUT_S = 30.0
 
 
@@ -212,6 +213,10 @@ def test_partition_gauges_under_kafka_names(tickwheel_broker: BackgroundBroker) 
     assert samples[replica + "OfflineReplicaCount"] == 0
     assert samples[controller + "ActiveControllerCount"] == 1
     assert samples[controller + "OfflinePartitionsCount"] == 0
+    # Nothing replicates on one broker: no throttled bytes, nothing moving.
+    assert samples[replica + "ReassigningPartitions"] == 0
+    assert samples["kafka_server_LeaderReplication_byte_rate"] == 0
+    assert samples["kafka_server_FollowerReplication_byte_rate"] == 0
 
 
 def test_a_taken_metrics_port_names_its_setting(tmp_path: Path) -> None:

@@ -93,6 +93,19 @@ def test_partition_counts() -> None:
     assert metrics(partitions).partition_counts().under_min_isr == 2
 
 
+def test_a_partition_being_reassigned_counts_its_original_replicas() -> None:
+    """Moving from (1, 2) to (1, 3): RS (1, 3, 2), 3 added, 2 removed (Kafka's count)."""
+    moving = partition(0, replicas=(1, 3, 2), isr={1, 2})
+    moving.adding_replicas, moving.removing_replicas = (3,), (2,)
+    behind = partition(1, replicas=(1, 3, 2), isr={1})
+    behind.adding_replicas, behind.removing_replicas = (3,), (2,)
+    counts = PartitionCounts.of([moving, behind, partition(2)])
+    assert (counts.under_replicated, counts.reassigning) == (1, 2)
+    text = metrics([moving, behind]).render().decode()
+    assert "kafka_server_ReplicaManager_ReassigningPartitions 2.0" in text
+    assert "kafka_server_ReplicaManager_UnderReplicatedPartitions 1.0" in text
+
+
 def test_only_the_controller_reports_offline_partitions() -> None:
     offline = [partition(0, leader=-1)]
     follower = BrokerMetrics(

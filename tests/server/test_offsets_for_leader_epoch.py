@@ -17,6 +17,7 @@ from confluent_kafka import TopicPartition as ClientTopicPartition
 from kio.schema.errors import ErrorCode
 
 from tickwheel.bench._batches import make_batch
+from tickwheel.protocol import ApiKey
 from tickwheel.replica import LeaderAndIsr, Partition, TopicPartition, become_leader
 from tickwheel.server import BackgroundBroker, Broker
 
@@ -24,10 +25,10 @@ from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-PRODUCE = 0
-LIST_OFFSETS = 2
-CREATE_TOPICS = 19
-OFFSET_FOR_LEADER_EPOCH = 23
+PRODUCE = ApiKey.PRODUCE
+LIST_OFFSETS = ApiKey.LIST_OFFSETS
+CREATE_TOPICS = ApiKey.CREATE_TOPICS
+OFFSET_FOR_LEADER_EPOCH = ApiKey.OFFSET_FOR_LEADER_EPOCH
 VERSIONS = [2, 3, 4]
 CONSUMER = -1
 FOLLOWER_ID = 7

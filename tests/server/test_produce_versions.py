@@ -13,15 +13,16 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tickwheel.bench._batches import make_keyed_batch
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker
 
 from .wire import WireClient, create_topic
 
 pytestmark = pytest.mark.integration
 
-PRODUCE = 0
-LIST_OFFSETS = 2
-CREATE_TOPICS = 19
+PRODUCE = ApiKey.PRODUCE
+LIST_OFFSETS = ApiKey.LIST_OFFSETS
+CREATE_TOPICS = ApiKey.CREATE_TOPICS
 FIRST_RECORD_ERRORS_VERSION = 8
 KEYLESS_REASON = "Compacted topic cannot accept message without key in topic partition {}-0"
 

@@ -30,6 +30,7 @@ from confluent_kafka.admin import (
 )
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .sasl import (
@@ -47,7 +48,7 @@ from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-METADATA = 3
+METADATA = ApiKey.METADATA
 FAILED_AUTHENTICATION_DELAY_MS = 100
 CLOCK_SLACK_MS = 2
 SCRAMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"]

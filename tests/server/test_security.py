@@ -42,6 +42,7 @@ from confluent_kafka.admin import (
 )
 
 from security.certs import Certificates, write_certificates
+from tickwheel.protocol import ApiKey
 from tickwheel.pytest_plugin import TEST_BROKER_PROPERTIES
 from tickwheel.security import AUTHORIZER_LOGGER
 from tickwheel.server import BackgroundBroker, BrokerConfig
@@ -67,7 +68,7 @@ pytestmark = pytest.mark.integration
 SCRAMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 MECHANISMS = ["PLAIN", *SCRAMS]
 PASSWORDS = {ADMIN: ADMIN_PASSWORD, ALICE: ALICE_PASSWORD, BOB: BOB_PASSWORD}
-API_VERSIONS = 18
+API_VERSIONS = ApiKey.API_VERSIONS
 RECORDS = 5
 CLIENTS_PREFIX = "clients-"
 """alice may do anything with topics and groups named so (granted by the fixture)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tickwheel.protocol import ApiKey
 from tickwheel.pytest_plugin import TEST_BROKER_PROPERTIES
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
@@ -19,7 +20,7 @@ from .wire import WireClient, create_topic_result, host_port
 pytestmark = pytest.mark.integration
 
 TOPIC = "stopping"
-FETCH = 1
+FETCH = ApiKey.FETCH
 LONG_POLL_MS = 30_000
 HUGE_FRAME_BYTES = 104_857_600
 HALF_SENT_BYTES = 65_536

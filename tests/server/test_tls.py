@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from security.certs import Certificates, write_certificates
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig, ConfigError
 from tickwheel.server.net._listener import TLS_HANDSHAKE_TIMEOUT_S, TLS_SHUTDOWN_TIMEOUT_S
 from tickwheel.server.net._tls import inter_broker_ssl_context, listener_tls
@@ -40,7 +41,7 @@ WAIT_S = 15.0
 LISTENER_LOGGER = "tickwheel.server.net._listener"
 BROKER_LOGGER = "tickwheel.server._broker"
 # ApiVersions v0: what a PLAINTEXT client sends first.
-API_VERSIONS = 18
+API_VERSIONS = ApiKey.API_VERSIONS
 LARGE_VALUE = os.urandom(300_000)  # one batch well above the 64 KiB sendfile threshold
 MAPPING_RULES = "RULE:^CN=([^,]+),.*$/$1/L,DEFAULT"
 

@@ -12,7 +12,7 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from tickwheel.protocol import decode_topic_id
+from tickwheel.protocol import ApiKey, decode_topic_id
 from tickwheel.server import BackgroundBroker, BrokerConfig
 
 from .wire import WireClient
@@ -20,8 +20,11 @@ from .wire import WireClient
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 15.0
-METADATA = 3
-DELETE_TOPICS = 20
+METADATA = ApiKey.METADATA
+CREATE_TOPICS = ApiKey.CREATE_TOPICS
+DELETE_TOPICS = ApiKey.DELETE_TOPICS
+NO_ID = None
+"""The zero topic id, as kio decodes it."""
 
 
 def _described_id(admin: AdminClient, topic: str) -> uuid.UUID:
@@ -114,5 +117,43 @@ def test_metadata_and_delete_topics_by_id(tickwheel_broker: BackgroundBroker) ->
         )
         again = _metadata_by_id(client, topic_id)
         assert again.error_code == ErrorCode.unknown_topic_id
+    finally:
+        client.close()
+
+
+def _create_v7(client: WireClient, name: str, *, validate_only: bool = False) -> Any:
+    body = client.call(
+        CREATE_TOPICS,
+        7,
+        {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": 2,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout": 5000,
+            "validate_only": validate_only,
+        },
+    )
+    (topic,) = body.topics
+    return topic
+
+
+def test_create_topics_answers_the_new_topics_id(tickwheel_broker: BackgroundBroker) -> None:
+    client = WireClient(tickwheel_broker.bootstrap_servers)
+    try:
+        validated = _create_v7(client, "fresh", validate_only=True)
+        assert (validated.error_code, validated.topic_id) == (ErrorCode.none, NO_ID)
+        created = _create_v7(client, "fresh")
+        assert created.error_code == ErrorCode.none
+        assert created.topic_id is not NO_ID
+        found = _metadata_by_id(client, created.topic_id)
+        assert (found.error_code, found.name) == (ErrorCode.none, "fresh")
+        again = _create_v7(client, "fresh")
+        assert (again.error_code, again.topic_id) == (ErrorCode.topic_already_exists, NO_ID)
     finally:
         client.close()

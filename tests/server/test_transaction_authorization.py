@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import ApiKey
 from tickwheel.security import AccessControlEntry, PatternType, ResourcePattern
 from tickwheel.security import AclOperation as Op
 from tickwheel.security import AclPermissionType as Permission
@@ -29,11 +30,11 @@ pytestmark = pytest.mark.integration
 
 E = ErrorCode
 TIMEOUT_S = 15.0
-FIND_COORDINATOR = 10
-INIT_PRODUCER_ID = 22
-ADD_PARTITIONS = 24
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
+FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
+INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+ADD_PARTITIONS = ApiKey.ADD_PARTITIONS_TO_TXN
+DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
+LIST_TRANSACTIONS = ApiKey.LIST_TRANSACTIONS
 RETRIABLE = {E.coordinator_not_available, E.coordinator_load_in_progress, E.not_coordinator}
 GRANTS = (
     (ResourcePattern(Resource.CLUSTER, "kafka-cluster", PatternType.LITERAL), Op.CREATE),

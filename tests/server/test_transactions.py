@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker, BrokerConfig
 from tickwheel.timer import ManualClock
 
@@ -19,15 +20,15 @@ from .wire import WireClient
 pytestmark = pytest.mark.integration
 
 E = ErrorCode
-API_VERSIONS = 18
-METADATA = 3
-FIND_COORDINATOR = 10
-INIT_PRODUCER_ID = 22
-ADD_PARTITIONS = 24
-ADD_OFFSETS = 25
-END_TXN = 26
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
+API_VERSIONS = ApiKey.API_VERSIONS
+METADATA = ApiKey.METADATA
+FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
+INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+ADD_PARTITIONS = ApiKey.ADD_PARTITIONS_TO_TXN
+ADD_OFFSETS = ApiKey.ADD_OFFSETS_TO_TXN
+END_TXN = ApiKey.END_TXN
+DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
+LIST_TRANSACTIONS = ApiKey.LIST_TRANSACTIONS
 TIMEOUT_MS = 10_000
 CLIENT_TIMEOUT_S = 15.0
 
@@ -109,12 +110,12 @@ def test_the_transaction_apis_are_advertised(client: WireClient) -> None:
         API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
     )
     ranges = {int(k.api_key): (k.min_version, k.max_version) for k in body.api_keys}
-    assert ranges[ADD_PARTITIONS] == (0, 3)
-    assert ranges[ADD_OFFSETS] == (0, 3)
-    assert ranges[END_TXN] == (0, 3)
+    assert ranges[ADD_PARTITIONS] == (0, 5)
+    assert ranges[ADD_OFFSETS] == (0, 4)
+    assert ranges[END_TXN] == (0, 5)
     assert ranges[DESCRIBE_TRANSACTIONS] == (0, 0)
     assert ranges[LIST_TRANSACTIONS] == (0, 1)
-    assert ranges[INIT_PRODUCER_ID] == (0, 4)
+    assert ranges[INIT_PRODUCER_ID] == (0, 5)
     assert ranges[FIND_COORDINATOR] == (0, 6)
 
 

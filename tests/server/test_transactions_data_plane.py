@@ -3,7 +3,9 @@ Fetch and ListOffsets, DescribeProducers, and real consumers at both isolation l
 
 No transaction coordinator takes part: the tests write the transactional batches with
 raw Produce requests and end the transactions with raw WriteTxnMarkers, as a
-coordinator would.
+coordinator would, so the leader's verification with the coordinator
+(``transaction.partition.verification.enable``) is off here; ``test_txn_verification``
+covers it.
 """
 
 from __future__ import annotations
@@ -19,20 +21,21 @@ from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from tickwheel.bench._batches import make_batch
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker
 
 from .wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-PRODUCE = 0
-FETCH = 1
-LIST_OFFSETS = 2
-METADATA = 3
-API_VERSIONS = 18
-INIT_PRODUCER_ID = 22
-WRITE_TXN_MARKERS = 27
-DESCRIBE_PRODUCERS = 61
+PRODUCE = ApiKey.PRODUCE
+FETCH = ApiKey.FETCH
+LIST_OFFSETS = ApiKey.LIST_OFFSETS
+METADATA = ApiKey.METADATA
+API_VERSIONS = ApiKey.API_VERSIONS
+INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+WRITE_TXN_MARKERS = ApiKey.WRITE_TXN_MARKERS
+DESCRIBE_PRODUCERS = ApiKey.DESCRIBE_PRODUCERS
 TRANSACTIONAL = 0x10
 TIMEOUT_S = 15.0
 READ_UNCOMMITTED = 0
@@ -176,6 +179,11 @@ def fetch_request(isolation_level: int, offset: int, max_wait_ms: int) -> dict[s
         "forgotten_topics_data": [],
         "rack_id": "",
     }
+
+
+@pytest.fixture
+def tickwheel_broker_properties() -> dict[str, str]:
+    return {"transaction.partition.verification.enable": "false"}
 
 
 @pytest.fixture

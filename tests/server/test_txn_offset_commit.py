@@ -1,9 +1,11 @@
 """TxnOffsetCommit and OffsetFetch ``require_stable`` on a running broker, over the wire.
 
 Raw kio requests, as a transactional producer's ``send_offsets_to_transaction`` and a
-read_committed consumer send them. The broker has no transaction coordinator yet, so
-where a commit marker would reach the group coordinator the test calls the
-ReplicaManager's ``txn_completion_listener`` itself, on the broker's loop.
+read_committed consumer send them. No transaction coordinator takes part (the broker's
+verification with it, ``transaction.partition.verification.enable``, is off here;
+``test_txn_verification`` covers it), so where a commit marker would reach the group
+coordinator the test calls the ReplicaManager's ``txn_completion_listener`` itself, on
+the broker's loop.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.group import OFFSETS_TOPIC
+from tickwheel.protocol import ApiKey
 from tickwheel.replica import TopicPartition
 from tickwheel.server import BackgroundBroker
 
@@ -25,18 +28,23 @@ from .wire import WireClient, create_topic
 
 pytestmark = pytest.mark.integration
 
-API_VERSIONS = 18
-FIND_COORDINATOR = 10
-JOIN_GROUP = 11
-OFFSET_FETCH = 9
-TXN_OFFSET_COMMIT = 28
+API_VERSIONS = ApiKey.API_VERSIONS
+FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
+JOIN_GROUP = ApiKey.JOIN_GROUP
+OFFSET_FETCH = ApiKey.OFFSET_FETCH
+TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 PRODUCER_ID = 7001
 _names = itertools.count()
 
 
 @pytest.fixture
-def client(tickwheel_session_broker: BackgroundBroker) -> Iterator[WireClient]:
-    wire = WireClient(tickwheel_session_broker.bootstrap_servers)
+def tickwheel_broker_properties() -> dict[str, str]:
+    return {"transaction.partition.verification.enable": "false"}
+
+
+@pytest.fixture
+def client(tickwheel_broker: BackgroundBroker) -> Iterator[WireClient]:
+    wire = WireClient(tickwheel_broker.bootstrap_servers)
     yield wire
     wire.close()
 
@@ -107,12 +115,12 @@ def offset_fetch(
     return partition.committed_offset, partition.error_code
 
 
-def test_txn_offset_commit_is_advertised_at_0_to_3(client: WireClient) -> None:
+def test_txn_offset_commit_is_advertised_at_0_to_5(client: WireClient) -> None:
     body = client.call(
         API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
     )
     advertised = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-    assert advertised[TXN_OFFSET_COMMIT] == (0, 3)
+    assert advertised[TXN_OFFSET_COMMIT] == (0, 5)
     # require_stable from v7; v8-9 name several groups and a KIP-848 member's epoch.
     assert advertised[OFFSET_FETCH] == (1, 9)
 
@@ -165,11 +173,9 @@ def test_txn_offset_commit_without_a_group_id_is_invalid(client: WireClient) -> 
 
 
 def test_the_group_service_listens_for_transaction_markers(
-    tickwheel_session_broker: BackgroundBroker,
+    tickwheel_broker: BackgroundBroker,
 ) -> None:
-    listener = tickwheel_session_broker.call(
-        lambda broker: broker.replica_manager.txn_completion_listener
-    )
+    listener = tickwheel_broker.call(lambda broker: broker.replica_manager.txn_completion_listener)
     assert callable(listener)
 
 
@@ -180,7 +186,7 @@ def commit_marker_appended(broker: Any) -> None:
 
 
 def test_a_pending_transactional_offset_is_unstable_until_the_commit_marker(
-    tickwheel_session_broker: BackgroundBroker, client: WireClient
+    tickwheel_broker: BackgroundBroker, client: WireClient
 ) -> None:
     group, topic = unique("group"), unique("topic")
     create_topic(client, topic)
@@ -191,19 +197,19 @@ def test_a_pending_transactional_offset_is_unstable_until_the_commit_marker(
         ErrorCode.unstable_offset_commit,
     )
     assert offset_fetch(client, group, topic, require_stable=False) == (-1, ErrorCode.none)
-    tickwheel_session_broker.call(commit_marker_appended)
+    tickwheel_broker.call(commit_marker_appended)
     assert offset_fetch(client, group, topic, require_stable=True) == (42, ErrorCode.none)
 
 
 def test_a_read_committed_librdkafka_consumer_retries_until_the_commit(
-    tickwheel_session_broker: BackgroundBroker, client: WireClient
+    tickwheel_broker: BackgroundBroker, client: WireClient
 ) -> None:
     group, topic = unique("group"), unique("topic")
     create_topic(client, topic)
     find_coordinator(client, group)
     assert txn_offset_commit(client, 3, group, {(topic, 0): 42}) == {(topic, 0): ErrorCode.none}
     settings = {
-        "bootstrap.servers": tickwheel_session_broker.bootstrap_servers,
+        "bootstrap.servers": tickwheel_broker.bootstrap_servers,
         "group.id": group,
         "enable.auto.commit": False,
     }
@@ -217,7 +223,7 @@ def test_a_read_committed_librdkafka_consumer_retries_until_the_commit(
         with pytest.raises(confluent_kafka.KafkaException) as timed_out:
             committed.committed([partition], timeout=1)
         assert timed_out.value.args[0].code() == confluent_kafka.KafkaError._TIMED_OUT
-        tickwheel_session_broker.call(commit_marker_appended)
+        tickwheel_broker.call(commit_marker_appended)
         assert committed.committed([partition], timeout=10)[0].offset == 42
     finally:
         uncommitted.close()

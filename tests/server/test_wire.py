@@ -10,6 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from replica.records import batch
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker
 from tickwheel.server.apis import ADVERTISED_VERSIONS
 from tickwheel.server.net._connection import SENDFILE_MIN_BYTES
@@ -18,11 +19,11 @@ from .wire import WireClient, create_topic, host_port
 
 pytestmark = pytest.mark.integration
 
-API_VERSIONS = 18
-METADATA = 3
-PRODUCE = 0
-FETCH = 1
-LIST_OFFSETS = 2
+API_VERSIONS = ApiKey.API_VERSIONS
+METADATA = ApiKey.METADATA
+PRODUCE = ApiKey.PRODUCE
+FETCH = ApiKey.FETCH
+LIST_OFFSETS = ApiKey.LIST_OFFSETS
 FIRST_AUTO_CREATE_FLAG_VERSION = 4
 
 
@@ -44,7 +45,7 @@ def test_api_versions_lists_what_is_handled(client: WireClient) -> None:
     }
     assert advertised[METADATA] == (1, 12)
     # Served from 3, listed from 0 as Kafka 4 lists it (KAFKA-18659).
-    assert advertised[PRODUCE] == (0, 9)
+    assert advertised[PRODUCE] == (0, 12)
     assert advertised[FETCH] == (4, 12)
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
+import uuid
 from typing import Any
 
+from confluent_kafka import Consumer
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from tickwheel.protocol import build_entity, request_schema, response_schema
+from tickwheel.protocol import ApiKey, build_entity, request_schema, response_schema
 from tickwheel.protocol import encode_request as encode_request_frame
 
 TIMEOUT_S = 10.0
@@ -117,9 +120,31 @@ def nothing_yet(client: WireClient) -> bool:
     return False
 
 
-CREATE_TOPICS = 19
-FETCH = 1
+CREATE_TOPICS = ApiKey.CREATE_TOPICS
+FETCH = ApiKey.FETCH
 ATTRIBUTES_OFFSET = 21
+
+
+def count_committed(bootstrap_servers: str, topic: str, expected: int, timeout_s: float) -> int:
+    """How many records of ``topic`` a read_committed consumer reads from the start, once
+    it has ``expected`` (or ``timeout_s`` passed)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": f"committed-reader-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe([topic])
+    read = 0
+    deadline = time.monotonic() + timeout_s
+    try:
+        while read < expected and time.monotonic() < deadline:
+            read += sum(1 for m in consumer.consume(1000, timeout=1.0) if m.error() is None)
+    finally:
+        consumer.close()
+    return read
 
 
 def create_topic_result(client: WireClient, name: str, partitions: int = 1) -> Any:

@@ -16,6 +16,12 @@ transaction's cost is the client's round trips rather than the broker:
    partition it wrote, and the producer two round trips the idempotent one does not
    make (AddPartitionsToTxn before its first send, EndTxn after its flush), during
    which nothing of it is in flight.
+   librdkafka speaks transaction version 1 only, so the same three are measured
+   against tickwheel with the benchmark's own wire producer (``_wire_producer``) as
+   well, in requests of up to 100 messages per partition: idempotent, transactions
+   v1 of 1,000 (AddPartitionsToTxn, EndTxn v4) and transactions v2 of 1,000 (Produce
+   v12 adds the partitions, EndTxn v5 bumps the epoch: KIP-890 part 2), each over the
+   same producer's idempotent rate.
 2. **Commit to delivery.** ``--latency-txns`` transactions of ten messages to one
    partition, one every 20 ms, while a read_committed consumer long-polls
    (``fetch.wait.max.ms`` 500): p50 and p99 of the time from the call of
@@ -26,7 +32,8 @@ transaction's cost is the client's round trips rather than the broker:
    which completes it.
 
 Targets: transactions of 1,000 messages at 0.8x the idempotent rate or
-better; p99 commit-to-delivery at most 10 ms. The machine is shared: run it twice
+better (with transactions v2: the wire producer's figure); p99 commit-to-delivery at
+most 10 ms. The machine is shared: run it twice
 before trusting a small difference.
 """
 
@@ -43,6 +50,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tickwheel.bench._chart import Bars, add_png_argument, save_png
+from tickwheel.bench._wire_producer import Mode, WireProducer
 from tickwheel.bench.broker import BrokerProcess, start_tansu, start_tickwheel, tansu_binary
 
 _TMPFS = "/dev/shm"
@@ -64,6 +72,10 @@ _TANSU = "tansu"
 _THROUGHPUT_TOPIC = "bench-txn-throughput"
 _LATENCY_TOPIC = "bench-txn-latency"
 _PRODUCER_CONFIG: dict[str, str | int] = {"acks": "all", "linger.ms": 5}
+_WIRE_TXN_SIZE = 1_000
+_WIRE_BATCH_MESSAGES = 100
+"""The wire producer's messages per partition per request (librdkafka's batches at
+linger.ms 5 hold about as many of these messages)."""
 
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -119,6 +131,56 @@ def transactional_rate(
         sent = min(messages, sent + txn_size)
         producer.commit_transaction(_CLIENT_TIMEOUT_S)
     return messages / (time.perf_counter() - started)
+
+
+def wire_rate(
+    bootstrap: str, topic: str, messages: int, value_bytes: int, mode: Mode, transactional_id: str
+) -> float:
+    """Messages/s of the wire producer in ``mode``, committing every 1,000 messages
+    (idempotent: the same requests, no transactions)."""
+    producer = WireProducer(bootstrap, topic, mode, transactional_id)
+    payload = b"x" * value_bytes
+    started = time.perf_counter()
+    try:
+        sent = 0
+        while sent < messages:
+            end = min(messages, sent + _WIRE_TXN_SIZE)
+            pending: dict[int, list[bytes]] = {}
+            for i in range(sent, end):
+                pending.setdefault(i % _PARTITIONS, []).append(payload)
+            while pending:
+                producer.send({p: values[:_WIRE_BATCH_MESSAGES] for p, values in pending.items()})
+                pending = {
+                    p: values[_WIRE_BATCH_MESSAGES:]
+                    for p, values in pending.items()
+                    if len(values) > _WIRE_BATCH_MESSAGES
+                }
+            if mode is not Mode.IDEMPOTENT:
+                producer.commit()
+            sent = end
+    finally:
+        producer.close()
+    return messages / (time.perf_counter() - started)
+
+
+def _wire_label(value_bytes: int, mode: Mode) -> str:
+    return f"wire {mode.value}, {value_bytes:,} B"
+
+
+def _measure_wire_round(
+    broker: BrokerProcess, round_index: int, messages: int, rates: dict[str, list[float]]
+) -> None:
+    for size in _VALUE_SIZES:
+        for mode in Mode:
+            rate = wire_rate(
+                broker.bootstrap_servers,
+                _THROUGHPUT_TOPIC,
+                messages,
+                size,
+                mode,
+                f"bench-wire-{mode.name}-{size}-{round_index}",
+            )
+            rates.setdefault(_wire_label(size, mode), []).append(rate)
 
 
 def _percentile(sorted_values: list[float], fraction: float) -> float:
@@ -281,6 +343,21 @@ def _report_throughput(medians: dict[str, dict[str, float]], messages: int, roun
         )
 
 
+def _report_wire(medians: dict[str, float]) -> None:
+    print("tickwheel, the wire producer (transactions of 1,000; medians, msg/s):")
+    for size in _VALUE_SIZES:
+        idempotent = medians[_wire_label(size, Mode.IDEMPOTENT)]
+        for mode in Mode:
+            rate = medians[_wire_label(size, mode)]
+            print(f"  {_wire_label(size, mode):<36}{rate:>13,.0f} ({rate / idempotent:.2f}x)")
+        ratio = medians[_wire_label(size, Mode.V2)] / idempotent
+        verdict = "met" if ratio >= _THROUGHPUT_TARGET_RATIO else "missed"
+        print(
+            f"  target, transactions v2 of 1,000 at >= {_THROUGHPUT_TARGET_RATIO}x "
+            f"idempotent, {size:,} B: {verdict} ({ratio:.2f}x)"
+        )
+
+
 def _report_latency(latencies: dict[str, tuple[list[float], list[float]]]) -> None:
     for name, (from_call, from_return) in latencies.items():
         for what, samples in (("call", from_call), ("return", from_return)):
@@ -301,6 +378,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     names = [_TICKWHEEL] + ([_TANSU] if tansu_binary() is not None else [])
     rates: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    wire_rates: dict[str, list[float]] = {}
     latencies: dict[str, tuple[list[float], list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="tickwheel-bench-", dir=args.log_parent) as base:
         brokers = {name: _start(name, Path(base)) for name in names}
@@ -308,6 +386,7 @@ def main(argv: list[str]) -> int:
             for round_index in range(args.rounds):
                 for name, broker in brokers.items():
                     _measure_round(broker, round_index, args.messages, rates[name])
+                _measure_wire_round(brokers[_TICKWHEEL], round_index, args.messages, wire_rates)
             for name, broker in brokers.items():
                 latencies[name] = commit_to_delivery(
                     broker.bootstrap_servers, _LATENCY_TOPIC, args.latency_txns
@@ -319,7 +398,9 @@ def main(argv: list[str]) -> int:
         name: {label: statistics.median(samples) for label, samples in by_label.items()}
         for name, by_label in rates.items()
     }
+    wire_medians = {label: statistics.median(samples) for label, samples in wire_rates.items()}
     _report_throughput(medians, args.messages, args.rounds)
+    _report_wire(wire_medians)
     _report_latency(latencies)
     save_png(
         args.png,
@@ -336,6 +417,16 @@ def main(argv: list[str]) -> int:
                         for kind in _KINDS
                     }
                     for name, by_label in medians.items()
+                },
+            )
+            for size in _VALUE_SIZES
+        ]
+        + [
+            Bars(
+                title=f"tickwheel, wire producer, acks=all, {size:,} B values",
+                unit="messages/s",
+                values={
+                    _TICKWHEEL: {mode.value: wire_medians[_wire_label(size, mode)] for mode in Mode}
                 },
             )
             for size in _VALUE_SIZES

@@ -8,8 +8,8 @@ Each verb parses its own arguments with argparse (the standard library: no depen
 and subcommands, choices and ``--help`` are all it needs here), so a typo in a verb, a
 subcommand or a choice is a usage message with exit status 2, never a traceback. The
 admin verbs (``topic``, ``group``, ``produce``, ``consume``) speak the Kafka protocol
-through confluent-kafka, and ``transaction`` and ``feature`` through raw requests of
-their own (``_wire``, for the APIs no client library exposes), so they all work against
+through confluent-kafka, and ``transaction``, ``feature`` and ``reassign`` through raw
+requests of their own (``_wire``, for the APIs no client library exposes), so they all work against
 any Kafka-compatible broker.
 """
 
@@ -42,6 +42,10 @@ _VERBS: dict[str, tuple[str, str]] = {
         "list, describe (offsets, lag), delete or seek (reset offsets of) consumer groups",
     ),
     "produce": ("tickwheel.cli._produce", "send one record per line of stdin to a topic"),
+    "reassign": (
+        "tickwheel.cli._reassign",
+        "list, start or cancel moves of partitions' replicas (kafka-reassign-partitions)",
+    ),
     "serve": ("tickwheel.cli._serve", "run a Kafka-compatible broker (server.properties)"),
     "topic": ("tickwheel.cli._topic", "create, list, describe, delete, grow or reconfigure topics"),
     "transaction": (

@@ -45,7 +45,7 @@ from tickwheel.cli._client import (
 )
 from tickwheel.cli._output import Row, add_format_argument, emit
 from tickwheel.cli._wire import Api, Connection, connect_bootstrap
-from tickwheel.protocol import ApiKey, VersionRange
+from tickwheel.protocol import ApiKey, CoordinatorType, VersionRange
 
 T = TypeVar("T")
 
@@ -87,7 +87,6 @@ _RETRIABLE = frozenset(
         ErrorCode.not_leader_or_follower,
     }
 )
-_COORDINATOR_TYPE_TRANSACTION = 1
 _ALL_DURATIONS = -1  # ListTransactions v1's "no duration filter"
 _NO_OFFSET = -1
 _MS_PER_S = 1000
@@ -186,7 +185,7 @@ def _coordinator(brokers: _Brokers, transactional_id: str) -> tuple[int, Connect
     """The id of the coordinator of ``transactional_id`` and a connection to it."""
     answer = brokers.bootstrap.request(
         FIND_COORDINATOR,
-        {"key_type": _COORDINATOR_TYPE_TRANSACTION, "coordinator_keys": [transactional_id]},
+        {"key_type": CoordinatorType.TRANSACTION, "coordinator_keys": [transactional_id]},
     )
     (found,) = answer.coordinators
     _check(found.error_code, f"coordinator of transactional id {transactional_id!r}")

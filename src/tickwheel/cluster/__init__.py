@@ -5,7 +5,8 @@ in ZooKeeper, watches the brokers, topics and partition states (``_znodes`` give
 the layout and its JSON, the same as Kafka's ZooKeeper mode), keeps a
 ``MetadataCache``, and makes this broker leader or follower of its replicas, with
 the replica layer's fetchers and ISR manager doing the replication. New topics get
-replicas as Kafka's ``AdminUtils`` assigns them (``assign_replicas``).
+replicas as Kafka's ``AdminUtils`` assigns them (``assign_replicas``); the controller
+moves replicas between brokers as Kafka's reassignments do (``ReplicaAssignment``).
 
 For users and tests: ``ZooKeeperServer`` runs Debian's ZooKeeper standalone, and
 ``LocalCluster`` runs it with N broker processes on loopback (``tickwheel cluster``).
@@ -18,8 +19,9 @@ worker threads); ``ZooKeeperServer`` and ``LocalCluster`` belong to one thread.
 """
 
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
-from tickwheel.cluster._controller import Controller, ControllerSettings
+from tickwheel.cluster._controller import Controller, ControllerSettings, ReassignmentResult
 from tickwheel.cluster._election import ElectionError
+from tickwheel.cluster._elr import ELR_FEATURE
 from tickwheel.cluster._local import BrokerProcess, LocalCluster
 from tickwheel.cluster._metadata import (
     NO_CONTROLLER,
@@ -28,6 +30,7 @@ from tickwheel.cluster._metadata import (
     TopicMetadata,
 )
 from tickwheel.cluster._node import ClusterNode, ClusterSettings, InconsistentClusterIdError
+from tickwheel.cluster._reassignment import ReplicaAssignment, invalid_target
 from tickwheel.cluster._wire import (
     BrokerChannel,
     BrokerChannels,
@@ -71,6 +74,7 @@ from tickwheel.cluster._zookeeper import ZooKeeperError, ZooKeeperServer, free_p
 __all__ = [
     "BROKER_ENTITY",
     "DEFAULT_BROKER_ENTITY",
+    "ELR_FEATURE",
     "GROUP_ENTITY",
     "NO_CONTROLLER",
     "TOPIC_ENTITY",
@@ -97,6 +101,8 @@ __all__ = [
     "LocalCluster",
     "MetadataCache",
     "PartitionMetadata",
+    "ReassignmentResult",
+    "ReplicaAssignment",
     "TopicAssignment",
     "TopicExistsError",
     "TopicMetadata",
@@ -115,6 +121,7 @@ __all__ = [
     "encode_partition_state",
     "encode_topic",
     "free_port",
+    "invalid_target",
     "partition_state_path",
     "split_connect",
     "topic_path",

@@ -1,7 +1,8 @@
 """``MetadataCache``: what this broker knows of the cluster, as ZooKeeper last told it.
 
 Kafka's ``MetadataCache``: the live brokers and their endpoints on every listener,
-each topic's replica assignment and config overrides, each partition's
+each topic's replica assignment (with the replicas a reassignment adds and removes)
+and config overrides, each partition's
 ``LeaderAndIsr`` (with the znode version it was read at), the controller and the
 cluster id. The ZooKeeper watches
 feed it; Metadata responses, CreateTopics and the leader/follower transitions read it.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from tickwheel.cluster._reassignment import ReplicaAssignment
 from tickwheel.cluster._znodes import BrokerEndpoint, BrokerRegistration
 from tickwheel.replica import NO_LEADER, LeaderAndIsr, TopicPartition
 
@@ -47,11 +49,14 @@ class PartitionMetadata:
 
 @dataclass(slots=True)
 class TopicMetadata:
-    """A topic's assignment (partition -> replicas) and config overrides."""
+    """A topic's assignment (partition -> replicas) and config overrides; ``adding`` and
+    ``removing`` name the replicas of partitions being reassigned."""
 
     assignment: dict[int, tuple[int, ...]]
     configs: dict[str, str] = field(default_factory=dict)
     topic_id: str = ""
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 class MetadataCache:
@@ -86,9 +91,14 @@ class MetadataCache:
         assignment: Mapping[int, tuple[int, ...]],
         configs: Mapping[str, str],
         topic_id: str = "",
+        *,
+        adding: Mapping[int, tuple[int, ...]] | None = None,
+        removing: Mapping[int, tuple[int, ...]] | None = None,
     ) -> None:
         """Add a topic or replace its assignment and configs (partitions may only grow)."""
-        self.topics[name] = TopicMetadata(dict(assignment), dict(configs), topic_id)
+        self.topics[name] = TopicMetadata(
+            dict(assignment), dict(configs), topic_id, dict(adding or {}), dict(removing or {})
+        )
         self._topic_changed(name)
 
     def remove_topic(self, name: str) -> list[TopicPartition]:
@@ -138,6 +148,17 @@ class MetadataCache:
         """The assigned replicas of ``tp`` (empty if unknown)."""
         info = self.topics.get(tp.topic)
         return () if info is None else info.assignment.get(tp.partition, ())
+
+    def assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        """The replicas of ``tp``, with those a reassignment adds and removes."""
+        info = self.topics.get(tp.topic)
+        if info is None:
+            return ReplicaAssignment(())
+        return ReplicaAssignment(
+            info.assignment.get(tp.partition, ()),
+            info.adding.get(tp.partition, ()),
+            info.removing.get(tp.partition, ()),
+        )
 
     def leader(self, tp: TopicPartition) -> int:
         """The live leader of ``tp``, or ``NO_LEADER``."""

@@ -17,7 +17,11 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    - it names another broker → ``become_follower`` and fetch it from that leader
      (``ReplicaFetcherManager``, over ``KafkaFetchTransport``, on the leader's
      ``inter.broker.listener.name`` endpoint, over TLS when that listener is SSL);
-   - the same leader and epoch with a newer version → only the ISR changed.
+   - the same leader and epoch with a newer version → only the ISR changed;
+   - the assignment no longer names this broker (a reassignment moved the replica
+     away) → stop fetching or leading it and delete it (Kafka's StopReplica with
+     delete); an assignment with other replicas at the same epoch → the leader
+     tracks the replicas added and forgets those removed.
 
    ``topic_listener`` hears of every topic change and ``leadership_listener`` of every
    hosted partition this broker starts or stops leading (the group coordinator loads
@@ -57,9 +61,12 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
 7. Leader failover: the broker that wins ``/controller`` runs the ``Controller``,
    which re-elects leaders when brokers die or return (``_controller``); its
    decisions reach every other broker through the same state watches, and this one
-   through the queue. ElectLeaders answers from a ``DelayedElectLeader`` once this
-   broker has applied the new leaders. ``controlled_shutdown`` moves this broker's
-   leaderships to other in-sync replicas before it stops: through the controller when
+   through the queue. It also moves replicas (AlterPartitionReassignments), hearing of
+   every applied state change, and of this broker's own ISR writes, to complete a move
+   once its target replicas are in sync. ElectLeaders answers from a
+   ``DelayedElectLeader`` once this broker has applied the new leaders.
+   ``controlled_shutdown`` moves this broker's leaderships to other in-sync replicas
+   before it stops: through the controller when
    this broker is the controller, else as the leader's own conditional writes (Kafka
    sends a ControlledShutdown request to the controller; here leadership travels
    through the state znodes whoever writes them, so the broker writes its own
@@ -83,7 +90,17 @@ What Kafka's ``KafkaZkClient`` watches, ``MetadataCache`` and the LeaderAndIsr p
    planned from, so of two concurrent updates one wins and the other is told to plan
    again, the serialisation Kafka's controller gives; it returns once this broker has
    applied its own write. ``start`` waits (at most the ZooKeeper connection timeout)
-   until the levels are known.
+   until the levels are known. The features are watched before the controller, so a
+   controller elected at start decides with them. ``eligible.leader.replicas.version``
+   (``elr_enabled``) turns the controller's KIP-966 rules on; its turning off, a
+   change of a topic's ``min.insync.replicas`` and one of the cluster default (the
+   ``<default>`` broker entity's) make the controller clear the ELRs.
+
+10. Clean shutdown (KIP-966): the registration carries ``previous_broker_epoch``, the
+   epoch the broker's clean shutdown marker held (-1: unclean), for the controller;
+   ``broker_epoch`` is this registration's czxid, which the broker writes into the
+   marker when it stops cleanly. The ISR changes a leader writes, and its hand-over,
+   keep the ELRs through ``Controller.with_elr``.
 
 Concurrency: the node lives on the broker's event loop; ZooKeeper calls run in worker
 threads (``asyncio.to_thread``); watch callbacks run on kazoo's thread and only post
@@ -99,7 +116,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -112,6 +129,7 @@ from tickwheel.cluster._assignment import AssignmentError, assign_replicas
 from tickwheel.cluster._controller import Controller, ControllerSettings
 from tickwheel.cluster._delayed_elect_leader import DelayedElectLeader
 from tickwheel.cluster._election import elect_offline
+from tickwheel.cluster._elr import ELR_FEATURE
 from tickwheel.cluster._metadata import NO_CONTROLLER, MetadataCache, TopicMetadata
 from tickwheel.cluster._wire import (
     BrokerChannels,
@@ -156,7 +174,7 @@ from tickwheel.cluster._znodes import (
     topic_config_path,
     topic_path,
 )
-from tickwheel.log import LogConfig
+from tickwheel.log import NO_BROKER_EPOCH, LogConfig
 from tickwheel.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from tickwheel.replica import (
     NO_LEADER,
@@ -175,6 +193,7 @@ from tickwheel.timer import AsyncioTimerDriver, InlineExecutor, SystemTimer
 _log = logging.getLogger(__name__)
 _MS_PER_S = 1000.0
 _INITIAL_LEADER_EPOCH = 0
+_MIN_ISR = "min.insync.replicas"
 _BACKGROUND_CREATE_TIMEOUT_MS = 30_000
 ZK_CLOSE_TIMEOUT_MS = 2000
 """How long ``stop`` waits for the ZooKeeper session to close: a healthy close takes
@@ -363,7 +382,12 @@ class ClusterNode:
         # The finalized feature levels in ``/feature`` and their epoch (-1: not read yet).
         self.feature_levels: dict[str, int] = {}
         self.features_epoch = -1
-        self.controller = Controller(self._zk, self.cache, settings.controller, self._post_state)
+        self.controller = Controller(
+            self._zk, self.cache, settings.controller, self._post_state, self.elr_enabled
+        )
+        # The czxid of this broker's registration: its broker epoch, as in Kafka's
+        # ZooKeeper mode (-1 until registered).
+        self.broker_epoch = NO_BROKER_EPOCH
         elect_timer = SystemTimer("ElectLeader", executor=InlineExecutor())
         self._elect_timer_driver = AsyncioTimerDriver(elect_timer)
         self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
@@ -462,7 +486,7 @@ class ClusterNode:
         timeout_ms = self.settings.zookeeper.connection_timeout_ms
         await self.wait_until(lambda: self.cache.controller_id != NO_CONTROLLER, timeout_ms)
         await self.wait_until(lambda: self.features_epoch >= 0, timeout_ms)
-        await asyncio.to_thread(zk.register_broker, advertised)
+        self.broker_epoch = await asyncio.to_thread(zk.register_broker, advertised)
         await self.wait_until(lambda: self.broker_id in self.cache.brokers, timeout_ms)
         # Only now can followers fetch from the leaderships taken above.
         self.isr_manager.start()
@@ -484,8 +508,10 @@ class ClusterNode:
         zk.watch_children(CONFIG_CHANGES_PATH, self._on_config_changes)
         zk.watch_children(BROKER_IDS_PATH, self._on_broker_ids)
         zk.watch_children(TOPICS_PATH, self._on_topics)
-        zk.watch_data(CONTROLLER_PATH, self._on_controller)
+        # The finalized features before the controller: a broker that wins the election
+        # at once decides with the levels (eligible leader replicas) already applied.
         zk.watch_data(FEATURE_PATH, self._on_features)
+        zk.watch_data(CONTROLLER_PATH, self._on_controller)
         if self.acl_listener is not None:
             self._acls.watch(self._on_acls)
 
@@ -740,6 +766,8 @@ class ClusterNode:
                 event.assignment.partitions,
                 event.configs,
                 event.assignment.topic_id,
+                adding=event.assignment.adding,
+                removing=event.assignment.removing,
             )
             if self.topic_listener is not None:
                 self.topic_listener(event.name, cache.topics[event.name])
@@ -763,8 +791,11 @@ class ClusterNode:
         elif isinstance(event, _AclsChanged):
             self._apply_acls(event)
         elif isinstance(event, _FeaturesChanged):
+            had_elr = self.elr_enabled()
             self.feature_levels, self.features_epoch = event.levels, event.epoch
             _log.info("finalized features at epoch %d: %s", event.epoch, event.levels)
+            if had_elr and not self.elr_enabled():
+                self._clear_elr(None)
         else:
             return False
         return True
@@ -780,9 +811,7 @@ class ClusterNode:
         if event.configs is None:
             return
         if event.entity_type == BROKER_ENTITY:
-            listener = self.broker_config_listener
-            if listener is not None and event.name in {DEFAULT_BROKER_ENTITY, str(self.broker_id)}:
-                listener(event.name, event.configs)
+            self._apply_broker_config(event.name, event.configs, event.sequence)
             return
         if event.entity_type == GROUP_ENTITY:
             if self.group_config_listener is not None:
@@ -798,6 +827,8 @@ class ClusterNode:
         topic = self.cache.topics.get(event.name)
         if event.entity_type != TOPIC_ENTITY or topic is None:
             return
+        if topic.configs.get(_MIN_ISR) != event.configs.get(_MIN_ISR):
+            self._clear_elr(event.name)
         topic.configs = dict(event.configs)
         if self.topic_listener is not None:
             self.topic_listener(event.name, topic)
@@ -808,6 +839,30 @@ class ClusterNode:
             return
         self._replica_manager.update_topic_config(event.name, log_config)
         _log.info("topic %s: config overrides now %s", event.name, topic.configs)
+
+    def _apply_broker_config(self, name: str, configs: dict[str, str], sequence: int) -> None:
+        if name == DEFAULT_BROKER_ENTITY:
+            changed = self.controller.set_default_min_isr(configs.get(_MIN_ISR))
+            if changed and sequence != _INITIAL_CONFIGS:
+                self._clear_elr(None)
+        listener = self.broker_config_listener
+        if listener is not None and name in {DEFAULT_BROKER_ENTITY, str(self.broker_id)}:
+            listener(name, configs)
+
+    def elr_enabled(self) -> bool:
+        """Whether the cluster keeps eligible leader replicas (the finalized
+        ``eligible.leader.replicas.version`` is 1)."""
+        return self.feature_levels.get(ELR_FEATURE, 0) >= 1
+
+    def _clear_elr(self, topic: str | None) -> None:
+        """Have the controller, if it is this broker, clear ``topic``'s ELRs (None: all)."""
+        if not self.controller.active:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.controller.clear_elr(topic), name="clear-elr"
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _post_state(self, tp: TopicPartition, state: LeaderAndIsr) -> None:
         """Queue a state this broker wrote, to be applied in order with the watches' events
@@ -827,25 +882,32 @@ class ClusterNode:
                 TopicPartitionOperationKey(tp.topic, tp.partition)
             )
             await self._reconcile(tp)
+            await self.controller.on_partition_state(tp)
 
     async def _delete_local(self, name: str) -> None:
-        gone = self.cache.remove_topic(name)
-        await self._fetchers.unfollow(gone)
-        for tp in gone:
-            self.isr_manager.stopped_leading(tp)
-        self._replica_manager.delete_partitions(gone)
-        for tp in gone:
-            self._leadership_changed(tp, leading=False)
+        await self._drop_replicas(self.cache.remove_topic(name))
         if self.topic_listener is not None:
             self.topic_listener(name, None)
         _log.info("topic %s deleted", name)
 
     async def _reconcile(self, tp: TopicPartition) -> None:
-        """Make this broker's replica of ``tp`` what its cached state says."""
+        """Make this broker's replica of ``tp`` what its cached state says, and tell it
+        the replicas a reassignment adds and removes."""
+        await self._reconcile_leadership(tp)
+        partition = self._replica_manager.get_partition(tp)
+        if partition is not None:
+            assignment = self.cache.assignment(tp)
+            partition.adding_replicas = assignment.adding
+            partition.removing_replicas = assignment.removing
+
+    async def _reconcile_leadership(self, tp: TopicPartition) -> None:
         cache = self.cache
         replicas = cache.replicas(tp)
         state = cache.partition_states.get(tp)
-        if self.broker_id not in replicas or state is None:
+        if self.broker_id not in replicas and replicas:
+            await self._stop_replica(tp)
+            return
+        if state is None:
             return
         try:
             log_config = self._log_config_for(cache.topics[tp.topic].configs)
@@ -856,6 +918,8 @@ class ClusterNode:
         same_epoch = partition is not None and partition.leader_epoch == state.leader_epoch
         if state.leader == self.broker_id:
             if same_epoch and partition is not None and partition.is_leader:
+                if partition.assigned_replicas != replicas:
+                    self.isr_manager.replicas_changed(partition, replicas)
                 self.isr_manager.state_changed(tp, state)
                 return
             await self._fetchers.unfollow([tp])
@@ -866,6 +930,7 @@ class ClusterNode:
         elif state.leader != NO_LEADER:
             if same_epoch and partition is not None and partition.leader_id == state.leader:
                 partition.isr = set(state.isr)
+                partition.assigned_replicas = replicas
                 return
             self.isr_manager.stopped_leading(tp)
             become_follower(self._replica_manager, tp, state, replicas, log_config)
@@ -883,14 +948,38 @@ class ClusterNode:
             self._leadership_changed(tp, leading=False)
             _log.warning("%s: offline at epoch %d, no leader", tp, state.leader_epoch)
 
+    async def _stop_replica(self, tp: TopicPartition) -> None:
+        """Delete this broker's replica of ``tp``, no longer assigned here (a
+        reassignment moved it: Kafka's StopReplica with delete)."""
+        if self._replica_manager.get_partition(tp) is None:
+            return
+        await self._drop_replicas([tp])
+        _log.info("%s: replica removed from this broker (no longer assigned)", tp)
+
+    async def _drop_replicas(self, tps: list[TopicPartition]) -> None:
+        """Stop fetching, leading and hosting ``tps``, and delete their logs."""
+        await self._fetchers.unfollow(tps)
+        for tp in tps:
+            self.isr_manager.stopped_leading(tp)
+        self._replica_manager.delete_partitions(tps)
+        for tp in tps:
+            self._leadership_changed(tp, leading=False)
+
     def _leadership_changed(self, tp: TopicPartition, *, leading: bool) -> None:
         if self.leadership_listener is not None:
             self.leadership_listener(tp, leading)
 
     async def _write_state(self, tp: TopicPartition, proposed: LeaderAndIsr) -> LeaderAndIsr | None:
+        cached = self.cache.partition_states.get(tp)
+        if cached is not None and cached.version == proposed.version:
+            proposed = self.controller.with_elr(tp, cached, proposed)
         written = await asyncio.to_thread(self._zk.set_partition_state, tp, proposed)
         if written is not None:
             self.cache.set_partition_state(tp, written)
+            # Its watch will bring it again as not newer: the controller hears of it now
+            # (a reassignment completes once its target joined the ISR).
+            if self.controller.active:
+                self._in_background(self.controller.on_partition_state(tp), f"isr-change-{tp}")
         return written
 
     async def wait_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
@@ -1027,7 +1116,11 @@ class ClusterNode:
             except AssignmentError as exc:
                 _log.error("cannot create topic %s: %s", name, exc)
 
-        task = asyncio.get_running_loop().create_task(create(), name=f"create-topic-{name}")
+        self._in_background(create(), f"create-topic-{name}")
+
+    def _in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run ``work`` as a task of this node (cancelled when it stops)."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -1042,7 +1135,7 @@ class ClusterNode:
             whole = {**info.assignment, **assignment}
             self._zk.add_partitions(
                 name,
-                TopicAssignment(whole, info.topic_id),
+                TopicAssignment(whole, info.topic_id, info.adding, info.removing),
                 version,
                 self._initial_states(assignment),
             )
@@ -1253,9 +1346,7 @@ class ClusterNode:
             if remaining:
                 _log.warning("leaderships of a failed log directory kept: %s", remaining)
 
-        task = asyncio.get_running_loop().create_task(hand_over(), name="log-dir-failure")
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._in_background(hand_over(), "log-dir-failure")
 
     async def _hand_over_leaderships(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
         """Give each of ``tps`` (led here) to its next live in-sync replica.
@@ -1280,6 +1371,7 @@ class ClusterNode:
             )
             if moved is None or moved.leader == NO_LEADER:
                 continue
+            moved = self.controller.with_elr(tp, state, moved)
             written = await asyncio.to_thread(self._zk.set_partition_state, tp, moved)
             if written is None:
                 remaining.append(tp)

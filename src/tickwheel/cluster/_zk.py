@@ -12,6 +12,9 @@ offers what a broker needs and nothing more:
 - ``create_topic``: one ZooKeeper transaction writing the topic's config, its replica
   assignment and every partition's initial state, so a topic appears whole or not at
   all; ``add_partitions`` extends the assignment conditionally on its version;
+  ``set_partition_assignment_fenced`` is the controller's rewrite of one partition's
+  replicas (a reassignment), conditional on the topic znode's version and fenced on
+  the controller epoch;
 - ``set_partition_state``: a partition state written conditionally on its znode
   version; it returns None when the version moved (another writer won);
 - ``elect_controller``: the ephemeral ``/controller`` and ``/controller_epoch``;
@@ -47,7 +50,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -75,12 +78,15 @@ from tickwheel.cluster._znodes import (
     BrokerRegistration,
     ProducerIdBlock,
     TopicAssignment,
+    ZnodeError,
     broker_path,
     config_change_path,
     config_change_sequence,
+    decode_broker,
     decode_cluster_id,
     decode_partition_state,
     decode_producer_id_block,
+    decode_topic,
     decode_topic_config,
     encode_broker,
     encode_cluster_id,
@@ -98,6 +104,7 @@ from tickwheel.cluster._znodes import (
     topic_config_path,
     topic_path,
 )
+from tickwheel.log import NO_BROKER_EPOCH
 from tickwheel.replica import LeaderAndIsr, TopicPartition
 
 _log = logging.getLogger(__name__)
@@ -242,8 +249,9 @@ class ZkClient:
             return None
         return int(stat.version)
 
-    def register_broker(self, registration: BrokerRegistration) -> None:
-        """Create ``/brokers/ids/<id>`` for this session, waiting out a stale one."""
+    def register_broker(self, registration: BrokerRegistration) -> int:
+        """Create ``/brokers/ids/<id>`` for this session, waiting out a stale one;
+        returns the broker epoch (the registration's czxid, as in Kafka's ZooKeeper mode)."""
         path = broker_path(registration.broker_id)
         waited = threading.Event()
         limit_s = (self.settings.session_timeout_ms + _STALE_REGISTRATION_GRACE_MS) / _MS_PER_S
@@ -266,7 +274,44 @@ class ZkClient:
                         f"broker id {registration.broker_id} is registered by a live session"
                     ) from None
                 waited.clear()
-        self._registration = registration
+        stat = self._client.exists(path)
+        epoch = NO_BROKER_EPOCH if stat is None else int(stat.czxid)
+        # A registration again after a lost session speaks for this same process, whose
+        # logs are intact: it names this incarnation's epoch, a clean one.
+        self._registration = replace(registration, previous_broker_epoch=epoch)
+        return epoch
+
+    def uncleanly_registered(self, broker_ids: Iterable[int]) -> set[int]:
+        """Those of ``broker_ids`` whose registration says their last shutdown was
+        unclean (``previous_broker_epoch`` -1), read afresh."""
+        unclean = set()
+        for broker_id in broker_ids:
+            found = self.get(broker_path(broker_id))
+            if found is None:
+                continue
+            with contextlib.suppress(ZnodeError):
+                if decode_broker(broker_id, found[0]).previous_broker_epoch == NO_BROKER_EPOCH:
+                    unclean.add(broker_id)
+        return unclean
+
+    def mark_registered_cleanly(self, broker_ids: Iterable[int]) -> None:
+        """Rewrite each broker's registration with its own epoch (czxid) as the previous
+        one: its unclean shutdown has been dealt with, and a controller taking over
+        later must not deal with it again. Conditional on the znode's version: a
+        registration replaced meanwhile is left as it is."""
+        for broker_id in broker_ids:
+            path = broker_path(broker_id)
+            found = self.get(path)
+            if found is None:
+                continue
+            data, stat = found
+            try:
+                registration = decode_broker(broker_id, data)
+            except ZnodeError:
+                continue
+            marked = replace(registration, previous_broker_epoch=int(stat.czxid))
+            with contextlib.suppress(BadVersionError, NoNodeError):
+                self._client.set(path, encode_broker(marked), version=stat.version)
 
     def elect_controller(self, broker_id: int) -> ControllerEpoch | None:
         """Become the controller if there is none; returns the new epoch, or None."""
@@ -361,6 +406,69 @@ class ZkClient:
         if failures:
             raise failures[0]
 
+    def set_partition_assignment_fenced(
+        self,
+        tp: TopicPartition,
+        replicas: tuple[int, ...],
+        adding: tuple[int, ...],
+        removing: tuple[int, ...],
+        controller: ControllerEpoch,
+        state: LeaderAndIsr | None = None,
+    ) -> LeaderAndIsr | None:
+        """Rewrite ``tp``'s replicas (and those being added and removed) in its topic's
+        assignment, as ``controller``, the other partitions kept as stored; with
+        ``state``, write it too (if its znode is still at ``state.version``) in the same
+        transaction, after the assignment, so every broker's watches see the new
+        replicas first. The stored state, or None (no ``state``, or its znode moved:
+        nothing written). A concurrent change of the topic makes it read and write
+        again; raises ``ControllerMovedError`` once another controller has been elected,
+        and kazoo's ``NoNodeError`` if the topic is gone."""
+        path = topic_path(tp.topic)
+        while True:
+            data, stat = self._client.get(path)
+            current = decode_topic(tp.topic, data)
+
+            def replaced(
+                partitions: Mapping[int, tuple[int, ...]], value: tuple[int, ...]
+            ) -> dict[int, tuple[int, ...]]:
+                return {
+                    **{p: r for p, r in partitions.items() if p != tp.partition},
+                    tp.partition: value,
+                }
+
+            written = TopicAssignment(
+                replaced(current.partitions, replicas),
+                current.topic_id,
+                replaced(current.adding, adding),
+                replaced(current.removing, removing),
+            )
+            transaction = self._client.transaction()
+            transaction.check(CONTROLLER_EPOCH_PATH, controller.zk_version)
+            transaction.set_data(path, encode_topic(written), version=stat.version)
+            if state is not None:
+                transaction.set_data(
+                    partition_state_path(tp.topic, tp.partition),
+                    encode_partition_state(state),
+                    version=state.version,
+                )
+            fenced, topic_result, *state_result = transaction.commit()
+            if isinstance(fenced, Exception) and not isinstance(fenced, RolledBackError):
+                raise ControllerMovedError(
+                    f"controller epoch {controller.epoch} is no longer current"
+                )
+            if isinstance(topic_result, BadVersionError):
+                continue
+            if state is not None and isinstance(state_result[0], BadVersionError):
+                return None
+            failures = [
+                r
+                for r in (topic_result, *state_result)
+                if isinstance(r, Exception) and not isinstance(r, RolledBackError)
+            ]
+            if failures:
+                raise failures[0]
+            return None if state is None else replace(state, version=int(state_result[0].version))
+
     def topic_version(self, name: str) -> int:
         """The znode version of the topic's assignment (NoNodeError if it is gone)."""
         _, stat = self._client.get(topic_path(name))
@@ -434,13 +542,7 @@ class ZkClient:
             )
         except (BadVersionError, NoNodeError):
             return None
-        return LeaderAndIsr(
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=state.isr,
-            controller_epoch=state.controller_epoch,
-            version=int(stat.version),
-        )
+        return replace(state, version=int(stat.version))
 
     def set_partition_state_fenced(
         self, tp: TopicPartition, state: LeaderAndIsr, controller: ControllerEpoch

@@ -4,8 +4,11 @@ Brokers and tools written for Kafka's ZooKeeper mode read the same documents:
 
 ==========================================  ===========================================
 ``/brokers/ids/<id>`` (ephemeral)           a live broker: every listener's endpoint
-``/brokers/topics/<topic>``                 replica assignment ``{"partitions": {..}}``
-``/brokers/topics/<t>/partitions/<p>/state``  leader, leader_epoch, isr, controller_epoch
+``/brokers/topics/<topic>``                 replica assignment ``{"partitions": {..}}``,
+                                            and the adding and removing replicas of
+                                            partitions being reassigned
+``/brokers/topics/<t>/partitions/<p>/state``  leader, leader_epoch, isr, controller_epoch;
+                                            KIP-966's ELR and last known ELR
 ``/config/topics/<topic>``                  the topic's config overrides
 ``/config/brokers/<id>``, ``<default>``     dynamic configs of a broker, of all brokers
 ``/config/groups/<group>``                  a group's config overrides (KIP-848/932)
@@ -19,6 +22,14 @@ Brokers and tools written for Kafka's ZooKeeper mode read the same documents:
 ``/latest_producer_id_block``               the last block of producer ids handed out
 ``/feature``                                the finalized feature levels (KIP-584)
 ==========================================  ===========================================
+
+Kafka's ZooKeeper mode has no eligible leader replicas; a partition state carries
+them under ``eligible_leader_replicas`` and ``last_known_elr`` (KRaft's
+``PartitionRecord`` names), written only when not empty, so a state without them is
+the document Kafka writes and Kafka's readers, which ignore unknown keys, read ours. A
+broker's registration says whether its last shutdown was clean
+(``previous_broker_epoch``: the broker epoch its clean shutdown marker held, -1 for
+none; KRaft's ``BrokerRegistrationRequest`` field).
 
 A partition state's znode *version* travels with the decoded ``LeaderAndIsr``, since
 every change of a partition state is a write conditional on it.
@@ -35,9 +46,10 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from tickwheel.log import NO_BROKER_EPOCH
 from tickwheel.replica import LeaderAndIsr
 
 BROKERS_PATH = "/brokers"
@@ -93,6 +105,8 @@ _PRODUCER_ID_BLOCK_VERSION = 1
 _PLAINTEXT = "PLAINTEXT"
 _NO_JMX_PORT = -1
 _MS_PER_S = 1000
+_ELR = "eligible_leader_replicas"
+_LAST_KNOWN_ELR = "last_known_elr"
 
 
 class ZnodeError(ValueError):
@@ -228,6 +242,8 @@ class BrokerRegistration:
 
     broker_id: int
     endpoints: tuple[BrokerEndpoint, ...]
+    previous_broker_epoch: int = NO_BROKER_EPOCH
+    """The epoch of the incarnation before this one if it shut down cleanly, else -1."""
 
     def endpoint(self, listener_name: str) -> BrokerEndpoint | None:
         """The broker's endpoint on the listener named, or None if it has no such listener."""
@@ -257,6 +273,7 @@ def encode_broker(registration: BrokerRegistration) -> bytes:
             "host": None if plaintext is None else plaintext.host,
             "version": _BROKER_VERSION,
             "timestamp": str(_now_ms()),
+            "previous_broker_epoch": registration.previous_broker_epoch,
         }
     )
 
@@ -286,11 +303,16 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerRegistration:
             host = host[1:-1]
         protocol = str(protocols.get(name, name))
         endpoints.append(BrokerEndpoint(broker_id, host, int(port), name, protocol))
+    previous_epoch = document.get("previous_broker_epoch", NO_BROKER_EPOCH)
+    if not isinstance(previous_epoch, int):
+        raise ZnodeError(f"broker {broker_id} has a malformed previous_broker_epoch")
     if endpoints:
-        return BrokerRegistration(broker_id, tuple(endpoints))
+        return BrokerRegistration(broker_id, tuple(endpoints), previous_epoch)
     legacy_host, legacy_port = document.get("host"), document.get("port")
     if isinstance(legacy_host, str) and isinstance(legacy_port, int):
-        return BrokerRegistration(broker_id, (BrokerEndpoint(broker_id, legacy_host, legacy_port),))
+        return BrokerRegistration(
+            broker_id, (BrokerEndpoint(broker_id, legacy_host, legacy_port),), previous_epoch
+        )
     raise ZnodeError(f"broker {broker_id} registers no endpoint")
 
 
@@ -304,10 +326,15 @@ def new_topic_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
-    """A topic's id and the replicas of each partition, preferred leader first."""
+    """A topic's id and the replicas of each partition, preferred leader first; for a
+    partition being reassigned, its replicas are the target's and the original's
+    (Kafka's ``RS = TRS + ORS``), and ``adding``/``removing`` name the replicas the
+    reassignment adds and removes."""
 
     partitions: Mapping[int, tuple[int, ...]]
     topic_id: str = ""
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 def encode_topic(assignment: TopicAssignment) -> bytes:
@@ -316,8 +343,8 @@ def encode_topic(assignment: TopicAssignment) -> bytes:
         "partitions": {
             str(p): list(replicas) for p, replicas in sorted(assignment.partitions.items())
         },
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": _replica_map(assignment.adding),
+        "removing_replicas": _replica_map(assignment.removing),
         "version": _TOPIC_VERSION,
     }
     if assignment.topic_id:
@@ -325,20 +352,32 @@ def encode_topic(assignment: TopicAssignment) -> bytes:
     return _encode_json(document)
 
 
-def decode_topic(topic: str, data: bytes) -> TopicAssignment:
-    """A topic's assignment from its znode."""
-    document = _decode_json(data, f"topic {topic}")
-    raw = document.get("partitions")
+def _replica_map(replicas: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
+    return {str(p): list(ids) for p, ids in sorted(replicas.items()) if ids}
+
+
+def _decode_replica_map(topic: str, raw: Any, what: str) -> dict[int, tuple[int, ...]]:
     if not isinstance(raw, dict):
-        raise ZnodeError(f"topic {topic} has no partitions")
+        raise ZnodeError(f"topic {topic} has no {what}")
     try:
-        partitions = {
-            int(p): _int_list(replicas, f"topic {topic} partition {p}")
+        return {
+            int(p): _int_list(replicas, f"topic {topic} {what} of partition {p}")
             for p, replicas in raw.items()
         }
     except ValueError as exc:
         raise ZnodeError(f"topic {topic} has a bad partition: {exc}") from None
-    return TopicAssignment(partitions, str(document.get("topic_id") or ""))
+
+
+def decode_topic(topic: str, data: bytes) -> TopicAssignment:
+    """A topic's assignment from its znode (older versions have no adding or removing
+    replicas: none are)."""
+    document = _decode_json(data, f"topic {topic}")
+    return TopicAssignment(
+        _decode_replica_map(topic, document.get("partitions"), "partitions"),
+        str(document.get("topic_id") or ""),
+        _decode_replica_map(topic, document.get("adding_replicas") or {}, "adding_replicas"),
+        _decode_replica_map(topic, document.get("removing_replicas") or {}, "removing_replicas"),
+    )
 
 
 def encode_topic_config(configs: Mapping[str, str]) -> bytes:
@@ -359,15 +398,18 @@ def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
 
 def encode_partition_state(state: LeaderAndIsr) -> bytes:
     """The document at ``.../partitions/<p>/state`` (the version is the znode's own)."""
-    return _encode_json(
-        {
-            "controller_epoch": state.controller_epoch,
-            "leader": state.leader,
-            "version": _STATE_VERSION,
-            "leader_epoch": state.leader_epoch,
-            "isr": list(state.isr),
-        }
-    )
+    document: dict[str, Any] = {
+        "controller_epoch": state.controller_epoch,
+        "leader": state.leader,
+        "version": _STATE_VERSION,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+    }
+    if state.elr:
+        document[_ELR] = list(state.elr)
+    if state.last_known_elr:
+        document[_LAST_KNOWN_ELR] = list(state.last_known_elr)
+    return _encode_json(document)
 
 
 def decode_partition_state(what: str, data: bytes, zk_version: int) -> LeaderAndIsr:
@@ -382,6 +424,8 @@ def decode_partition_state(what: str, data: bytes, zk_version: int) -> LeaderAnd
         isr=_int_list(document.get("isr"), f"{what} isr"),
         controller_epoch=int(document["controller_epoch"]),
         version=zk_version,
+        elr=_int_list(document.get(_ELR, []), f"{what} {_ELR}"),
+        last_known_elr=_int_list(document.get(_LAST_KNOWN_ELR, []), f"{what} {_LAST_KNOWN_ELR}"),
     )
 
 

@@ -39,8 +39,19 @@ from tickwheel.log._checkpoint import (
     read_checkpoint,
     write_atomically,
 )
+from tickwheel.log._clean_shutdown import (
+    CLEAN_SHUTDOWN_FILE,
+    NO_BROKER_EPOCH,
+    take_clean_shutdown,
+    write_clean_shutdown,
+)
 from tickwheel.log._cleaner import CleanerConfig, CleanerMetrics, LogCleaner
-from tickwheel.log._config import LogConfig
+from tickwheel.log._config import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    LogConfig,
+    throttled_replicas,
+)
 from tickwheel.log._errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -68,7 +79,12 @@ from tickwheel.log._log import (
 )
 from tickwheel.log._offset_checkpoints import OffsetCheckpoints
 from tickwheel.log._offset_metadata import LogOffsetMetadata
-from tickwheel.log._producer_state import AppendOrigin, ProducerStateSummary
+from tickwheel.log._producer_state import (
+    NO_VERIFICATION_GUARD,
+    AppendOrigin,
+    ProducerStateSummary,
+    VerificationGuard,
+)
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._recovery import CLEANED_SUFFIX, SWAP_SUFFIX, UNFLUSHED_RECOVERED
 from tickwheel.log._txn_index import AbortedTxn
@@ -92,13 +108,18 @@ from tickwheel.record import (
 
 __all__ = [
     "CLEANED_SUFFIX",
+    "CLEAN_SHUTDOWN_FILE",
     "CONTROL_FLAG_MASK",
     "EARLIEST_TIMESTAMP",
+    "FOLLOWER_THROTTLED_REPLICAS",
     "HIGH_WATERMARK_CHECKPOINT",
     "LATEST_TIMESTAMP",
+    "LEADER_THROTTLED_REPLICAS",
     "LOG_OVERHEAD",
     "LOG_START_OFFSET_CHECKPOINT",
     "MAX_TIMESTAMP",
+    "NO_BROKER_EPOCH",
+    "NO_VERIFICATION_GUARD",
     "OFFSET_CHECKPOINTS",
     "RECORD_BATCH_OVERHEAD",
     "RECOVERY_POINT_CHECKPOINT",
@@ -140,6 +161,7 @@ __all__ = [
     "TimestampAndOffset",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
+    "VerificationGuard",
     "build_end_txn_marker",
     "check_batch",
     "fsync_dir",
@@ -150,6 +172,9 @@ __all__ = [
     "read_varint",
     "records_section",
     "system_clock_ms",
+    "take_clean_shutdown",
+    "throttled_replicas",
     "write_atomically",
+    "write_clean_shutdown",
     "write_varint",
 ]

@@ -7,8 +7,10 @@ names as strings, the way CreateTopics and AlterConfigs carry them. Compaction's
 settings (``cleanup.policy``, ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``,
 ``max.compaction.lag.ms``, ``delete.retention.ms``) are fields the cleaner
 (``_cleaner``) and retention read. Kafka topic settings the log has no use for (tiered
-storage, throttling, ...) are accepted and ignored, so the broker can pass a topic's
-whole config; a name Kafka does not know is an error.
+storage, compression re-encoding, ...) are accepted and ignored, so the broker can pass
+a topic's whole config; a name Kafka does not know is an error. The replication
+throttles' replica lists (``leader/follower.replication.throttled.replicas``) are
+checked here and parsed by ``throttled_replicas`` for the replication layer.
 
 Concurrency: a frozen value, shareable between threads.
 """
@@ -16,6 +18,7 @@ Concurrency: a frozen value, shareable between threads.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -54,8 +57,6 @@ _IGNORED_TOPIC_CONFIGS: Final = frozenset(
         "compression.lz4.level",
         "compression.zstd.level",
         "file.delete.delay.ms",
-        "follower.replication.throttled.replicas",
-        "leader.replication.throttled.replicas",
         "local.retention.bytes",
         "local.retention.ms",
         "message.downconversion.enable",
@@ -71,6 +72,32 @@ _IGNORED_TOPIC_CONFIGS: Final = frozenset(
         "unclean.leader.election.enable",
     }
 )
+
+
+LEADER_THROTTLED_REPLICAS: Final = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS: Final = "follower.replication.throttled.replicas"
+_ALL_REPLICAS: Final = "*"
+_REPLICA_PATTERN: Final = re.compile(r"([0-9]+):([0-9]+)")
+
+
+def throttled_replicas(name: str, value: str) -> tuple[tuple[int, int], ...] | None:
+    """The (partition, broker) pairs a ``*.replication.throttled.replicas`` topic config
+    lists, or None for ``*`` (every replica); ValueError naming ``name`` if it is neither
+    (Kafka's ``ThrottledReplicaListValidator``: empty entries are allowed)."""
+    if value.strip() == _ALL_REPLICAS:
+        return None
+    pairs = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        match = _REPLICA_PATTERN.fullmatch(entry)
+        if match is None:
+            raise ValueError(
+                f"{name} must be the literal '*' or a list of replicas in the following "
+                f"format: [partitionId]:[brokerId],[partitionId]:[brokerId],..., got {value!r}"
+            )
+        pairs.append((int(match[1]), int(match[2])))
+    return tuple(pairs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +181,8 @@ class LogConfig:
             field_name = name.replace(".", "_")
             if field_name in fields:
                 values[field_name] = parsers[str(fields[field_name].type)](raw)
+            elif name in (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS):
+                throttled_replicas(name, raw)  # Used by replication, checked here.
             elif name not in _IGNORED_TOPIC_CONFIGS:
                 raise ValueError(f"unknown topic config {name!r}")
         return cls(**values)  # type: ignore[arg-type]

@@ -161,6 +161,7 @@ from tickwheel.log._producer_state import (
     BatchMetadata,
     ProducerStateManager,
     ProducerStateSummary,
+    VerificationGuard,
 )
 from tickwheel.log._records import FetchDataInfo, FileRecordsSlice
 from tickwheel.log._recovery import (
@@ -536,13 +537,26 @@ class Log:
 
     # -- appends -----------------------------------------------------------------------
 
+    def start_transaction_verification(
+        self, producer_id: int, producer_epoch: int
+    ) -> VerificationGuard:
+        """The guard to verify a transactional produce of the producer with (its
+        coordinator must confirm the partition first), or ``NO_VERIFICATION_GUARD``
+        when its transaction is already open here at that epoch."""
+        with self._lock:
+            return self._producers.start_verification(producer_id, producer_epoch, self._clock_ms())
+
     def append_as_leader(
         self,
         records: bytes | memoryview,
         leader_epoch: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign their offsets and epoch, and append them.
+
+        ``verification_guard``: the guard a transactional produce was verified with
+        (``start_transaction_verification``), None when not verified.
 
         A retried idempotent batch returns its first append's offsets (``duplicate``).
         ``origin`` COORDINATOR (the broker's coordinators) may append transaction
@@ -574,7 +588,7 @@ class Log:
                     f"{total_bytes} bytes of batches exceed segment.bytes {config.segment_bytes}"
                 )
             if marked is not None:
-                duplicate = self._producers.check(marked, origin)
+                duplicate = self._producers.check(marked, origin, verification_guard)
                 if duplicate is not None:
                     return self._duplicate_append_info(duplicate)
             now_ms = self._clock_ms()

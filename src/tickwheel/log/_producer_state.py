@@ -30,6 +30,18 @@ record what the log holds. Transactions (``SL/ProducerAppendInfo.java``):
   ``unreplicated`` until the high watermark passes the marker. An ABORT yields the
   ``AbortedTxn`` entry for the segment's ``.txnindex``, with the LSO right after it.
 
+Verification (KIP-890 part 1, Kafka's ``VerificationGuard``): before a client's
+transactional batch that would open a transaction is appended, the partition leader
+asks the transaction coordinator whether the partition is in the transaction
+(``start_verification`` hands out the producer's guard, a unique token, or
+``NO_VERIFICATION_GUARD`` when the producer's transaction is already open at that
+epoch). The append names the guard it was verified with (``check``'s
+``verification_guard``); a transactional batch that would open a transaction is
+INVALID_TXN_STATE unless the guard is still the producer's. The guard is dropped when
+the producer's transaction opens and when a marker is written for the producer, so a
+produce verified before an abort and appended after it is refused rather than opening
+a transaction no marker will close.
+
 ``first_unstable_offset`` is the first offset of the oldest open or unreplicated
 transaction: the log's last stable offset is that offset when it is below the high
 watermark, else the high watermark.
@@ -40,7 +52,7 @@ only). On open, and after a truncation, the log loads the newest usable snapshot
 replays the batch headers (and each marker's record) after it; the replay also yields
 the aborted transactions, from which the log rebuilds the ``.txnindex`` entries past
 the snapshot. ``remove_expired`` forgets idle producers without an open transaction
-after ``producer.id.expiration.ms``.
+after ``producer.id.expiration.ms``, and verification guards that old.
 
 Concurrency: not thread-safe; the owning log's lock guards every call.
 """
@@ -70,6 +82,7 @@ from tickwheel.record import (
 )
 
 NUM_BATCHES_TO_RETAIN: Final = 5
+NO_TIMESTAMP_MS: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 NO_SEQUENCE: Final = -1
 NO_OFFSET: Final = -1
@@ -196,22 +209,62 @@ class _Pending:
         )
 
 
+class VerificationGuard:
+    """One verification of a producer's transaction on a partition: compared by identity.
+    ``created_ms`` (the log's clock) lets a guard no append ever used expire."""
+
+    __slots__ = ("created_ms",)
+
+    def __init__(self, created_ms: int = NO_TIMESTAMP_MS) -> None:
+        self.created_ms = created_ms
+
+
+NO_VERIFICATION_GUARD: Final = VerificationGuard()
+"""No verification needed when asked (the producer's transaction was open), so an
+append with it may only continue an open transaction."""
+
+
 class ProducerStateManager:
     """All producers of one partition log, and its open and unreplicated transactions."""
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        # Producer id -> the guard of its verification in progress.
+        self.verifications: dict[int, VerificationGuard] = {}
         # First offset -> producer id of every open transaction, in offset order.
         self.ongoing: dict[int, int] = {}
         # Completed transactions whose marker is not yet below the high watermark.
         self.unreplicated: list[CompletedTxn] = []
 
+    def start_verification(
+        self, producer_id: int, producer_epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """The producer's verification guard (created at ``now_ms`` if none), or
+        ``NO_VERIFICATION_GUARD`` if its transaction is open at ``producer_epoch`` or
+        the epoch is older than the producer's (the append refuses it without asking
+        the coordinator, as Kafka does since KAFKA-18042)."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and (
+            producer_epoch < entry.producer_epoch
+            or (entry.current_txn_first_offset >= 0 and entry.producer_epoch == producer_epoch)
+        ):
+            return NO_VERIFICATION_GUARD
+        guard = self.verifications.get(producer_id)
+        if guard is None:
+            guard = self.verifications[producer_id] = VerificationGuard(now_ms)
+        return guard
+
     def check(
-        self, batches: Sequence[BatchAndMarker], origin: AppendOrigin
+        self,
+        batches: Sequence[BatchAndMarker],
+        origin: AppendOrigin,
+        verification_guard: VerificationGuard | None = None,
     ) -> BatchMetadata | None:
         """Validate a leader append's producer batches without changing any state.
 
-        Returns the first append's metadata when a CLIENT batch is a retry; raises
+        ``verification_guard`` None: the append was not verified (verification off, or
+        not a client's produce). Returns the first append's metadata when a CLIENT
+        batch is a retry; raises
         ``InvalidProducerEpochError``, ``OutOfOrderSequenceError``,
         ``InvalidTxnStateError`` or ``TransactionCoordinatorFencedError``.
         """
@@ -251,6 +304,18 @@ class ProducerStateManager:
                     f"producer {producer_id}: a non-transactional batch while its "
                     "transaction is open"
                 )
+            if (
+                transactional
+                and not state.txn_open
+                and verification_guard is not None
+                and (
+                    verification_guard is NO_VERIFICATION_GUARD
+                    or self.verifications.get(producer_id) is not verification_guard
+                )
+            ):
+                raise InvalidTxnStateError(
+                    f"producer {producer_id}: record was not part of an ongoing transaction"
+                )
             first_seq = header.base_sequence
             if origin is AppendOrigin.CLIENT:
                 _check_sequence(producer_id, epoch, first_seq, state)
@@ -281,6 +346,7 @@ class ProducerStateManager:
             if marker is None:
                 # An empty control batch: its transaction was cleaned away.
                 return None
+            self.verifications.pop(producer_id, None)
             entry.update_epoch(epoch)
             entry.coordinator_epoch = marker.coordinator_epoch
             entry.last_timestamp = max_timestamp_ms
@@ -299,6 +365,7 @@ class ProducerStateManager:
             return None
         entry.update_epoch(epoch)
         if header.attributes & TRANSACTIONAL_FLAG_MASK and entry.current_txn_first_offset < 0:
+            self.verifications.pop(producer_id, None)
             entry.current_txn_first_offset = first_offset
             self.ongoing[first_offset] = producer_id
         first_seq = header.base_sequence
@@ -406,7 +473,13 @@ class ProducerStateManager:
             ]
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
-        """Forget producers idle for ``expiration_ms`` without an open transaction."""
+        """Forget producers idle for ``expiration_ms`` without an open transaction, and
+        verification guards as old that no append used (Kafka's rule)."""
+        self.verifications = {
+            producer_id: guard
+            for producer_id, guard in self.verifications.items()
+            if now_ms - guard.created_ms < expiration_ms
+        }
         expired = [
             producer_id
             for producer_id, entry in self.producers.items()

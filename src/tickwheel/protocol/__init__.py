@@ -18,7 +18,8 @@ The client side is here too: ``ClientConnection`` frames requests, matches corre
 ids and negotiates versions from the broker's ApiVersions answer, still without I/O;
 ``SaslLogin`` is a client's SASL login, also sans-IO; ``BlockingClient`` (a blocking
 socket) and ``AsyncClient`` (asyncio streams), both with TLS, are the two shells,
-which only move bytes. ``ApiKey`` names every API key.
+which only move bytes. ``ApiKey`` names every API key, ``CoordinatorType``
+FindCoordinator's key types.
 
 Everything but the clients is pure or cached, safe from any thread; a client (its
 ``ClientConnection``, ``SaslLogin`` and shell) belongs to its connection's one thread
@@ -49,6 +50,7 @@ from tickwheel.protocol._codec import (
     invalid_request_response,
     request_header_bytes,
 )
+from tickwheel.protocol._coordinator_type import CoordinatorType
 from tickwheel.protocol._errors import (
     FrameTooLargeError,
     InvalidRequestError,
@@ -101,6 +103,7 @@ __all__ = [
     "AsyncClient",
     "BlockingClient",
     "ClientConnection",
+    "CoordinatorType",
     "CorrelationError",
     "DecodedRequest",
     "Encoder",

@@ -85,7 +85,8 @@ def _record_errors(errors: Sequence[RecordErrorAnswer], *, flexible: bool) -> by
 def encode_produce_response(
     correlation_id: int, version: int, topics: Sequence[TopicAnswer], *, throttle_time_ms: int = 0
 ) -> bytes:
-    """The ProduceResponse frame of ``version`` (3-9), size prefix included."""
+    """The ProduceResponse frame of ``version`` (3-12: v10-12 add only tagged fields,
+    which are sent empty), size prefix included."""
     flexible = version >= _FIRST_FLEXIBLE_VERSION
     with_error_message = version >= _FIRST_ERROR_MESSAGE_VERSION
     with_log_start = version >= _FIRST_LOG_START_OFFSET_VERSION

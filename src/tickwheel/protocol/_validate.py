@@ -238,7 +238,8 @@ def _entity_scan(cls: type[Entity]) -> _Scan:
         if "tag" in field.metadata:
             continue  # Tagged fields are read from the tagged-field section.
         size = _FIXED_BYTES.get(str(field.metadata.get("kafka_type", "")))
-        if size is not None and typing.get_origin(field.type) is not tuple:
+        # A nullable array of a fixed-width type (``tuple[i32, ...] | None``) is an array.
+        if size is not None and typing.get_origin(without_none(field.type)[0]) is not tuple:
             fixed_run += size
             continue
         all_fixed = False

@@ -5,9 +5,10 @@ LEO over a ``tickwheel.log.Log``) and three purgatories — Produce, Fetch and
 DeleteRecords — driven by the asyncio event loop. ``DelayedProduce``,
 ``DelayedFetch`` and ``DelayedDeleteRecords`` carry Kafka's completion cases in their
 docstrings and code. ``LogManager`` keeps the logs under ``log.dirs`` and moves one
-between them (``LogDirMove``, AlterReplicaLogDirs). Built on ``tickwheel.log``,
-``tickwheel.purgatory`` and ``tickwheel.timer``; knows nothing of sockets or the wire
-format.
+between them (``LogDirMove``, AlterReplicaLogDirs). ``ReplicationQuota`` throttles the
+replication of listed partitions (Kafka's ``ReplicationQuotaManager``). Built on
+``tickwheel.log``, ``tickwheel.purgatory`` and ``tickwheel.timer``; knows nothing of
+sockets or the wire format.
 
 Concurrency: everything runs on one event-loop thread (see ``_manager``).
 """
@@ -31,6 +32,12 @@ from tickwheel.replica._leadership import become_follower, become_leader
 from tickwheel.replica._log_manager import LogDirError, LogDirInfo, LogManager, check_log_dir
 from tickwheel.replica._manager import PurgatoryConfig, ReplicaManager
 from tickwheel.replica._partition import OffsetSnapshot, Partition, PartitionError, ReplicaState
+from tickwheel.replica._replication_quota import (
+    UNBOUNDED_RATE,
+    RateMeter,
+    ReplicationQuota,
+    throttled_partitions,
+)
 from tickwheel.replica._types import (
     ACKS_ALL,
     ACKS_LEADER,
@@ -56,6 +63,7 @@ __all__ = [
     "CONSUMER_REPLICA_ID",
     "INTERNAL_TOPICS",
     "NO_LEADER",
+    "UNBOUNDED_RATE",
     "DelayedDeleteRecords",
     "DelayedFetch",
     "DelayedProduce",
@@ -81,10 +89,12 @@ __all__ = [
     "PartitionFetchInfo",
     "ProducePartitionResult",
     "PurgatoryConfig",
+    "RateMeter",
     "ReplicaFetcher",
     "ReplicaFetcherManager",
     "ReplicaManager",
     "ReplicaState",
+    "ReplicationQuota",
     "TopicPartition",
     "TxnMarker",
     "TxnMarkerCallback",
@@ -92,4 +102,5 @@ __all__ = [
     "become_leader",
     "check_log_dir",
     "is_internal_topic",
+    "throttled_partitions",
 ]

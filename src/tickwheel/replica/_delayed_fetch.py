@@ -20,6 +20,9 @@ read_committed) and completes at once in Kafka's cases (seed 000):
 - Case E: the partition's log directory is offline.
 - Case F: this broker leads, but the fetch's leader epoch is fenced.
 
+A follower's bytes of a partition the leader throttles now (``ReplicationQuota``) do
+not count towards ``min_bytes``: its read would return nothing, so the fetch waits.
+
 If the end offset equals the position, nothing is counted: a log that just rolled
 leaves the HW on the old segment at the same offset, which must not look like Case C.
 A position or end known only as an offset (no segment information) cannot be measured
@@ -66,6 +69,7 @@ class DelayedFetch(DelayedOperation):
         get_partition: Callable[[TopicPartition], Partition | None],
         read_log: ReadLog,
         callback: FetchCallback,
+        throttled: Callable[[TopicPartition], bool] | None = None,
     ) -> None:
         super().__init__(params.max_wait_ms)
         self.params = params
@@ -73,6 +77,7 @@ class DelayedFetch(DelayedOperation):
         self._get_partition = get_partition
         self._read_log = read_log
         self._callback = callback
+        self._throttled = throttled
 
     def try_complete(self) -> bool:
         """Complete if any case A-F holds; see the module docstring."""
@@ -86,7 +91,8 @@ class DelayedFetch(DelayedOperation):
             )
             if available is None:
                 return self.force_complete()
-            accumulated_bytes += available
+            if self._throttled is None or not self._throttled(tp):
+                accumulated_bytes += available
         if accumulated_bytes >= self.params.min_bytes:
             # Case D: enough bytes across the partitions.
             return self.force_complete()

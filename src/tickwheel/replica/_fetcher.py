@@ -14,6 +14,10 @@ every broker that leads partitions this broker follows, one ``ReplicaFetcher`` l
 3. The next fetch, from the new log end, is what tells the leader how far this
    follower got: its LEO, hence the HW, hence the waiting acks=all produces.
 
+A partition whose replication this broker throttles as a follower
+(``ReplicationQuota``) is left out of the fetches while the quota is exceeded, unless
+this broker is in its ISR; what is appended of throttled partitions is recorded.
+
 A partition whose answer is an error is left out of the fetches for
 ``replica.fetch.backoff.ms`` (typically a leader that does not know yet that it leads:
 NOT_LEADER_OR_FOLLOWER, an epoch it has not seen), while the others go on; a leader
@@ -291,6 +295,8 @@ class ReplicaFetcher:
 
     def _build_request(self, now_s: float) -> FollowerFetchRequest:
         partitions = []
+        quota = self._replica_manager.follower_quota
+        local = self._replica_manager.broker_id
         for tp, epoch in self.partitions.items():
             partition = self._replica_manager.get_partition(tp)
             if (
@@ -298,6 +304,7 @@ class ReplicaFetcher:
                 or partition.offline
                 or tp in self._truncating
                 or self._delayed_until_s.get(tp, 0.0) > now_s
+                or (quota is not None and quota.should_throttle(tp, local in partition.isr))
             ):
                 continue
             log = partition.log
@@ -361,6 +368,9 @@ class ReplicaFetcher:
         try:
             if result.records:
                 log.append_as_follower(result.records)
+                quota = self._replica_manager.follower_quota
+                if quota is not None and quota.is_throttled(tp):
+                    quota.record(len(result.records))
             # The leader's HW may be ahead of what this follower holds yet.
             log.maybe_increment_high_watermark(min(result.high_watermark, log.log_end_offset))
             if log.log_start_offset < result.log_start_offset <= log.high_watermark:

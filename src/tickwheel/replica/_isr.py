@@ -154,6 +154,21 @@ class IsrManager:
         led.state = state
         self._apply_isr(tp, state)
 
+    def replicas_changed(self, partition: Partition, replicas: tuple[int, ...]) -> None:
+        """``partition``, led here, is now assigned ``replicas`` (a reassignment): track
+        the followers added, from an unknown log end and out of the ISR until they
+        catch up, and forget those removed."""
+        local = partition.local_broker_id
+        now_ms = self._clock.now_ms()
+        partition.assigned_replicas = replicas
+        partition.remote_replicas = {
+            broker_id: partition.remote_replicas.get(broker_id)
+            or ReplicaState(broker_id, last_fetch_time_ms=now_ms)
+            for broker_id in replicas
+            if broker_id != local
+        }
+        partition.maybe_increment_leader_hw()
+
     def stopped_leading(self, tp: TopicPartition) -> None:
         """Forget a partition no longer led here."""
         self._led.pop(tp, None)

@@ -3,7 +3,11 @@
 Kafka's ``LeaderAndIsr``: the leader's broker id, the leader epoch (raised on every
 change of leader, so fetches and produces aimed at an older leader are fenced), the
 in-sync replicas, the epoch of the controller that last elected the leader, and the
-version of the record that holds it in the coordination service. Every change is
+version of the record that holds it in the coordination service. KIP-966 adds the
+eligible leader replicas (``elr``: replicas that left the ISR while it was below
+``min.insync.replicas``, so they hold every committed record) and the last known
+leader (``last_known_elr``) of a partition whose ISR emptied; both are empty while the
+feature is off. Every change is
 written conditionally on that version, so two writers can never both win: the loser
 re-reads and decides again.
 
@@ -31,6 +35,8 @@ class LeaderAndIsr:
     isr: tuple[int, ...] = ()
     controller_epoch: int = INITIAL_CONTROLLER_EPOCH
     version: int = UNKNOWN_VERSION
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     def with_isr(self, isr: tuple[int, ...]) -> LeaderAndIsr:
         """The same leadership with ``isr`` instead (sorted; the version is kept)."""

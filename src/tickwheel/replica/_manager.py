@@ -8,7 +8,8 @@ The path of a produce and a fetch below the API handlers (DESIGN.md §4):
 - ``fetch_messages``: read each partition (below the HW for consumers, the LEO for
   followers); answer now when there is enough (≥ ``min_bytes``), an error, or no wait;
   otherwise a ``DelayedFetch`` waits under every partition's key, and reads again when
-  it completes.
+  it completes. A follower that ``leader_quota`` throttles on a partition reads nothing
+  of it (``ReplicationQuota``); what followers get of throttled partitions is recorded.
 - ``delete_records``: move log start offsets; a ``DelayedDeleteRecords`` answers once
   the low watermark reaches them.
 - ``append_txn_markers``: append transaction markers (WriteTxnMarkers, and the local
@@ -60,6 +61,7 @@ pass, which touches files only (``LogDirMove.copy_changed``), never a log.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -76,6 +78,7 @@ from tickwheel.log import (
     LogStorageError,
     ProducerStateSummary,
     RecordValidationError,
+    VerificationGuard,
     build_end_txn_marker,
     system_clock_ms,
 )
@@ -94,6 +97,7 @@ from tickwheel.replica._delayed_produce import (
 from tickwheel.replica._log_dir_move import LogDirMove, movable
 from tickwheel.replica._log_manager import LogManager, storage_failure
 from tickwheel.replica._partition import Partition, PartitionError
+from tickwheel.replica._replication_quota import ReplicationQuota
 from tickwheel.replica._types import (
     ACKS_ALL,
     ACKS_LEADER,
@@ -141,6 +145,15 @@ def _refuse_internal_append(tp: TopicPartition) -> ProducePartitionResult:
     )
 
 
+def _without_records(result: FetchPartitionResult) -> FetchPartitionResult:
+    """``result`` with no records, at the same position (a throttled follower read)."""
+    data = result.data
+    if data is None or data.records.length == 0:
+        return result
+    empty = dataclasses.replace(data.records, length=0)
+    return dataclasses.replace(result, data=dataclasses.replace(data, records=empty))
+
+
 class ReplicaManager:
     """Hosts partitions and their logs; appends, reads and waits in the purgatories."""
 
@@ -159,6 +172,10 @@ class ReplicaManager:
         # Told of each failed log directory after its partitions went offline (the
         # cluster reports them).
         self.log_dir_failure_listener: Callable[[Path, list[TopicPartition]], None] | None = None
+        # The replication throttles (set by the broker; None: nothing is throttled):
+        # what this broker sends followers, and what it fetches as one.
+        self.leader_quota: ReplicationQuota | None = None
+        self.follower_quota: ReplicationQuota | None = None
         # Told of every follower fetch after its read (the cluster's ISR bookkeeping).
         self.follower_fetch_listener: Callable[[Partition, int, int], None] | None = None
         # Whether a partition not hosted here exists in the cluster: then a request for
@@ -410,8 +427,13 @@ class ReplicaManager:
         *,
         internal_topics_allowed: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> None:
         """Append to the leaders, then answer through ``callback`` (maybe later).
+
+        ``verification_guards``: per partition, the guard its transactional batches
+        were verified with (``start_transaction_verification``); None when the
+        produce was not verified.
 
         Internal topics (``__consumer_offsets``) take appends only from the broker's own
         coordinators (``internal_topics_allowed``); a client's produce to one gets
@@ -425,7 +447,13 @@ class ReplicaManager:
             )
             return
         appended = {
-            tp: self._append_to_leader(tp, records, required_acks, origin)
+            tp: self._append_to_leader(
+                tp,
+                records,
+                required_acks,
+                origin,
+                None if verification_guards is None else verification_guards.get(tp),
+            )
             if internal_topics_allowed or not is_internal_topic(tp.topic)
             else (_refuse_internal_append(tp), _NO_OFFSET)
             for tp, records in entries.items()
@@ -444,15 +472,33 @@ class ReplicaManager:
         )
         self.produce_purgatory.try_complete_else_watch(operation, [_key(tp) for tp in entries])
 
+    def start_transaction_verification(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int
+    ) -> VerificationGuard | None:
+        """The guard to verify a transactional produce to ``tp`` with (see
+        ``Log.start_transaction_verification``); None where this broker does not lead
+        ``tp`` (the append answers that)."""
+        partition = self._partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return None
+        return partition.log.start_transaction_verification(producer_id, producer_epoch)
+
     def _append_to_leader(
-        self, tp: TopicPartition, records: bytes, required_acks: int, origin: AppendOrigin
+        self,
+        tp: TopicPartition,
+        records: bytes,
+        required_acks: int,
+        origin: AppendOrigin,
+        verification_guard: VerificationGuard | None,
     ) -> tuple[ProducePartitionResult, int]:
         """The partition's result, and the offset its acks=all wait must reach."""
         partition = self._partitions.get(tp)
         if partition is None:
             return ProducePartitionResult(self.not_hosted_error(tp)), _NO_OFFSET
         try:
-            info, hw_moved = partition.append_records_to_leader(records, required_acks, origin)
+            info, hw_moved = partition.append_records_to_leader(
+                records, required_acks, origin, verification_guard
+            )
         except PartitionError as exc:
             return ProducePartitionResult(exc.error_code, error_message=str(exc)), _NO_OFFSET
         except RecordValidationError as exc:
@@ -598,6 +644,9 @@ class ReplicaManager:
             self.get_partition,
             lambda: self.read_from_local_log(params, fetch_infos),
             callback,
+            (lambda tp: self._leader_throttles(tp, params.replica_id))
+            if params.is_from_follower
+            else None,
         )
         self.fetch_purgatory.try_complete_else_watch(operation, [_key(tp) for tp, _ in fetch_infos])
 
@@ -616,11 +665,24 @@ class ReplicaManager:
             result = self._read_partition(
                 tp, info, params.isolation, min(info.max_bytes, remaining_bytes), min_one_message
             )
+            if params.is_from_follower and self._leader_throttles(tp, params.replica_id):
+                result = _without_records(result)
             if result.size_bytes > 0:
                 min_one_message = False
                 remaining_bytes = max(0, remaining_bytes - result.size_bytes)
             results[tp] = result
+        if params.is_from_follower and self.leader_quota is not None:
+            self.leader_quota.record_throttled((tp, r.size_bytes) for tp, r in results.items())
         return results
+
+    def _leader_throttles(self, tp: TopicPartition, replica_id: int) -> bool:
+        """Whether a follower fetch of ``tp`` by ``replica_id`` reads nothing now:
+        the leader's replication quota is exceeded and that replica is not in sync."""
+        quota = self.leader_quota
+        partition = self._partitions.get(tp)
+        if quota is None or partition is None:
+            return False
+        return quota.should_throttle(tp, in_sync=replica_id in partition.isr)
 
     def _read_partition(
         self,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.log import AppendOrigin, LogAppendInfo, LogOffsetMetadata
+from tickwheel.log import AppendOrigin, LogAppendInfo, LogOffsetMetadata, VerificationGuard
 from tickwheel.log import Log as _Log
 from tickwheel.replica._types import ACKS_ALL, FetchIsolation, TopicPartition
 
@@ -69,6 +69,9 @@ class Partition:
     leader_id: int = -1
     leader_epoch: int = 0
     assigned_replicas: tuple[int, ...] = ()
+    # The replicas a reassignment adds and removes (among ``assigned_replicas``).
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
     isr: set[int] = field(default_factory=set)
     remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
     min_insync_replicas: int = 1
@@ -76,6 +79,16 @@ class Partition:
     # The log end when this broker last became leader (Kafka's leaderEpochStartOffset):
     # until the HW reaches it, offsets by time are not known yet.
     leader_epoch_start_offset: int = -1
+
+    @property
+    def replication_factor(self) -> int:
+        """The replicas it should have: while reassigned, the original ones (Kafka's)."""
+        return len([r for r in self.assigned_replicas if r not in self.adding_replicas])
+
+    @property
+    def is_reassigning(self) -> bool:
+        """Whether a reassignment is moving its replicas."""
+        return bool(self.adding_replicas or self.removing_replicas)
 
     @classmethod
     def leader(
@@ -120,7 +133,11 @@ class Partition:
             raise PartitionError(ErrorCode.not_leader_or_follower)
 
     def append_records_to_leader(
-        self, records: bytes, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: bytes,
+        required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> tuple[LogAppendInfo, bool]:
         """Append as leader; returns the append info and whether the HW moved."""
         self.check_leader()
@@ -129,7 +146,7 @@ class Partition:
                 ErrorCode.not_enough_replicas,
                 f"ISR {sorted(self.isr)} is smaller than min.insync.replicas",
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin, verification_guard)
         return info, self.maybe_increment_leader_hw()
 
     def start_leader_epoch(self) -> None:
@@ -144,7 +161,12 @@ class Partition:
         return self.leader_epoch_start_offset > self.log.high_watermark
 
     def maybe_increment_leader_hw(self) -> bool:
-        """Move the HW to the minimum LEO over the ISR if that is higher; True if moved."""
+        """Move the HW to the minimum LEO over the ISR if that is higher; True if moved.
+        An ISR below ``min.insync.replicas`` (at most the replica count) holds the HW
+        where it is: Kafka's strict min ISR, which makes the replicas that leave such
+        an ISR eligible leaders."""
+        if len(self.isr) < min(self.min_insync_replicas, len(self.assigned_replicas)):
+            return False
         end = self.log.log_end_offset
         for broker_id in self.isr:
             replica = self.remote_replicas.get(broker_id)

@@ -51,6 +51,8 @@ AUTHORIZATION_FAILED: dict[ResourceType, ErrorCode] = {
     ResourceType.DELEGATION_TOKEN: ErrorCode.delegation_token_authorization_failed,
 }
 """The error a request gets when it may not touch a resource of the type."""
+OPERATIONS_NOT_ASKED = -(2**31)
+"""An authorized-operations field the request did not ask for (Kafka's Int.MinValue)."""
 _REQUEST_SUFFIX = "Request"
 _TOPIC_CONFIG_RESOURCE = 2
 _BROKER_CONFIG_RESOURCE = 4
@@ -196,6 +198,19 @@ def authorized_operations(
         for operation in _SUPPORTED_OPERATIONS[resource_type]
         if authorize(context, request, operation, resource_type, name, log_if_denied=False)
     )
+
+
+def cluster_authorized_operations(
+    context: BrokerContext, request: DecodedRequest, *, asked: bool
+) -> int:
+    """The cluster operations the principal may perform, as DescribeCluster and Metadata
+    v8-10 answer them: ``OPERATIONS_NOT_ASKED`` unless ``asked``, 0 when the principal
+    may not DESCRIBE the cluster (Kafka's ``KafkaApis``)."""
+    if not asked:
+        return OPERATIONS_NOT_ASKED
+    if not authorize_cluster(context, request, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(context, request, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def config_refusal(

@@ -31,7 +31,10 @@ operation waiting in the purgatories as their timeouts would, gives connections
 nothing more, or one half-way through sending a request), leaves the cluster (its
 ZooKeeper session closed within ``ZK_CLOSE_TIMEOUT_MS``), stops the coordinators and
 the cleaner, then flushes and closes the logs, which write their checkpoints: the next
-start recovers nothing. ``flush_logs`` is for a stop that cannot wait for all that.
+start recovers nothing. Last, it writes Kafka's clean shutdown marker into every log
+directory (``tickwheel.log._clean_shutdown``); ``start`` reads and deletes it before the
+logs open and, in a cluster, registers with its epoch (none: an unclean shutdown).
+``flush_logs`` is for a stop that cannot wait for all that.
 
 ``BackgroundBroker`` runs a ``Broker`` on an event loop in its own thread, for
 synchronous programs and tests: ``with BackgroundBroker(config) as broker``.
@@ -67,8 +70,10 @@ from tickwheel.log import (
     Log,
     LogCleaner,
     LogError,
+    take_clean_shutdown,
+    write_clean_shutdown,
 )
-from tickwheel.replica import PurgatoryConfig, ReplicaManager, check_log_dir
+from tickwheel.replica import PurgatoryConfig, ReplicaManager, ReplicationQuota, check_log_dir
 from tickwheel.security import (
     SASL_PLAINTEXT,
     SASL_SSL,
@@ -114,7 +119,7 @@ from tickwheel.server.net._quotas import ConnectionQuotas
 from tickwheel.server.net._sasl import DELAYED_CLOSE_TIMER, SaslListener
 from tickwheel.server.net._throttled_channel import THROTTLE_TIMER
 from tickwheel.server.net._tls import ListenerTls, listener_tls
-from tickwheel.server.quotas import ClientQuotas, QuotaWindows
+from tickwheel.server.quotas import ClientQuotas, QuotaWindows, WindowedRate
 from tickwheel.timer import Clock, ManualClock, SystemTimer
 
 _log = logging.getLogger(__name__)
@@ -254,6 +259,8 @@ class Broker:
         self._check_resources()
         stored = read_meta_properties(self.log_dirs, config.broker_id)
         cluster_id = choose_cluster_id(stored, config.cluster_id)
+        # Read before the logs open; the controller hears it with the registration.
+        previous_broker_epoch = take_clean_shutdown(self.log_dirs)
         if not config.zookeeper_connect:
             write_meta_properties(self.log_dirs, MetaProperties(config.broker_id, cluster_id))
         broker_time = self.time
@@ -270,6 +277,16 @@ class Broker:
             clock_ms=broker_time.wall_clock_ms,
         )
         self._replica_manager = replica_manager
+        replication_windows = (
+            config.replication_quota_window_num,
+            config.replication_quota_window_size_seconds * 1000,
+        )
+        replica_manager.leader_quota = ReplicationQuota(
+            WindowedRate(*replication_windows), self.time.clock
+        )
+        replica_manager.follower_quota = ReplicationQuota(
+            WindowedRate(*replication_windows), self.time.clock
+        )
         replica_manager.start()
         topics = TopicRegistry(self.log_dir)
         topics.load()
@@ -313,6 +330,7 @@ class Broker:
             network=lambda: (self.connection_quotas, self.memory_pool),
             client_quotas=lambda: client_quotas,
             faults_applied=lambda: self.faults.applied,
+            replication=lambda: (replica_manager.leader_quota, replica_manager.follower_quota),
         )
         users = UserConfigs(self.log_dir)
         if not config.zookeeper_connect:
@@ -350,7 +368,7 @@ class Broker:
             )
             self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
         if cluster is not None:
-            await start_cluster(context, cluster)
+            await start_cluster(context, cluster, previous_broker_epoch)
         if cleaner is not None:
             # A start-up that fails before this point leaves no thread behind.
             cleaner.start()
@@ -622,6 +640,10 @@ class Broker:
             await asyncio.to_thread(self._cleaner.stop)
         if self._replica_manager is not None:
             self._replica_manager.shutdown()
+            cluster = self._context.cluster if self._context is not None else None
+            broker_epoch = cluster.broker_epoch if cluster is not None else 0
+            # Every log is closed: a clean shutdown, whatever the cluster answered.
+            await asyncio.to_thread(write_clean_shutdown, self.log_dirs, broker_epoch)
         self.time.timers.stop()
         _log.info("tickwheel broker %d stopped", self.config.broker_id)
 

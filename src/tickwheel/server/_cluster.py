@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kio.schema.create_partitions.v3.request import CreatePartitionsTopic
-from kio.schema.create_topics.v5.request import CreatableTopic
+from kio.schema.create_topics.v7.request import CreatableTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.response import MetadataResponsePartition
 from kio.schema.types import BrokerId
@@ -91,6 +91,7 @@ def cluster_settings(
             auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_seconds=config.leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+            min_insync_replicas=config.min_insync_replicas,
         ),
         controlled_shutdown_enable=config.controlled_shutdown_enable,
         controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
@@ -135,6 +136,7 @@ def join_cluster(context: BrokerState, stored_cluster_id: str | None) -> Cluster
 
     def mirror(name: str, metadata: TopicMetadata | None) -> None:
         registry = context.topics
+        context.apply_replication_throttles(name, None if metadata is None else metadata.configs)
         if metadata is None:
             if name in registry.topics:
                 registry.delete(name)
@@ -284,16 +286,18 @@ async def add_cluster_partitions(
     return None
 
 
-async def start_cluster(context: BrokerContext, node: ClusterNode) -> None:
-    """Start ``node`` advertising this broker's endpoint on every listener; then drop
-    from the registry the topics that were deleted from the cluster while this broker
-    was down."""
+async def start_cluster(
+    context: BrokerContext, node: ClusterNode, previous_broker_epoch: int
+) -> None:
+    """Start ``node`` advertising this broker's endpoint on every listener and the
+    epoch of its clean last shutdown (-1: unclean); then drop from the registry the
+    topics that were deleted from the cluster while this broker was down."""
     broker_id = context.broker_id
     endpoints = tuple(
         BrokerEndpoint(broker_id, endpoint.host, endpoint.port, spec.name, spec.security_protocol)
         for spec in context.config.listener_specs()
         if (endpoint := context.listener_endpoints.get(spec.name)) is not None
     )
-    await node.start(BrokerRegistration(broker_id, endpoints))
+    await node.start(BrokerRegistration(broker_id, endpoints, previous_broker_epoch))
     for name in [name for name in context.topics.topics if name not in node.cache.topics]:
         context.topics.delete(name)

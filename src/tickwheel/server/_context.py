@@ -24,7 +24,9 @@ removes the partitions that call made and leaves the registry as it was.
 Live config changes (AlterConfigs, IncrementalAlterConfigs) are applied here too: a
 topic's new overrides, a group's (``group_configs``, read by the coordinators at their
 next use), or new dynamic broker configs (``DynamicBrokerConfig``; ``config``
-is always its ``current``), reach every hosted partition's log at once. On a single
+is always its ``current``), reach every hosted partition's log at once; the replication
+throttles take the throttled rates and each topic's throttled replicas
+(``apply_replication_throttles``, called as the cluster reports topics). On a single
 node the registry file records them; in a cluster ZooKeeper does, and every broker,
 this one included, applies them when notified (``ClusterNode.alter_config``).
 
@@ -46,7 +48,12 @@ from tickwheel.coordinator.group import GroupService
 from tickwheel.coordinator.group.share import ShareGroupAdmin, ShareGroupCoordinator
 from tickwheel.coordinator.share_state import ShareCoordinatorService
 from tickwheel.coordinator.transaction import TransactionService
-from tickwheel.log import LogConfig, LogStorageError
+from tickwheel.log import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    LogConfig,
+    LogStorageError,
+)
 from tickwheel.protocol import VersionRange
 from tickwheel.replica import ReplicaManager, TopicPartition
 from tickwheel.security import AclAuthorizer, current_session_or_none
@@ -147,6 +154,7 @@ class BrokerState:
         for group_id, configs in topics.group_configs.items():
             self.group_configs.set(group_id, configs)
         self.replica_manager = parts.replica_manager
+        self._apply_replication_rates()
         self.topics = topics
         # Each topic's encoded Metadata entry, kept until the topic changes.
         self.topic_metadata = TopicMetadataParts()
@@ -335,6 +343,7 @@ class BrokerState:
         whose topic does not override them."""
         self.dynamic.set(entity, configs)
         self.config = self.dynamic.current
+        self._apply_replication_rates()
         for info in self.topics.topics.values():
             try:
                 log_config = self.log_config(info.configs)
@@ -343,6 +352,31 @@ class BrokerState:
                 continue
             self.replica_manager.update_topic_config(info.name, log_config)
         _log.info("dynamic broker configs of %s now %s", entity, dict(configs))
+
+    def _apply_replication_rates(self) -> None:
+        """Bound the replication throttles at the configured rates."""
+        manager = self.replica_manager
+        for quota, rate in (
+            (manager.leader_quota, self.config.leader_replication_throttled_rate),
+            (manager.follower_quota, self.config.follower_replication_throttled_rate),
+        ):
+            if quota is not None:
+                quota.update_quota(rate)
+
+    def apply_replication_throttles(self, topic: str, configs: Mapping[str, str] | None) -> None:
+        """Throttle the replication of ``topic``'s partitions its throttled-replicas
+        configs list for this broker (``configs`` None: the topic is gone)."""
+        manager = self.replica_manager
+        for quota, name in (
+            (manager.leader_quota, LEADER_THROTTLED_REPLICAS),
+            (manager.follower_quota, FOLLOWER_THROTTLED_REPLICAS),
+        ):
+            if quota is None:
+                continue
+            try:
+                quota.apply_topic_config(topic, name, configs, self.broker_id)
+            except ValueError as exc:
+                _log.error("not throttling the replication of topic %s: %s", topic, exc)
 
     def open_partitions(self, info: TopicInfo, first_partition: int = 0) -> None:
         """Lead partitions ``first_partition``.. of ``info``, opening or creating logs."""

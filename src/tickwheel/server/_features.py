@@ -9,19 +9,29 @@ finalizes the features of Kafka 4.x's broker that describe what it serves, and n
 ``metadata.version`` (a KRaft record-format level a ZooKeeper-mode broker has no use
 for; asking to set it is refused as for any feature not supported):
 
-=======================  ===========  =========  ==========================================
-feature                  supported    default    a level enables
-=======================  ===========  =========  ==========================================
-``group.version``        0-1          1          1: the consumer group protocol (KIP-848)
-``share.version``        0-1          1          1: share groups (KIP-932)
-``transaction.version``  0-1          1          1: flexible transaction-log records;
-                                                 2 (transactions v2, KIP-890 part 2) is
-                                                 not served, so a client is never told
-                                                 it may use it
-=======================  ===========  =========  ==========================================
+====================================  =========  =======  ===============================
+feature                               supported  default  a level enables
+====================================  =========  =======  ===============================
+``eligible.leader.replicas.version``  0-1        1        1: eligible leader replicas
+                                                          (KIP-966, in a cluster: the
+                                                          controller keeps them; 0
+                                                          clears them)
+``group.version``                     0-1        1        1: the consumer group protocol
+                                                          (KIP-848)
+``share.version``                     0-1        1        1: share groups (KIP-932)
+``transaction.version``               0-2        2        1: flexible transaction-log
+                                                          records; 2: transactions v2
+                                                          (KIP-890 part 2: partitions
+                                                          added by their leaders at
+                                                          Produce v12, an epoch bump per
+                                                          EndTxn v5, TxnOffsetCommit v5)
+====================================  =========  =======  ===============================
 
 A new cluster starts at the defaults, as a new Kafka 4.3 cluster is formatted at its
-latest production levels (``transaction.version`` at the most this broker serves).
+latest production levels (eligible leader replicas are on in a new cluster from Kafka
+4.1). Clients read ``transaction.version`` to choose the transaction protocol (a Java
+client uses version 2 at level 2); the broker serves both protocols at every level,
+each transaction by the versions its client sends.
 The levels change only through UpdateFeatures (``kafka-features.sh upgrade`` /
 ``downgrade``), checked here as Kafka's controller checks them (``plan_update``): a
 level outside the supported range, a lower level asked as an upgrade, or a higher one
@@ -44,6 +54,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from tickwheel.cluster import ELR_FEATURE
+
+ELIGIBLE_LEADER_REPLICAS_VERSION: Final = ELR_FEATURE
 GROUP_VERSION: Final = "group.version"
 SHARE_VERSION: Final = "share.version"
 TRANSACTION_VERSION: Final = "transaction.version"
@@ -66,9 +79,10 @@ class SupportedFeature:
 
 
 SUPPORTED_FEATURES: Final = (
+    SupportedFeature(ELIGIBLE_LEADER_REPLICAS_VERSION, 0, 1, 1),
     SupportedFeature(GROUP_VERSION, 0, 1, 1),
     SupportedFeature(SHARE_VERSION, 0, 1, 1),
-    SupportedFeature(TRANSACTION_VERSION, 0, 1, 1),
+    SupportedFeature(TRANSACTION_VERSION, 0, 2, 2),
 )
 _SUPPORTED_BY_NAME: Final = {feature.name: feature for feature in SUPPORTED_FEATURES}
 UNKNOWN_EPOCH: Final = -1

@@ -28,7 +28,9 @@ rest):
   an I/O error (read when scraped).
 - The ReplicaManager's partition gauges, counted over this broker's partitions when
   scraped: ``kafka_server_ReplicaManager_PartitionCount``, ``..._LeaderCount``,
-  ``..._UnderReplicatedPartitions`` (led here, ISR smaller than the replicas),
+  ``..._UnderReplicatedPartitions`` (led here, ISR smaller than the replicas: the
+  original ones while reassigned, as Kafka counts), ``..._ReassigningPartitions`` (led
+  here, being reassigned),
   ``..._UnderMinIsrPartitionCount`` (led here, ISR smaller than min.insync.replicas),
   ``..._OfflineReplicaCount`` (in an offline log directory).
 - The controller's: ``kafka_controller_KafkaController_ActiveControllerCount`` (1 on
@@ -61,6 +63,10 @@ rest):
   ``..._throttle_time_max``. Only clients that have a quota are measured.
 - ``tickwheel_faults_applied_total{api,kind}``: requests a fault rule of the broker's
   ``FaultPlan`` (``tickwheel.faults``) hit, by Kafka's API name and the rule's kind.
+- The replication throttles' measured rates (read when scraped), as Kafka's
+  ``kafka.server:type=LeaderReplication|FollowerReplication,name=byte-rate``:
+  ``kafka_server_LeaderReplication_byte_rate`` and ``..._FollowerReplication_byte_rate``,
+  bytes per second of throttled partitions.
 - ``process_*`` and ``python_info``: prometheus_client's process and platform
   collectors, in the broker's registry.
 
@@ -102,7 +108,7 @@ from prometheus_client.registry import Collector
 
 from tickwheel.log import CleanerMetrics
 from tickwheel.purgatory import DelayedOperationPurgatory
-from tickwheel.replica import Partition
+from tickwheel.replica import Partition, ReplicationQuota
 from tickwheel.server._fault_endpoint import FAULTS_PATH, FaultEndpoint
 from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
 from tickwheel.server.net._quotas import ConnectionQuotas
@@ -287,6 +293,29 @@ class _FaultCollector(Collector):
         yield applied
 
 
+ReplicationQuotas = Callable[[], tuple[ReplicationQuota | None, ReplicationQuota | None]]
+"""The leader and follower replication quotas."""
+
+
+def _no_replication() -> tuple[ReplicationQuota | None, ReplicationQuota | None]:
+    return None, None
+
+
+class _ReplicationCollector(Collector):
+    def __init__(self, replication: ReplicationQuotas) -> None:
+        self._replication = replication
+
+    def collect(self) -> Iterator[Metric]:
+        leader, follower = self._replication()
+        for group, quota in (("LeaderReplication", leader), ("FollowerReplication", follower)):
+            if quota is not None:
+                yield GaugeMetricFamily(
+                    f"kafka_server_{group}_byte_rate",
+                    "Bytes per second of throttled replication",
+                    value=quota.byte_rate(),
+                )
+
+
 class _NetworkCollector(Collector):
     def __init__(self, network: Callable[[], tuple[ConnectionQuotas, MemoryPool] | None]) -> None:
         self._network = network
@@ -345,12 +374,14 @@ class PartitionCounts:
     under_min_isr: int = 0
     offline_replicas: int = 0
     offline_partitions: int = 0
+    reassigning: int = 0
 
     @classmethod
     def of(cls, partitions: Iterable[Partition]) -> PartitionCounts:
         """Count ``partitions``; a partition with no leader or offline storage is
         offline (the controller's OfflinePartitionsCount)."""
         total = leaders = under_replicated = under_min_isr = offline_replicas = offline = 0
+        reassigning = 0
         for partition in partitions:
             total += 1
             if partition.offline:
@@ -360,8 +391,9 @@ class PartitionCounts:
             if partition.is_leader and not partition.offline:
                 leaders += 1
                 in_sync = len(partition.isr)
-                under_replicated += in_sync < len(partition.assigned_replicas)
+                under_replicated += in_sync < partition.replication_factor
                 under_min_isr += in_sync < partition.min_insync_replicas
+                reassigning += partition.is_reassigning
         return cls(
             partition_count=total,
             leader_count=leaders,
@@ -369,6 +401,7 @@ class PartitionCounts:
             under_min_isr=under_min_isr,
             offline_replicas=offline_replicas,
             offline_partitions=offline,
+            reassigning=reassigning,
         )
 
 
@@ -387,13 +420,19 @@ class _PartitionCollector(Collector):
             (replica + "LeaderCount", "Partitions this broker leads", counts.leader_count),
             (
                 replica + "UnderReplicatedPartitions",
-                "Led partitions whose ISR is smaller than their replicas",
+                "Led partitions whose ISR is smaller than their replicas (the original "
+                "ones while reassigned)",
                 counts.under_replicated,
             ),
             (
                 replica + "UnderMinIsrPartitionCount",
                 "Led partitions whose ISR is smaller than min.insync.replicas",
                 counts.under_min_isr,
+            ),
+            (
+                replica + "ReassigningPartitions",
+                "Led partitions being reassigned",
+                counts.reassigning,
             ),
             (
                 replica + "OfflineReplicaCount",
@@ -494,6 +533,7 @@ class BrokerMetrics:
         network: Callable[[], tuple[ConnectionQuotas, MemoryPool] | None] = lambda: None,
         client_quotas: Callable[[], ClientQuotas | None] = lambda: None,
         faults_applied: Callable[[], Mapping[tuple[str, str], int]] = dict,
+        replication: ReplicationQuotas = _no_replication,
     ) -> None:
         self._purgatories = purgatories
         self._partitions = partitions
@@ -507,6 +547,7 @@ class BrokerMetrics:
         self.registry.register(_NetworkCollector(network))
         self.registry.register(_ClientQuotaCollector(client_quotas))
         self.registry.register(_FaultCollector(faults_applied))
+        self.registry.register(_ReplicationCollector(replication))
         # The same collectors prometheus_client puts in its global registry; each
         # broker's registry gets its own instances (the process is shared, so
         # several brokers in one process report the same figures).

@@ -21,12 +21,16 @@ from kio.schema.errors import ErrorCode
 from tickwheel.coordinator import CoordinatorNode
 from tickwheel.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
+    EndTxnResult,
     InitProducerIdResult,
     TransactionConfig,
     TransactionService,
+    TransactionState,
+    TxnTransitMetadata,
 )
-from tickwheel.log import LogConfig
-from tickwheel.replica import NO_LEADER, ReplicaManager, TopicPartition
+from tickwheel.coordinator.transaction._log import build_record_batch, encode_value
+from tickwheel.log import AppendOrigin, LogConfig
+from tickwheel.replica import ACKS_ALL, NO_LEADER, ReplicaManager, TopicPartition
 from tickwheel.timer import LoopTimers, ManualClock
 
 START_MS = 1_000_000
@@ -75,9 +79,36 @@ class Txn:
         )
 
     def end(self, pid: int, epoch: int, *, commit: bool = True, txn_id: str = "tx") -> ErrorCode:
+        return self.end_v(pid, epoch, commit=commit, txn_id=txn_id).error
+
+    def end_v(
+        self,
+        pid: int,
+        epoch: int,
+        *,
+        commit: bool = True,
+        txn_id: str = "tx",
+        client_transaction_version: int = 0,
+    ) -> EndTxnResult:
+        """EndTxn as a client of ``client_transaction_version`` (2: EndTxn v5)."""
+        got: list[EndTxnResult] = []
+        self.coordinator.end_transaction(
+            txn_id,
+            pid,
+            epoch,
+            commit=commit,
+            from_client=True,
+            callback=got.append,
+            client_transaction_version=client_transaction_version,
+        )
+        (result,) = got
+        return result
+
+    def add_v2(self, pid: int, epoch: int, *tps: TopicPartition, txn_id: str = "tx") -> ErrorCode:
+        """The partitions added as a partition leader adds them for a Produce v12."""
         return self._one(
-            lambda cb: self.coordinator.end_transaction(
-                txn_id, pid, epoch, commit=commit, from_client=True, callback=cb
+            lambda cb: self.coordinator.add_partitions(
+                txn_id, pid, epoch, set(tps or (T0,)), cb, client_transaction_version=2
             )
         )
 
@@ -89,6 +120,40 @@ class Txn:
         self.service.on_resigned(0)
         self.replica_manager.bump_leader_epoch(STATE)
         self.service.on_elected(0)
+
+
+def completed_commit(
+    producer_id: int, producer_epoch: int, client_transaction_version: int = 0
+) -> TxnTransitMetadata:
+    """A finished transaction's state, to ``append_state``."""
+    return TxnTransitMetadata(
+        producer_id=producer_id,
+        previous_producer_id=-1,
+        next_producer_id=-1,
+        producer_epoch=producer_epoch,
+        last_producer_epoch=-1,
+        txn_timeout_ms=TIMEOUT_MS,
+        txn_state=TransactionState.COMPLETE_COMMIT,
+        topic_partitions=frozenset(),
+        txn_start_timestamp=START_MS,
+        txn_last_update_timestamp=START_MS,
+        client_transaction_version=client_transaction_version,
+    )
+
+
+def append_state(txn: Txn, transit: TxnTransitMetadata) -> None:
+    """Write ``transit`` as the id "tx"'s record to ``__transaction_state``, as a
+    coordinator would (a state to load with ``reload``)."""
+    results: list[Any] = []
+    txn.replica_manager.append_records(
+        1_000,
+        ACKS_ALL,
+        {STATE: build_record_batch("tx", encode_value(transit), START_MS)},
+        results.append,
+        internal_topics_allowed=True,
+        origin=AppendOrigin.COORDINATOR,
+    )
+    assert results[0][STATE].error_code == ErrorCode.none
 
 
 def make_config(**overrides: int) -> TransactionConfig:

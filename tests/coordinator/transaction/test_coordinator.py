@@ -6,10 +6,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator._errors import coordinator_append_error
-from tickwheel.coordinator.transaction import TransactionState, TxnTransitMetadata
-from tickwheel.coordinator.transaction._log import build_record_batch, encode_value
-from tickwheel.log import AppendOrigin
-from tickwheel.replica import ACKS_ALL
+from tickwheel.coordinator.transaction import TransactionState
 
 from .conftest import (
     EXPIRATION_MS,
@@ -22,6 +19,8 @@ from .conftest import (
     T1,
     TIMEOUT_MS,
     Txn,
+    append_state,
+    completed_commit,
 )
 
 pytestmark = pytest.mark.asyncio
@@ -240,35 +239,8 @@ async def test_an_ongoing_transaction_does_not_expire(txn: Txn) -> None:
     assert txn.describe().state == "Ongoing"
 
 
-def _append_state(txn: Txn, transit: TxnTransitMetadata) -> None:
-    results = []
-    txn.replica_manager.append_records(
-        1_000,
-        ACKS_ALL,
-        {STATE: build_record_batch("tx", encode_value(transit), START_MS)},
-        results.append,
-        internal_topics_allowed=True,
-        origin=AppendOrigin.COORDINATOR,
-    )
-    assert results[0][STATE].error_code == E.none
-
-
 async def test_an_exhausted_epoch_rotates_the_producer_id(txn: Txn) -> None:
-    _append_state(
-        txn,
-        TxnTransitMetadata(
-            producer_id=55,
-            previous_producer_id=-1,
-            next_producer_id=-1,
-            producer_epoch=32766,
-            last_producer_epoch=-1,
-            txn_timeout_ms=TIMEOUT_MS,
-            txn_state=TransactionState.COMPLETE_COMMIT,
-            topic_partitions=frozenset(),
-            txn_start_timestamp=START_MS,
-            txn_last_update_timestamp=START_MS,
-        ),
-    )
+    append_state(txn, completed_commit(55, 32766))
     txn.reload()
     assert txn.describe().producer_epoch == 32766
     rotated = await txn.init()

@@ -26,14 +26,15 @@ from tickwheel.bench.fuzz import (
     encode_request,
     seed_entity,
 )
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker
 
 pytestmark = pytest.mark.integration
 
-FETCH = 1
-PRODUCE = 0
-API_VERSIONS = 18
-CREATE_TOPICS = 19
+FETCH = ApiKey.FETCH
+PRODUCE = ApiKey.PRODUCE
+API_VERSIONS = ApiKey.API_VERSIONS
+CREATE_TOPICS = ApiKey.CREATE_TOPICS
 CONNECTION_LOGGER = "tickwheel.server.net._connection"
 TLS_CLIENT_HELLO = bytes.fromhex("16030100a5010000a10303") + bytes(32)
 WAIT_S = 10.0

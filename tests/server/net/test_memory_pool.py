@@ -26,6 +26,7 @@ from hypothesis.stateful import (
 )
 
 from server.wire import WireClient, host_port
+from tickwheel.protocol import ApiKey
 from tickwheel.server import BackgroundBroker
 from tickwheel.server.net._memory_pool import (
     SLICE_BYTES,
@@ -40,7 +41,7 @@ MIB = 1024 * 1024
 HOLDERS = 8
 FRAME_BYTES = 24 * MIB
 POOL_BYTES = 100 * MIB
-API_VERSIONS = 18
+API_VERSIONS = ApiKey.API_VERSIONS
 TIMEOUT_S = 30.0
 SENT_BYTES = FRAME_BYTES * 3 // 4
 

@@ -25,13 +25,15 @@ LeaveGroup         13   0-5       --
 SyncGroup          14   0-5       the leader's assignment, then its append
 DescribeGroups     15   0-5       --
 ListGroups         16   0-5       --
-TxnOffsetCommit    28   0-3       the append to ``__consumer_offsets``
+TxnOffsetCommit    28   0-5       the append to ``__consumer_offsets``
 DeleteGroups       42   0-2       --
 OffsetDelete       47   0         --
 =================  ===  ========  =================================================
 
-TxnOffsetCommit stops at 3, as the transaction protocol here does (v4 adds only
-TRANSACTION_ABORTABLE, v5 is KIP-890 part 2); before v3 it names no member or
+TxnOffsetCommit v4 adds only TRANSACTION_ABORTABLE and v5 the implicit add of the
+offsets partition to the transaction (KIP-890 part 2); the broker asks the transaction
+coordinator before this coordinator sees the request
+(``server.apis._txn_offset_verification``). Before v3 it names no member or
 generation, and before v2 COORDINATOR_LOAD_IN_PROGRESS reads COORDINATOR_NOT_AVAILABLE
 (clients older than KAFKA-7296 would fail on it; Kafka's KafkaApis maps it the same way).
 OffsetFetch v7 carries ``require_stable`` (KIP-447): librdkafka sets it for a
@@ -114,7 +116,7 @@ from tickwheel.coordinator.group._coordinator import GroupCoordinator, JoinReque
 from tickwheel.coordinator.group._group import JoinGroupResult, SyncGroupResult, TopicPartition
 from tickwheel.coordinator.group._manager import FetchedOffset
 from tickwheel.coordinator.group._records import NO_LEADER_EPOCH, OffsetValue
-from tickwheel.protocol import NO_THROTTLE, ApiKey, VersionRange
+from tickwheel.protocol import NO_THROTTLE, ApiKey, CoordinatorType, VersionRange
 
 T = TypeVar("T")
 
@@ -142,7 +144,7 @@ GROUP_API_VERSIONS: Mapping[int, VersionRange] = {
     LIST_GROUPS_KEY: VersionRange(0, 5),
     DELETE_GROUPS_KEY: VersionRange(0, 2),
     OFFSET_DELETE_KEY: VersionRange(0, 0),
-    TXN_OFFSET_COMMIT_KEY: VersionRange(0, 3),
+    TXN_OFFSET_COMMIT_KEY: VersionRange(0, 5),
 }
 """The group APIs and the versions ``GroupApis`` handles (what every client here uses)."""
 
@@ -170,7 +172,6 @@ LEAVE_GROUP_BATCHED = 3
 ``one_member_leaving``)."""
 _OFFSET_FETCH_ALL_PARTITIONS = 2
 _TXN_OFFSET_COMMIT_LOAD_ERROR = 2  # from v2, COORDINATOR_LOAD_IN_PROGRESS is understood
-_COORDINATOR_TYPE_GROUP = ApiKey.PRODUCE
 _NO_NODE = BrokerId(-1)  # node id and port of "no coordinator"
 _NO_PORT = i32(-1)
 _NO_OFFSET = -1  # nothing committed
@@ -364,7 +365,7 @@ class GroupApis:
     # --- FindCoordinator ---------------------------------------------------------------
 
     def _find(self, key: str, key_type: int) -> Coordinator:
-        if key_type != _COORDINATOR_TYPE_GROUP or not key:
+        if key_type != CoordinatorType.GROUP or not key:
             # Kafka's answer to a coordinator type it does not know (transactional ids
             # go to tickwheel.coordinator.transaction before reaching this).
             return _no_coordinator(key, ErrorCode.invalid_request)

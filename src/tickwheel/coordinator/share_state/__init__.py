@@ -25,7 +25,6 @@ which reads and writes its state only through the persister.
 """
 
 from tickwheel.coordinator.share_state._apis import (
-    COORDINATOR_TYPE_SHARE,
     DELETE_SHARE_GROUP_STATE,
     INITIALIZE_SHARE_GROUP_STATE,
     READ_SHARE_GROUP_STATE,
@@ -70,7 +69,6 @@ from tickwheel.coordinator.share_state._service import PERSISTER_TIMEOUT_MS, Sha
 __all__ = [
     "CLUSTER_SHARE_STATE_MIN_ISR",
     "CLUSTER_SHARE_STATE_REPLICATION_FACTOR",
-    "COORDINATOR_TYPE_SHARE",
     "DELETE_SHARE_GROUP_STATE",
     "INITIALIZE_SHARE_GROUP_STATE",
     "NO_LEADER_EPOCH",

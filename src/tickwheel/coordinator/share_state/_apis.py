@@ -71,8 +71,6 @@ from tickwheel.share_delivery import (
     SharePartitionKey,
 )
 
-COORDINATOR_TYPE_SHARE = 2
-"""FindCoordinator's key type for a share-partition (v6+)."""
 SHARE_KEY_MIN_VERSION = 6
 _NO_NODE = -1
 

@@ -1,4 +1,4 @@
-"""tickwheel.coordinator.transaction: Kafka's transaction coordinator (versions 0/1).
+"""tickwheel.coordinator.transaction: Kafka's transaction coordinator (versions 0-2).
 
 A transactional producer's broker-side partner: it hands out producer ids and epochs
 per ``transactional.id`` (fencing zombies), records which partitions a transaction
@@ -16,15 +16,25 @@ transactions. The modules, lowest first:
 - ``_markers`` -- markers to the transaction's partitions (local through the
   ``ReplicaManager``, remote through a ``MarkerTransport``), then completion.
 - ``_coordinator`` -- the request logic in Kafka's validation order.
+- ``_verification`` -- ``PartitionVerifier``: a partition leader's questions to the
+  coordinator (local, or AddPartitionsToTxn v5 batched per coordinator broker).
 - ``_apis`` -- the requests as kio entities, with Kafka's version down-maps.
 - ``_service`` -- the coordinator inside a broker.
 
-Transaction version 0/1 only: no feature is advertised and EndTxn is served up to v3,
-so no client uses the version 2 protocol (KIP-890 part 2: an epoch bump per
-transaction). KIP-890 part 1's partition verification (AddPartitionsToTxn v4+
-``verify_only``, asked by partition leaders) is not built either: a produce to a
-partition never added to its transaction opens a transaction no marker closes, as
-before Kafka 3.6.
+Transaction versions 0/1 and 2 side by side, each transaction by the versions its
+client sends. Version 2 (KIP-890 part 2, the broker's ``transaction.version`` feature
+at 2): partitions and the group's offsets partition are added by the brokers that
+receive a Produce v12 or TxnOffsetCommit v5 (``PartitionVerifier``), and each EndTxn
+v5 bumps the epoch, answers it, and the markers carry it; the client version is kept
+in ``__transaction_state`` (value version 1, ClientTransactionVersion). Part 1, for
+every version: a partition leader verifies a transactional produce's partition with
+the coordinator before the produce may open a transaction there (``verify_partitions``;
+the leader's log keeps the guard), so a produce never added, or late after an abort,
+cannot open a transaction no marker closes. A version 2 EndTxn whose epoch is exhausted
+completes at a new producer id (``next_producer_id``). Not built: WriteTxnMarkers v2
+(the markers' transaction version): markers go as v1, and a partition leader applies
+the same rules to every marker (an epoch at least the producer's; a higher one moves
+the producer to it, its next batch starting at sequence 0).
 
 **Locks.** Everything runs on the broker's event-loop thread, so no transaction
 metadata has a lock; what the group coordinator's lock rules protect against still
@@ -39,7 +49,6 @@ broker injects the locator, the leader lookup and the marker transport).
 """
 
 from tickwheel.coordinator.transaction._apis import (
-    COORDINATOR_TYPE_TRANSACTION,
     TRANSACTION_API_HANDLERS,
     TRANSACTION_API_NAMES,
     TRANSACTION_API_VERSIONS,
@@ -55,6 +64,7 @@ from tickwheel.coordinator.transaction._config import (
 )
 from tickwheel.coordinator.transaction._coordinator import (
     DescribedTransaction,
+    EndTxnResult,
     InitProducerIdResult,
     ListTransactionsResult,
     TransactionCoordinator,
@@ -83,21 +93,28 @@ from tickwheel.coordinator.transaction._metadata import (
 from tickwheel.coordinator.transaction._service import TransactionService
 from tickwheel.coordinator.transaction._state_manager import TransactionStateManager
 from tickwheel.coordinator.transaction._timeouts import TxnTimeouts
+from tickwheel.coordinator.transaction._verification import (
+    PartitionVerifier,
+    TxnPartitions,
+    VerificationTransport,
+    client_answer,
+)
 
 __all__ = [
     "CLUSTER_TRANSACTION_STATE_MIN_ISR",
     "CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR",
-    "COORDINATOR_TYPE_TRANSACTION",
     "TRANSACTION_API_HANDLERS",
     "TRANSACTION_API_NAMES",
     "TRANSACTION_API_VERSIONS",
     "TRANSACTION_STATE_TOPIC",
     "DescribedTransaction",
+    "EndTxnResult",
     "IllegalTransitionError",
     "InitProducerIdResult",
     "LeaderLookup",
     "ListTransactionsResult",
     "MarkerTransport",
+    "PartitionVerifier",
     "TransactionApiHandler",
     "TransactionApis",
     "TransactionConfig",
@@ -109,8 +126,11 @@ __all__ = [
     "TransactionService",
     "TransactionState",
     "TransactionStateManager",
+    "TxnPartitions",
     "TxnTimeouts",
     "TxnTransitMetadata",
+    "VerificationTransport",
+    "client_answer",
     "client_error",
     "decode_key",
     "decode_value",

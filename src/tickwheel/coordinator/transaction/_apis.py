@@ -4,12 +4,15 @@
 API                      key  versions  notes
 =======================  ===  ========  ==============================================
 FindCoordinator          10   1-6       key_type 1 (transaction); the group side has 0
-InitProducerId           22   0-4       with a transactional id (v3+: producer id and
+InitProducerId           22   0-5       with a transactional id (v3+: producer id and
                                         epoch of a resuming producer, KIP-360)
-AddPartitionsToTxn       24   0-3       the ``v3_and_below_*`` fields (v4+ is broker
-                                        to broker, not served)
-AddOffsetsToTxn          25   0-3
-EndTxn                   26   0-3
+AddPartitionsToTxn       24   0-5       v0-3 a client's (``v3_and_below_*`` fields);
+                                        v4-5 a partition leader's batch of
+                                        transactions, each ``verify_only`` or added
+                                        at transaction version 2
+AddOffsetsToTxn          25   0-4
+EndTxn                   26   0-5       v5: transaction version 2 (the epoch is
+                                        bumped and answered with the producer id)
 DescribeTransactions     65   0
 ListTransactions         66   0-1
 =======================  ===  ========  ==============================================
@@ -49,6 +52,8 @@ from kio.schema.add_partitions_to_txn.v3.response import (
     AddPartitionsToTxnResponse,
     AddPartitionsToTxnTopicResult,
 )
+from kio.schema.add_partitions_to_txn.v5 import request as broker_add
+from kio.schema.add_partitions_to_txn.v5 import response as broker_added
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.describe_transactions.v0.response import (
     DescribeTransactionsResponse,
@@ -57,13 +62,13 @@ from kio.schema.describe_transactions.v0.response import (
 from kio.schema.describe_transactions.v0.response import (
     TransactionState as DescribedState,
 )
-from kio.schema.end_txn.v3.request import EndTxnRequest
-from kio.schema.end_txn.v3.response import EndTxnResponse
+from kio.schema.end_txn.v5.request import EndTxnRequest
+from kio.schema.end_txn.v5.response import EndTxnResponse
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinatorResponse
-from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
-from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v5.response import InitProducerIdResponse
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.schema.list_transactions.v1.response import (
     ListTransactionsResponse,
@@ -79,10 +84,17 @@ from kio.static.protocol import ResponsePayload
 from tickwheel.coordinator._locator import CoordinatorLocator
 from tickwheel.coordinator.transaction._coordinator import (
     DescribedTransaction,
+    EndTxnResult,
     InitProducerIdResult,
     TransactionCoordinator,
 )
-from tickwheel.coordinator.transaction._metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from tickwheel.coordinator.transaction._metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TV_0,
+    TV_2,
+)
+from tickwheel.coordinator.transaction._verification import PartitionVerifier, TxnPartitions
 from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import TopicPartition
 
@@ -96,9 +108,9 @@ DESCRIBE_TRANSACTIONS_KEY = ApiKey.DESCRIBE_TRANSACTIONS
 LIST_TRANSACTIONS_KEY = ApiKey.LIST_TRANSACTIONS
 
 TRANSACTION_API_VERSIONS: Mapping[int, VersionRange] = {
-    ADD_PARTITIONS_TO_TXN_KEY: VersionRange(0, 3),
-    ADD_OFFSETS_TO_TXN_KEY: VersionRange(0, 3),
-    END_TXN_KEY: VersionRange(0, 3),
+    ADD_PARTITIONS_TO_TXN_KEY: VersionRange(0, 5),
+    ADD_OFFSETS_TO_TXN_KEY: VersionRange(0, 4),
+    END_TXN_KEY: VersionRange(0, 5),
     DESCRIBE_TRANSACTIONS_KEY: VersionRange(0, 0),
     LIST_TRANSACTIONS_KEY: VersionRange(0, 1),
 }
@@ -112,7 +124,6 @@ TRANSACTION_API_NAMES: Mapping[int, str] = {
     LIST_TRANSACTIONS_KEY: "ListTransactions",
 }
 
-COORDINATOR_TYPE_TRANSACTION = 1
 # The first version of each API that knows PRODUCER_FENCED (KafkaApis down-maps below).
 _PRODUCER_FENCED_SINCE: Mapping[int, int] = {
     INIT_PRODUCER_ID_KEY: 4,
@@ -120,6 +131,8 @@ _PRODUCER_FENCED_SINCE: Mapping[int, int] = {
     ADD_OFFSETS_TO_TXN_KEY: 2,
     END_TXN_KEY: 2,
 }
+_FIRST_BROKER_ADD_PARTITIONS_VERSION = 4
+_FIRST_TV2_END_TXN_VERSION = 5
 _NO_NODE = BrokerId(-1)
 _NO_PORT = i32(-1)
 
@@ -177,8 +190,10 @@ class TransactionApis:
         *,
         partition_exists: Callable[[str, int], bool],
         offsets_partition: Callable[[str], TopicPartition],
+        verifier: PartitionVerifier,
     ) -> None:
         self.coordinator = coordinator
+        self.verifier = verifier
         self._locate = locate
         self._partition_exists = partition_exists
         self._offsets_partition = offsets_partition
@@ -285,6 +300,52 @@ class TransactionApis:
             ),
         )
 
+    async def add_partitions_for_brokers(
+        self, request: broker_add.AddPartitionsToTxnRequest
+    ) -> broker_added.AddPartitionsToTxnResponse:
+        """AddPartitionsToTxn v4-5: a partition leader's batch of transactions, each
+        verified (``verify_only``) or added at transaction version 2."""
+        questions = [
+            TxnPartitions(
+                transaction.transactional_id,
+                int(transaction.producer_id),
+                int(transaction.producer_epoch),
+                tuple(
+                    TopicPartition(topic.name, int(partition))
+                    for topic in transaction.topics
+                    for partition in topic.partitions
+                ),
+                transaction.verify_only,
+            )
+            for transaction in request.transactions
+        ]
+        answers = await self.verifier.answer(questions)
+        results = []
+        for question in questions:
+            by_topic: dict[str, list[broker_added.AddPartitionsToTxnPartitionResult]] = {}
+            for tp, error in answers[question.transactional_id].items():
+                by_topic.setdefault(tp.topic, []).append(
+                    broker_added.AddPartitionsToTxnPartitionResult(
+                        partition_index=i32(tp.partition), partition_error_code=error
+                    )
+                )
+            results.append(
+                broker_added.AddPartitionsToTxnResult(
+                    transactional_id=TransactionalId(question.transactional_id),
+                    topic_results=tuple(
+                        broker_added.AddPartitionsToTxnTopicResult(
+                            name=TopicName(name), results_by_partition=tuple(partitions)
+                        )
+                        for name, partitions in by_topic.items()
+                    ),
+                )
+            )
+        return broker_added.AddPartitionsToTxnResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            results_by_transaction=tuple(results),
+        )
+
     async def add_offsets_to_txn(
         self, request: AddOffsetsToTxnRequest, api_version: int
     ) -> AddOffsetsToTxnResponse:
@@ -303,8 +364,9 @@ class TransactionApis:
     # -- EndTxn -------------------------------------------------------------------
 
     async def end_txn(self, request: EndTxnRequest, api_version: int) -> EndTxnResponse:
-        """EndTxn: commit or abort."""
-        answer: _Answer[ErrorCode] = _Answer()
+        """EndTxn: commit or abort (v5: at transaction version 2, answering the producer
+        id and the bumped epoch to go on with)."""
+        answer: _Answer[EndTxnResult] = _Answer()
         self.coordinator.end_transaction(
             request.transactional_id,
             int(request.producer_id),
@@ -312,9 +374,15 @@ class TransactionApis:
             commit=request.committed,
             from_client=True,
             callback=answer.deliver,
+            client_transaction_version=TV_2 if api_version >= _FIRST_TV2_END_TXN_VERSION else TV_0,
         )
-        error = client_error(END_TXN_KEY, api_version, await answer.future)
-        return EndTxnResponse(throttle_time=NO_THROTTLE, error_code=error)
+        result = await answer.future
+        return EndTxnResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=client_error(END_TXN_KEY, api_version, result.error),
+            producer_id=ProducerId(result.producer_id),
+            producer_epoch=i16(result.producer_epoch),
+        )
 
     # -- DescribeTransactions / ListTransactions ------------------------------------
 
@@ -358,6 +426,10 @@ response (of the newest version of its API) out."""
 
 
 async def _add_partitions_to_txn(apis: TransactionApis, request: DecodedRequest) -> ResponsePayload:
+    if request.api_version >= _FIRST_BROKER_ADD_PARTITIONS_VERSION:
+        return await apis.add_partitions_for_brokers(
+            request.body_as(broker_add.AddPartitionsToTxnRequest)
+        )
     body = request.body_as(AddPartitionsToTxnRequest)
     return await apis.add_partitions_to_txn(body, request.api_version)
 

@@ -1,4 +1,4 @@
-"""``TransactionCoordinator``: Kafka's transaction coordinator logic (versions 0/1).
+"""``TransactionCoordinator``: Kafka's transaction coordinator logic (versions 0-2).
 
 Every request is checked in Kafka's order (``TransactionCoordinator.scala``) and
 answered with Kafka's error codes; the version down-maps (PRODUCER_FENCED for old
@@ -10,9 +10,20 @@ clients) are the API layer's. The protocol, per transactional id:
   aborted, and the new instance told CONCURRENT_TRANSACTIONS, so that it retries and
   gets epoch + 2 once the abort is complete.
 - AddPartitionsToTxn / AddOffsetsToTxn: Ongoing with the partitions added; a new
-  transaction starts its ``transaction.timeout.ms`` now.
+  transaction starts its ``transaction.timeout.ms`` now. A version 2 client adds
+  none itself: the leader of a partition it produces to (Produce v12) and the group
+  coordinator of a TxnOffsetCommit v5 add them (``add_partitions`` at version 2).
+- Verification (KIP-890 part 1, ``verify_partitions``): a partition leader asks
+  whether a transactional produce's partitions are in the ongoing transaction; one
+  that is not is answered TRANSACTION_ABORTABLE (the leader answers its producer
+  INVALID_TXN_STATE or TRANSACTION_ABORTABLE, by the Produce version).
 - EndTxn: PrepareCommit/PrepareAbort written, the client answered, then the markers
-  (``TransactionMarkerChannelManager``) and CompleteCommit/CompleteAbort.
+  (``TransactionMarkerChannelManager``) and CompleteCommit/CompleteAbort. At version
+  2 (EndTxn v5) the prepare bumps the epoch, the answer carries it, and a retry is
+  recognised by its epoch being the one before (Kafka's ``retryOnEpochBump``). An
+  exhausted epoch gets a new producer id first (allocated before the request is
+  checked, as Kafka does), which the completion moves to at epoch 0; a retry from the
+  old id at the last epoch is recognised too (``retryOnOverflow``).
 - A timed-out transaction is aborted with the epoch bumped (the slow producer is fenced).
 - An id idle for ``transactional.id.expiration.ms`` gets a tombstone and is forgotten.
 
@@ -23,6 +34,7 @@ prepared completely before its append starts.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -31,8 +43,11 @@ from kio.schema.errors import ErrorCode
 
 from tickwheel.coordinator.transaction._markers import TransactionMarkerChannelManager
 from tickwheel.coordinator.transaction._metadata import (
+    MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TV_0,
+    TV_2,
     TransactionMetadata,
     TransactionState,
     TxnTransitMetadata,
@@ -47,6 +62,7 @@ from tickwheel.replica import TopicPartition
 _log = logging.getLogger(__name__)
 
 ErrorCallback = Callable[[ErrorCode], None]
+PartitionErrors = dict[TopicPartition, ErrorCode]
 _COMPLETED = frozenset(
     {TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT}
 )
@@ -69,6 +85,18 @@ class InitProducerIdResult:
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnResult:
+    """EndTxn's answer: v5 also carries the producer id and epoch to go on with."""
+
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+EndTxnCallback = Callable[[EndTxnResult], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +139,7 @@ class TransactionCoordinator:
         self._clock_ms = clock_ms
         self.active = False
         self.timed_out_aborts = 0
+        self._allocations: set[asyncio.Future[int]] = set()
 
     def startup(self) -> None:
         """Start answering."""
@@ -196,8 +225,9 @@ class TransactionCoordinator:
             return
         if prepared.txn_state is TransactionState.PREPARE_EPOCH_FENCE:
 
-            def fenced(error: ErrorCode) -> None:
+            def fenced(result: EndTxnResult) -> None:
                 # The abort is under way: the client retries and gets epoch + 2.
+                error = result.error
                 callback(
                     InitProducerIdResult(
                         error if error != ErrorCode.none else ErrorCode.concurrent_transactions
@@ -315,6 +345,7 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: set[TopicPartition],
         callback: ErrorCallback,
+        client_transaction_version: int = TV_0,
     ) -> None:
         """Add ``partitions`` to the id's transaction (starting one if needed)."""
         found = self._existing(transactional_id, callback)
@@ -333,12 +364,48 @@ class TransactionCoordinator:
         elif metadata.state is TransactionState.ONGOING and partitions <= metadata.topic_partitions:
             error = ErrorCode.none
         else:
-            transit = metadata.prepare_add_partitions(partitions, self._clock_ms())
+            transit = metadata.prepare_add_partitions(
+                partitions, self._clock_ms(), client_transaction_version
+            )
             self.state.append_transaction_to_log(
                 transactional_id, coordinator_epoch, transit, callback
             )
             return
         callback(error)
+
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: set[TopicPartition],
+    ) -> PartitionErrors:
+        """Whether each partition is in the id's ongoing transaction (Kafka's
+        ``handleVerifyPartitionsInTransaction``); a pending transition is not waited
+        for, since the leader's append checks again."""
+        error: ErrorCode | None = None
+        if not transactional_id:
+            error = ErrorCode.invalid_request
+        else:
+            found = self.state.get_transaction_state(transactional_id)
+            if isinstance(found, ErrorCode):
+                error = found
+            elif found[1] is None or found[1].producer_id != producer_id:
+                error = ErrorCode.invalid_producer_id_mapping
+            elif found[1].producer_epoch != producer_epoch:
+                error = ErrorCode.producer_fenced
+            elif found[1].state in (
+                TransactionState.PREPARE_COMMIT,
+                TransactionState.PREPARE_ABORT,
+            ):
+                error = ErrorCode.concurrent_transactions
+            else:
+                added = found[1].topic_partitions
+                return {
+                    tp: ErrorCode.none if tp in added else ErrorCode.transaction_abortable
+                    for tp in partitions
+                }
+        return dict.fromkeys(partitions, error)
 
     # -- EndTxn -------------------------------------------------------------------
 
@@ -350,15 +417,81 @@ class TransactionCoordinator:
         *,
         commit: bool,
         from_client: bool,
-        callback: ErrorCallback,
+        callback: EndTxnCallback,
+        client_transaction_version: int | None = None,
     ) -> None:
-        """Commit or abort the id's transaction (TV1: no epoch bump)."""
-        found = self._existing(transactional_id, callback)
+        """Commit or abort the id's transaction. ``client_transaction_version`` is the
+        client's (2 from EndTxn v5: the epoch is bumped); None for the coordinator's
+        own aborts, which keep the transaction's."""
+        found = self._existing(transactional_id, lambda error: callback(EndTxnResult(error)))
+        if found is None:
+            return
+        metadata = found[1]
+        version = (
+            metadata.client_transaction_version
+            if client_transaction_version is None
+            else client_transaction_version
+        )
+
+        def proceed(next_producer_id: int) -> None:
+            self._end_transaction(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                commit=commit,
+                from_client=from_client,
+                callback=callback,
+                client_transaction_version=version,
+                next_producer_id=next_producer_id,
+            )
+
+        if (
+            version >= TV_2
+            and from_client
+            and metadata.pending_state is not TransactionState.PREPARE_EPOCH_FENCE
+            and is_epoch_exhausted(metadata.producer_epoch)
+        ):
+            allocation = asyncio.ensure_future(self._allocate_producer_id())
+            self._allocations.add(allocation)
+
+            def allocated(task: asyncio.Future[int]) -> None:
+                self._allocations.discard(task)
+                if task.cancelled() or task.exception() is not None:
+                    _log.warning("no producer id for %s's next epochs", transactional_id)
+                    callback(EndTxnResult(ErrorCode.coordinator_not_available))
+                    return
+                proceed(task.result())
+
+            allocation.add_done_callback(allocated)
+            return
+        proceed(NO_PRODUCER_ID)
+
+    def _end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        from_client: bool,
+        callback: EndTxnCallback,
+        client_transaction_version: int,
+        next_producer_id: int,
+    ) -> None:
+        found = self._existing(transactional_id, lambda error: callback(EndTxnResult(error)))
         if found is None:
             return
         coordinator_epoch, metadata = found
-        prepared = self._prepare_end(metadata, producer_id, producer_epoch, commit, from_client)
-        if isinstance(prepared, ErrorCode):
+        prepared = self._prepare_end(
+            metadata,
+            producer_id,
+            producer_epoch,
+            commit,
+            from_client,
+            client_transaction_version,
+            next_producer_id,
+        )
+        if isinstance(prepared, EndTxnResult):
             callback(prepared)
             return
         fencing = not from_client
@@ -368,27 +501,27 @@ class TransactionCoordinator:
             if error != ErrorCode.none:
                 if fencing:
                     metadata.has_failed_epoch_fence = True
-                callback(error)
+                callback(EndTxnResult(error))
                 return
             again = self.state.get_transaction_state(transactional_id)
             if isinstance(again, ErrorCode):
-                callback(again)
+                callback(EndTxnResult(again))
                 return
             epoch_now, current = again
             if current is None or epoch_now != coordinator_epoch:
-                callback(ErrorCode.not_coordinator)
+                callback(EndTxnResult(ErrorCode.not_coordinator))
                 return
             if current.producer_id != producer_id:
-                callback(ErrorCode.invalid_producer_id_mapping)
+                callback(EndTxnResult(ErrorCode.invalid_producer_id_mapping))
                 return
             if current.producer_epoch != prepared.producer_epoch:
-                callback(ErrorCode.producer_fenced)
+                callback(EndTxnResult(ErrorCode.producer_fenced))
                 return
             if current.state is not expected or current.pending_transition_in_progress:
-                callback(ErrorCode.invalid_txn_state)
+                callback(EndTxnResult(ErrorCode.invalid_txn_state))
                 return
             complete = current.prepare_complete(self._clock_ms())
-            callback(ErrorCode.none)
+            callback(EndTxnResult(ErrorCode.none, complete.producer_id, complete.producer_epoch))
             self.markers.add_txn_markers_to_send(coordinator_epoch, commit, current, complete)
 
         self.state.append_transaction_to_log(
@@ -402,29 +535,98 @@ class TransactionCoordinator:
         producer_epoch: int,
         commit: bool,
         from_client: bool,
-    ) -> TxnTransitMetadata | ErrorCode:
-        if metadata.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
-        if (from_client and producer_epoch != metadata.producer_epoch) or (
-            producer_epoch < metadata.producer_epoch
-        ):
-            return ErrorCode.producer_fenced
+        client_transaction_version: int,
+        next_producer_id: int,
+    ) -> TxnTransitMetadata | EndTxnResult:
         pending = metadata.pending_state
-        if pending is not None and pending is not TransactionState.PREPARE_EPOCH_FENCE:
-            return ErrorCode.concurrent_transactions
+        fence = pending is TransactionState.PREPARE_EPOCH_FENCE
+        v2 = client_transaction_version >= TV_2
+        may_retry = (
+            v2
+            and from_client
+            and not fence
+            and metadata.state not in (TransactionState.ONGOING, TransactionState.EMPTY)
+        )
+        # A version 2 client retrying an EndTxn whose prepare bumped the epoch, or whose
+        # completion moved to a new producer id (the old one's epochs exhausted).
+        retry_on_overflow = (
+            may_retry
+            and metadata.previous_producer_id == producer_id
+            and producer_epoch == MAX_PRODUCER_EPOCH - 1
+            and metadata.producer_epoch == 0
+        )
+        if metadata.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
+        # The bump of an EndTxn keeps the epoch before it as the last one; a fence's
+        # bump (a timeout, a new instance) does not, so its victim is fenced.
+        retry = retry_on_overflow or (may_retry and metadata.producer_epoch == producer_epoch + 1)
+        preparing = metadata.state in (
+            TransactionState.PREPARE_COMMIT,
+            TransactionState.PREPARE_ABORT,
+        )
+        if (
+            not retry
+            and (
+                (from_client and producer_epoch != metadata.producer_epoch)
+                or producer_epoch < metadata.producer_epoch
+            )
+        ) or (may_retry and preparing and not retry):
+            # At version 2 a prepared transaction's epoch is already bumped: only a
+            # retry may name the one before it.
+            return EndTxnResult(ErrorCode.producer_fenced)
+        if pending is not None and not fence:
+            return EndTxnResult(ErrorCode.concurrent_transactions)
+        target = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
         if metadata.state is not TransactionState.ONGOING:
-            # A retried EndTxn of a finished transaction succeeds; one still finishing
-            # is retried by the client; anything else is a misuse (fatal in clients).
-            return _END_ANSWERS.get((metadata.state, commit), ErrorCode.invalid_txn_state)
-        if pending is TransactionState.PREPARE_EPOCH_FENCE:
+            return self._end_not_ongoing(
+                metadata, target, retry, client_transaction_version, next_producer_id
+            )
+        if fence:
             if commit:
-                return ErrorCode.invalid_txn_state
-            # The fence's bumped epoch becomes the transaction's (Kafka does the same).
+                return EndTxnResult(ErrorCode.invalid_txn_state)
+            # The fence's bumped epoch becomes the transaction's (Kafka does the same);
+            # the abort does not bump it again.
             metadata.pending_state = None
             metadata.producer_epoch = producer_epoch
             metadata.last_producer_epoch = NO_PRODUCER_EPOCH
-        target = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
-        return metadata.prepare_abort_or_commit(target, self._clock_ms())
+        return metadata.prepare_abort_or_commit(
+            target,
+            self._clock_ms(),
+            client_transaction_version,
+            bump_epoch=v2 and not fence,
+            next_producer_id=next_producer_id,
+        )
+
+    def _end_not_ongoing(
+        self,
+        metadata: TransactionMetadata,
+        target: TransactionState,
+        retry: bool,
+        client_transaction_version: int,
+        next_producer_id: int,
+    ) -> TxnTransitMetadata | EndTxnResult:
+        """EndTxn on a transaction that is not Ongoing."""
+        state = metadata.state
+        commit = target is TransactionState.PREPARE_COMMIT
+        v2 = client_transaction_version >= TV_2
+        if v2 and not commit and not retry and state in _COMPLETED:
+            # Version 2 may abort a transaction that never added a partition.
+            return metadata.prepare_abort_or_commit(
+                target,
+                self._clock_ms(),
+                client_transaction_version,
+                bump_epoch=True,
+                next_producer_id=next_producer_id,
+            )
+        if v2 and not retry and state in _COMPLETED:
+            # A commit with nothing open (an abort was handled above).
+            return EndTxnResult(ErrorCode.invalid_txn_state)
+        # A retried EndTxn of a finished transaction succeeds; one still finishing is
+        # retried by the client; anything else is a misuse (fatal in clients).
+        error = _END_ANSWERS.get((state, commit), ErrorCode.invalid_txn_state)
+        if error == ErrorCode.none:
+            return EndTxnResult(error, metadata.producer_id, metadata.producer_epoch)
+        return EndTxnResult(error)
 
     # -- timers -------------------------------------------------------------------
 
@@ -457,7 +659,8 @@ class TransactionCoordinator:
         )
         self.timed_out_aborts += 1
 
-        def aborted(error: ErrorCode) -> None:
+        def aborted(result: EndTxnResult) -> None:
+            error = result.error
             if error == ErrorCode.none:
                 _log.debug("timed-out abort of %s written", transactional_id)
                 return

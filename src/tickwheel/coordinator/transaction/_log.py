@@ -1,16 +1,19 @@
 """``__transaction_state`` records: Kafka's key and value bytes, and their batches.
 
 Key (version 0): ``int16 version | string transactional_id``. Value version 0 is what
-Kafka writes at transaction version 0/1 and what this coordinator writes::
+this coordinator writes for a transaction of a version 0/1 client::
 
     int16 version = 0 | int64 producer_id | int16 producer_epoch
     int32 transaction_timeout_ms | int8 transaction_status
     array (int32 count, -1 = null for Empty) of (string topic, int32 array partitions)
     int64 last_update_timestamp_ms | int64 start_timestamp_ms
 
-Version 1 (read only) holds the same fields in the flexible encoding (compact arrays
-and strings, tagged fields; tags 0 PreviousProducerId, 1 NextProducerId, 2
-ClientTransactionVersion). A null value is a tombstone (an expired transactional id).
+Version 1 holds the same fields in the flexible encoding (compact arrays and strings,
+tagged fields; tags 0 PreviousProducerId, 1 NextProducerId, 2 ClientTransactionVersion
+as int16; the first two only when set). It is written for a transaction of a version 2
+client, so that a new leader of the partition keeps bumping its epoch and finds the
+producer id an exhausted epoch moves to (Kafka writes version 1 from
+transaction version 1 on). A null value is a tombstone (an expired transactional id).
 Each record goes to the log in its own uncompressed, non-transactional v2 batch
 (Kafka's ``TransactionLog``); ``tickwheel.coordinator._state_log`` reads them back.
 
@@ -42,6 +45,8 @@ _VALUE_HEAD = struct.Struct(">hqhib")
 _TIMESTAMPS = struct.Struct(">qq")
 _TAG_PREVIOUS_PRODUCER_ID = 0
 _TAG_NEXT_PRODUCER_ID = 1
+_TAG_CLIENT_TRANSACTION_VERSION = 2
+_TV_2 = 2
 
 
 class TransactionLogError(ValueError):
@@ -61,6 +66,7 @@ class TransactionLogValue:
     txn_start_timestamp: int
     previous_producer_id: int = NO_PRODUCER_ID
     next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
 
 def _string(text: str) -> bytes:
@@ -86,32 +92,74 @@ def decode_key(data: bytes) -> str | None:
     return data[4 : 4 + length].decode()
 
 
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def encode_value(transit: TxnTransitMetadata) -> bytes:
-    """The record value (version 0) of a transition's target state."""
+    """The record value of a transition's target state: version 1 for a version 2
+    client's transaction, else version 0."""
     state = transit.txn_state
     if state in (TransactionState.DEAD, TransactionState.PREPARE_EPOCH_FENCE):
         raise ValueError(f"{state.state_name} is never written to the log")
+    flexible = transit.client_transaction_version >= _TV_2
     out = bytearray(
         _VALUE_HEAD.pack(
-            VALUE_VERSION_0,
+            VALUE_VERSION_1 if flexible else VALUE_VERSION_0,
             transit.producer_id,
             transit.producer_epoch,
             transit.txn_timeout_ms,
             state.value,
         )
     )
-    if state is TransactionState.EMPTY:
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(transit.topic_partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if flexible:
+        out += _flexible_partitions(by_topic, empty=state is TransactionState.EMPTY)
+    elif state is TransactionState.EMPTY:
         out += _I32.pack(-1)
     else:
-        by_topic: dict[str, list[int]] = {}
-        for tp in sorted(transit.topic_partitions):
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
         out += _I32.pack(len(by_topic))
         for topic, partitions in by_topic.items():
             out += _string(topic) + _I32.pack(len(partitions))
             for partition in partitions:
                 out += _I32.pack(partition)
     out += _TIMESTAMPS.pack(transit.txn_last_update_timestamp, transit.txn_start_timestamp)
+    if flexible:
+        tags = [
+            (tag, _I64.pack(producer_id))
+            for tag, producer_id in (
+                (_TAG_PREVIOUS_PRODUCER_ID, transit.previous_producer_id),
+                (_TAG_NEXT_PRODUCER_ID, transit.next_producer_id),
+            )
+            if producer_id != NO_PRODUCER_ID
+        ]
+        tags.append(
+            (_TAG_CLIENT_TRANSACTION_VERSION, _I16.pack(transit.client_transaction_version))
+        )
+        out += _uvarint(len(tags))
+        for tag, value in tags:
+            out += _uvarint(tag) + _uvarint(len(value)) + value
+    return bytes(out)
+
+
+def _flexible_partitions(by_topic: dict[str, list[int]], *, empty: bool) -> bytes:
+    """Version 1's compact array of topics (null for Empty), each with its tags."""
+    if empty:
+        return _uvarint(0)
+    out = bytearray(_uvarint(len(by_topic) + 1))
+    for topic, partitions in by_topic.items():
+        encoded = topic.encode()
+        out += _uvarint(len(encoded) + 1) + encoded + _uvarint(len(partitions) + 1)
+        for partition in partitions:
+            out += _I32.pack(partition)
+        out += _uvarint(0)
     return bytes(out)
 
 
@@ -203,12 +251,15 @@ def decode_value(data: bytes) -> TransactionLogValue:
             reader.tagged_fields()
     last_update, start = reader.i64(), reader.i64()
     previous = next_ = NO_PRODUCER_ID
+    client_version = 0
     if flexible:
         tags = reader.tagged_fields()
         if _TAG_PREVIOUS_PRODUCER_ID in tags:
             previous = _I64.unpack(tags[_TAG_PREVIOUS_PRODUCER_ID])[0]
         if _TAG_NEXT_PRODUCER_ID in tags:
             next_ = _I64.unpack(tags[_TAG_NEXT_PRODUCER_ID])[0]
+        if _TAG_CLIENT_TRANSACTION_VERSION in tags:
+            client_version = _I16.unpack(tags[_TAG_CLIENT_TRANSACTION_VERSION])[0]
     return TransactionLogValue(
         producer_id=producer_id,
         producer_epoch=producer_epoch,
@@ -219,6 +270,7 @@ def decode_value(data: bytes) -> TransactionLogValue:
         txn_start_timestamp=start,
         previous_producer_id=previous,
         next_producer_id=next_,
+        client_transaction_version=client_version,
     )
 
 

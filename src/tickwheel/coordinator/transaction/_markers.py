@@ -85,13 +85,17 @@ _FENCED = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coo
 
 @dataclass(frozen=True, slots=True)
 class PendingCompleteTxn:
-    """A transaction whose markers are being written."""
+    """A transaction whose markers are being written, with the producer id and epoch of
+    its prepared state, which the markers carry (``complete`` may name the next
+    producer id: a version 2 transaction at the end of its epochs)."""
 
     transactional_id: str
     coordinator_epoch: int
     metadata: TransactionMetadata
     complete: TxnTransitMetadata
     commit: bool
+    producer_id: int
+    producer_epoch: int
 
 
 class TransactionMarkerChannelManager:
@@ -136,7 +140,13 @@ class TransactionMarkerChannelManager:
     ) -> None:
         """Write the markers of ``metadata``'s transaction, then ``complete``."""
         entry = PendingCompleteTxn(
-            metadata.transactional_id, coordinator_epoch, metadata, complete, commit
+            metadata.transactional_id,
+            coordinator_epoch,
+            metadata,
+            complete,
+            commit,
+            metadata.producer_id,
+            metadata.producer_epoch,
         )
         self._pending[entry.transactional_id] = entry
         self._route(entry, set(metadata.topic_partitions))
@@ -173,8 +183,8 @@ class TransactionMarkerChannelManager:
 
     def _marker(self, entry: PendingCompleteTxn, tps: Sequence[TopicPartition]) -> TxnMarker:
         return TxnMarker(
-            producer_id=entry.complete.producer_id,
-            producer_epoch=entry.complete.producer_epoch,
+            producer_id=entry.producer_id,
+            producer_epoch=entry.producer_epoch,
             coordinator_epoch=entry.coordinator_epoch,
             commit=entry.commit,
             partitions=tuple(tps),
@@ -201,7 +211,7 @@ class TransactionMarkerChannelManager:
             self._drop(entry)
             return
         retry: set[TopicPartition] = set()
-        for tp, code in results.get(entry.complete.producer_id, {}).items():
+        for tp, code in results.get(entry.producer_id, {}).items():
             error = ErrorCode(code)
             if error == ErrorCode.none or error in _SKIP:
                 if tp in entry.metadata.topic_partitions:

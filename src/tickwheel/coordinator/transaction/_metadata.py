@@ -15,7 +15,8 @@ state               id  valid previous states                       expires
 Empty               0   Empty, CompleteCommit, CompleteAbort        yes
 Ongoing             1   Ongoing, Empty, CompleteCommit, CompleteAbort  no
 PrepareCommit       2   Ongoing                                     no
-PrepareAbort        3   Ongoing, PrepareEpochFence                  no
+PrepareAbort        3   Ongoing, PrepareEpochFence (TV2 also:       no
+                        Empty, CompleteCommit, CompleteAbort)
 CompleteCommit      4   PrepareCommit                               yes
 CompleteAbort       5   PrepareAbort                                yes
 Dead                6   Empty, CompleteCommit, CompleteAbort        no
@@ -24,8 +25,19 @@ PrepareEpochFence   7   Ongoing                                     no
 
 PrepareEpochFence is pending-only (the bumped epoch of a fenced or timed-out
 transaction, turned at once into PrepareAbort); Dead is the state of an id being
-expired (its tombstone is written, then it is removed). This is transaction version
-0/1: the epoch moves only on InitProducerId, on fencing and on a timeout abort.
+expired (its tombstone is written, then it is removed).
+
+``client_transaction_version`` is the transaction version of the client that last
+moved the transaction (Kafka's ``clientTransactionVersion``): 0/1 when it came
+through AddPartitionsToTxn v0-3 and EndTxn v0-4, 2 when it came through a Produce
+v12 (the leader adding the partition) or EndTxn v5. At version 0/1 the epoch moves
+only on InitProducerId, on fencing and on a timeout abort. At version 2 (KIP-890 part
+2) ``prepare_abort_or_commit`` also bumps it, so every transaction has its own epoch
+and its markers carry it; an abort may then also end a transaction with no partition
+(PrepareAbort after a completed state, starting now). When the epoch is exhausted the
+prepare still bumps it (to 32767 at most) and records ``next_producer_id``, a new
+producer id that ``prepare_complete`` moves to at epoch 0, keeping the old one as
+``previous_producer_id`` (so that a retried EndTxn is recognised).
 
 Concurrency: event-loop thread only, like the coordinator that owns these objects.
 """
@@ -42,7 +54,10 @@ from tickwheel.replica import TopicPartition
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_TIMESTAMP = -1
-_MAX_EPOCH = 32767  # Short.MaxValue
+MAX_PRODUCER_EPOCH = 32767  # Short.MaxValue
+TV_0 = 0
+TV_2 = 2
+"""Transaction versions: 0 (and 1) the classic protocol, 2 an epoch per transaction."""
 
 
 class TransactionState(enum.Enum):
@@ -96,7 +111,7 @@ _VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
     _S.EMPTY: _COMPLETED,
     _S.ONGOING: _COMPLETED | {_S.ONGOING},
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    _S.PREPARE_ABORT: _COMPLETED | {_S.ONGOING, _S.PREPARE_EPOCH_FENCE},
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: _COMPLETED,
@@ -106,7 +121,7 @@ _VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
 
 def is_epoch_exhausted(epoch: int) -> bool:
     """Kafka's ``isEpochExhausted``: one more bump must leave room for a fence."""
-    return epoch >= _MAX_EPOCH - 1
+    return epoch >= MAX_PRODUCER_EPOCH - 1
 
 
 class IllegalTransitionError(RuntimeError):
@@ -127,6 +142,7 @@ class TxnTransitMetadata:
     topic_partitions: frozenset[TopicPartition]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    client_transaction_version: int = TV_0
 
 
 @dataclass(eq=False)
@@ -146,6 +162,7 @@ class TransactionMetadata:
     txn_start_timestamp: int = NO_TIMESTAMP
     pending_state: TransactionState | None = None
     has_failed_epoch_fence: bool = False
+    client_transaction_version: int = TV_0
 
     @property
     def pending_transition_in_progress(self) -> bool:
@@ -168,6 +185,8 @@ class TransactionMetadata:
         txn_timeout_ms: int | None = None,
         topic_partitions: frozenset[TopicPartition] | None = None,
         txn_start_timestamp: int | None = None,
+        client_transaction_version: int | None = None,
+        next_producer_id: int | None = None,
         now_ms: int,
     ) -> TxnTransitMetadata:
         """Check that ``state`` may follow the current state; record it as pending."""
@@ -186,7 +205,9 @@ class TransactionMetadata:
             previous_producer_id=self.previous_producer_id
             if previous_producer_id is None
             else previous_producer_id,
-            next_producer_id=self.next_producer_id,
+            next_producer_id=self.next_producer_id
+            if next_producer_id is None
+            else next_producer_id,
             producer_epoch=self.producer_epoch if producer_epoch is None else producer_epoch,
             last_producer_epoch=self.last_producer_epoch
             if last_producer_epoch is None
@@ -200,6 +221,9 @@ class TransactionMetadata:
             if txn_start_timestamp is None
             else txn_start_timestamp,
             txn_last_update_timestamp=now_ms,
+            client_transaction_version=self.client_transaction_version
+            if client_transaction_version is None
+            else client_transaction_version,
         )
 
     # -- prepare ------------------------------------------------------------------
@@ -265,7 +289,10 @@ class TransactionMetadata:
         )
 
     def prepare_add_partitions(
-        self, partitions: set[TopicPartition], now_ms: int
+        self,
+        partitions: set[TopicPartition],
+        now_ms: int,
+        client_transaction_version: int = TV_0,
     ) -> TxnTransitMetadata:
         """Ongoing with ``partitions`` added; a new transaction starts now."""
         if self.state in _COMPLETED:
@@ -273,27 +300,70 @@ class TransactionMetadata:
                 TransactionState.ONGOING,
                 topic_partitions=frozenset(partitions),
                 txn_start_timestamp=now_ms,
+                client_transaction_version=client_transaction_version,
                 now_ms=now_ms,
             )
         return self._transit(
             TransactionState.ONGOING,
             topic_partitions=frozenset(self.topic_partitions | partitions),
+            client_transaction_version=client_transaction_version,
             now_ms=now_ms,
         )
 
-    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int) -> TxnTransitMetadata:
-        """PrepareCommit or PrepareAbort."""
+    def prepare_abort_or_commit(
+        self,
+        state: TransactionState,
+        now_ms: int,
+        client_transaction_version: int = TV_0,
+        *,
+        bump_epoch: bool = False,
+        next_producer_id: int = NO_PRODUCER_ID,
+    ) -> TxnTransitMetadata:
+        """PrepareCommit or PrepareAbort; ``bump_epoch`` (version 2) moves the epoch on,
+        and an exhausted epoch needs ``next_producer_id`` to complete with.
+
+        A version 2 abort of a transaction with no partition (from a completed state)
+        starts it now, as Kafka does.
+        """
         if state not in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             raise IllegalTransitionError(f"{state.state_name} is not a prepare state")
-        return self._transit(state, now_ms=now_ms)
+        epoch, last = self.producer_epoch, self.last_producer_epoch
+        if bump_epoch:
+            if epoch >= MAX_PRODUCER_EPOCH or (
+                is_epoch_exhausted(epoch) and next_producer_id == NO_PRODUCER_ID
+            ):
+                raise IllegalTransitionError(
+                    f"{self.transactional_id}: epoch {epoch} bumped without a next producer id"
+                )
+            epoch, last = epoch + 1, epoch
+        return self._transit(
+            state,
+            producer_epoch=epoch,
+            last_producer_epoch=last,
+            txn_start_timestamp=now_ms if self.state in _COMPLETED else None,
+            client_transaction_version=client_transaction_version,
+            next_producer_id=next_producer_id,
+            now_ms=now_ms,
+        )
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
-        """CompleteCommit or CompleteAbort after PrepareCommit or PrepareAbort."""
+        """CompleteCommit or CompleteAbort after PrepareCommit or PrepareAbort; at
+        version 2 with a next producer id, that id at epoch 0."""
         target = (
             TransactionState.COMPLETE_COMMIT
             if self.state is TransactionState.PREPARE_COMMIT
             else TransactionState.COMPLETE_ABORT
         )
+        if self.client_transaction_version >= TV_2 and self.next_producer_id != NO_PRODUCER_ID:
+            return self._transit(
+                target,
+                producer_id=self.next_producer_id,
+                previous_producer_id=self.producer_id,
+                producer_epoch=0,
+                next_producer_id=NO_PRODUCER_ID,
+                topic_partitions=frozenset(),
+                now_ms=now_ms,
+            )
         return self._transit(target, topic_partitions=frozenset(), now_ms=now_ms)
 
     def prepare_dead(self, now_ms: int) -> TxnTransitMetadata:
@@ -337,6 +407,7 @@ class TransactionMetadata:
         self.topic_partitions = set(transit.topic_partitions)
         self.txn_start_timestamp = transit.txn_start_timestamp
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
+        self.client_transaction_version = transit.client_transaction_version
         self.state = target
         self.pending_state = None
         if target in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT):
@@ -362,14 +433,27 @@ class TransactionMetadata:
                 and transit.txn_timeout_ms == self.txn_timeout_ms
             )
         elif target in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+            bumped = (
+                transit.client_transaction_version >= TV_2
+                and transit.producer_id == self.producer_id
+                and transit.producer_epoch == self.producer_epoch + 1
+            )
             ok = (
-                same_producer
+                (same_producer or bumped)
                 and transit.topic_partitions == frozenset(self.topic_partitions)
                 and transit.txn_timeout_ms == self.txn_timeout_ms
-                and transit.txn_start_timestamp == self.txn_start_timestamp
+                and (
+                    transit.txn_start_timestamp == self.txn_start_timestamp
+                    or self.state in _COMPLETED
+                )
             )
         elif target in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT):
-            ok = same_producer and transit.txn_timeout_ms == self.txn_timeout_ms
+            rotated = (
+                self.next_producer_id != NO_PRODUCER_ID
+                and transit.producer_id == self.next_producer_id
+                and transit.producer_epoch == 0
+            )
+            ok = (same_producer or rotated) and transit.txn_timeout_ms == self.txn_timeout_ms
             ok = ok and transit.txn_start_timestamp != NO_TIMESTAMP
         else:
             ok = target is TransactionState.DEAD

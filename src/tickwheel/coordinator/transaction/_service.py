@@ -6,7 +6,9 @@ appending through the ``ReplicaManager``), their timeouts and expirations on one
 of the broker's ``LoopTimers`` ("transaction-timeouts"; driven by the loop, or by a
 ``ManualClock``'s ``advance`` in tests), the markers (``TransactionMarkerChannelManager``:
 local partitions through ``ReplicaManager.append_txn_markers``, others through the
-injected ``MarkerTransport``), and ``TransactionApis`` for the requests.
+injected ``MarkerTransport``), the partition leaders' questions to the coordinator
+(``PartitionVerifier``: local calls, or AddPartitionsToTxn v5 through the injected
+``VerificationTransport``), and ``TransactionApis`` for the requests.
 
 ``start`` loads every ``__transaction_state`` partition this broker leads (at the
 partition's leader epoch as coordinator epoch) and sends the markers of what a load
@@ -33,6 +35,10 @@ from tickwheel.coordinator.transaction._markers import (
 )
 from tickwheel.coordinator.transaction._state_manager import TransactionStateManager
 from tickwheel.coordinator.transaction._timeouts import TxnTimeouts
+from tickwheel.coordinator.transaction._verification import (
+    PartitionVerifier,
+    VerificationTransport,
+)
 from tickwheel.replica import NO_LEADER, ReplicaManager, TopicPartition
 from tickwheel.timer import LoopTimers
 
@@ -58,6 +64,7 @@ class TransactionService:
         locate: CoordinatorLocator | None = None,
         leader_of: LeaderLookup | None = None,
         transport: MarkerTransport | None = None,
+        verification_transport: VerificationTransport | None = None,
     ) -> None:
         self.config = config
         self._replica_manager = replica_manager
@@ -106,11 +113,18 @@ class TransactionService:
             self.state, self.markers, allocate_producer_id=allocate_producer_id, clock_ms=clock_ms
         )
         self.coordinator = coordinator
+        self.verifier = PartitionVerifier(
+            coordinator,
+            broker_id=broker_id,
+            leader_of=leader_of or self._local_leader,
+            transport=verification_transport,
+        )
         self.apis = TransactionApis(
             coordinator,
             locate or self._locate,
             partition_exists=partition_exists,
             offsets_partition=offsets_partition,
+            verifier=self.verifier,
         )
 
     def _tp(self, partition: int) -> TopicPartition:
@@ -165,4 +179,5 @@ class TransactionService:
         """Stop answering, cancel every timer task and marker sender (the timer itself
         belongs to the broker's ``LoopTimers``)."""
         self.coordinator.shutdown()
+        await self.verifier.close()
         await self.markers.close()

@@ -339,6 +339,7 @@ class TransactionStateManager:
                     topic_partitions=set(decoded.topic_partitions),
                     txn_start_timestamp=decoded.txn_start_timestamp,
                     txn_last_update_timestamp=decoded.txn_last_update_timestamp,
+                    client_transaction_version=decoded.client_transaction_version,
                 )
         self._cache[partition] = TxnCacheEntry(coordinator_epoch, loaded)
         now = self._clock_ms()

@@ -40,6 +40,7 @@ from tickwheel.server.apis._list_offsets import LIST_OFFSETS
 from tickwheel.server.apis._log_dirs import LOG_DIR_SPECS
 from tickwheel.server.apis._metadata import METADATA
 from tickwheel.server.apis._offsets_for_leader_epoch import OFFSETS_FOR_LEADER_EPOCH
+from tickwheel.server.apis._partition_reassignments import PARTITION_REASSIGNMENT_SPECS
 from tickwheel.server.apis._produce import PRODUCE
 from tickwheel.server.apis._sasl import SASL_SPECS
 from tickwheel.server.apis._scram_credentials import SCRAM_CREDENTIAL_SPECS
@@ -71,6 +72,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
     ELECT_LEADERS,
     DESCRIBE_CLUSTER,
     INCREMENTAL_ALTER_CONFIGS,
+    *PARTITION_REASSIGNMENT_SPECS,
     WRITE_TXN_MARKERS,
     DESCRIBE_PRODUCERS,
     DESCRIBE_TOPIC_PARTITIONS,

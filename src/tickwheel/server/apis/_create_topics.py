@@ -33,8 +33,12 @@ created are recorded against the client's quota and the answer carries the throt
 time they earn (its connection muted for it); from v6 a topic met while the client is
 already over its quota is refused with THROTTLING_QUOTA_EXCEEDED.
 
-Written against v5's classes; ``body_as`` and ``reply`` carry v2-v4, whose answers
-have no configs.
+From v7 a created topic's answer carries its topic id (the zero id for ``validate_only``,
+which creates none, as Kafka's ZooKeeper-mode broker answers), so a client can describe
+it by id straight away.
+
+Written against v7's classes; ``body_as`` and ``reply`` carry v2-v6 (v2-v4 answers have
+no configs).
 
 Concurrency: runs on the broker's event-loop thread, like every handler.
 """
@@ -43,8 +47,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kio.schema.create_topics.v5.request import CreatableTopic, CreateTopicsRequest
-from kio.schema.create_topics.v5.response import (
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.create_topics.v7.response import (
     CreatableTopicConfigs,
     CreatableTopicResult,
     CreateTopicsResponse,
@@ -130,7 +134,11 @@ def validate_descriptor_budget(context: BrokerContext, new_partitions: int) -> N
 def _failed(name: TopicName, error: TopicValidationError) -> CreatableTopicResult:
     # ``configs`` is null on an error, as Kafka sends it.
     return CreatableTopicResult(
-        name=name, error_code=error.error_code, error_message=str(error), configs=None
+        name=name,
+        topic_id=None,
+        error_code=error.error_code,
+        error_message=str(error),
+        configs=None,
     )
 
 
@@ -221,6 +229,7 @@ def _created(
     """A created topic's result, its configs only if the principal may describe them."""
     return CreatableTopicResult(
         name=name,
+        topic_id=context.topic_id(name),
         error_code=ErrorCode.none,
         error_message=None,
         topic_config_error_code=i16(0) if describable else _NO_CONFIGS,
@@ -315,5 +324,5 @@ async def _create_topics(context: BrokerContext, request: DecodedRequest) -> Res
 
 
 CREATE_TOPICS = ApiSpec(
-    ApiKey.CREATE_TOPICS, "CreateTopics", VersionRange(2, 5), handle_create_topics
+    ApiKey.CREATE_TOPICS, "CreateTopics", VersionRange(2, 7), handle_create_topics
 )

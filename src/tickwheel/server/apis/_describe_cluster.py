@@ -27,13 +27,11 @@ from kio.schema.types import BrokerId
 from kio.static.primitive import i32
 
 from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
-from tickwheel.security import CLUSTER_NAME, AclOperation, ResourceType
-from tickwheel.server._authorization import authorize_cluster, authorized_operations
+from tickwheel.server._authorization import cluster_authorized_operations
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 
 _BROKERS_ENDPOINT: Final = 1
-_NOT_ASKED: Final = -(2**31)
 
 
 def _brokers(context: BrokerContext) -> tuple[DescribeClusterBroker, ...]:
@@ -48,16 +46,6 @@ def _brokers(context: BrokerContext) -> tuple[DescribeClusterBroker, ...]:
             broker_id=BrokerId(context.broker_id), host=endpoint.host, port=i32(endpoint.port)
         ),
     )
-
-
-def _cluster_operations(
-    context: BrokerContext, request: DecodedRequest, body: DescribeClusterRequest
-) -> int:
-    if not body.include_cluster_authorized_operations:
-        return _NOT_ASKED
-    if not authorize_cluster(context, request, AclOperation.DESCRIBE):
-        return 0
-    return authorized_operations(context, request, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 async def handle_describe_cluster(context: BrokerContext, request: DecodedRequest) -> Response:
@@ -81,7 +69,11 @@ async def handle_describe_cluster(context: BrokerContext, request: DecodedReques
                 cluster.cache.live_controller_id() if cluster else context.broker_id
             ),
             brokers=brokers,
-            cluster_authorized_operations=i32(_cluster_operations(context, request, body)),
+            cluster_authorized_operations=i32(
+                cluster_authorized_operations(
+                    context, request, asked=body.include_cluster_authorized_operations
+                )
+            ),
         ),
     )
 

@@ -16,9 +16,10 @@ an illegal name) with the zero topic id; one the principal may not DESCRIBE is
 TOPIC_AUTHORIZATION_FAILED with the zero id, no partitions, and is answered after the
 others (its existence is not revealed). A partition without a live leader has leader
 -1 and no error. Every described topic carries the operations the principal may
-perform on it. The eligible leader replicas and last known ELR are empty: the
-controller keeps no ELR, as a Kafka controller with ``eligible.leader.replicas.version``
-0.
+perform on it. Each partition's eligible leader replicas and last known ELR (KIP-966)
+are those of its state in the cluster's metadata cache, kept by the controller while
+``eligible.leader.replicas.version`` is 1 (``tickwheel.cluster._elr``); a single node
+has none.
 
 Partitions come from the same place as Metadata's: this broker on a single node, the
 cluster's metadata cache in a cluster.
@@ -42,11 +43,11 @@ from kio.schema.describe_topic_partitions.v0.response import (
 )
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.response import MetadataResponsePartition
-from kio.schema.types import TopicName
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
 
 from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest, VersionRange
-from tickwheel.replica import is_internal_topic
+from tickwheel.replica import TopicPartition, is_internal_topic
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorized_names, authorized_operations
 from tickwheel.server._cluster import partition_entries
@@ -116,9 +117,17 @@ def _partitions(
     return local_partitions(context, name, num_partitions)
 
 
-def _described(partition: MetadataResponsePartition) -> DescribeTopicPartitionsResponsePartition:
-    """A Metadata partition entry as DescribeTopicPartitions answers it: a partition
-    without a leader has leader -1 and no error of its own."""
+def _described(
+    context: BrokerContext, name: str, partition: MetadataResponsePartition
+) -> DescribeTopicPartitionsResponsePartition:
+    """A Metadata partition entry as DescribeTopicPartitions answers it, with its
+    ELRs: a partition without a leader has leader -1 and no error of its own."""
+    state = None
+    if context.cluster is not None:
+        tp = TopicPartition(name, partition.partition_index)
+        state = context.cluster.cache.partition_states.get(tp)
+    elr = () if state is None else state.elr
+    last_known_elr = () if state is None else state.last_known_elr
     return DescribeTopicPartitionsResponsePartition(
         error_code=ErrorCode.none,
         partition_index=partition.partition_index,
@@ -126,8 +135,8 @@ def _described(partition: MetadataResponsePartition) -> DescribeTopicPartitionsR
         leader_epoch=partition.leader_epoch,
         replica_nodes=partition.replica_nodes,
         isr_nodes=partition.isr_nodes,
-        eligible_leader_replicas=(),
-        last_known_elr=(),
+        eligible_leader_replicas=tuple(BrokerId(b) for b in elr),
+        last_known_elr=tuple(BrokerId(b) for b in last_known_elr),
         offline_replicas=partition.offline_replicas,
     )
 
@@ -157,7 +166,7 @@ def _page(
         partitions = _partitions(context, name, info.num_partitions)
         first = start.partition_index if start is not None and start.topic_name == name else 0
         end = min(len(partitions), first + remaining)
-        page = tuple(_described(p) for p in partitions[first:end])
+        page = tuple(_described(context, name, p) for p in partitions[first:end])
         topics.append(
             DescribeTopicPartitionsResponseTopic(
                 error_code=ErrorCode.none,

@@ -38,9 +38,8 @@ from kio.static.primitive import i32
 
 from tickwheel.coordinator import FIND_COORDINATOR_KEY
 from tickwheel.coordinator.group import GROUP_API_VERSIONS
-from tickwheel.coordinator.share_state import COORDINATOR_TYPE_SHARE, SHARE_KEY_MIN_VERSION
-from tickwheel.coordinator.transaction import COORDINATOR_TYPE_TRANSACTION
-from tickwheel.protocol import NO_THROTTLE, DecodedRequest
+from tickwheel.coordinator.share_state import SHARE_KEY_MIN_VERSION
+from tickwheel.protocol import NO_THROTTLE, CoordinatorType, DecodedRequest
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import (
     AUTHORIZATION_FAILED,
@@ -53,6 +52,10 @@ from tickwheel.server.apis._common import ApiSpec, Response, refuse_whole, reply
 _MULTI_KEY_VERSION: Final = 4
 _NO_NODE: Final = BrokerId(-1)
 _NO_PORT: Final = i32(-1)
+
+# The key types as numbers, for comparing with the request's (a kio ``i8``).
+_TRANSACTION_KEYS: Final = int(CoordinatorType.TRANSACTION)
+_SHARE_KEYS: Final = int(CoordinatorType.SHARE)
 
 
 def _keys_request(request: DecodedRequest) -> FindCoordinatorRequest:
@@ -82,14 +85,14 @@ def _reply(request: DecodedRequest, response: FindCoordinatorResponse) -> bytes:
 
 
 def _is_share_request(request: DecodedRequest, body: FindCoordinatorRequest) -> bool:
-    return body.key_type == COORDINATOR_TYPE_SHARE and request.api_version >= SHARE_KEY_MIN_VERSION
+    return body.key_type == _SHARE_KEYS and request.api_version >= SHARE_KEY_MIN_VERSION
 
 
 def _coordinator_answer(
     context: BrokerContext, body: FindCoordinatorRequest
 ) -> FindCoordinatorResponse:
     """The coordinator's answer to ``body`` (group or transaction keys)."""
-    if body.key_type == COORDINATOR_TYPE_TRANSACTION:
+    if body.key_type == _TRANSACTION_KEYS:
         return context.transactions.apis.find_coordinator(body)
     return context.groups.apis.classic.find_coordinator(body)
 
@@ -103,9 +106,7 @@ async def _authorized(
             return None
         return refuse_whole(request, ErrorCode.cluster_authorization_failed)
     resource_type = (
-        ResourceType.TRANSACTIONAL_ID
-        if body.key_type == COORDINATOR_TYPE_TRANSACTION
-        else ResourceType.GROUP
+        ResourceType.TRANSACTIONAL_ID if body.key_type == _TRANSACTION_KEYS else ResourceType.GROUP
     )
     error = AUTHORIZATION_FAILED[resource_type]
     keys = body.coordinator_keys

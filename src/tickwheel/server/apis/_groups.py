@@ -98,6 +98,7 @@ from tickwheel.server.apis._group_authorization import (
     authorize_txn_offset_commit,
 )
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
+from tickwheel.server.apis._txn_offset_verification import refused_txn_offset_commit
 
 T = TypeVar("T")
 Req = TypeVar("Req")
@@ -382,6 +383,10 @@ def _group_spec(api_key: int, versions: VersionRange) -> ApiSpec:
 
     async def handle(context: BrokerContext, request: DecodedRequest) -> Response:
         groups = context.groups
+        if api_key == ApiKey.TXN_OFFSET_COMMIT:
+            refused = await refused_txn_offset_commit(context, request)
+            if refused is not None:
+                return refused
         if context.authorizer is not None:
             return await api.authorized(context, groups.apis, request)
         return await api.answer(groups.apis, request)

@@ -20,8 +20,8 @@ Concurrency: runs on the broker's event-loop thread, like every handler.
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
-from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
-from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v5.response import InitProducerIdResponse
 from kio.schema.types import ProducerId
 from kio.static.primitive import i16
 
@@ -80,5 +80,5 @@ async def handle_init_producer_id(context: BrokerContext, request: DecodedReques
 
 
 INIT_PRODUCER_ID = ApiSpec(
-    ApiKey.INIT_PRODUCER_ID, "InitProducerId", VersionRange(0, 4), handle_init_producer_id
+    ApiKey.INIT_PRODUCER_ID, "InitProducerId", VersionRange(0, 5), handle_init_producer_id
 )

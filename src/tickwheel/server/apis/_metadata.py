@@ -27,7 +27,10 @@ line at INFO); a topic asked for by name or id that it may not DESCRIBE is answe
 TOPIC_AUTHORIZATION_FAILED (by id: with a null name, so the name does not leak), and an
 unknown topic it may not create (CREATE on the cluster or on the topic) is answered
 TOPIC_AUTHORIZATION_FAILED rather than created. ``include_topic_authorized_operations``
-(v8+) gets each topic's operations the principal may perform.
+(v8+) gets each topic's operations the principal may perform, and
+``include_cluster_authorized_operations`` (v8-10; DescribeCluster's from v11, KIP-700)
+the cluster's, as DescribeCluster answers them (librdkafka's ``DescribeCluster`` asks
+through Metadata v10).
 
 The handler is written against version 12's classes: the request is read as v12
 (``DecodedRequest.body_as``, the request itself from a v12 client) and each topic's
@@ -47,6 +50,8 @@ import uuid
 from collections.abc import Hashable
 
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v10.request import MetadataRequest as MetadataRequestV10
+from kio.schema.metadata.v10.response import MetadataResponse as MetadataResponseV10
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.metadata.v12.response import (
     MetadataResponse,
@@ -63,6 +68,7 @@ from tickwheel.protocol import (
     DecodedRequest,
     VersionRange,
     array_item_class,
+    convert,
     encode_entity,
     encode_response_with_array,
     response_schema,
@@ -74,6 +80,7 @@ from tickwheel.server._authorization import (
     authorize_cluster,
     authorized_names,
     authorized_operations,
+    cluster_authorized_operations,
 )
 from tickwheel.server._cluster import auto_create_topic, partition_entries
 from tickwheel.server._context import BrokerContext
@@ -83,6 +90,8 @@ from tickwheel.server.apis._common import ApiSpec, Response, reply
 _NO_TOPIC_ID = uuid.UUID(int=0)
 _FIRST_TOPIC_ID_REQUEST_VERSION = 12
 _NO_CONTROLLER = -1
+_CLUSTER_OPERATIONS_VERSIONS = VersionRange(8, 10)
+"""The versions that carry the cluster's authorized operations (DescribeCluster from v11)."""
 
 
 def _error_entry(
@@ -352,7 +361,30 @@ async def handle_metadata(context: BrokerContext, request: DecodedRequest) -> Re
         topics=(),
     )
     return encode_response_with_array(
-        request.correlation_id, response_class, rest, "topics", topics
+        request.correlation_id,
+        response_class,
+        _with_cluster_operations(context, request, rest),
+        "topics",
+        topics,
+    )
+
+
+def _with_cluster_operations(
+    context: BrokerContext, request: DecodedRequest, rest: MetadataResponse
+) -> MetadataResponse | MetadataResponseV10:
+    """``rest``, with the cluster's authorized operations for versions that carry them."""
+    if (
+        not _CLUSTER_OPERATIONS_VERSIONS.min_version
+        <= request.api_version
+        <= (_CLUSTER_OPERATIONS_VERSIONS.max_version)
+    ):
+        return rest
+    asked = request.body_as(MetadataRequestV10).include_cluster_authorized_operations
+    return dataclasses.replace(
+        convert(MetadataResponseV10, rest),
+        cluster_authorized_operations=i32(
+            cluster_authorized_operations(context, request, asked=asked)
+        ),
     )
 
 

@@ -18,6 +18,22 @@ one whose transactional batches carry more than one (producer id, epoch) with
 INVALID_PRODUCER_ID_MAPPING. The handler peeks at the headers of the whole batches for
 that (``tickwheel.record.iter_batches``); the log validates everything else.
 
+Verification (KIP-890, Kafka's ``ReplicaManager.appendRecords``): with
+``transaction.partition.verification.enable`` (default true), and always for v12 (whose
+client adds no partition itself), the partitions of a
+transactional produce on which the producer has no open transaction at its epoch
+(``ReplicaManager.start_transaction_verification``) are first put to the transaction
+coordinator (``PartitionVerifier``): v3-11 ask whether each is in the ongoing
+transaction (part 1), v12 (transaction version 2, part 2) has it added. A partition the
+coordinator refuses is not appended: TRANSACTION_ABORTABLE is answered as such from
+v11 and as INVALID_TXN_STATE before, PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, and the
+coordinator's retriable answers (CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION,
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) as
+NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh. The others
+are appended with their guard; the log refuses one whose guard a marker has dropped
+meanwhile. Produce v12 is only sent by clients told ``transaction.version`` 2
+(``server._features``); v10 and v11 are v9's request and response with tagged fields.
+
 Client quotas: the request's record bytes are recorded against the client's
 ``producer_byte_rate`` (``context.quotas.produce``) once appended; a client over its
 quota gets the throttle time in ``throttle_time_ms`` and its connection is muted for it
@@ -29,7 +45,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its partitio
 answered TOPIC_AUTHORIZATION_FAILED and not appended.
 
 The handler is written against version 9's request class (``DecodedRequest.body_as``:
-the request itself from a v9 client, else converted). The response is written by
+the request itself from a v9 client, else converted, v10-12 included). The response is written by
 ``encode_produce_response`` straight from the results (the same bytes as kio's entity
 for the version; ``tickwheel.protocol._produce`` tells why): with one message per
 request, building and encoding kio's entity cost a third of the broker's CPU per
@@ -43,6 +59,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9.request import ProduceRequest
 
+from tickwheel.coordinator.transaction import client_answer
+from tickwheel.log import NO_VERIFICATION_GUARD, VerificationGuard
 from tickwheel.protocol import (
     ApiKey,
     DecodedRequest,
@@ -84,8 +102,9 @@ def _request_error(
     request: DecodedRequest,
     transactional_id: str | None,
     entries: dict[TopicPartition, bytes],
-) -> ErrorCode | None:
-    """The error refusing the whole request for its transactional batches, if any."""
+) -> ErrorCode | tuple[int, int] | None:
+    """The error refusing the whole request for its transactional batches, if any, else
+    the (producer id, epoch) of its transactional batches, if any."""
     any_first = False
     producers: set[tuple[int, int]] = set()
     for records in entries.values():
@@ -101,7 +120,50 @@ def _request_error(
         return ErrorCode.transactional_id_authorization_failed
     if len(producers) > 1:
         return ErrorCode.invalid_producer_id_mapping
-    return None
+    return next(iter(producers), None)
+
+
+_FIRST_ABORTABLE_VERSION = 11
+_FIRST_ADD_PARTITION_VERSION = 12
+
+
+async def _verify(
+    context: BrokerContext,
+    request: DecodedRequest,
+    transactional_id: str,
+    producer: tuple[int, int],
+    entries: dict[TopicPartition, bytes],
+) -> tuple[dict[TopicPartition, VerificationGuard], dict[TopicPartition, ProducePartitionResult]]:
+    """The guards of the partitions to append, and the refusals of the others."""
+    producer_id, producer_epoch = producer
+    guards: dict[TopicPartition, VerificationGuard] = {}
+    for tp in entries:
+        guard = context.replica_manager.start_transaction_verification(
+            tp, producer_id, producer_epoch
+        )
+        guards[tp] = NO_VERIFICATION_GUARD if guard is None else guard
+    asked = [tp for tp, guard in guards.items() if guard is not NO_VERIFICATION_GUARD]
+    if not asked:
+        return guards, {}
+    answers = await context.transactions.verifier.verify(
+        transactional_id,
+        producer_id,
+        producer_epoch,
+        asked,
+        add=request.api_version >= _FIRST_ADD_PARTITION_VERSION,
+    )
+    refused = {
+        tp: ProducePartitionResult(
+            client_answer(
+                error,
+                abortable_known=request.api_version >= _FIRST_ABORTABLE_VERSION,
+                retriable=ErrorCode.not_enough_replicas,
+            )
+        )
+        for tp, error in answers.items()
+        if error != ErrorCode.none
+    }
+    return guards, refused
 
 
 async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Response:
@@ -117,7 +179,8 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
             else:
                 entries[tp] = partition.records
     request_bytes = sum(map(len, entries.values()))
-    refused = _request_error(context, request, body.transactional_id, entries)
+    checked = _request_error(context, request, body.transactional_id, entries)
+    refused = checked if isinstance(checked, ErrorCode) else None
     if refused is None and context.authorizer is not None:
         allowed = authorized_names(
             context,
@@ -133,9 +196,27 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
         results = {tp: ProducePartitionResult(refused) for tp in (*entries, *invalid)}
         entries = {}
     else:
+        guards: dict[TopicPartition, VerificationGuard] | None = None
+        if (
+            isinstance(checked, tuple)
+            and body.transactional_id is not None
+            and (
+                context.config.transaction_partition_verification_enable
+                or request.api_version >= _FIRST_ADD_PARTITION_VERSION
+            )
+        ):
+            guards, unverified = await _verify(
+                context, request, body.transactional_id, checked, entries
+            )
+            invalid.update(unverified)
+            entries = {tp: records for tp, records in entries.items() if tp not in unverified}
         pending: Pending[dict[TopicPartition, ProducePartitionResult]] = Pending()
         context.replica_manager.append_records(
-            to_ms(body.timeout), body.acks, entries, pending.resolve
+            to_ms(body.timeout),
+            body.acks,
+            entries,
+            pending.resolve,
+            verification_guards=guards,
         )
         results = {**await pending, **invalid}
     for tp, records in entries.items():
@@ -185,7 +266,7 @@ def _partition_answer(index: int, result: ProducePartitionResult) -> PartitionAn
 PRODUCE = ApiSpec(
     ApiKey.PRODUCE,
     "Produce",
-    VersionRange(3, 9),
+    VersionRange(3, 12),
     handle_produce,
     advertised_min_version=0,
 )

@@ -6,7 +6,9 @@ coordinator's method for it sees it:
 
 - EndTxn: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
 - AddOffsetsToTxn: the same, then READ on the group (GROUP_AUTHORIZATION_FAILED);
-- AddPartitionsToTxn: WRITE on the transactional id (else every partition
+- AddPartitionsToTxn v4+ (a partition leader's): CLUSTER_ACTION on the cluster, else
+  CLUSTER_AUTHORIZATION_FAILED;
+- AddPartitionsToTxn v0-3: WRITE on the transactional id (else every partition
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic: when a topic is refused
   nothing is added, its partitions are answered TOPIC_AUTHORIZATION_FAILED and the
   others OPERATION_NOT_ATTEMPTED;
@@ -32,12 +34,15 @@ from kio.schema.add_partitions_to_txn.v3.response import (
     AddPartitionsToTxnResponse,
     AddPartitionsToTxnTopicResult,
 )
+from kio.schema.add_partitions_to_txn.v5.request import (
+    AddPartitionsToTxnRequest as BrokerAddPartitionsToTxnRequest,
+)
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.describe_transactions.v0.response import (
     DescribeTransactionsResponse,
     TransactionState,
 )
-from kio.schema.end_txn.v3.request import EndTxnRequest
+from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 
@@ -48,11 +53,12 @@ from tickwheel.coordinator.transaction import (
 )
 from tickwheel.protocol import NO_THROTTLE, ApiKey, DecodedRequest
 from tickwheel.security import AclOperation, ResourceType
-from tickwheel.server._authorization import authorize, authorized_names
+from tickwheel.server._authorization import authorize, authorize_cluster, authorized_names
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._common import Response, refuse_whole, reply
 
 _ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
+_FIRST_BROKER_VERSION = 4
 _ADD_OFFSETS_TO_TXN = ApiKey.ADD_OFFSETS_TO_TXN
 _END_TXN = ApiKey.END_TXN
 _DESCRIBE_TRANSACTIONS = ApiKey.DESCRIBE_TRANSACTIONS
@@ -181,6 +187,11 @@ async def _add_offsets_to_txn(
 async def _add_partitions_to_txn(
     context: BrokerContext, transactions: TransactionService, request: DecodedRequest
 ) -> Response:
+    if request.api_version >= _FIRST_BROKER_VERSION:
+        if not authorize_cluster(context, request, AclOperation.CLUSTER_ACTION):
+            return refuse_whole(request, ErrorCode.cluster_authorization_failed)
+        broker_body = request.body_as(BrokerAddPartitionsToTxnRequest)
+        return reply(request, await transactions.apis.add_partitions_for_brokers(broker_body))
     body = request.body_as(AddPartitionsToTxnRequest)
     refused = _add_partitions_refused(context, request, body)
     if refused is not None:

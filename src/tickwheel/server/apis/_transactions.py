@@ -22,7 +22,9 @@ partition as this broker's metadata cache knows it; the node's leadership listen
 which already tells the group coordinator of ``__consumer_offsets``, fans out to the
 transaction coordinator for ``__transaction_state`` (coordinator epoch = the
 partition's leader epoch). Markers to partitions another broker leads travel as
-WriteTxnMarkers v1 (``tickwheel.cluster.KafkaTxnMarkerTransport``). With an authorizer,
+WriteTxnMarkers v1 (``tickwheel.cluster.KafkaTxnMarkerTransport``), and a partition
+leader's questions to the coordinator of another broker as AddPartitionsToTxn v5
+(``KafkaVerificationTransport``, on its own inter-broker channels). With an authorizer,
 each request is checked first (``_transaction_authorization``).
 
 Concurrency: event-loop thread only, like every handler.
@@ -30,9 +32,11 @@ Concurrency: event-loop thread only, like every handler.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from tickwheel.cluster import ClusterNode, KafkaTxnMarkerTransport
+from kio.schema.errors import ErrorCode
+
+from tickwheel.cluster import BrokerChannels, ClusterNode, KafkaTxnMarkerTransport
 from tickwheel.coordinator import CoordinatorLocator, CoordinatorNode, partition_for
 from tickwheel.coordinator.group import OFFSETS_TOPIC, GroupService
 from tickwheel.coordinator.transaction import (
@@ -42,8 +46,9 @@ from tickwheel.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
     TransactionConfig,
     TransactionService,
+    TxnPartitions,
 )
-from tickwheel.protocol import DecodedRequest, VersionRange
+from tickwheel.protocol import ApiKey, DecodedRequest, VersionRange
 from tickwheel.replica import NO_LEADER, TopicPartition
 from tickwheel.server._context import BrokerContext, BrokerState
 from tickwheel.server._time import BrokerTime
@@ -52,6 +57,68 @@ from tickwheel.server.apis._internal_topics import chain_leadership, internal_to
 from tickwheel.server.apis._transaction_authorization import authorized_transaction_handler
 
 _MARKER_CLIENT_ID = "tickwheel-txn-markers-{}"
+_VERIFICATION_CLIENT_ID = "tickwheel-txn-verification-{}"
+_ADD_PARTITIONS_TO_TXN_VERSION = 5
+
+
+class KafkaVerificationTransport:
+    """The ``PartitionVerifier``'s ``VerificationTransport``: AddPartitionsToTxn v5, one
+    channel per coordinator broker (one request at a time on each)."""
+
+    def __init__(self, channels: BrokerChannels) -> None:
+        self._channels = channels
+
+    async def add_partitions_to_txn(
+        self, broker_id: int, transactions: Sequence[TxnPartitions]
+    ) -> dict[str, dict[TopicPartition, ErrorCode]]:
+        """Ask ``broker_id``; ``{transactional_id: {tp: error}}``. A failed request
+        closes the channel (the next one reconnects) and raises; a top-level error
+        answers every partition with it."""
+        entries = []
+        for question in transactions:
+            by_topic: dict[str, list[int]] = {}
+            for tp in question.partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            entries.append(
+                {
+                    "transactional_id": question.transactional_id,
+                    "producer_id": question.producer_id,
+                    "producer_epoch": question.producer_epoch,
+                    "verify_only": question.verify_only,
+                    "topics": [
+                        {"name": topic, "partitions": partitions}
+                        for topic, partitions in by_topic.items()
+                    ],
+                }
+            )
+        try:
+            body = await self._channels.get(broker_id).request(
+                ApiKey.ADD_PARTITIONS_TO_TXN,
+                _ADD_PARTITIONS_TO_TXN_VERSION,
+                {"transactions": entries},
+            )
+        except BaseException:
+            await self._channels.drop(broker_id)
+            raise
+        if body.error_code != ErrorCode.none:
+            return {
+                q.transactional_id: dict.fromkeys(q.partitions, ErrorCode(body.error_code))
+                for q in transactions
+            }
+        return {
+            result.transactional_id: {
+                TopicPartition(topic.name, int(p.partition_index)): ErrorCode(
+                    p.partition_error_code
+                )
+                for topic in result.topic_results
+                for p in topic.results_by_partition
+            }
+            for result in body.results_by_transaction
+        }
+
+    async def close(self) -> None:
+        """Close every connection."""
+        await self._channels.close()
 
 
 def start_transactions(
@@ -120,6 +187,11 @@ def start_transactions(
             transport=KafkaTxnMarkerTransport(
                 cluster.inter_broker_channels(
                     _MARKER_CLIENT_ID.format(context.broker_id), config.request_timeout_ms
+                )
+            ),
+            verification_transport=KafkaVerificationTransport(
+                cluster.inter_broker_channels(
+                    _VERIFICATION_CLIENT_ID.format(context.broker_id), config.request_timeout_ms
                 )
             ),
         )

@@ -38,6 +38,7 @@ from tickwheel.coordinator.transaction import (
     CLUSTER_TRANSACTION_STATE_REPLICATION_FACTOR,
     TransactionConfig,
 )
+from tickwheel.replica import UNBOUNDED_RATE
 from tickwheel.security import LISTENER_PREFIX, listener_prefix
 from tickwheel.server._meta_properties import cluster_id_error
 from tickwheel.server.config._listeners import (
@@ -207,6 +208,20 @@ class BrokerConfig:
     )
     controller_quota_window_size_seconds: int = field(
         default=1, metadata=_kafka("controller.quota.window.size.seconds")
+    )
+    # Replication throttles (``replica.ReplicationQuota``): bytes/s, Kafka's unbounded
+    # default, and the rate's windows.
+    leader_replication_throttled_rate: int = field(
+        default=UNBOUNDED_RATE, metadata=_kafka("leader.replication.throttled.rate")
+    )
+    follower_replication_throttled_rate: int = field(
+        default=UNBOUNDED_RATE, metadata=_kafka("follower.replication.throttled.rate")
+    )
+    replication_quota_window_num: int = field(
+        default=11, metadata=_kafka("replication.quota.window.num")
+    )
+    replication_quota_window_size_seconds: int = field(
+        default=1, metadata=_kafka("replication.quota.window.size.seconds")
     )
     producer_purgatory_purge_interval_requests: int = field(
         default=1000, metadata=_kafka("producer.purgatory.purge.interval.requests")
@@ -495,6 +510,11 @@ class BrokerConfig:
         default=_TXNS.transaction_remove_expired_transaction_cleanup_interval_ms,
         metadata=_kafka("transaction.remove.expired.transaction.cleanup.interval.ms"),
     )
+    # A partition leader asks the coordinator before a transactional produce opens a
+    # transaction on it (KIP-890 part 1; ``server.apis._produce``).
+    transaction_partition_verification_enable: bool = field(
+        default=True, metadata=_kafka("transaction.partition.verification.enable")
+    )
     # The share coordinator's settings; ShareCoordinatorConfig holds the defaults and
     # reads these from ``as_properties()``.
     share_coordinator_state_topic_num_partitions: int = field(
@@ -602,9 +622,17 @@ class BrokerConfig:
             ("quota.window.size.seconds", self.quota_window_size_seconds),
             ("controller.quota.window.num", self.controller_quota_window_num),
             ("controller.quota.window.size.seconds", self.controller_quota_window_size_seconds),
+            ("replication.quota.window.num", self.replication_quota_window_num),
+            ("replication.quota.window.size.seconds", self.replication_quota_window_size_seconds),
         ):
             if value < 1:
                 raise ConfigError(f"{name} must be at least 1")
+        for name, value in (
+            ("leader.replication.throttled.rate", self.leader_replication_throttled_rate),
+            ("follower.replication.throttled.rate", self.follower_replication_throttled_rate),
+        ):
+            if value < 0:
+                raise ConfigError(f"{name} must be at least 0")
         if 0 < self.queued_max_request_bytes < self.socket_request_max_bytes:
             # Kafka's rule; 0 or below is no bound, as in Kafka.
             raise ConfigError(

@@ -138,9 +138,11 @@ class Listener:
         self._loop = asyncio.get_running_loop()
         self._tls = tls
         self._name = name
-        # Each accepted socket's hand-over (and TLS handshake), with the client's address
-        # and what uncounts the socket if the hand-over fails.
-        self._handshakes: dict[asyncio.Task[object], tuple[str, str, Callable[[], None]]] = {}
+        # Each accepted socket's hand-over (and TLS handshake), with the socket, the
+        # client's address and what uncounts the socket if the hand-over fails.
+        self._handshakes: dict[
+            asyncio.Task[object], tuple[socket.socket, str, str, Callable[[], None]]
+        ] = {}
         self._retry: asyncio.TimerHandle | None = None
         self._closed = False
         self._watching = False
@@ -206,13 +208,16 @@ class Listener:
                     ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT_S,
                 )
             task = self._loop.create_task(handover)
-            self._handshakes[task] = (host, peer, uncount)
+            self._handshakes[task] = (conn, host, peer, uncount)
             task.add_done_callback(self._handshake_done)
 
     def _handshake_done(self, task: asyncio.Task[object]) -> None:
-        host, peer, uncount = self._handshakes.pop(task)
+        conn, host, peer, uncount = self._handshakes.pop(task)
         if task.cancelled() or task.exception() is not None:
-            # The protocol never heard of the socket: it is closed, and uncounted here.
+            # The protocol never heard of the socket: it is closed, and uncounted, here.
+            # asyncio's transport would close it only in a later turn of the loop, which a
+            # broker stopping meanwhile never runs; its reader is already removed.
+            conn.close()
             uncount()
         if task.cancelled() or task.exception() is None:
             return
