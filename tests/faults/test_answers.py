@@ -29,6 +29,7 @@ from tickwheel.protocol import (
 from tickwheel.server.apis import SUPPORTED_VERSIONS
 
 CORRELATION_ID = 7
+LAST_PER_PARTITION_ADD_PARTITIONS_VERSION = 3
 PARTITIONED = (
     ApiKey.PRODUCE,
     ApiKey.FETCH,
@@ -192,18 +193,26 @@ def test_find_coordinator_carries_the_error_on_each_key(version: int) -> None:
         assert (answer.error_code, answer.node_id) == (ErrorCode.not_coordinator, -1)
 
 
-def test_add_partitions_to_txn_carries_the_error_on_each_partition() -> None:
+def test_add_partitions_to_txn_carries_the_error_per_partition_then_per_request() -> None:
+    # Up to v3 (a producer's request) the error is on each partition; from v4 (a batch
+    # of transactions, KIP-890) it is the request's, top-level, as Kafka answers a
+    # request it refuses whole.
     api = ApiKey.ADD_PARTITIONS_TO_TXN
     pairs = [("a", 0), ("a", 1)]
     for version in versions(api):
-        answer = decoded(
-            api,
-            version,
-            error_answer(request(api, version, pairs), ErrorCode.concurrent_transactions, pairs),
-        )
-        assert partition_errors(api, version, answer) == dict.fromkeys(
-            pairs, ErrorCode.concurrent_transactions
-        )
+        errored = request(api, version, pairs)
+        if version <= LAST_PER_PARTITION_ADD_PARTITIONS_VERSION:
+            answer = decoded(
+                api, version, error_answer(errored, ErrorCode.concurrent_transactions, pairs)
+            )
+            assert partition_errors(api, version, answer) == dict.fromkeys(
+                pairs, ErrorCode.concurrent_transactions
+            )
+        else:
+            answer = decoded(
+                api, version, error_answer(errored, ErrorCode.concurrent_transactions, None)
+            )
+            assert answer.error_code == ErrorCode.concurrent_transactions
 
 
 def test_the_rest_of_a_request_goes_to_the_handler_and_the_answers_merge() -> None:
