@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from replica.records import batch
 from server.wire import METADATA_ALL_TOPICS, WireClient, create_topic, nothing_yet
+from tickwheel.faults import FaultPlan
 from tickwheel.server import BackgroundBroker, BrokerConfig
 from tickwheel.timer import ManualClock
 
@@ -267,3 +268,34 @@ def test_a_fetch_error_on_one_partition_leaves_the_others_records(
         assert (partitions[1].high_watermark, partitions[1].records) == (-1, None)
     finally:
         client.close()
+
+
+@pytest.mark.parametrize(
+    ("filters", "hits"),
+    [
+        ({"version": 4}, True),
+        ({"version": 3}, False),
+        ({"group_id": "g"}, True),
+        ({"group_id": "other"}, False),
+        ({"client_id": CLIENT_ID}, True),
+        ({"client_id": "other"}, False),
+        ({"principal": "User:ANONYMOUS"}, True),
+        ({"principal": "User:bob"}, False),
+        ({"listener": "PLAINTEXT"}, True),
+        ({"listener": "SSL"}, False),
+    ],
+)
+def test_each_filter_picks_its_requests(
+    tickwheel_session_broker: BackgroundBroker,
+    tickwheel_faults: FaultPlan,
+    filters: dict[str, object],
+    hits: bool,
+) -> None:
+    handle = tickwheel_faults.add(api="Heartbeat", error="REBALANCE_IN_PROGRESS", **filters)
+    client = WireClient(tickwheel_session_broker.bootstrap_servers)
+    try:
+        answer = client.call(HEARTBEAT, 4, {"group_id": "g", "generation_id": 1, "member_id": "m"})
+    finally:
+        client.close()
+    assert (answer.error_code == ErrorCode.rebalance_in_progress) is hits
+    assert handle.hits == int(hits)
