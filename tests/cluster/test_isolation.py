@@ -64,6 +64,12 @@ def test_a_leader_moves_on_demand_and_its_data_stays(tmp_path: Path) -> None:
         new_leader = cluster.move_leader("moved", 0)
         assert new_leader == 1
         assert cluster.brokers[LEADER].running
+        wait_for(lambda: set(isr(cluster, "moved")) == {LEADER, 1, ISOLATED}, "a full ISR again")
+        assert cluster.move_leader("moved", 0, to=ISOLATED) == ISOLATED
+        state = cluster.partition_state("moved", 0)
+        assert state is not None
+        assert state.leader == ISOLATED
+        new_leader = ISOLATED
         error, _ = produce_raw(
             cluster.brokers[new_leader].bootstrap_servers, "moved", b"after", timeout_ms=5000
         )

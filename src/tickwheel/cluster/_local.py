@@ -26,8 +26,9 @@ others close every connection of its replica fetcher, and it closes every connec
 of theirs, so it neither follows nor leads, while ZooKeeper still sees it registered
 (its followers leave the ISRs of the partitions it leads after
 ``replica.lag.time.max.ms``; it falls behind on the ones it follows). ``heal`` takes
-those rules out. ``move_leader`` moves a partition's leadership off its leader (a
-clean stop and a start of that broker).
+those rules out. ``move_leader`` moves a partition's leadership: to a replica named
+(its replicas reordered, then a preferred election, through the controller), or off
+its leader (a clean stop and a start of that broker).
 
 Concurrency: one owner thread; not thread-safe.
 """
@@ -46,6 +47,7 @@ from typing import Self
 
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
+from kio.schema.errors import ErrorCode
 
 from tickwheel.cluster._node import REPLICA_CLIENT_ID
 from tickwheel.cluster._znodes import (
@@ -53,10 +55,13 @@ from tickwheel.cluster._znodes import (
     broker_path,
     decode_controller,
     decode_partition_state,
+    decode_topic,
     partition_state_path,
+    topic_path,
 )
 from tickwheel.cluster._zookeeper import DEFAULT_TICK_MS, ZooKeeperServer, free_port
 from tickwheel.faults import FaultEndpointClient
+from tickwheel.protocol import ApiKey, BlockingClient
 from tickwheel.replica import NO_LEADER, LeaderAndIsr
 
 LOOPBACK = "127.0.0.1"
@@ -71,6 +76,15 @@ _METRICS_PORT = "tickwheel.metrics.port"
 _FAULTS_ENDPOINT = "tickwheel.faults.endpoint.enable"
 # What a replica fetcher sends: its connection's first request, and its two APIs.
 _REPLICA_APIS = ("ApiVersions", "Fetch", "OffsetForLeaderEpoch")
+_ADMIN_CLIENT_ID = "tickwheel-local-cluster"
+_REASSIGN_VERSION = 0
+_ELECT_VERSION = 1
+_PREFERRED_ELECTION = 0
+
+
+def _check(error_code: int, api: str) -> None:
+    if error_code != ErrorCode.none:
+        raise RuntimeError(f"{api} answered {ErrorCode(error_code).name.upper()}")
 
 
 def _close_client(client: KazooClient) -> None:
@@ -368,17 +382,29 @@ class LocalCluster:
         return decode_partition_state(path, data, int(stat.version))
 
     def move_leader(
-        self, topic: str, partition: int, timeout_s: float = DEFAULT_START_TIMEOUT_S
+        self,
+        topic: str,
+        partition: int,
+        to: int | None = None,
+        timeout_s: float = DEFAULT_START_TIMEOUT_S,
     ) -> int:
-        """Move the partition's leadership off its leader; the new leader's id.
+        """Move the partition's leadership off its leader, to replica ``to`` if given;
+        the new leader's id.
 
-        The leader stops cleanly (its controlled shutdown hands each partition it leads
+        To a replica: the controller reorders the partition's replicas, ``to`` first
+        (AlterPartitionReassignments, the same replicas: nothing is copied), then elects
+        the preferred leader (ElectLeaders), as ``kafka-reassign-partitions.sh`` and
+        ``kafka-leader-election.sh`` would; ``to`` must be in the ISR. Without ``to``:
+        the leader stops cleanly (its controlled shutdown hands each partition it leads
         to the next live in-sync replica, as Kafka's does), then starts again and
-        registers. Every partition it led moves with this one.
+        registers; every partition it led moves with this one.
         """
         state = self.partition_state(topic, partition)
-        if state is None or state.leader < 0:
+        if state is None or state.leader == NO_LEADER:
             raise RuntimeError(f"{topic}-{partition} has no leader to move")
+        if to is not None:
+            self._prefer(topic, partition, to, timeout_s)
+            return to
         old = self.brokers[state.leader]
         old.stop()
         deadline = time.monotonic() + timeout_s
@@ -392,6 +418,54 @@ class LocalCluster:
         old.start()
         self.wait_registered(old.broker_id, timeout_s)
         return moved.leader
+
+    def _prefer(self, topic: str, partition: int, to: int, timeout_s: float) -> None:
+        """Make ``to`` the partition's preferred replica, then its leader."""
+        data = self.read_znode(topic_path(topic))
+        if data is None:
+            raise RuntimeError(f"topic {topic} does not exist")
+        replicas = decode_topic(topic, data).partitions[partition]
+        if to not in replicas:
+            raise ValueError(f"broker {to} is not a replica of {topic}-{partition}: {replicas}")
+        reordered = [to, *(r for r in replicas if r != to)]
+        controller = self.controller_id()
+        if controller is None:
+            raise RuntimeError("the cluster has no controller")
+        broker = self.brokers[controller]
+        client = BlockingClient(
+            LOOPBACK, broker.port, client_id=_ADMIN_CLIENT_ID, timeout_s=timeout_s
+        )
+        try:
+            moved = client.call(
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                _REASSIGN_VERSION,
+                {
+                    "timeout": int(timeout_s * _MS_PER_S),
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [{"partition_index": partition, "replicas": reordered}],
+                        }
+                    ],
+                },
+            )
+            _check(moved.error_code, "AlterPartitionReassignments")
+            _check(moved.responses[0].partitions[0].error_code, "AlterPartitionReassignments")
+            elected = client.call(
+                ApiKey.ELECT_LEADERS,
+                _ELECT_VERSION,
+                {
+                    "election_type": _PREFERRED_ELECTION,
+                    "topic_partitions": [{"topic": topic, "partitions": [partition]}],
+                    "timeout": int(timeout_s * _MS_PER_S),
+                },
+            )
+        finally:
+            client.close()
+        _check(elected.error_code, "ElectLeaders")
+        result = elected.replica_election_results[0].partition_result[0]
+        if result.error_code != ErrorCode.election_not_needed:
+            _check(result.error_code, "ElectLeaders")
 
     def controller_id(self) -> int | None:
         """The broker holding ``/controller`` now, or None."""
