@@ -31,6 +31,17 @@ def create_topic(broker: BackgroundBroker, name: str) -> None:
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(TIMEOUT_S)
 
 
+def poll_values(consumer: Consumer, count: int) -> list[bytes]:
+    """The values of the next ``count`` messages (fewer if they do not come in time)."""
+    values: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+    return values
+
+
 def consume(broker: BackgroundBroker, topic: str, count: int, **config: str) -> list[bytes]:
     """The first ``count`` values of ``topic``, read from its start."""
     consumer = Consumer(
@@ -43,12 +54,7 @@ def consume(broker: BackgroundBroker, topic: str, count: int, **config: str) -> 
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        values: list[bytes] = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
+        values = poll_values(consumer, count)
         # Nothing more: a duplicate would follow the last value.
         extra = consumer.poll(0.5)
         assert extra is None or extra.error() is not None, extra.value()
@@ -125,12 +131,7 @@ def test_a_fetch_delayed_past_its_max_wait_keeps_the_consumers_position(
         handle.remove()
         assert consumer.poll(0.5) is None, "a delayed fetch was answered before its time"
         tickwheel_clock.advance(10_000)
-        values = []
-        while len(values) < MESSAGES and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-        assert values == sent
+        assert poll_values(consumer, MESSAGES) == sent
         assert consumer.position([TopicPartition("delayed", 0)])[0].offset == MESSAGES
     finally:
         consumer.close()
@@ -170,14 +171,9 @@ def test_a_consumer_group_survives_coordinator_errors(
     )
     try:
         consumer.subscribe(["grouped"])
-        values = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(values) < MESSAGES and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-        assert values == sent
+        assert poll_values(consumer, MESSAGES) == sent
         committed = None
+        deadline = time.monotonic() + TIMEOUT_S
         while committed is None and time.monotonic() < deadline:
             try:
                 committed = consumer.commit(asynchronous=False)
@@ -214,13 +210,7 @@ def test_a_consumer_protocol_member_survives_heartbeat_errors(
     )
     try:
         consumer.subscribe(["kip848"])
-        values = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(values) < MESSAGES and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-        assert values == sent
+        assert poll_values(consumer, MESSAGES) == sent
     finally:
         consumer.close()
     assert [handle.spent for handle in heartbeat_faults] == [True, True]
