@@ -105,6 +105,8 @@ def test_a_plan_is_armed_while_it_holds_a_rule() -> None:
     plan.clear()
     assert not plan.armed
     assert plan.handles == []
+    with pytest.raises(TypeError, match="not both"):
+        plan.add(first.rule, count=1)
 
 
 def test_the_index_finds_rules_by_topic_and_client_in_the_order_they_were_added() -> None:

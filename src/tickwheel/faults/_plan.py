@@ -124,6 +124,8 @@ class FaultPlan:
 
     def add(self, rule: FaultRule | None = None, **fields: object) -> FaultHandle:
         """Add ``rule``, or the rule ``fields`` describe (``parse_rule``); its handle."""
+        if rule is not None and fields:
+            raise TypeError("add takes a FaultRule or a rule's fields, not both")
         parsed = parse_rule(fields) if rule is None else rule
         with self._lock:
             handle = FaultHandle(self, parsed, next(self._rule_ids))
