@@ -18,6 +18,8 @@ block needs decides where it runs, and under which marker:
   the plugin hands each test its fixtures as it would in the reader's project;
 - it names ``127.0.0.1:9092``, or shows a test taking ``tickwheel_broker``: the
   ``tickwheel_broker`` fixture (``integration``), and such a test is called with it;
+  that broker serves the schema registry too, whose address replaces the documents'
+  ``http://127.0.0.1:8081``;
 - otherwise nothing (the fast tier).
 
 A block that reads a topic the documents filled before it (``events``, from the kcat
@@ -50,6 +52,7 @@ DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 SINGLE = "127.0.0.1:9092"
 THREE = "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
 SECURED = "SASL_SSL"
+REGISTRY = "http://127.0.0.1:8081"
 SECURED_ADDRESS = "127.0.0.1:9093"
 # The Security page's directories -> where the test puts them, under its tmp_path.
 SECURED_DIRS = {"/etc/tickwheel": "etc", "/var/lib/tickwheel": "data"}
@@ -110,10 +113,12 @@ def _params(kind: str, *marks: pytest.MarkDecorator) -> list[object]:
     ]
 
 
-def _run(block: Block, bootstrap: str | None = None) -> str:
-    """Run ``block`` as a script of its own, the documents' address replaced by
-    ``bootstrap``; returns what it printed."""
+def _run(block: Block, bootstrap: str | None = None, registry: str | None = None) -> str:
+    """Run ``block`` as a script of its own, the documents' addresses replaced by
+    ``bootstrap`` and ``registry``; returns what it printed."""
     code = block.code
+    if registry is not None:
+        code = code.replace(REGISTRY, registry)
     if bootstrap is not None:
         code = code.replace(THREE, bootstrap).replace(SINGLE, bootstrap)
     printed = io.StringIO()
@@ -179,12 +184,17 @@ def test_standalone_block(block: Block) -> None:
     _run(block)
 
 
+@pytest.fixture
+def tickwheel_broker_properties() -> dict[str, str]:
+    return {"schema.registry.listeners": "http://127.0.0.1:0"}
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("block", _params("broker"))
 def test_block_against_a_broker(block: Block, tickwheel_broker: BackgroundBroker) -> None:
     bootstrap = tickwheel_broker.bootstrap_servers
     _fill_topics_it_reads(block, bootstrap)
-    _run(block, bootstrap)
+    _run(block, bootstrap, f"http://127.0.0.1:{tickwheel_broker.schema_registry_ports[0]}")
 
 
 @pytest.mark.integration

@@ -46,6 +46,10 @@ _VERBS: dict[str, tuple[str, str]] = {
         "tickwheel.cli._reassign",
         "list, start or cancel moves of partitions' replicas (kafka-reassign-partitions)",
     ),
+    "schema": (
+        "tickwheel.cli._schema",
+        "register, get, list, check or delete schemas in a schema registry",
+    ),
     "serve": ("tickwheel.cli._serve", "run a Kafka-compatible broker (server.properties)"),
     "topic": ("tickwheel.cli._topic", "create, list, describe, delete, grow or reconfigure topics"),
     "transaction": (

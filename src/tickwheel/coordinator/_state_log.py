@@ -46,10 +46,13 @@ def iter_records(data: bytes) -> Iterator[tuple[int, bytes, bytes | None]]:
                 yield header.base_offset + record.offset_delta, key, record.value
 
 
-def read_to_end(log: Log, chunk_bytes: int) -> Iterator[tuple[int, bytes, bytes | None]]:
-    """Every record of ``log`` from its start to its end, ``chunk_bytes`` per read."""
+def read_to_end(
+    log: Log, chunk_bytes: int, *, start_offset: int = 0
+) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """Every record of ``log`` from ``start_offset`` (or its log start, if later) to its
+    end, ``chunk_bytes`` per read."""
     end_offset = log.log_end_offset
-    next_offset = log.log_start_offset
+    next_offset = max(start_offset, log.log_start_offset)
     while next_offset < end_offset:
         fetched = log.read(next_offset, chunk_bytes, max_offset=end_offset)
         data = bytes(fetched.records.read_bytes())

@@ -6,11 +6,13 @@ logs in them (recovering every partition; the topic registry lives in the first)
 starts the purgatories' timer drivers, listens on each of its ``listeners`` (port 0
 takes a free port; ``endpoint`` tells which; SSL and SASL_SSL listeners serve TLS, and a
 TLS client's certificate names its principal, ``_tls``; a SASL listener's connections
-log in through a ``SaslListener``, ``_sasl``), optionally
-serves metrics, starts the log cleaner's threads (``log.cleaner.enable``; they compact
-logs with ``cleanup.policy=compact``, see ``tickwheel.log._cleaner``), and schedules the
-housekeeping on its ``Scheduler``: retention and flushing every
-``log.retention.check.interval.ms``; the high watermark checkpoints every
+log in through a ``SaslListener``, ``_sasl``), optionally serves metrics and the
+schema registry (``schema.registry.listeners``, read from its ``_schemas`` topic before
+it listens; ``tickwheel.registry``), starts the log cleaner's threads
+(``log.cleaner.enable``; they compact logs with ``cleanup.policy=compact``, see
+``tickwheel.log._cleaner``), and schedules the housekeeping on its ``Scheduler``:
+retention and flushing every ``log.retention.check.interval.ms``; the high watermark
+checkpoints every
 ``replica.high.watermark.checkpoint.interval.ms``, the recovery point checkpoints every
 ``log.flush.offset.checkpoint.interval.ms`` and the log start checkpoints every
 ``log.flush.start.offset.checkpoint.interval.ms`` (on a worker thread, since they
@@ -59,7 +61,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from tickwheel.faults import FaultPlan
 from tickwheel.log import (
@@ -78,9 +80,17 @@ from tickwheel.security import (
     SASL_PLAINTEXT,
     SASL_SSL,
     SSL,
+    SSL_PREFIX,
+    AclOperation,
+    Action,
+    KafkaPrincipal,
     NoMatchingRuleError,
+    ResourceType,
     SaslConfigError,
     SaslListenerConfig,
+    Session,
+    SslConfigError,
+    SslSettings,
 )
 from tickwheel.server._authorization import start_authorizer
 from tickwheel.server._cluster import join_cluster, start_cluster
@@ -122,6 +132,9 @@ from tickwheel.server.net._tls import ListenerTls, listener_tls
 from tickwheel.server.quotas import ClientQuotas, QuotaWindows, WindowedRate
 from tickwheel.timer import Clock, ManualClock, SystemTimer
 
+if TYPE_CHECKING:
+    from tickwheel.registry import RegistryService
+
 _log = logging.getLogger(__name__)
 
 _IDLE_CHECKS_PER_TIMEOUT = 10
@@ -134,6 +147,9 @@ CLOSE_GRACE_S = 1.0
 then lets their sockets close: a client that stopped reading (its socket buffer full)
 is dropped after it, unsent bytes and all, as are requests still being read."""
 _ANSWER_POLL_S = 0.01
+# How the schema registry's requests are named to the authorizer's audit log.
+_REGISTRY_LISTENER = "SCHEMA_REGISTRY"
+_REGISTRY_REQUEST = "SchemaRegistry"
 
 
 class Broker:
@@ -151,6 +167,7 @@ class Broker:
         self._accepting = False
         self._stopped = False
         self._metrics_server: asyncio.Server | None = None
+        self._registry: RegistryService | None = None
         self._cleaner: LogCleaner | None = None
         self._replica_manager: ReplicaManager | None = None
         self._context: BrokerContext | None = None
@@ -204,6 +221,11 @@ class Broker:
     def metrics_port(self) -> int:
         """The metrics HTTP port, or -1 when metrics are not served."""
         return self._metrics_port
+
+    @property
+    def schema_registry_ports(self) -> list[int]:
+        """The port of each ``schema.registry.listeners`` entry (empty when off)."""
+        return [] if self._registry is None else self._registry.ports
 
     @property
     def context(self) -> BrokerContext:
@@ -369,6 +391,7 @@ class Broker:
             self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
         if cluster is not None:
             await start_cluster(context, cluster, previous_broker_epoch)
+        await self._start_registry(context)
         if cleaner is not None:
             # A start-up that fails before this point leaves no thread behind.
             cleaner.start()
@@ -396,6 +419,94 @@ class Broker:
                 host,
                 self._metrics_port,
             )
+
+    async def _start_registry(self, context: BrokerContext) -> None:
+        """Serve the schema registry when ``schema.registry.listeners`` is set (one
+        broker only: in a cluster its ``_schemas`` writer would need electing)."""
+        config = self.config
+        if not config.schema_registry_listeners.strip():
+            return
+        # Imported only when served: its dependencies are the ``registry`` extra's.
+        try:
+            from tickwheel.registry import (  # noqa: PLC0415
+                METHOD_PROPERTY,
+                METHODS,
+                SCHEMAS_TOPIC,
+                SCHEMAS_TOPIC_CONFIGS,
+                RegistryAccess,
+                RegistryListenerError,
+                RegistryService,
+                parse_listeners,
+            )
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                f"schema.registry.listeners: the schema registry needs {exc.name}, of the "
+                "registry extra: pip install 'tickwheel[registry]'"
+            ) from None
+
+        try:
+            listeners = parse_listeners(config.schema_registry_listeners)
+        except RegistryListenerError as exc:
+            raise ConfigError(str(exc)) from exc
+        if not listeners:
+            return
+        if config.zookeeper_connect:
+            raise ConfigError(
+                "schema.registry.listeners: the schema registry serves a single broker; "
+                "unset zookeeper.connect or schema.registry.listeners"
+            )
+        method = config.schema_registry_authentication_method.strip().upper()
+        if method not in METHODS:
+            raise ConfigError(f"{METHOD_PROPERTY}={method!r} is not one of {', '.join(METHODS)}")
+
+        def authorize(principal: KafkaPrincipal, host: str, operation: AclOperation) -> bool:
+            authorizer = context.authorizer
+            if authorizer is None:
+                return True
+            session = Session(principal, host, _REGISTRY_LISTENER, _REGISTRY_LISTENER)
+            action = Action(operation, ResourceType.TOPIC, SCHEMAS_TOPIC)
+            return authorizer.authorize(session, _REGISTRY_REQUEST, action)
+
+        access = RegistryAccess(
+            method=method, credential_of=context.users.credentials.lookup, authorize=authorize
+        )
+        tls = None
+        if any(listener.tls for listener in listeners):
+            # https listeners serve with the broker-wide ssl.* settings.
+            ssl_properties = {
+                name: value
+                for name, value in config.as_properties().items()
+                if name.startswith(SSL_PREFIX)
+            }
+            try:
+                tls = SslSettings.from_properties(ssl_properties).server_context()
+            except SslConfigError as exc:
+                raise ConfigError(f"schema.registry.listeners: {exc}") from None
+
+        def create_topic() -> None:
+            if SCHEMAS_TOPIC not in context.topics.topics:
+                context.create_topic(SCHEMAS_TOPIC, 1, SCHEMAS_TOPIC_CONFIGS)
+
+        self._registry = RegistryService(
+            listeners,
+            context.replica_manager,
+            create_topic=create_topic,
+            clock_ms=self.time.wall_clock_ms,
+            write_timeout_ms=config.request_timeout_ms,
+            access=access,
+            tls=tls,
+        )
+        try:
+            await self._registry.start()
+        except RegistryListenerError as exc:
+            raise ConfigError(str(exc)) from None
+        _log.info(
+            "schema registry on %s",
+            ", ".join(
+                f"{'https' if lsn.tls else 'http'}://{lsn.host}:{port}"
+                for lsn, port in zip(listeners, self._registry.ports, strict=True)
+            ),
+        )
 
     def _open_listeners(self, dispatcher: Dispatcher, context: BrokerContext) -> None:
         """Bind every listener (not accepting yet) and tell ``context`` where each is
@@ -629,6 +740,8 @@ class Broker:
             await listener.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
+        if self._registry is not None:
+            await self._registry.stop()
         await self.time.scheduler.shutdown()
         await self._close_connections()
         if self._context is not None and self._context.cluster is not None:
@@ -740,6 +853,11 @@ class BackgroundBroker:
     def metrics_port(self) -> int:
         """The metrics HTTP port, or -1."""
         return self.broker.metrics_port
+
+    @property
+    def schema_registry_ports(self) -> list[int]:
+        """The schema registry's ports (empty when off)."""
+        return self.broker.schema_registry_ports
 
     @property
     def clock(self) -> Clock:

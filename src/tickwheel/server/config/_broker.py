@@ -601,6 +601,13 @@ class BrokerConfig:
     faults_endpoint_enable: bool = field(
         default=False, metadata=_kafka("tickwheel.faults.endpoint.enable")
     )
+    # Not a Kafka property: Confluent Schema Registry's ``listeners``, served by the broker
+    # (``tickwheel.registry``); empty: no registry.
+    schema_registry_listeners: str = field(default="", metadata=_kafka("schema.registry.listeners"))
+    # NONE, or BASIC: HTTP basic authentication against the broker's SCRAM users.
+    schema_registry_authentication_method: str = field(
+        default="NONE", metadata=_kafka("schema.registry.authentication.method")
+    )
     # Not a setting: where each property named here came from (``source``).
     sources: Mapping[str, ConfigSource] = field(
         default_factory=dict, compare=False, repr=False, metadata={}
