@@ -377,18 +377,9 @@ class Broker:
         )
         self._throttle_timer = self.time.timers.new_timer(THROTTLE_TIMER)
         self._open_listeners(dispatcher, context)
-        host = config.listener_specs()[0].host
         if config.metrics_port >= 0:
             # Served before joining the cluster, so /readyz says 503 until registered.
-            faults = (
-                FaultEndpoint(self.faults, lambda: context.authorizer, context.users.credentials)
-                if config.faults_endpoint_enable
-                else None
-            )
-            self._metrics_server = await serve_metrics(
-                metrics, host, config.metrics_port, lambda: self._ready, faults
-            )
-            self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+            await self._serve_metrics(metrics, context)
         if cluster is not None:
             await start_cluster(context, cluster, previous_broker_epoch)
         await self._start_registry(context)
@@ -416,7 +407,7 @@ class Broker:
         if self._metrics_server is not None:
             _log.info(
                 "metrics on http://%s:%d/metrics (health /healthz, readiness /readyz)",
-                host,
+                config.listener_specs()[0].host,
                 self._metrics_port,
             )
 
@@ -507,6 +498,20 @@ class Broker:
                 for lsn, port in zip(listeners, self._registry.ports, strict=True)
             ),
         )
+
+    async def _serve_metrics(self, metrics: BrokerMetrics, context: BrokerContext) -> None:
+        """Serve /metrics, the probes and, when enabled, the fault endpoint."""
+        config = self.config
+        faults = (
+            FaultEndpoint(self.faults, lambda: context.authorizer, context.users.credentials)
+            if config.faults_endpoint_enable
+            else None
+        )
+        host = config.listener_specs()[0].host
+        self._metrics_server = await serve_metrics(
+            metrics, host, config.metrics_port, lambda: self._ready, faults
+        )
+        self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
 
     def _open_listeners(self, dispatcher: Dispatcher, context: BrokerContext) -> None:
         """Bind every listener (not accepting yet) and tell ``context`` where each is
