@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from server.wire import WireClient
 from tickwheel.cluster import LocalCluster
+from tickwheel.faults import FaultPlan
 from tickwheel.server import BackgroundBroker, Broker
 
 pytestmark = pytest.mark.integration
@@ -95,3 +96,18 @@ def test_the_cluster_fixture_replicates_to_three_brokers(tickwheel_cluster: Loca
     state = tickwheel_cluster.partition_state("replicated", 0)
     assert state is not None
     assert sorted(state.isr) == [0, 1, 2]
+
+
+def test_the_faults_fixture_is_the_named_brokers_plan(
+    tickwheel_session_broker: BackgroundBroker, tickwheel_faults: FaultPlan
+) -> None:
+    assert tickwheel_faults is tickwheel_session_broker.faults
+    tickwheel_faults.add(api="Produce", error="NOT_LEADER_OR_FOLLOWER")
+    assert tickwheel_faults.armed
+
+
+def test_the_faults_fixture_leaves_the_shared_broker_unarmed(
+    tickwheel_session_broker: BackgroundBroker,
+) -> None:
+    # Runs after the test above, which left a rule for the fixture to take out.
+    assert not tickwheel_session_broker.faults.armed

@@ -13,6 +13,9 @@ block needs decides where it runs, and under which marker:
   certificates and its ``server.properties`` block is the broker's configuration, with
   ``/etc/tickwheel`` and ``/var/lib/tickwheel`` moved to a temporary directory and the
   listener on a free port;
+- it shows tests taking ``tickwheel_faults`` (or other fixtures of the plugin beside
+  it): a test file of its own, run by pytest in a child process (``integration``), so
+  the plugin hands each test its fixtures as it would in the reader's project;
 - it names ``127.0.0.1:9092``, or shows a test taking ``tickwheel_broker``: the
   ``tickwheel_broker`` fixture (``integration``), and such a test is called with it;
   that broker serves the schema registry too, whose address replaces the documents'
@@ -31,6 +34,7 @@ from __future__ import annotations
 import io
 import re
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stdout
 from dataclasses import dataclass
@@ -55,6 +59,7 @@ SECURED_DIRS = {"/etc/tickwheel": "etc", "/var/lib/tickwheel": "data"}
 _SHELL_FENCE = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _PROPERTIES_FENCE = re.compile(r"^```properties\n(.*?)^```", re.MULTILINE | re.DOTALL)
 TIMEOUT_S = 30
+PYTEST_TIMEOUT_S = 180
 _FENCE = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 # Topics the documents' shell examples fill before a block reads them: name -> values.
 _FILLED_BEFORE = {"events": [str(n).encode() for n in range(1, 9)]}
@@ -75,13 +80,16 @@ class Block:
 
     @property
     def kind(self) -> str:
-        """What the block needs: ``spark``, ``cluster``, ``broker`` or ``none``."""
+        """What the block needs: ``spark``, ``secured``, ``cluster``, ``pytest``, ``broker``
+        or ``none``."""
         if "tickwheel.spark" in self.code:
             return "spark"
         if SECURED in self.code:
             return "secured"
         if THREE in self.code:
             return "cluster"
+        if "def test_" in self.code and "tickwheel_faults" in self.code:
+            return "pytest"
         if SINGLE in self.code or ("def test_" in self.code and "tickwheel_broker" in self.code):
             return "broker"
         return "none"
@@ -146,7 +154,7 @@ def _fill_topics_it_reads(block: Block, bootstrap: str) -> None:
 
 def test_the_documents_have_python_blocks_of_every_kind() -> None:
     kinds = {block.kind for block in _blocks()}
-    assert kinds == {"none", "broker", "cluster", "spark", "secured"}
+    assert kinds == {"none", "broker", "cluster", "spark", "secured", "pytest"}
 
 
 def _anchor(heading: str) -> str:
@@ -187,6 +195,22 @@ def test_block_against_a_broker(block: Block, tickwheel_broker: BackgroundBroker
     bootstrap = tickwheel_broker.bootstrap_servers
     _fill_topics_it_reads(block, bootstrap)
     _run(block, bootstrap, f"http://127.0.0.1:{tickwheel_broker.schema_registry_ports[0]}")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("block", _params("pytest"))
+def test_block_of_tests_under_pytest(block: Block, tmp_path: Path) -> None:
+    test_file = tmp_path / f"test_block_line_{block.line}.py"
+    test_file.write_text(block.code)
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=PYTEST_TIMEOUT_S,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
 @pytest.fixture

@@ -24,12 +24,20 @@ Installed with tickwheel (entry point ``pytest11``), so a test only names a fixt
   log retention, flushing and checkpoints, idle connections -- fire only when the
   test calls ``tickwheel_clock.advance(ms)``, and all of them that fall due have run
   when it returns: a session timeout is tested in milliseconds, without sleeping.
+- ``tickwheel_faults``: the ``FaultPlan`` (``tickwheel.faults``) of the test's broker
+  fixture (``tickwheel_manual_broker``, ``tickwheel_broker`` or
+  ``tickwheel_session_broker``, whichever the test names; ``tickwheel_broker`` if none),
+  emptied after the test, so a rule never outlives it even on the shared broker:
+  ``tickwheel_faults.add(api="Produce", error="NOT_LEADER_OR_FOLLOWER", count=3)``.
 - ``tickwheel_cluster`` (one test) and ``tickwheel_session_cluster`` (shared): a
   ``LocalCluster`` -- ZooKeeper and three ``tickwheel serve`` processes -- for tests
   that need replication, with ``tickwheel_cluster_properties``. They need the
   ``cluster`` extra (kazoo) and ZooKeeper with Java; without them the test is skipped
   and says why. Their teardown stops every process they started, within a bound, even
-  when the test stopped ZooKeeper first (``LocalCluster.stop``).
+  when the test stopped ZooKeeper first (``LocalCluster.stop``). Their brokers serve
+  their fault plans, so a test can also ``isolate(broker_id)`` one from the others'
+  replication and ``heal()`` it, beside ``brokers[i].kill()``, ``restart()``,
+  ``pause()`` and ``resume()``.
 
 The broker is imported only when a fixture is used, so the plugin costs pytest
 nothing otherwise, and it lives outside ``tickwheel.server`` so that pytest still
@@ -52,6 +60,7 @@ import pytest
 
 if TYPE_CHECKING:
     from tickwheel.cluster import LocalCluster
+    from tickwheel.faults import FaultPlan
     from tickwheel.server import BackgroundBroker, Broker, BrokerConfig
     from tickwheel.timer import ManualClock
 
@@ -152,6 +161,21 @@ def tickwheel_manual_broker(
         yield broker
 
 
+_FAULT_BROKERS = ("tickwheel_manual_broker", "tickwheel_broker", "tickwheel_session_broker")
+"""The broker fixtures ``tickwheel_faults`` serves, the first the test names first."""
+
+
+@pytest.fixture
+def tickwheel_faults(request: pytest.FixtureRequest) -> Iterator[FaultPlan]:
+    """The fault plan of the test's broker, emptied after the test."""
+    name = next((name for name in _FAULT_BROKERS if name in request.fixturenames), None)
+    broker: BackgroundBroker = request.getfixturevalue(name or "tickwheel_broker")
+    try:
+        yield broker.faults
+    finally:
+        broker.faults.clear()
+
+
 def _cluster_or_skip(base_dir: Path, properties: Mapping[str, str]) -> LocalCluster:
     if importlib.util.find_spec("kazoo") is None:
         pytest.skip(
@@ -165,6 +189,7 @@ def _cluster_or_skip(base_dir: Path, properties: Mapping[str, str]) -> LocalClus
         CLUSTER_BROKERS,
         properties={**TEST_CLUSTER_PROPERTIES, **properties},
         zookeeper_tick_ms=_CLUSTER_ZOOKEEPER_TICK_MS,
+        faults=True,
     )
 
 

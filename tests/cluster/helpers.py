@@ -52,16 +52,21 @@ CLUSTER_PROPERTIES = {
 
 
 def local_cluster(
-    base_dir: Path, num_brokers: int = 3, properties: dict[str, str] | None = None
+    base_dir: Path,
+    num_brokers: int = 3,
+    properties: dict[str, str] | None = None,
+    *,
+    faults: bool = False,
 ) -> LocalCluster:
     """A (not yet started) cluster with the tests' short lag and session times, and
-    ``properties`` on top."""
+    ``properties`` on top; with ``faults``, each broker serves its fault plan."""
     return LocalCluster(
         base_dir,
         num_brokers,
         properties={**CLUSTER_PROPERTIES, **(properties or {})},
         chroot="/tickwheel-test",
         zookeeper_tick_ms=ZOOKEEPER_TICK_MS,
+        faults=faults,
     )
 
 

@@ -29,6 +29,10 @@ _VERBS: dict[str, tuple[str, str]] = {
     ),
     "consume": ("tickwheel.cli._consume", "print records of a topic (kcat-like --format)"),
     "demo": ("tickwheel.cli._demo", "run the clickstream pipeline: broker -> Spark -> Kafka"),
+    "fault": (
+        "tickwheel.cli._fault",
+        "add, list, remove or clear a broker's fault rules (its /faults endpoint)",
+    ),
     "feature": (
         "tickwheel.cli._feature",
         "describe, upgrade, downgrade or disable the cluster's finalized feature levels",

@@ -16,7 +16,19 @@ removed) and waits for each, then stops ZooKeeper; a broker still running after 
 bound its controlled shutdown settings give (``BrokerProcess.stop_timeout_s``) is
 killed, so a stop always ends, whatever died first. A ``BrokerProcess`` can also be
 killed (SIGKILL), paused (SIGSTOP), resumed (SIGCONT) and started again on the same
-port and directory. Processes are only ever signalled by the PIDs started here.
+port and directory (``restart``: SIGKILL, then start, as a crash and a supervisor
+would). Processes are only ever signalled by the PIDs started here.
+
+With ``faults=True`` each broker serves its fault plan (``tickwheel.faults``) over HTTP
+on a metrics port of its own (``BrokerProcess.faults``, a ``FaultEndpointClient``), and
+``isolate(broker_id)`` cuts one broker off from the others' replication, both ways: the
+others close every connection of its replica fetcher, and it closes every connection
+of theirs, so it neither follows nor leads, while ZooKeeper still sees it registered
+(its followers leave the ISRs of the partitions it leads after
+``replica.lag.time.max.ms``; it falls behind on the ones it follows). ``heal`` takes
+those rules out. ``move_leader`` moves a partition's leadership: to a replica named
+(its replicas reordered, then a preferred election, through the controller), or off
+its leader (a clean stop and a start of that broker).
 
 Concurrency: one owner thread; not thread-safe.
 """
@@ -35,16 +47,22 @@ from typing import Self
 
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
+from kio.schema.errors import ErrorCode
 
+from tickwheel.cluster._node import REPLICA_CLIENT_ID
 from tickwheel.cluster._znodes import (
     CONTROLLER_PATH,
     broker_path,
     decode_controller,
     decode_partition_state,
+    decode_topic,
     partition_state_path,
+    topic_path,
 )
 from tickwheel.cluster._zookeeper import DEFAULT_TICK_MS, ZooKeeperServer, free_port
-from tickwheel.replica import LeaderAndIsr
+from tickwheel.faults import FaultEndpointClient
+from tickwheel.protocol import ApiKey, BlockingClient
+from tickwheel.replica import NO_LEADER, LeaderAndIsr
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_START_TIMEOUT_S = 60.0
@@ -54,6 +72,19 @@ plus room for a slow, shared machine."""
 _CLIENT_CLOSE_TIMEOUT_S = 5.0
 _MS_PER_S = 1000.0
 _POLL_INTERVAL_S = 0.05
+_METRICS_PORT = "tickwheel.metrics.port"
+_FAULTS_ENDPOINT = "tickwheel.faults.endpoint.enable"
+# What a replica fetcher sends: its connection's first request, and its two APIs.
+_REPLICA_APIS = ("ApiVersions", "Fetch", "OffsetForLeaderEpoch")
+_ADMIN_CLIENT_ID = "tickwheel-local-cluster"
+_REASSIGN_VERSION = 0
+_ELECT_VERSION = 1
+_PREFERRED_ELECTION = 0
+
+
+def _check(error_code: int, api: str) -> None:
+    if error_code != ErrorCode.none:
+        raise RuntimeError(f"{api} answered {ErrorCode(error_code).name.upper()}")
 
 
 def _close_client(client: KazooClient) -> None:
@@ -73,14 +104,21 @@ class BrokerProcess:
         *,
         client_listener: str = "PLAINTEXT",
         other_listeners: Mapping[str, int] | None = None,
+        faults_port: int | None = None,
     ) -> None:
         """A broker whose ``client_listener`` is on ``port``, and each of
-        ``other_listeners`` (name -> port) on its own port."""
+        ``other_listeners`` (name -> port) on its own port; its fault plan served on
+        ``faults_port`` (its metrics port), if given."""
         self.broker_id = broker_id
         self.port = port
         self.listener_ports = {client_listener: port, **(other_listeners or {})}
         self.log_dir = log_dir
         self.properties = dict(properties)
+        self.faults: FaultEndpointClient | None = None
+        if faults_port is not None:
+            self.properties[_METRICS_PORT] = str(faults_port)
+            self.properties[_FAULTS_ENDPOINT] = "true"
+            self.faults = FaultEndpointClient(f"http://{LOOPBACK}:{faults_port}")
         self.output = log_dir.with_suffix(".log")
         self._process: subprocess.Popen[bytes] | None = None
         # The process a SIGTERM was sent to (``terminate``), if any.
@@ -150,6 +188,11 @@ class BrokerProcess:
             process.kill()
             process.wait()
 
+    def restart(self) -> None:
+        """Kill the process (SIGKILL) and start it again on the same port and logs."""
+        self.kill()
+        self.start()
+
     @property
     def stop_timeout_s(self) -> float:
         """How long a stop may take: its controlled shutdown's attempts, as its
@@ -199,8 +242,10 @@ class LocalCluster:
         chroot: str = "",
         zookeeper_tick_ms: int = DEFAULT_TICK_MS,
         listeners: Sequence[str] = ("PLAINTEXT",),
+        faults: bool = False,
     ) -> None:
-        """``listeners``: the names of each broker's listeners, the client one first."""
+        """``listeners``: the names of each broker's listeners, the client one first;
+        ``faults``: each broker serves its fault plan (``isolate`` needs it)."""
         if num_brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.base_dir = Path(base_dir)
@@ -217,6 +262,7 @@ class LocalCluster:
                 common,
                 client_listener=listeners[0],
                 other_listeners={name: free_port(LOOPBACK) for name in listeners[1:]},
+                faults_port=free_port(LOOPBACK) if faults else None,
             )
             for broker_id in range(num_brokers)
         ]
@@ -248,6 +294,32 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _faults(self, broker: BrokerProcess) -> FaultEndpointClient:
+        if broker.faults is None:
+            raise RuntimeError("the cluster was made without faults=True: no fault endpoints")
+        return broker.faults
+
+    def isolate(self, broker_id: int) -> None:
+        """Cut broker ``broker_id`` off from the other brokers' replication, both ways
+        (fault rules closing the replica fetchers' connections); ZooKeeper still sees it."""
+        isolated = self.brokers[broker_id]
+        for other in self.brokers:
+            if other is isolated:
+                continue
+            for api in _REPLICA_APIS:
+                self._faults(other).add(
+                    api=api, kind="close", client_id=REPLICA_CLIENT_ID.format(broker_id)
+                )
+                self._faults(isolated).add(
+                    api=api, kind="close", client_id=REPLICA_CLIENT_ID.format(other.broker_id)
+                )
+
+    def heal(self) -> None:
+        """Take every fault rule out of every running broker: isolation ends."""
+        for broker in self.brokers:
+            if broker.running:
+                self._faults(broker).clear()
 
     def _client(self) -> KazooClient:
         if self._zk is None:
@@ -308,6 +380,92 @@ class LocalCluster:
         except NoNodeError:
             return None
         return decode_partition_state(path, data, int(stat.version))
+
+    def move_leader(
+        self,
+        topic: str,
+        partition: int,
+        to: int | None = None,
+        timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    ) -> int:
+        """Move the partition's leadership off its leader, to replica ``to`` if given;
+        the new leader's id.
+
+        To a replica: the controller reorders the partition's replicas, ``to`` first
+        (AlterPartitionReassignments, the same replicas: nothing is copied), then elects
+        the preferred leader (ElectLeaders), as ``kafka-reassign-partitions.sh`` and
+        ``kafka-leader-election.sh`` would; ``to`` must be in the ISR. Without ``to``:
+        the leader stops cleanly (its controlled shutdown hands each partition it leads
+        to the next live in-sync replica, as Kafka's does), then starts again and
+        registers; every partition it led moves with this one.
+        """
+        state = self.partition_state(topic, partition)
+        if state is None or state.leader == NO_LEADER:
+            raise RuntimeError(f"{topic}-{partition} has no leader to move")
+        if to is not None:
+            self._prefer(topic, partition, to, timeout_s)
+            return to
+        old = self.brokers[state.leader]
+        old.stop()
+        deadline = time.monotonic() + timeout_s
+        while (moved := self.partition_state(topic, partition)) is None or moved.leader in (
+            old.broker_id,
+            NO_LEADER,
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}-{partition} found no new leader in {timeout_s} s")
+            time.sleep(_POLL_INTERVAL_S)
+        old.start()
+        self.wait_registered(old.broker_id, timeout_s)
+        return moved.leader
+
+    def _prefer(self, topic: str, partition: int, to: int, timeout_s: float) -> None:
+        """Make ``to`` the partition's preferred replica, then its leader."""
+        data = self.read_znode(topic_path(topic))
+        if data is None:
+            raise RuntimeError(f"topic {topic} does not exist")
+        replicas = decode_topic(topic, data).partitions[partition]
+        if to not in replicas:
+            raise ValueError(f"broker {to} is not a replica of {topic}-{partition}: {replicas}")
+        reordered = [to, *(r for r in replicas if r != to)]
+        controller = self.controller_id()
+        if controller is None:
+            raise RuntimeError("the cluster has no controller")
+        broker = self.brokers[controller]
+        client = BlockingClient(
+            LOOPBACK, broker.port, client_id=_ADMIN_CLIENT_ID, timeout_s=timeout_s
+        )
+        try:
+            moved = client.call(
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                _REASSIGN_VERSION,
+                {
+                    "timeout": int(timeout_s * _MS_PER_S),
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [{"partition_index": partition, "replicas": reordered}],
+                        }
+                    ],
+                },
+            )
+            _check(moved.error_code, "AlterPartitionReassignments")
+            _check(moved.responses[0].partitions[0].error_code, "AlterPartitionReassignments")
+            elected = client.call(
+                ApiKey.ELECT_LEADERS,
+                _ELECT_VERSION,
+                {
+                    "election_type": _PREFERRED_ELECTION,
+                    "topic_partitions": [{"topic": topic, "partitions": [partition]}],
+                    "timeout": int(timeout_s * _MS_PER_S),
+                },
+            )
+        finally:
+            client.close()
+        _check(elected.error_code, "ElectLeaders")
+        result = elected.replica_election_results[0].partition_result[0]
+        if result.error_code != ErrorCode.election_not_needed:
+            _check(result.error_code, "ElectLeaders")
 
     def controller_id(self) -> int | None:
         """The broker holding ``/controller`` now, or None."""

@@ -119,7 +119,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
@@ -215,6 +215,11 @@ _INITIAL_CONFIGS = -1
 """The notification sequence of the broker configs read at start-up."""
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 """How long a change notification is kept (Kafka's ``changeExpirationMs``)."""
+
+
+REPLICA_CLIENT_ID: Final = "tickwheel-replica-{}"
+"""The client id of a broker's replica fetcher (its Fetch and OffsetsForLeaderEpoch
+requests to the leaders), by broker id."""
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -392,7 +397,7 @@ class ClusterNode:
         )
         self._transport = KafkaFetchTransport(
             self.inter_broker_channels(
-                f"tickwheel-replica-{settings.broker_id}", settings.replica_socket_timeout_ms
+                REPLICA_CLIENT_ID.format(settings.broker_id), settings.replica_socket_timeout_ms
             )
         )
         self._fetchers = ReplicaFetcherManager(replica_manager, self._transport, settings.fetcher)

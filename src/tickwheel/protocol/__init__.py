@@ -87,7 +87,7 @@ from tickwheel.protocol._parts import (
 )
 from tickwheel.protocol._produce import PartitionAnswer, TopicAnswer, encode_produce_response
 from tickwheel.protocol._sasl_login import SaslClient, SaslLogin, SaslLoginError
-from tickwheel.protocol._schemas import request_schema, response_schema
+from tickwheel.protocol._schemas import reader_for, request_schema, response_schema
 from tickwheel.protocol._throttle import with_throttle_time
 from tickwheel.protocol._topic_id import decode_topic_id, encode_topic_id
 from tickwheel.protocol._versions import convert, default_entity
@@ -147,6 +147,7 @@ __all__ = [
     "invalid_request_response",
     "peek_request_key",
     "read_frame_size",
+    "reader_for",
     "request_header_bytes",
     "request_schema",
     "response_schema",

@@ -63,6 +63,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
+from tickwheel.faults import FaultPlan
 from tickwheel.log import (
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -101,6 +102,7 @@ from tickwheel.server._context import (
     Endpoint,
 )
 from tickwheel.server._descriptors import raise_descriptor_limit
+from tickwheel.server._fault_endpoint import FaultEndpoint
 from tickwheel.server._meta_properties import (
     MetaProperties,
     choose_cluster_id,
@@ -120,6 +122,7 @@ from tickwheel.server.config._broker import BrokerConfig, ConfigError
 from tickwheel.server.config._listeners import ListenerSpec, parse_advertised
 from tickwheel.server.net._connection import Connection, ConnectionProtocol
 from tickwheel.server.net._dispatch import Dispatcher
+from tickwheel.server.net._fault_effects import FAULT_DELAY_TIMER
 from tickwheel.server.net._listener import Listener
 from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
 from tickwheel.server.net._quotas import ConnectionQuotas
@@ -157,6 +160,8 @@ class Broker:
     ) -> None:
         self.config = config or BrokerConfig()
         self.time = BrokerTime(clock)
+        # The fault rules the dispatcher applies (``tickwheel.faults``); empty: none.
+        self.faults = FaultPlan()
         # Each listener with the spec it serves; empty until started and after ``stop``.
         self._listeners: list[tuple[ListenerSpec, Listener]] = []
         self._accepting = False
@@ -346,6 +351,7 @@ class Broker:
             cleaner=lambda: None if cleaner is None else cleaner.metrics,
             network=lambda: (self.connection_quotas, self.memory_pool),
             client_quotas=lambda: client_quotas,
+            faults_applied=lambda: self.faults.applied,
             replication=lambda: (replica_manager.leader_quota, replica_manager.follower_quota),
         )
         users = UserConfigs(self.log_dir)
@@ -366,16 +372,14 @@ class Broker:
         )
         self._context = context
         cluster = context.cluster
-        dispatcher = Dispatcher(context, API_SPECS)
+        dispatcher = Dispatcher(
+            context, API_SPECS, self.faults, self.time.timers.new_timer(FAULT_DELAY_TIMER)
+        )
         self._throttle_timer = self.time.timers.new_timer(THROTTLE_TIMER)
         self._open_listeners(dispatcher, context)
-        host = config.listener_specs()[0].host
         if config.metrics_port >= 0:
             # Served before joining the cluster, so /readyz says 503 until registered.
-            self._metrics_server = await serve_metrics(
-                metrics, host, config.metrics_port, lambda: self._ready
-            )
-            self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+            await self._serve_metrics(metrics, context)
         if cluster is not None:
             await start_cluster(context, cluster, previous_broker_epoch)
         await self._start_registry(context)
@@ -403,7 +407,7 @@ class Broker:
         if self._metrics_server is not None:
             _log.info(
                 "metrics on http://%s:%d/metrics (health /healthz, readiness /readyz)",
-                host,
+                config.listener_specs()[0].host,
                 self._metrics_port,
             )
 
@@ -494,6 +498,20 @@ class Broker:
                 for lsn, port in zip(listeners, self._registry.ports, strict=True)
             ),
         )
+
+    async def _serve_metrics(self, metrics: BrokerMetrics, context: BrokerContext) -> None:
+        """Serve /metrics, the probes and, when enabled, the fault endpoint."""
+        config = self.config
+        faults = (
+            FaultEndpoint(self.faults, lambda: context.authorizer, context.users.credentials)
+            if config.faults_endpoint_enable
+            else None
+        )
+        host = config.listener_specs()[0].host
+        self._metrics_server = await serve_metrics(
+            metrics, host, config.metrics_port, lambda: self._ready, faults
+        )
+        self._metrics_port = self._metrics_server.sockets[0].getsockname()[1]
 
     def _open_listeners(self, dispatcher: Dispatcher, context: BrokerContext) -> None:
         """Bind every listener (not accepting yet) and tell ``context`` where each is
@@ -814,6 +832,8 @@ class BackgroundBroker:
         self, config: BrokerConfig | None = None, *, clock: ManualClock | None = None
     ) -> None:
         self.broker = Broker(config, clock=clock)
+        # Rules may be added and removed from any thread (``FaultPlan``).
+        self.faults = self.broker.faults
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._ready = threading.Event()

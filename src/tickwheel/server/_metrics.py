@@ -61,6 +61,8 @@ rest):
   ``..._Request_request_time`` in percent, ``..._ControllerMutation_mutation_rate``)
   and ``..._throttle_time`` (average throttle time of the throttled requests, ms) and
   ``..._throttle_time_max``. Only clients that have a quota are measured.
+- ``tickwheel_faults_applied_total{api,kind}``: requests a fault rule of the broker's
+  ``FaultPlan`` (``tickwheel.faults``) hit, by Kafka's API name and the rule's kind.
 - The replication throttles' measured rates (read when scraped), as Kafka's
   ``kafka.server:type=LeaderReplication|FollowerReplication,name=byte-rate``:
   ``kafka_server_LeaderReplication_byte_rate`` and ``..._FollowerReplication_byte_rate``,
@@ -75,7 +77,8 @@ Each broker has its own ``CollectorRegistry``, so several brokers in one process
 ``GET /metrics`` answers the text, ``/healthz`` answers ``ok`` whenever the event
 loop runs the handler (alive), ``/readyz`` answers ``ok`` once the broker's
 ``ready()`` says so (listener bound, logs loaded, registered with ZooKeeper in a
-cluster) and 503 before; any other path is 404, and anything that is not an HTTP
+cluster) and 503 before; with the fault endpoint on (``_fault_endpoint``), ``/faults``
+takes GET, POST and DELETE; any other path is 404, and anything that is not an HTTP
 request line is 400. A port that cannot be bound raises ``MetricsPortError``, which
 names ``tickwheel.metrics.port`` rather than the Kafka listener.
 
@@ -88,7 +91,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +109,7 @@ from prometheus_client.registry import Collector
 from tickwheel.log import CleanerMetrics
 from tickwheel.purgatory import DelayedOperationPurgatory
 from tickwheel.replica import Partition, ReplicationQuota
+from tickwheel.server._fault_endpoint import FAULTS_PATH, FaultEndpoint
 from tickwheel.server.net._memory_pool import UNBOUNDED, MemoryPool
 from tickwheel.server.net._quotas import ConnectionQuotas
 from tickwheel.server.quotas import (
@@ -128,11 +132,20 @@ _TEXT_CONTENT_TYPE = b"text/plain; charset=utf-8"
 _MAX_REQUEST_HEAD_BYTES = 8192
 _HTTP_METHODS = frozenset({b"GET", b"HEAD"})
 _METHOD_PREFIXES = tuple(method + b" " for method in _HTTP_METHODS)
+# With the fault endpoint on, rules are added and removed too.
+_FAULT_METHOD_PREFIXES = (*_METHOD_PREFIXES, b"POST ", b"DELETE ")
+_JSON_CONTENT_TYPE = b"application/json"
+# A fault rule is a few hundred bytes of JSON.
+_MAX_BODY_BYTES = 65536
 _REQUEST_LINE_PARTS = 3
 _REASONS = {
     200: b"OK",
+    201: b"Created",
     400: b"Bad Request",
+    401: b"Unauthorized",
+    403: b"Forbidden",
     404: b"Not Found",
+    405: b"Method Not Allowed",
     503: b"Service Unavailable",
 }
 METRICS_PORT_PROPERTY = "tickwheel.metrics.port"
@@ -265,6 +278,19 @@ class _ClientQuotaCollector(Collector):
                 throttle.add_metric([user, client_id], use.throttle_time_avg_ms(now_ms))
                 throttle_max.add_metric([user, client_id], use.throttle_time_max_ms)
             yield from (rate, throttle, throttle_max)
+
+
+class _FaultCollector(Collector):
+    def __init__(self, faults_applied: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+        self._faults_applied = faults_applied
+
+    def collect(self) -> Iterator[Metric]:
+        applied = CounterMetricFamily(
+            "tickwheel_faults_applied", "Requests a fault rule hit", labels=["api", "kind"]
+        )
+        for (api, kind), count in sorted(self._faults_applied().items()):
+            applied.add_metric([api, kind], count)
+        yield applied
 
 
 ReplicationQuotas = Callable[[], tuple[ReplicationQuota | None, ReplicationQuota | None]]
@@ -506,6 +532,7 @@ class BrokerMetrics:
         cleaner: CleanerGauges = _no_cleaner,
         network: Callable[[], tuple[ConnectionQuotas, MemoryPool] | None] = lambda: None,
         client_quotas: Callable[[], ClientQuotas | None] = lambda: None,
+        faults_applied: Callable[[], Mapping[tuple[str, str], int]] = dict,
         replication: ReplicationQuotas = _no_replication,
     ) -> None:
         self._purgatories = purgatories
@@ -519,6 +546,7 @@ class BrokerMetrics:
         self.registry.register(_CleanerCollector(cleaner))
         self.registry.register(_NetworkCollector(network))
         self.registry.register(_ClientQuotaCollector(client_quotas))
+        self.registry.register(_FaultCollector(faults_applied))
         self.registry.register(_ReplicationCollector(replication))
         # The same collectors prometheus_client puts in its global registry; each
         # broker's registry gets its own instances (the process is shared, so
@@ -590,10 +618,10 @@ def _response(status: int, body: bytes, content_type: bytes, *, head: bool) -> b
     ) + (b"" if head else body)
 
 
-def _could_start_request(received: bytes) -> bool:
+def _could_start_request(received: bytes, prefixes: tuple[bytes, ...]) -> bool:
     """Whether ``received`` may still become an HTTP request line: garbage is refused
     from its first bytes, without waiting for a line end that may never come."""
-    return any(method.startswith(received[: len(method)]) for method in _METHOD_PREFIXES)
+    return any(method.startswith(received[: len(method)]) for method in prefixes)
 
 
 def route(metrics: BrokerMetrics, ready: Ready, request_line: bytes) -> bytes:
@@ -620,36 +648,67 @@ def route(metrics: BrokerMetrics, ready: Ready, request_line: bytes) -> bytes:
     return _response(404, b"not found\n", _TEXT_CONTENT_TYPE, head=head)
 
 
-async def _read_request_line(reader: asyncio.StreamReader) -> bytes | None:
-    """The request line, after reading the whole request head; None for garbage
-    (anything that cannot start a GET or HEAD request line, or a head too large)."""
+async def _read_head(reader: asyncio.StreamReader, prefixes: tuple[bytes, ...]) -> bytes | None:
+    """The whole request head (and whatever of the body came with it); None for garbage
+    (anything that cannot start a request line of ``prefixes``, or a head too large)."""
     received = b""
     while _HEADER_END not in received and _BARE_HEADER_END not in received:
-        if not _could_start_request(received) or len(received) > _MAX_REQUEST_HEAD_BYTES:
+        if not _could_start_request(received, prefixes) or len(received) > _MAX_REQUEST_HEAD_BYTES:
             return None
         chunk = await reader.read(_MAX_REQUEST_HEAD_BYTES)
         if not chunk:
             break  # the peer finished sending: answer what it sent
         received += chunk
-    request_line = received.split(b"\n", 1)[0].rstrip(b"\r")
-    return request_line if _could_start_request(received) else None
+    return received if _could_start_request(received, prefixes) else None
+
+
+async def _fault_answer(
+    faults: FaultEndpoint, received: bytes, reader: asyncio.StreamReader, peer_host: str
+) -> bytes:
+    """The answer of the fault endpoint to the request whose head is ``received``."""
+    head, _, body = received.replace(b"\r\n", b"\n").partition(b"\n\n")
+    request_line, *header_lines = head.decode("latin-1").split("\n")
+    method, path, _ = request_line.split(" ", 2)
+    headers = {
+        name.strip().lower(): value.strip()
+        for name, _, value in (line.partition(":") for line in header_lines)
+    }
+    length = headers.get("content-length", "0")
+    if not length.isdigit() or int(length) > _MAX_BODY_BYTES:
+        return _response(400, b"bad content-length\n", _TEXT_CONTENT_TYPE, head=False)
+    if len(body) < int(length):
+        body += await reader.readexactly(int(length) - len(body))
+    answer = faults.answer(method, path.split("?", 1)[0], headers, body, peer_host)
+    return _response(answer.status, answer.encoded(), _JSON_CONTENT_TYPE, head=False)
 
 
 async def serve_metrics(
-    metrics: BrokerMetrics, host: str, port: int, ready: Ready = _always
+    metrics: BrokerMetrics,
+    host: str,
+    port: int,
+    ready: Ready = _always,
+    faults: FaultEndpoint | None = None,
 ) -> asyncio.Server:
-    """An HTTP server for ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port``;
-    ``MetricsPortError`` when that address cannot be bound."""
+    """An HTTP server for ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port``,
+    and ``/faults`` when ``faults`` is given; ``MetricsPortError`` when that address
+    cannot be bound."""
+    prefixes = _METHOD_PREFIXES if faults is None else _FAULT_METHOD_PREFIXES
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request_line = await _read_request_line(reader)
-            if request_line is None:
+            received = await _read_head(reader, prefixes)
+            if received is None:
                 writer.write(_response(400, b"bad request\n", _TEXT_CONTENT_TYPE, head=False))
             else:
-                writer.write(route(metrics, ready, request_line))
+                request_line = received.split(b"\n", 1)[0].rstrip(b"\r")
+                target = request_line.split(b" ")[1:2]
+                if faults is not None and target and target[0].startswith(FAULTS_PATH.encode()):
+                    peer_host = str(writer.get_extra_info("peername")[0])
+                    writer.write(await _fault_answer(faults, received, reader, peer_host))
+                else:
+                    writer.write(route(metrics, ready, request_line))
             await writer.drain()
-        except ConnectionError:
+        except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
             writer.close()

@@ -596,6 +596,11 @@ class BrokerConfig:
     # Not a Kafka property: Kafka exports metrics over JMX, tickwheel over HTTP in
     # Prometheus's format; -1 disables the endpoint, 0 picks a free port.
     metrics_port: int = field(default=-1, metadata=_kafka("tickwheel.metrics.port"))
+    # Not a Kafka property: the fault plan's HTTP endpoint beside /metrics
+    # (``tickwheel.faults``); off, since it makes the broker fail on demand.
+    faults_endpoint_enable: bool = field(
+        default=False, metadata=_kafka("tickwheel.faults.endpoint.enable")
+    )
     # Not a Kafka property: Confluent Schema Registry's ``listeners``, served by the broker
     # (``tickwheel.registry``); empty: no registry.
     schema_registry_listeners: str = field(default="", metadata=_kafka("schema.registry.listeners"))
@@ -646,6 +651,11 @@ class BrokerConfig:
             self.listener_connection_limits(spec.name)
         if self.cluster_id and (problem := cluster_id_error(self.cluster_id)) is not None:
             raise ConfigError(f"cluster.id: {problem}")
+        if self.faults_endpoint_enable and self.metrics_port < 0:
+            raise ConfigError(
+                "tickwheel.faults.endpoint.enable needs tickwheel.metrics.port: the fault "
+                "endpoint is served beside /metrics"
+            )
         for name, value in (
             (
                 "connection.failed.authentication.delay.ms",

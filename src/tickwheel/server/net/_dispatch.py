@@ -18,16 +18,21 @@ and the request quota's (``with_throttle_time``), and the connection is muted fo
 ApiVersions, the SASL requests, WriteTxnMarkers and followers' fetches are exempt, as
 Kafka exempts them.
 
+While the broker's fault plan (``tickwheel.faults``) holds a rule, each request is
+matched against it; a request a rule hits is carried out by the plan through
+``DispatchEffects``. With no rule, the check is one attribute read.
+
 Concurrency: runs on the broker's event-loop thread.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 from kio.schema.fetch.v12.request import FetchRequest
 
+from tickwheel.faults import FaultPlan
 from tickwheel.protocol import (
     API_VERSIONS_KEY,
     ApiKey,
@@ -41,7 +46,9 @@ from tickwheel.protocol import (
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis import ApiSpec, Response
 from tickwheel.server.apis._client_quotas import quota_client
+from tickwheel.server.net._fault_effects import DispatchEffects
 from tickwheel.server.quotas import TimedHandler
+from tickwheel.timer import SystemTimer
 
 _PERCENT_PER_S = 100.0
 """A second of one handler's time, in the units of ``request_percentage``."""
@@ -58,8 +65,16 @@ _EXEMPT_KEYS = frozenset(
 class Dispatcher:
     """Routes each request frame to its API's handler."""
 
-    def __init__(self, context: BrokerContext, specs: Iterable[ApiSpec]) -> None:
+    def __init__(
+        self,
+        context: BrokerContext,
+        specs: Iterable[ApiSpec],
+        faults: FaultPlan,
+        fault_timer: SystemTimer,
+    ) -> None:
         self._context = context
+        self._faults = faults
+        self._fault_effects = DispatchEffects(self._handle, fault_timer)
         self._specs = {spec.api_key: spec for spec in specs}
         self._versions = {key: spec.versions for key, spec in self._specs.items()}
         self._advertised = sorted((key, spec.advertised) for key, spec in self._specs.items())
@@ -75,19 +90,38 @@ class Dispatcher:
             return encode_api_versions_fallback(key.correlation_id, self._advertised)
         spec = self._specs[request.api_key]
         started_s = time.perf_counter()
+        faults = self._faults
+        hit = faults.match(request) if faults.armed else None
+        if hit is None:
+            response = await self._handle(request)
+        else:
+            response = await faults.apply(hit, request, self._fault_effects)
+        self._context.metrics.record_request(spec.name, time.perf_counter() - started_s)
+        return response
+
+    def _handle(self, request: DecodedRequest) -> Awaitable[Response]:
+        """The handler's response, under the client's request quota: the handler's own
+        coroutine when no request quota applies (no frame between it and the reader)."""
+        spec = self._specs[request.api_key]
         quotas = self._context.quotas
         client = quota_client(request) if quotas.configs else None
-        if client is not None and quotas.request.applies(*client) and not _exempt(request):
-            timed = TimedHandler(spec.handle(self._context, request))
-            response = await timed
-            throttle_ms = quotas.request.record(*client, timed.busy_s * _PERCENT_PER_S)
-            if throttle_ms > 0 and response is not None:
-                response = with_throttle_time(
-                    response, request.api_key, request.api_version, throttle_ms
-                )
-        else:
-            response = await spec.handle(self._context, request)
-        self._context.metrics.record_request(spec.name, time.perf_counter() - started_s)
+        if client is None or not quotas.request.applies(*client) or _exempt(request):
+            return spec.handle(self._context, request)
+        return self._handle_timed(spec, request, client)
+
+    async def _handle_timed(
+        self, spec: ApiSpec, request: DecodedRequest, client: tuple[str, str]
+    ) -> Response:
+        """The handler's response, its running time recorded against the client's
+        request quota, ``throttle_time_ms`` raised when over it."""
+        quotas = self._context.quotas
+        timed = TimedHandler(spec.handle(self._context, request))
+        response = await timed
+        throttle_ms = quotas.request.record(*client, timed.busy_s * _PERCENT_PER_S)
+        if throttle_ms > 0 and response is not None:
+            response = with_throttle_time(
+                response, request.api_key, request.api_version, throttle_ms
+            )
         return response
 
 
