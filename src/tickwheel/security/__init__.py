@@ -72,6 +72,12 @@ from tickwheel.security._authorizer import (
     authorizer_for,
     parse_super_users,
 )
+from tickwheel.security._http_basic import (
+    BasicCredentialsError,
+    BasicLogin,
+    CredentialLookup,
+    basic_credentials,
+)
 from tickwheel.security._jaas import JaasEntry, JaasError, parse_jaas_config, single_login_module
 from tickwheel.security._plain import PLAIN, PlainServer
 from tickwheel.security._principal import (
@@ -174,6 +180,9 @@ __all__ = [
     "AclOperation",
     "AclPermissionType",
     "Action",
+    "BasicCredentialsError",
+    "BasicLogin",
+    "CredentialLookup",
     "Deletion",
     "DescribedUser",
     "JaasEntry",
@@ -207,6 +216,7 @@ __all__ = [
     "Upsertion",
     "UserResult",
     "authorizer_for",
+    "basic_credentials",
     "check_resource_name",
     "client_credentials",
     "credential_from_string",

@@ -22,9 +22,6 @@ Concurrency: on the broker's event loop, like the metrics server.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import ipaddress
 import json
 from collections.abc import Callable, Mapping
@@ -32,12 +29,17 @@ from dataclasses import dataclass
 from typing import Final
 
 from tickwheel.faults import FaultHandle, FaultPlan, FaultRuleError
-from tickwheel.security import SCRAM_MECHANISMS, AclAuthorizer, ScramCredentials
+from tickwheel.security import (
+    AclAuthorizer,
+    BasicCredentialsError,
+    BasicLogin,
+    ScramCredentials,
+    basic_credentials,
+)
 
 FAULTS_PATH: Final = "/faults"
 ENDPOINT_PROPERTY: Final = "tickwheel.faults.endpoint.enable"
 _USER_PREFIX: Final = "User:"
-_BASIC: Final = "basic "
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,7 @@ class FaultEndpoint:
     ) -> None:
         self._plan = plan
         self._authorizer = authorizer
-        self._credentials = credentials
+        self._login = BasicLogin(credentials.lookup)
 
     def answer(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, peer_host: str
@@ -122,28 +124,17 @@ class FaultEndpoint:
         authorizer = self._authorizer()
         if authorizer is None:
             return None
-        user = self._basic_user(headers.get("authorization", ""))
+        user = self._basic_user(headers.get("authorization"))
         if user is None:
             return _error(401, "log in with the Basic credentials of a SCRAM user")
         if f"{_USER_PREFIX}{user}" not in authorizer.super_users:
             return _error(403, f"User:{user} is not a super user (super.users)")
         return None
 
-    def _basic_user(self, authorization: str) -> str | None:
+    def _basic_user(self, authorization: str | None) -> str | None:
         """The user whose Basic credentials match their SCRAM credential, if any."""
-        if not authorization.lower().startswith(_BASIC):
-            return None
         try:
-            decoded = base64.b64decode(authorization[len(_BASIC) :], validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError):
+            user, password = basic_credentials(authorization)
+        except BasicCredentialsError:
             return None
-        user, _, password = decoded.partition(":")
-        for mechanism in SCRAM_MECHANISMS.values():
-            credential = self._credentials.lookup(user, mechanism.name)
-            if credential is None:
-                continue
-            salted = mechanism.salted_password(password, credential.salt, credential.iterations)
-            given = mechanism.credential_from_salted(credential.salt, salted, credential.iterations)
-            if hmac.compare_digest(given.stored_key, credential.stored_key):
-                return user
-        return None
+        return user if self._login.verify(user, password) else None
