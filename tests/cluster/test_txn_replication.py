@@ -1,9 +1,14 @@
 """Transactions replicated: followers build the same ``.txnindex`` as the leader, and
-after the leader dies the new leader serves read_committed from the same LSO."""
+after the leader dies the new leader serves read_committed from the same LSO.
+
+The test writes the markers itself as a coordinator would, so the leaders' check of
+each transactional Produce with the coordinator
+(``transaction.partition.verification.enable``) is off in its cluster."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +22,7 @@ from tickwheel.bench._batches import make_batch
 from tickwheel.cluster import LocalCluster
 from tickwheel.protocol import ApiKey
 
-from .helpers import create_topic, log_bytes, wait_for
+from .helpers import create_topic, local_cluster, log_bytes, print_broker_logs, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
@@ -26,6 +31,15 @@ PRODUCE = ApiKey.PRODUCE
 INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
 WRITE_TXN_MARKERS = ApiKey.WRITE_TXN_MARKERS
 TRANSACTIONAL = 0x10
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with local_cluster(
+        tmp_path, properties={"transaction.partition.verification.enable": "false"}
+    ) as running:
+        yield running
+    print_broker_logs(running)
 
 
 def _txn_batch(value: bytes, producer_id: int) -> bytes:

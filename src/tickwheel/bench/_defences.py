@@ -230,8 +230,8 @@ def _pre_auth_frame(broker: BrokerUnderTest, result: DefenceResult) -> Iterator[
         sock.sendall(_frame_prefix(_PRE_AUTH_FRAME_BYTES) + bytes(_SENT_BYTES))
         result.facts["closed at once"] = closed_within(sock, _CLOSED_WITHIN_S)
         yield
-    result.facts["a WARNING names sasl.server.max.receive.size"] = any(
-        "sasl.server.max.receive.size" in line for line in broker.log.warnings
+    result.facts["a WARNING names sasl.server.max.receive.size"] = broker.log.warned(
+        "sasl.server.max.receive.size", _PROBE_TIMEOUT_S
     )
 
 
@@ -292,8 +292,8 @@ def _per_ip_limit(broker: BrokerUnderTest, result: DefenceResult) -> Iterator[No
             extra, _CLOSED_WITHIN_S
         )
         yield
-        result.facts["a WARNING names max.connections.per.ip"] = any(
-            "max.connections.per.ip" in line for line in broker.log.warnings
+        result.facts["a WARNING names max.connections.per.ip"] = broker.log.warned(
+            "max.connections.per.ip", _PROBE_TIMEOUT_S
         )
     finally:
         for sock in held:

@@ -8,7 +8,9 @@ tracebacks (``BrokerLog``); ``rss_bytes`` reads its resident memory from ``/proc
 probe: a fresh connection's ApiVersions answered within a timeout.
 
 Concurrency: used from one thread; the stderr drainer is a daemon thread of its own
-that only appends to ``log`` and sets the ports once.
+that only appends to ``log`` and sets the ports once. ``BrokerLog.warned`` waits on a
+condition the drainer notifies, so a check for a line the broker is about to write
+does not race the drainer.
 """
 
 from __future__ import annotations
@@ -60,9 +62,22 @@ class BrokerLog:
     tracebacks: list[list[str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     _in_traceback: bool = False
+    _fed: threading.Condition = field(default_factory=threading.Condition)
+
+    def warned(self, text: str, timeout_s: float) -> bool:
+        """Whether a WARNING line containing ``text`` arrives within ``timeout_s``."""
+        with self._fed:
+            return self._fed.wait_for(
+                lambda: any(text in line for line in self.warnings), timeout_s
+            )
 
     def feed(self, line: str) -> None:
         """Count one line of the broker's stderr."""
+        with self._fed:
+            self._count(line)
+            self._fed.notify_all()
+
+    def _count(self, line: str) -> None:
         self.lines += 1
         if _TRACEBACK in line:
             self.tracebacks.append([line])

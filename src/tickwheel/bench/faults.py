@@ -22,6 +22,7 @@ import functools
 import timeit
 from collections.abc import Callable
 
+from tickwheel.bench._chart import Bars, add_png_argument, save_png
 from tickwheel.faults import FaultPlan
 from tickwheel.protocol import (
     SIZE_PREFIX_BYTES,
@@ -81,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rules", type=int, default=100, help="rules in each plan")
     parser.add_argument("--checks", type=int, default=20_000, help="checks per run")
     parser.add_argument("--repeat", type=int, default=5, help="runs; the best is kept")
+    add_png_argument(parser)
     return parser
 
 
@@ -111,4 +113,11 @@ def main(argv: list[str]) -> int:
     worst = max(micros for _, micros in rows)
     verdict = "met" if worst <= _TARGET_US else "missed"
     print(f"\nworst {worst:.2f} µs; target {_TARGET_US:.0f} µs: {verdict}")
+    per_check = Bars(
+        title="a request's rule check",
+        unit="µs",
+        values={"tickwheel": dict(rows)},
+        target=_TARGET_US,
+    )
+    save_png(args.png, "tickwheel bench faults (best of runs)", [per_check])
     return 0

@@ -33,10 +33,15 @@ _VERSION: Final = 0
 
 
 def write_clean_shutdown(log_dirs: Sequence[Path], broker_epoch: int) -> None:
-    """Mark every log directory as cleanly shut down at ``broker_epoch`` (synced)."""
+    """Mark each of ``log_dirs`` (the online ones) as cleanly shut down at
+    ``broker_epoch`` (synced). A directory the marker cannot be written to is logged
+    and left without one: the next start counts the shutdown as unclean, as it must."""
     document = json.dumps({"version": _VERSION, "brokerEpoch": broker_epoch}).encode("utf-8")
     for log_dir in log_dirs:
-        write_atomically(str(log_dir), CLEAN_SHUTDOWN_FILE, document)
+        try:
+            write_atomically(str(log_dir), CLEAN_SHUTDOWN_FILE, document)
+        except OSError as error:
+            _log.warning("no clean shutdown marker written in %s: %s", log_dir, error)
 
 
 def _read(path: Path) -> int | None:

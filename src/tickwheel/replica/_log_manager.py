@@ -272,6 +272,11 @@ class LogManager:
         return self._logs.get(tp)
 
     @property
+    def online_log_dirs(self) -> list[Path]:
+        """The log directories no I/O error has taken offline, in ``log.dirs`` order."""
+        return [log_dir for log_dir in self.log_dirs if log_dir not in self._offline]
+
+    @property
     def offline_dir_count(self) -> int:
         """How many log directories are offline (Kafka's ``OfflineLogDirectoryCount``)."""
         return len(self._offline)
@@ -290,7 +295,7 @@ class LogManager:
             if existing in self._offline:
                 raise LogStorageError(f"log directory {existing} of {tp} is offline")
             return existing
-        online = [log_dir for log_dir in self.log_dirs if log_dir not in self._offline]
+        online = self.online_log_dirs
         if not online:
             raise LogStorageError("every log directory is offline")
         preferred = self._preferred.pop(tp, None)

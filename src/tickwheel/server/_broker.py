@@ -760,8 +760,10 @@ class Broker:
             self._replica_manager.shutdown()
             cluster = self._context.cluster if self._context is not None else None
             broker_epoch = cluster.broker_epoch if cluster is not None else 0
-            # Every log is closed: a clean shutdown, whatever the cluster answered.
-            await asyncio.to_thread(write_clean_shutdown, self.log_dirs, broker_epoch)
+            # Every log is closed: a clean shutdown, whatever the cluster answered. An
+            # offline directory gets no marker: its logs may have lost records.
+            online = self._replica_manager.log_manager.online_log_dirs
+            await asyncio.to_thread(write_clean_shutdown, online, broker_epoch)
         self.time.timers.stop()
         _log.info("tickwheel broker %d stopped", self.config.broker_id)
 
