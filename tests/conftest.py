@@ -31,12 +31,14 @@ they compute, so workers overlap them; three kinds of test are kept together:
 
 Each worker checks itself and its children when its session ends and reports what it
 found to the controller, which fails the run if any worker (or the controller itself)
-left something.
+left something. A socket left open is named with the test during which it was opened:
+each test's sockets are listed (``/proc/self/fd``) around it, a few microseconds.
 """
 
 import gc
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,8 @@ _LEFT_KEY = "left_running"
 # On the xdist controller: its workers' pids, and what they reported left running.
 _WORKER_PIDS: set[int] = set()
 _LEFT_BY_WORKERS: list[str] = []
+# In each process: which test was running when a socket (by inode) was opened.
+_OPENED_DURING: dict[str, str] = {}
 
 settings.register_profile(
     "ci",
@@ -180,9 +184,8 @@ _TCP_LISTEN = "0A"
 _TCP_CLOSE = "07"
 
 
-def _open_tcp_sockets() -> list[str]:
-    """This process's TCP sockets still open: listening (a server) or connected (a client,
-    or a server's side of a connection)."""
+def _socket_inodes() -> set[str]:
+    """The inodes of this process's open sockets."""
     inodes = set()
     for fd in Path("/proc/self/fd").iterdir():
         try:
@@ -191,6 +194,26 @@ def _open_tcp_sockets() -> list[str]:
             continue  # closed meanwhile
         if target.startswith("socket:["):
             inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Remember which test opened each socket still open after it (setup to teardown)."""
+    if not Path("/proc/self/fd").is_dir():
+        return (yield)
+    before = _socket_inodes()
+    try:
+        return (yield)
+    finally:
+        for inode in _socket_inodes() - before:
+            _OPENED_DURING.setdefault(inode, item.nodeid)
+
+
+def _open_tcp_sockets() -> list[str]:
+    """This process's TCP sockets still open: listening (a server) or connected (a client,
+    or a server's side of a connection), each with the test it was opened during."""
+    inodes = _socket_inodes()
     sockets = []
     for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
         try:
@@ -202,10 +225,11 @@ def _open_tcp_sockets() -> list[str]:
             local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
             if inode not in inodes or state == _TCP_CLOSE:
                 continue
+            opened = f" (opened during {_OPENED_DURING.get(inode, 'no test')})"
             if state == _TCP_LISTEN:
-                sockets.append(f"socket listening on {_address(local)}")
+                sockets.append(f"socket listening on {_address(local)}{opened}")
             else:
-                sockets.append(f"socket {_address(local)} -> {_address(remote)}")
+                sockets.append(f"socket {_address(local)} -> {_address(remote)}{opened}")
     return sockets
 
 
