@@ -7,13 +7,11 @@ KIP-951)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode
 
-from server.wire import WireClient
 from tickwheel.cluster import TXN_MARKERS, TXN_VERIFICATION, InterBrokerChannel, LocalCluster
 from tickwheel.faults import FaultEndpointClient
 from tickwheel.protocol import ApiKey
@@ -27,6 +25,7 @@ from .helpers import (
     produce_raw,
     record_batch,
     wait_for,
+    wire_call,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
@@ -113,19 +112,11 @@ def test_a_leader_moves_on_demand_and_its_data_stays(tmp_path: Path) -> None:
         assert error == ErrorCode.none
 
 
-def _call(servers: str, api_key: int, version: int, values: dict[str, Any]) -> Any:
-    client = WireClient(servers)
-    try:
-        return client.call(api_key, version, values)
-    finally:
-        client.close()
-
-
 def _coordinator(cluster: LocalCluster) -> int:
     found: list[int] = []
 
     def answered() -> bool:
-        body = _call(
+        body = wire_call(
             cluster.brokers[0].bootstrap_servers,
             ApiKey.FIND_COORDINATOR,
             1,
@@ -139,7 +130,7 @@ def _coordinator(cluster: LocalCluster) -> int:
 
 
 def _transaction_state(cluster: LocalCluster, coordinator: int) -> str:
-    body = _call(
+    body = wire_call(
         cluster.brokers[coordinator].bootstrap_servers,
         ApiKey.DESCRIBE_TRANSACTIONS,
         0,
@@ -203,7 +194,7 @@ def _not_leader_hint(servers: str, topic: str, hints: list[tuple[int, int, list[
     NOT_LEADER_OR_FOLLOWER, keep its hint in ``hints`` (leader id, epoch, the endpoints'
     ports) and say so."""
     partition_data = [{"index": 0, "records": record_batch(b"hinted")}]
-    body = _call(
+    body = wire_call(
         servers,
         ApiKey.PRODUCE,
         PRODUCE_HINT_VERSION,

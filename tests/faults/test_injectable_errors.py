@@ -29,12 +29,11 @@ from tickwheel.faults import (
     injectable_errors_table,
 )
 from tickwheel.faults._rules import api_name
-from tickwheel.faults._shape import topic_shape
 from tickwheel.protocol import ApiKey, encode_request
 from tickwheel.server import BackgroundBroker
 from tickwheel.server.apis import SUPPORTED_VERSIONS
 
-from .test_answers import request
+from .test_answers import partition_errors, request
 
 pytestmark = pytest.mark.integration
 
@@ -79,20 +78,6 @@ def answer(broker: BackgroundBroker, api: ApiKey, version: int, body: Any) -> An
         client.close()
 
 
-def partition_errors(body: Any) -> dict[tuple[str, int], ErrorCode]:
-    shape = topic_shape(type(body))
-    assert shape is not None
-    assert shape.index is not None
-    assert shape.error is not None
-    return {
-        (getattr(topic, shape.name), getattr(partition, shape.index)): getattr(
-            partition, shape.error
-        )
-        for topic in getattr(body, shape.topics)
-        for partition in getattr(topic, shape.partitions)
-    }
-
-
 @pytest.mark.parametrize(("entry", "error"), CASES)
 def test_an_injected_error_is_answered_where_its_api_carries_it(
     tickwheel_session_broker: BackgroundBroker,
@@ -109,7 +94,7 @@ def test_an_injected_error_is_answered_where_its_api_carries_it(
     assert body.throttle_time is not None
     place = entry.place_of(error)
     if place is ErrorPlace.PARTITION:
-        assert partition_errors(body) == dict.fromkeys(PAIRS, error)
+        assert partition_errors(entry.api, version, body) == dict.fromkeys(PAIRS, error)
         if hasattr(body, "error_code"):
             assert body.error_code == ErrorCode.none
     elif place is ErrorPlace.TOPIC:
