@@ -98,6 +98,14 @@ def test_the_cluster_fixture_replicates_to_three_brokers(tickwheel_cluster: Loca
     assert sorted(state.isr) == [0, 1, 2]
 
 
+@pytest.mark.asyncio
+async def test_the_async_faults_fixture_is_the_async_brokers_plan(
+    async_tickwheel_broker: Broker, async_tickwheel_faults: FaultPlan
+) -> None:
+    assert async_tickwheel_faults is async_tickwheel_broker.faults
+    assert not async_tickwheel_faults.armed
+
+
 def test_the_faults_fixture_is_the_named_brokers_plan(
     tickwheel_session_broker: BackgroundBroker, tickwheel_faults: FaultPlan
 ) -> None:

@@ -29,6 +29,7 @@ Installed with tickwheel (entry point ``pytest11``), so a test only names a fixt
   ``tickwheel_session_broker``, whichever the test names; ``tickwheel_broker`` if none),
   emptied after the test, so a rule never outlives it even on the shared broker:
   ``tickwheel_faults.add(api="Produce", error="NOT_LEADER_OR_FOLLOWER", count=3)``.
+  ``async_tickwheel_faults`` is the same for ``async_tickwheel_broker``.
 - ``tickwheel_cluster`` (one test) and ``tickwheel_session_cluster`` (shared): a
   ``LocalCluster`` -- ZooKeeper and three ``tickwheel serve`` processes -- for tests
   that need replication, with ``tickwheel_cluster_properties``. They need the
@@ -277,3 +278,11 @@ else:
         config = _config(log_dir, tickwheel_broker_properties)
         async with Broker(config, clock=tickwheel_clock) as broker:
             yield broker
+
+    @pytest_asyncio.fixture
+    async def async_tickwheel_faults(async_tickwheel_broker: Broker) -> AsyncIterator[FaultPlan]:
+        """The fault plan of ``async_tickwheel_broker``, emptied after the test."""
+        try:
+            yield async_tickwheel_broker.faults
+        finally:
+            async_tickwheel_broker.faults.clear()

@@ -18,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Pro
 from confluent_kafka import TopicPartition as ClientPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from server.wire import WireClient
 from tickwheel.cluster import BrokerChannel, BrokerEndpoint, BrokerProcess, LocalCluster
 from tickwheel.log import write_varint
 from tickwheel.protocol import ApiKey
@@ -76,6 +77,15 @@ def print_broker_logs(cluster: LocalCluster) -> None:
         lines = broker.output.read_text(encoding="utf-8", errors="replace").splitlines()
         print(f"--- broker {broker.broker_id} ({broker.output}) ---")
         print("\n".join(lines[-_LOG_TAIL_LINES:]))
+
+
+def wire_call(servers: str, api_key: int, version: int, values: dict[str, Any]) -> Any:
+    """One request to ``servers`` on a connection of its own; the decoded answer."""
+    client = WireClient(servers)
+    try:
+        return client.call(api_key, version, values)
+    finally:
+        client.close()
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> float:

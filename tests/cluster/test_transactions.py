@@ -31,7 +31,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 from kio.serial.errors import OutOfBoundValue
 
-from server.wire import WireClient
 from tickwheel.bench._batches import make_batch
 from tickwheel.cluster import LocalCluster
 from tickwheel.coordinator.transaction import TRANSACTION_STATE_TOPIC
@@ -39,7 +38,14 @@ from tickwheel.coordinator.transaction._state_manager import java_abs, java_stri
 from tickwheel.protocol import ApiKey
 from tickwheel.record import TRANSACTIONAL_FLAG_MASK
 
-from .helpers import CLUSTER_PROPERTIES, WAIT_S, ZOOKEEPER_TICK_MS, create_topic, wait_for
+from .helpers import (
+    CLUSTER_PROPERTIES,
+    WAIT_S,
+    ZOOKEEPER_TICK_MS,
+    create_topic,
+    wait_for,
+    wire_call,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 
@@ -81,14 +87,6 @@ def txn_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield running
 
 
-def _call(servers: str, api_key: int, version: int, values: dict[str, Any]) -> Any:
-    client = WireClient(servers)
-    try:
-        return client.call(api_key, version, values)
-    finally:
-        client.close()
-
-
 def _find(cluster: LocalCluster, key: str, key_type: int, other_than: int = -1) -> tuple[int, str]:
     """The coordinator of ``key`` (FindCoordinator v1 to the running brokers), once one
     other than broker ``other_than`` answers."""
@@ -98,7 +96,7 @@ def _find(cluster: LocalCluster, key: str, key_type: int, other_than: int = -1) 
         for broker in cluster.brokers:
             if not broker.running:
                 continue
-            body = _call(
+            body = wire_call(
                 broker.bootstrap_servers, FIND_COORDINATOR, 1, {"key": key, "key_type": key_type}
             )
             if body.error_code == E.none and body.node_id != other_than:
@@ -116,7 +114,7 @@ def _coordinator(cluster: LocalCluster, other_than: int = -1) -> tuple[int, str]
 
 
 def _state(servers: str, transactional_id: str = TXN_ID) -> Any:
-    body = _call(servers, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]})
+    body = wire_call(servers, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]})
     return body.transaction_states[0]
 
 
@@ -128,14 +126,14 @@ def test_a_new_coordinator_takes_over_an_open_transaction(txn_cluster: LocalClus
     leader = cluster.partition_state(TRANSACTION_STATE_TOPIC, state_partition)
     assert leader is not None
     assert leader.leader == coordinator
-    init = _call(
+    init = wire_call(
         servers,
         INIT_PRODUCER_ID,
         4,
         {"transactional_id": TXN_ID, "transaction_timeout": TIMEOUT_MS},
     )
     assert init.error_code == E.none
-    added = _call(
+    added = wire_call(
         servers,
         ADD_PARTITIONS,
         3,
@@ -259,7 +257,7 @@ def _transaction_v2_through_another_leader(
 ) -> None:
     """A version 2 transaction whose partition (data-0) another broker leads: unadded
     at v11 it is refused, at v12 that broker adds it through the coordinator."""
-    started = _call(
+    started = wire_call(
         coordinator_servers,
         INIT_PRODUCER_ID,
         5,
@@ -278,7 +276,7 @@ def _transaction_v2_through_another_leader(
             attributes=TRANSACTIONAL_FLAG_MASK,
             timestamp_ms=int(time.time() * 1000),
         )
-        body = _call(
+        body = wire_call(
             leader_broker.bootstrap_servers,
             PRODUCE,
             version,
@@ -297,7 +295,7 @@ def _transaction_v2_through_another_leader(
     assert produce(12) == E.none
     state = _state(coordinator_servers)
     assert [(t.topic, list(t.partitions)) for t in state.topics] == [("data", [0])]
-    ended = _call(
+    ended = wire_call(
         coordinator_servers,
         END_TXN,
         5,

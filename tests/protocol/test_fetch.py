@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -54,6 +55,7 @@ partitions = st.builds(
     log_start_offset=int64,
     aborted_transactions=st.none() | st.lists(st.tuples(int64, int64), max_size=3),
     records=st.none() | st.binary(max_size=300).map(Blob),
+    current_leader=st.none() | st.tuples(int32, int32),
 )
 topics = st.lists(
     st.builds(
@@ -63,6 +65,14 @@ topics = st.lists(
     ),
     max_size=4,
 )
+
+
+def _leader(current_leader: tuple[int, int] | None) -> dict[str, Any]:
+    """The leader hint as kio's values (none: the field's default, not written)."""
+    if current_leader is None:
+        return {}
+    leader_id, leader_epoch = current_leader
+    return {"current_leader": {"leader_id": leader_id, "leader_epoch": leader_epoch}}
 
 
 def _kio_body(version: int, topic_data: list[FetchTopicData], session_id: int) -> bytes:
@@ -91,6 +101,7 @@ def _kio_body(version: int, topic_data: list[FetchTopicData], session_id: int) -
                             ],
                             "preferred_read_replica": -1,
                             "records": b"" if p.records is None else p.records.data,  # type: ignore[attr-defined]
+                            **_leader(p.current_leader),
                         }
                         for p in t.partitions
                     ],

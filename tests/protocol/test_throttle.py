@@ -9,6 +9,8 @@ from kio.serial import entity_reader
 
 from tickwheel.protocol import (
     FetchResponseFrame,
+    LeaderHints,
+    NodeEndpoint,
     default_entity,
     encode_fetch_response,
     encode_produce_response,
@@ -56,6 +58,24 @@ def test_produce_s_last_field_is_raised(version: int) -> None:
     body = _decoded(raised, 0, version)
     assert _throttle_ms(body) == THROTTLE_MS
     assert body.responses[0].partition_responses[0].base_offset == 5
+
+
+@pytest.mark.parametrize("version", range(10, 13))
+def test_produce_s_throttle_before_leader_hints_is_raised(version: int) -> None:
+    hints = LeaderHints({("t", 0): (2, 7)}, (NodeEndpoint(2, "broker-2", 9092, "rack-a"),))
+    frame = encode_produce_response(
+        CORRELATION_ID, version, [("t", [(0, 6, -1, -1, -1, None, ())])], hints=hints
+    )
+    raised = with_throttle_time(frame, 0, version, THROTTLE_MS)
+    assert isinstance(raised, bytes)
+    body = _decoded(raised, 0, version)
+    assert _throttle_ms(body) == THROTTLE_MS
+    leader = body.responses[0].partition_responses[0].current_leader
+    assert (leader.leader_id, leader.leader_epoch) == (2, 7)
+    assert [(n.node_id, n.host, n.port, n.rack) for n in body.node_endpoints] == [
+        (2, "broker-2", 9092, "rack-a")
+    ]
+    assert with_throttle_time(raised, 0, version, 5) == raised
 
 
 @pytest.mark.parametrize("version", [4, 7, 12])

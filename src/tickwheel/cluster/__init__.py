@@ -19,6 +19,14 @@ worker threads); ``ZooKeeperServer`` and ``LocalCluster`` belong to one thread.
 """
 
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
+from tickwheel.cluster._channels import (
+    INTER_BROKER_CHANNELS,
+    REPLICA_FETCHER,
+    SHARE_STATE,
+    TXN_MARKERS,
+    TXN_VERIFICATION,
+    InterBrokerChannel,
+)
 from tickwheel.cluster._controller import Controller, ControllerSettings, ReassignmentResult
 from tickwheel.cluster._election import ElectionError
 from tickwheel.cluster._elr import ELR_FEATURE
@@ -76,8 +84,13 @@ __all__ = [
     "DEFAULT_BROKER_ENTITY",
     "ELR_FEATURE",
     "GROUP_ENTITY",
+    "INTER_BROKER_CHANNELS",
     "NO_CONTROLLER",
+    "REPLICA_FETCHER",
+    "SHARE_STATE",
     "TOPIC_ENTITY",
+    "TXN_MARKERS",
+    "TXN_VERIFICATION",
     "USER_ENTITY",
     "AssignmentError",
     "BrokerChannel",
@@ -96,6 +109,7 @@ __all__ = [
     "ElectionError",
     "EndpointLookup",
     "InconsistentClusterIdError",
+    "InterBrokerChannel",
     "KafkaFetchTransport",
     "KafkaTxnMarkerTransport",
     "LocalCluster",

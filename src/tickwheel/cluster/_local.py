@@ -21,10 +21,12 @@ would). Processes are only ever signalled by the PIDs started here.
 
 With ``faults=True`` each broker serves its fault plan (``tickwheel.faults``) over HTTP
 on a metrics port of its own (``BrokerProcess.faults``, a ``FaultEndpointClient``), and
-``isolate(broker_id)`` cuts one broker off from the others' replication, both ways: the
-others close every connection of its replica fetcher, and it closes every connection
-of theirs, so it neither follows nor leads, while ZooKeeper still sees it registered
-(its followers leave the ISRs of the partitions it leads after
+``isolate(broker_id)`` cuts one broker off from the others, both ways, on every
+inter-broker channel (``INTER_BROKER_CHANNELS``: replica fetching, transaction markers
+and verification, share state): the others close every connection it opens to them,
+and it closes every connection of theirs, so it neither follows nor leads, writes no
+marker and verifies no transaction across the cut, while ZooKeeper still sees it
+registered (its followers leave the ISRs of the partitions it leads after
 ``replica.lag.time.max.ms``; it falls behind on the ones it follows). ``heal`` takes
 those rules out. ``move_leader`` moves a partition's leadership: to a replica named
 (its replicas reordered, then a preferred election, through the controller), or off
@@ -49,7 +51,7 @@ from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
 from kio.schema.errors import ErrorCode
 
-from tickwheel.cluster._node import REPLICA_CLIENT_ID
+from tickwheel.cluster._channels import INTER_BROKER_CHANNELS
 from tickwheel.cluster._znodes import (
     CONTROLLER_PATH,
     broker_path,
@@ -75,7 +77,6 @@ _POLL_INTERVAL_S = 0.05
 _METRICS_PORT = "tickwheel.metrics.port"
 _FAULTS_ENDPOINT = "tickwheel.faults.endpoint.enable"
 # What a replica fetcher sends: its connection's first request, and its two APIs.
-_REPLICA_APIS = ("ApiVersions", "Fetch", "OffsetForLeaderEpoch")
 _ADMIN_CLIENT_ID = "tickwheel-local-cluster"
 _REASSIGN_VERSION = 0
 _ELECT_VERSION = 1
@@ -301,19 +302,20 @@ class LocalCluster:
         return broker.faults
 
     def isolate(self, broker_id: int) -> None:
-        """Cut broker ``broker_id`` off from the other brokers' replication, both ways
-        (fault rules closing the replica fetchers' connections); ZooKeeper still sees it."""
+        """Cut broker ``broker_id`` off from the other brokers, both ways (fault rules
+        closing every inter-broker channel's connections); ZooKeeper still sees it."""
         isolated = self.brokers[broker_id]
         for other in self.brokers:
             if other is isolated:
                 continue
-            for api in _REPLICA_APIS:
-                self._faults(other).add(
-                    api=api, kind="close", client_id=REPLICA_CLIENT_ID.format(broker_id)
-                )
-                self._faults(isolated).add(
-                    api=api, kind="close", client_id=REPLICA_CLIENT_ID.format(other.broker_id)
-                )
+            for channel in INTER_BROKER_CHANNELS:
+                for api in channel.apis:
+                    self._faults(other).add(
+                        api=api, kind="close", client_id=channel.client_id(broker_id)
+                    )
+                    self._faults(isolated).add(
+                        api=api, kind="close", client_id=channel.client_id(other.broker_id)
+                    )
 
     def heal(self) -> None:
         """Take every fault rule out of every running broker: isolation ends."""

@@ -119,13 +119,14 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from tickwheel._tasks import cancel_and_wait
 from tickwheel.cluster._acls import ZkAclStore
 from tickwheel.cluster._assignment import AssignmentError, assign_replicas
+from tickwheel.cluster._channels import REPLICA_FETCHER
 from tickwheel.cluster._controller import Controller, ControllerSettings
 from tickwheel.cluster._delayed_elect_leader import DelayedElectLeader
 from tickwheel.cluster._election import elect_offline
@@ -215,11 +216,6 @@ _INITIAL_CONFIGS = -1
 """The notification sequence of the broker configs read at start-up."""
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 """How long a change notification is kept (Kafka's ``changeExpirationMs``)."""
-
-
-REPLICA_CLIENT_ID: Final = "tickwheel-replica-{}"
-"""The client id of a broker's replica fetcher (its Fetch and OffsetsForLeaderEpoch
-requests to the leaders), by broker id."""
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -397,7 +393,7 @@ class ClusterNode:
         )
         self._transport = KafkaFetchTransport(
             self.inter_broker_channels(
-                REPLICA_CLIENT_ID.format(settings.broker_id), settings.replica_socket_timeout_ms
+                REPLICA_FETCHER.client_id(settings.broker_id), settings.replica_socket_timeout_ms
             )
         )
         self._fetchers = ReplicaFetcherManager(replica_manager, self._transport, settings.fetcher)

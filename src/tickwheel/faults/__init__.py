@@ -16,10 +16,17 @@ socket, handler or timer. Delays are waits on the broker's timing wheel, so a
 Modules: ``_rules`` (a rule and its parsing), ``_shape`` (where any API's topics and
 partitions are), ``_answers`` (error answers in Kafka's shape), ``_index`` (rules by
 topic and client id), ``_plan`` (matching, applying, counting), ``_client`` (the plan
-of a broker in another process, over its HTTP endpoint).
+of a broker in another process, over its HTTP endpoint), ``_catalogue`` (the errors
+Kafka answers to each API clients recover through, and where: ``INJECTABLE``).
 """
 
 from tickwheel.faults._answers import Answer, AnswerShapeError, error_answer
+from tickwheel.faults._catalogue import (
+    INJECTABLE,
+    ErrorPlace,
+    InjectableApi,
+    injectable_errors_table,
+)
 from tickwheel.faults._client import FaultEndpointClient, FaultEndpointError
 from tickwheel.faults._plan import FaultEffects, FaultHandle, FaultHit, FaultPlan
 from tickwheel.faults._rules import (
@@ -33,8 +40,10 @@ from tickwheel.faults._rules import (
 )
 
 __all__ = [
+    "INJECTABLE",
     "Answer",
     "AnswerShapeError",
+    "ErrorPlace",
     "FaultEffects",
     "FaultEndpointClient",
     "FaultEndpointError",
@@ -45,7 +54,9 @@ __all__ = [
     "FaultPlan",
     "FaultRule",
     "FaultRuleError",
+    "InjectableApi",
     "error_answer",
+    "injectable_errors_table",
     "parse_api",
     "parse_error",
     "parse_rule",

@@ -8,7 +8,10 @@ does ``error_answer``, for any API and version, from the response class alone:
 - an API with partitions (``TopicShape``: Produce, Fetch, ListOffsets, OffsetCommit,
   AddPartitionsToTxn...) gets the error on each partition the fault hits, every other
   field of those partitions at Kafka's "unknown" value (offsets, leader, epoch -1,
-  no records), the top-level error code untouched;
+  no records), the top-level error code untouched; a partition whose response has a
+  ``current_leader`` (Produce v10+, Fetch v12+) and whose error is a leader error gets
+  the broker's leader hints (``LeaderHints``), and the response its ``node_endpoints``,
+  as the handlers answer the same error;
 - Metadata gets it on each topic the fault hits (``with_topic_errors``: the broker's
   own answer, those topics' errors set and partitions emptied, as Kafka answers a topic
   it cannot serve), so the client still learns the brokers;
@@ -35,10 +38,12 @@ from kio.static.protocol import Entity, ResponsePayload
 
 from tickwheel.faults._shape import TopicShape, partition_index, topic_shape
 from tickwheel.protocol import (
+    NO_LEADER_HINTS,
     SIZE_PREFIX_BYTES,
     ApiKey,
     DecodedRequest,
     FetchResponseFrame,
+    LeaderHints,
     array_item_class,
     default_entity,
     encode_response,
@@ -71,6 +76,8 @@ _HEADER_V0_BYTES: Final = 4
 _HEADER_V1_BYTES: Final = 5
 _COORDINATOR_KEYS: Final = "coordinator_keys"
 _COORDINATORS: Final = "coordinators"
+_CURRENT_LEADER: Final = "current_leader"
+_NODE_ENDPOINTS: Final = "node_endpoints"
 
 
 class AnswerShapeError(ValueError):
@@ -101,41 +108,79 @@ def _unknown(cls: type[Entity], **values: Any) -> Any:
 
 
 def _errored_topics(
-    shape: TopicShape, pairs: Iterable[tuple[str, int]], error: ErrorCode
+    shape: TopicShape,
+    pairs: Iterable[tuple[str, int]],
+    error: ErrorCode,
+    hints: LeaderHints = NO_LEADER_HINTS,
 ) -> list[Any]:
-    """The response's topic entries for ``pairs``, each partition errored."""
+    """The response's topic entries for ``pairs``, each partition errored (with its
+    leader hint, where ``hints`` has one and the partition can carry it)."""
     by_topic: dict[str, list[int]] = {}
     for topic, partition in pairs:
         by_topic.setdefault(topic, []).append(partition)
     if shape.partition_class is None or shape.index is None or shape.error is None:
         raise AnswerShapeError("its partitions carry no error code")
     partition_class, index, error_field = shape.partition_class, shape.index, shape.error
+
+    def partition_entry(topic: str, partition: int) -> Any:
+        entry = _unknown(partition_class, **{index: partition, error_field: error})
+        leader = hints.leaders.get((topic, partition))
+        if leader is None or not hasattr(entry, _CURRENT_LEADER):
+            return entry
+        leader_id, leader_epoch = leader
+        current = dataclasses.replace(
+            entry.current_leader, leader_id=leader_id, leader_epoch=leader_epoch
+        )
+        return dataclasses.replace(entry, current_leader=current)
+
     return [
         _unknown(
             shape.topic_class,
             **{
                 shape.name: topic,
-                shape.partitions: tuple(
-                    _unknown(partition_class, **{index: partition, error_field: error})
-                    for partition in partitions
-                ),
+                shape.partitions: tuple(partition_entry(topic, p) for p in partitions),
             },
         )
         for topic, partitions in by_topic.items()
     ]
 
 
+def _with_endpoints(body: Any, hints: LeaderHints) -> Any:
+    """``body`` with the endpoints of ``hints`` added to its ``node_endpoints``, where
+    the response has them."""
+    if not hints.endpoints or not hasattr(body, _NODE_ENDPOINTS):
+        return body
+    body_cls: type[Entity] = type(body)
+    item_cls: Any = array_item_class(body_cls, _NODE_ENDPOINTS)
+    held = {endpoint.node_id: endpoint for endpoint in body.node_endpoints}
+    for endpoint in hints.endpoints:
+        held.setdefault(
+            endpoint.node_id,
+            item_cls(
+                node_id=endpoint.node_id,
+                host=endpoint.host,
+                port=endpoint.port,
+                rack=endpoint.rack,
+            ),
+        )
+    return dataclasses.replace(body, node_endpoints=tuple(held[n] for n in sorted(held)))
+
+
 def error_answer(
-    request: DecodedRequest, error: ErrorCode, pairs: Sequence[tuple[str, int]] | None
+    request: DecodedRequest,
+    error: ErrorCode,
+    pairs: Sequence[tuple[str, int]] | None,
+    hints: LeaderHints = NO_LEADER_HINTS,
 ) -> bytes:
-    """The whole answer to ``request``: ``error`` on each of ``pairs`` (its partitions),
-    or where the response carries a request-wide error. ``AnswerShapeError`` when it
-    has none."""
+    """The whole answer to ``request``: ``error`` on each of ``pairs`` (its partitions,
+    with their leader ``hints``), or where the response carries a request-wide error.
+    ``AnswerShapeError`` when it has none."""
     cls = response_schema(request.api_key, request.api_version)
     fields = {field.name for field in dataclasses.fields(cls)}
     shape = topic_shape(cls)
     if pairs is not None and shape is not None:
-        body = _unknown(cls, **{shape.topics: tuple(_errored_topics(shape, pairs, error))})
+        topics = tuple(_errored_topics(shape, pairs, error, hints))
+        body = _with_endpoints(_unknown(cls, **{shape.topics: topics}), hints)
     elif _COORDINATORS in fields and hasattr(request.body, _COORDINATOR_KEYS):
         item_cls = array_item_class(cls, _COORDINATORS)
         keys = getattr(request.body, _COORDINATOR_KEYS)
@@ -197,15 +242,16 @@ def merged_answer(
     response: Answer,
     error: ErrorCode,
     pairs: Sequence[tuple[str, int]],
+    hints: LeaderHints = NO_LEADER_HINTS,
 ) -> bytes:
     """The handler's ``response`` (to the request without ``pairs``) with ``pairs``
-    added, errored."""
+    added, errored (with their leader ``hints``)."""
     body = _decoded(request, response)
     shape = topic_shape(type(body))
     if shape is None:
         raise AnswerShapeError(f"{type(body).__name__} has no partitions")
     topics = list(getattr(body, shape.topics))
-    for errored in _errored_topics(shape, pairs, error):
+    for errored in _errored_topics(shape, pairs, error, hints):
         name = getattr(errored, shape.name)
         at = next((i for i, t in enumerate(topics) if getattr(t, shape.name) == name), None)
         if at is None:
@@ -213,7 +259,7 @@ def merged_answer(
         else:
             joined = getattr(topics[at], shape.partitions) + getattr(errored, shape.partitions)
             topics[at] = dataclasses.replace(topics[at], **{shape.partitions: joined})
-    merged = dataclasses.replace(body, **{shape.topics: tuple(topics)})
+    merged = _with_endpoints(dataclasses.replace(body, **{shape.topics: tuple(topics)}), hints)
     return encode_response(request.correlation_id, merged)
 
 

@@ -11,9 +11,13 @@ listener from the connection's ``Session``, and the request's partitions
 
 ``apply`` carries the hit out through ``FaultEffects``, the dispatcher's side: the
 handler, a wait on the broker's timing wheel, the throttle of the connection, the
-error that closes it. An error whose response has nowhere to carry it at the version
-asked (``AnswerShapeError``: no top-level error code and no partitions, as OffsetFetch
-v8's per-group errors) closes the connection instead, with the reason in its log line.
+error that closes it, and the broker's leader hints for the partitions an injected
+NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH hits (KIP-951), so the answer carries
+the partitions' current leader as the handlers' own does. The Fetch errors of a fetch
+session (``FETCH_SESSION_ERRORS``) are answered for the whole request. An error whose
+response has nowhere to carry it at the version asked (``AnswerShapeError``: no
+top-level error code and no partitions, as OffsetFetch v8's per-group errors) closes
+the connection instead, with the reason in its log line.
 Each hit is counted on its ``FaultHandle`` (``hits``) and in ``applied`` by (API name,
 kind), the counter the broker exports as
 ``tickwheel_faults_applied_total{api,kind}``, and logged at INFO. A rule with a
@@ -32,9 +36,9 @@ import itertools
 import logging
 import threading
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -46,18 +50,21 @@ from tickwheel.faults._answers import (
     with_topic_errors,
     without_partitions,
 )
+from tickwheel.faults._catalogue import FETCH_SESSION_ERRORS
 from tickwheel.faults._index import RuleIndex
 from tickwheel.faults._rules import FaultKind, FaultPhase, FaultRule, api_name, parse_rule
 from tickwheel.faults._shape import request_partitions, topic_shape
-from tickwheel.protocol import ApiKey, DecodedRequest, response_schema
+from tickwheel.protocol import (
+    LEADER_HINT_ERRORS,
+    NO_LEADER_HINTS,
+    ApiKey,
+    DecodedRequest,
+    LeaderHints,
+    response_schema,
+)
 from tickwheel.security import current_session_or_none
 
 _log = logging.getLogger(__name__)
-
-# Errors a Fetch answers for the whole request (its session), never per partition.
-_REQUEST_WIDE_ERRORS: Final = frozenset(
-    {ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch}
-)
 
 
 class FaultEffects(Protocol):
@@ -78,6 +85,10 @@ class FaultEffects(Protocol):
 
     def close(self, reason: str) -> Exception:
         """The error that closes the connection, saying ``reason``."""
+        ...
+
+    def leader_hints(self, pairs: Sequence[tuple[str, int]], error: ErrorCode) -> LeaderHints:
+        """The broker's leader hints for ``pairs`` answered ``error``."""
         ...
 
 
@@ -281,13 +292,14 @@ async def _error(
     pairs, all_pairs = hit.pairs, hit.all_pairs
     partitioned = (
         pairs is not None
-        and error not in _REQUEST_WIDE_ERRORS
+        and error not in FETCH_SESSION_ERRORS
         and topic_shape(response_schema(request.api_key, request.api_version)) is not None
     )
     if not partitioned or pairs is None or all_pairs is None:
         return error_answer(request, error, None)
+    hints = effects.leader_hints(pairs, error) if error in LEADER_HINT_ERRORS else NO_LEADER_HINTS
     if len(pairs) == len(all_pairs):
-        return error_answer(request, error, pairs)
+        return error_answer(request, error, pairs, hints)
     hit_set = set(pairs)
     rest = without_partitions(request, lambda topic, partition: (topic, partition) in hit_set)
-    return merged_answer(request, await effects.handle(rest), error, pairs)
+    return merged_answer(request, await effects.handle(rest), error, pairs, hints)

@@ -45,8 +45,14 @@ class TopicShape:
     error: str | None
 
 
-def _item_class(field: dataclasses.Field[Any]) -> type[Any] | None:
-    tp = field.type
+def _field_types(cls: type[Any]) -> list[tuple[str, Any]]:
+    """Each field of ``cls`` with its type resolved (some kio modules annotate with
+    strings)."""
+    hints = typing.get_type_hints(cls)
+    return [(field.name, hints[field.name]) for field in dataclasses.fields(cls)]
+
+
+def _item_class(tp: Any) -> type[Any] | None:
     args = [arg for arg in typing.get_args(tp) if arg is not type(None)]
     if typing.get_origin(tp) is not tuple and args:
         tp = args[0]
@@ -65,24 +71,24 @@ def _fields(cls: type[Any]) -> dict[str, dataclasses.Field[Any]]:
 
 
 def _partition_array(topic_class: type[Any]) -> tuple[str, type[Any]] | None:
-    for field in dataclasses.fields(topic_class):
-        item = _item_class(field)
-        if item is int or (item is not None and item.__mro__[1] is int):
-            return field.name, item
+    for name, tp in _field_types(topic_class):
+        item = _item_class(tp)
+        if item is not None and issubclass(item, int):
+            return name, item
         if (
             item is not None
             and dataclasses.is_dataclass(item)
             and _first(_INDEX_NAMES, _fields(item)) is not None
         ):
-            return field.name, item
+            return name, item
     return None
 
 
 @functools.cache
 def topic_shape(cls: type[Entity]) -> TopicShape | None:
     """The topic array of ``cls`` (a request or response body class), if it has one."""
-    for field in dataclasses.fields(cls):
-        topic_class = _item_class(field)
+    for field_name, tp in _field_types(cls):
+        topic_class = _item_class(tp)
         if topic_class is None or not dataclasses.is_dataclass(topic_class):
             continue
         name = _first(_TOPIC_NAMES, _fields(topic_class))
@@ -94,7 +100,7 @@ def topic_shape(cls: type[Entity]) -> TopicShape | None:
         if dataclasses.is_dataclass(item):
             item_fields = _fields(item)
             return TopicShape(
-                topics=field.name,
+                topics=field_name,
                 topic_class=topic_entity,
                 name=name,
                 partitions=partitions,
@@ -102,7 +108,7 @@ def topic_shape(cls: type[Entity]) -> TopicShape | None:
                 index=_first(_INDEX_NAMES, item_fields),
                 error=_first(_ERROR_NAMES, item_fields),
             )
-        return TopicShape(field.name, topic_entity, name, partitions, None, None, None)
+        return TopicShape(field_name, topic_entity, name, partitions, None, None, None)
     return None
 
 

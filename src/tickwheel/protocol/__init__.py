@@ -11,6 +11,7 @@ responses are the exception: ``encode_fetch_response`` writes them by hand as ch
 so record bytes go from the log to the socket without passing through an encoder;
 Produce, the request a ``linger.ms=0`` producer sends once per message, has its own
 length check and ``encode_produce_response`` (``_produce``), written for the hot path.
+Both write the leader hints of KIP-951 (``LeaderHints``, ``_leader_hints``).
 ``with_throttle_time`` raises an encoded answer's ``throttle_time_ms`` (a request-time
 quota is known only once the handler is done).
 
@@ -80,6 +81,12 @@ from tickwheel.protocol._framing import (
     size_prefix,
     uvarint,
 )
+from tickwheel.protocol._leader_hints import (
+    LEADER_HINT_ERRORS,
+    NO_LEADER_HINTS,
+    LeaderHints,
+    NodeEndpoint,
+)
 from tickwheel.protocol._parts import (
     array_item_class,
     encode_entity,
@@ -97,6 +104,8 @@ __all__ = [
     "FETCH_MAX_VERSION",
     "FETCH_MIN_VERSION",
     "FOLLOWER_FETCH_VERSION",
+    "LEADER_HINT_ERRORS",
+    "NO_LEADER_HINTS",
     "NO_THROTTLE",
     "SIZE_PREFIX_BYTES",
     "ApiKey",
@@ -113,7 +122,9 @@ __all__ = [
     "FollowerFetchPartitionData",
     "FrameTooLargeError",
     "InvalidRequestError",
+    "LeaderHints",
     "MalformedFrameError",
+    "NodeEndpoint",
     "PartitionAnswer",
     "ProtocolError",
     "RecordsSource",

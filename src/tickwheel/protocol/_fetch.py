@@ -9,8 +9,9 @@ fields and, between them, the log's record slices themselves (any object with a
 size of each slice is needed to write the length prefixes.
 
 Wire layout, versions 4-12 (v12 is the first flexible version: compact strings and
-arrays, and an empty tagged-field section after each struct; none of Fetch's tagged
-fields is ever written, so old librdkafka has nothing to mis-skip)::
+arrays, and an empty tagged-field section after each struct; of Fetch's tagged fields
+only a partition's ``current_leader``, the leader hint of KIP-951, is ever written, and
+only beside NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH)::
 
     throttle_time_ms int32 | error_code int16 (v7+) | session_id int32 (v7+)
     [topic string
@@ -48,6 +49,7 @@ from typing import Final, Protocol
 from tickwheel.protocol._api_keys import ApiKey
 from tickwheel.protocol._codec import response_header_bytes
 from tickwheel.protocol._framing import size_prefix, uvarint
+from tickwheel.protocol._leader_hints import current_leader_tag
 
 FETCH_MIN_VERSION = 4
 FETCH_MAX_VERSION = 12
@@ -56,6 +58,7 @@ _FIRST_LOG_START_OFFSET_VERSION = 5
 _FIRST_SESSION_VERSION = 7
 _FIRST_PREFERRED_REPLICA_VERSION = 11
 _NO_PREFERRED_REPLICA = -1
+_CURRENT_LEADER_TAG = 1
 _EMPTY_TAGGED_FIELDS = b"\x00"
 
 _INT16 = struct.Struct(">h")
@@ -95,7 +98,8 @@ class RecordsSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class FetchPartitionData:
-    """One partition of a Fetch response. ``records`` None means no records (empty)."""
+    """One partition of a Fetch response. ``records`` None means no records (empty);
+    ``current_leader`` (leader id, epoch) is the leader hint (v12+; None: none)."""
 
     partition_index: int
     error_code: int = 0
@@ -104,6 +108,7 @@ class FetchPartitionData:
     log_start_offset: int = -1
     aborted_transactions: Sequence[tuple[int, int]] | None = None
     records: RecordsSource | None = None
+    current_leader: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +209,10 @@ def encode_fetch_response(
             if api_version >= _FIRST_PREFERRED_REPLICA_VERSION:
                 out.raw(_INT32.pack(_NO_PREFERRED_REPLICA))
             out.records(p.records)
-            out.tagged_fields()
+            if p.current_leader is not None and flexible:
+                out.raw(current_leader_tag(_CURRENT_LEADER_TAG, p.current_leader))
+            else:
+                out.tagged_fields()
         out.tagged_fields()
     out.tagged_fields()
     out.flush()

@@ -10,10 +10,11 @@ plain tuples: the same bytes kio writes for the equivalent ProduceResponse entit
 (v3-v4: index, error code, base offset, log append time; v5-v7 add the log start
 offset; v8 adds the record errors, each a batch index and a nullable message, and the
 error message; v9 is flexible: compact lengths, empty tagged-field sections and
-response header v1). A partition without record errors, the common case, costs one
-constant for them. ``tests/protocol/test_produce_response.py`` compares the bytes with
-kio's over generated answers. (The request's own hot-path check is
-``_request_checks``.)
+response header v1; v10 adds the leader hints of KIP-951 as tagged fields, written only
+for the partitions ``hints`` names, as ``_leader_hints`` tells). A partition without
+record errors, the common case, costs one constant for them.
+``tests/protocol/test_produce_response.py`` compares the bytes with kio's over
+generated answers. (The request's own hot-path check is ``_request_checks``.)
 
 Pure functions; safe from any thread.
 """
@@ -25,10 +26,19 @@ from collections.abc import Sequence
 from typing import Final
 
 from tickwheel.protocol._framing import uvarint
+from tickwheel.protocol._leader_hints import (
+    NO_LEADER_HINTS,
+    LeaderHints,
+    current_leader_tag,
+    node_endpoints_tag,
+)
 
 _FIRST_FLEXIBLE_VERSION: Final = 9
 _FIRST_LOG_START_OFFSET_VERSION: Final = 5
 _FIRST_ERROR_MESSAGE_VERSION: Final = 8
+_FIRST_LEADER_HINT_VERSION: Final = 10
+_CURRENT_LEADER_TAG: Final = 0
+_NODE_ENDPOINTS_TAG: Final = 0
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -83,11 +93,18 @@ def _record_errors(errors: Sequence[RecordErrorAnswer], *, flexible: bool) -> by
 
 
 def encode_produce_response(
-    correlation_id: int, version: int, topics: Sequence[TopicAnswer], *, throttle_time_ms: int = 0
+    correlation_id: int,
+    version: int,
+    topics: Sequence[TopicAnswer],
+    *,
+    throttle_time_ms: int = 0,
+    hints: LeaderHints = NO_LEADER_HINTS,
 ) -> bytes:
-    """The ProduceResponse frame of ``version`` (3-12: v10-12 add only tagged fields,
-    which are sent empty), size prefix included."""
+    """The ProduceResponse frame of ``version`` (3-12: v10-12 add only tagged fields, the
+    leader ``hints``), size prefix included."""
     flexible = version >= _FIRST_FLEXIBLE_VERSION
+    hinted = version >= _FIRST_LEADER_HINT_VERSION
+    leaders = hints.leaders if hinted else {}
     with_error_message = version >= _FIRST_ERROR_MESSAGE_VERSION
     with_log_start = version >= _FIRST_LOG_START_OFFSET_VERSION
     no_record_errors = _EMPTY_COMPACT_ARRAY if flexible else _EMPTY_LEGACY_ARRAY
@@ -118,12 +135,17 @@ def encode_produce_response(
                     else no_record_errors
                 )
                 parts.append(_nullable_string(message, flexible=flexible))
-            if flexible:
+            leader = leaders.get((name, index)) if leaders else None
+            if leader is not None:
+                parts.append(current_leader_tag(_CURRENT_LEADER_TAG, leader))
+            elif flexible:
                 parts.append(_EMPTY_TAGGED_FIELDS)
         if flexible:
             parts.append(_EMPTY_TAGGED_FIELDS)
     parts.append(_INT32.pack(throttle_time_ms) if throttle_time_ms else _NO_THROTTLE)
-    if flexible:
+    if hinted and hints.endpoints:
+        parts.append(node_endpoints_tag(_NODE_ENDPOINTS_TAG, hints.endpoints))
+    elif flexible:
         parts.append(_EMPTY_TAGGED_FIELDS)
     body_bytes = sum(map(len, parts))
     parts[0] = _SIZE_AND_CORRELATION.pack(body_bytes + _INT32.size, correlation_id)

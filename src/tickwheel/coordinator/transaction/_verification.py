@@ -21,8 +21,9 @@ in one request, one entry per transactional id, as Kafka's sender thread batches
 them. A second question for an id already queued replaces the first, which is answered
 NETWORK_EXCEPTION (same epoch: a retry of the client) or INVALID_PRODUCER_EPOCH (a
 lower epoch); a question at a lower epoch than the queued one is answered
-INVALID_PRODUCER_EPOCH at once. A request that fails answers each of its partitions
-NETWORK_EXCEPTION; a coordinator not known, COORDINATOR_NOT_AVAILABLE.
+INVALID_PRODUCER_EPOCH at once. A request that fails (a timeout, a connection refused or
+closed) answers each of its partitions NETWORK_EXCEPTION; a coordinator not known,
+COORDINATOR_NOT_AVAILABLE.
 
 The answers are the coordinator's own codes; the Produce and TxnOffsetCommit handlers
 map them to what their version's clients know (``client_answer``, as Kafka's
@@ -221,7 +222,9 @@ class PartitionVerifier:
             results = await self._transport.add_partitions_to_txn(
                 broker, [entry.question for entry in entries]
             )
-        except (TimeoutError, OSError, ConnectionError, ValueError) as exc:
+        except (TimeoutError, OSError, EOFError, ValueError) as exc:
+            # EOFError: the coordinator closed the connection mid-request
+            # (``asyncio.IncompleteReadError``).
             _log.info("AddPartitionsToTxn to broker %d failed: %s", broker, exc)
             results = {}
         for entry in entries:

@@ -10,7 +10,8 @@ the transaction APIs (``_transactions``) to the transaction coordinator, and
 FindCoordinator (``_find_coordinator``) to either by key type; the share-group APIs
 (``_share``) to the share-group coordinator and the share-partition manager; SASL
 logins (``_sasl``) to the connection's authenticator, and SCRAM credentials
-(``_scram_credentials``) to the broker's ``UserConfigs``.
+(``_scram_credentials``) to the broker's ``UserConfigs``. ``leader_hints`` gives Produce,
+Fetch and the fault plan's injected errors the KIP-951 hints of a leader error.
 
 Concurrency: handlers run on the broker's event-loop thread.
 """
@@ -36,6 +37,7 @@ from tickwheel.server.apis._find_coordinator import FIND_COORDINATOR
 from tickwheel.server.apis._groups import GROUP_SPECS
 from tickwheel.server.apis._incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from tickwheel.server.apis._init_producer_id import INIT_PRODUCER_ID
+from tickwheel.server.apis._leader_hints import leader_hints
 from tickwheel.server.apis._list_offsets import LIST_OFFSETS
 from tickwheel.server.apis._log_dirs import LOG_DIR_SPECS
 from tickwheel.server.apis._metadata import METADATA
@@ -99,4 +101,5 @@ __all__ = [
     "CloseConnectionError",
     "Handler",
     "Response",
+    "leader_hints",
 ]

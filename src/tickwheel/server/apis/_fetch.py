@@ -23,6 +23,9 @@ read are recorded against it (``context.quotas.fetch``); a client over its quota
 answered at once with no data and the throttle time (the read taken back, as Kafka's
 ``unrecordQuotaSensor``), and its connection is muted for it.
 
+A partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its current
+leader (v12+, KIP-951: ``_leader_hints``); the leaders' endpoints need v16, not served.
+
 Fetch sessions (KIP-227) are not kept: every response carries session id 0, which
 tells the client to send full fetch requests.
 
@@ -56,6 +59,7 @@ from tickwheel.server._authorization import authorize_cluster, authorized_names
 from tickwheel.server._context import BrokerContext
 from tickwheel.server.apis._client_quotas import quota_client
 from tickwheel.server.apis._common import ApiSpec, Pending, Response, to_ms
+from tickwheel.server.apis._leader_hints import leader_hints
 
 _NO_SESSION = 0
 
@@ -118,6 +122,7 @@ async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Respo
         context.metrics.record_fetch(
             tp.topic, result.size_bytes, from_follower=params.is_from_follower
         )
+    leaders = leader_hints(context, ((tp, r.error_code) for tp, r in results.items())).leaders
     topics = [
         FetchTopicData(
             topic.topic,
@@ -126,6 +131,7 @@ async def handle_fetch(context: BrokerContext, request: DecodedRequest) -> Respo
                     p.partition,
                     results[TopicPartition(topic.topic, p.partition)],
                     params.isolation,
+                    leaders.get((topic.topic, p.partition)),
                 )
                 for p in topic.partitions
             ],
@@ -152,7 +158,10 @@ def _refused(
 
 
 def _partition_data(
-    index: int, result: FetchPartitionResult, isolation: FetchIsolation
+    index: int,
+    result: FetchPartitionResult,
+    isolation: FetchIsolation,
+    current_leader: tuple[int, int] | None,
 ) -> FetchPartitionData:
     # read_committed readers get the aborted transactions overlapping what they read
     # (maybe an empty list), read_uncommitted ones null, as from Kafka.
@@ -168,6 +177,7 @@ def _partition_data(
         last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset,
         records=None if result.data is None else result.data.records,
+        current_leader=current_leader,
     )
 
 

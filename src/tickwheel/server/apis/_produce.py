@@ -34,6 +34,9 @@ are appended with their guard; the log refuses one whose guard a marker has drop
 meanwhile. Produce v12 is only sent by clients told ``transaction.version`` 2
 (``server._features``); v10 and v11 are v9's request and response with tagged fields.
 
+A partition answered NOT_LEADER_OR_FOLLOWER carries its current leader and that leader's
+endpoint (v10+, KIP-951: ``_leader_hints``).
+
 Client quotas: the request's record bytes are recorded against the client's
 ``producer_byte_rate`` (``context.quotas.produce``) once appended; a client over its
 quota gets the throttle time in ``throttle_time_ms`` and its connection is muted for it
@@ -81,6 +84,7 @@ from tickwheel.server.apis._common import (
     Response,
     to_ms,
 )
+from tickwheel.server.apis._leader_hints import leader_hints
 
 
 def _transactional_batches(records: bytes) -> tuple[bool, set[tuple[int, int]]]:
@@ -245,6 +249,7 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
             for topic in body.topic_data
         ],
         throttle_time_ms=throttle_ms,
+        hints=leader_hints(context, ((tp, r.error_code) for tp, r in results.items())),
     )
 
 

@@ -28,7 +28,7 @@ from typing import TypeVar
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from tickwheel.cluster import ClusterNode
+from tickwheel.cluster import SHARE_STATE, ClusterNode
 from tickwheel.coordinator import CoordinatorNode
 from tickwheel.coordinator.share_state import (
     DELETE_SHARE_GROUP_STATE,
@@ -52,8 +52,6 @@ from tickwheel.server._share_transport import KafkaShareStateTransport
 from tickwheel.server._time import BrokerTime
 from tickwheel.server.apis._common import ApiSpec, Response, reply
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
-
-_CLIENT_ID = "tickwheel-share-state-{}"
 
 
 def start_share_coordinator(
@@ -93,7 +91,7 @@ def start_share_coordinator(
             endpoint_of=functools.partial(_endpoint_of, context, cluster),
             transport=KafkaShareStateTransport(
                 cluster.inter_broker_channels(
-                    _CLIENT_ID.format(context.broker_id), PERSISTER_TIMEOUT_MS
+                    SHARE_STATE.client_id(context.broker_id), PERSISTER_TIMEOUT_MS
                 )
             ),
         )

@@ -36,7 +36,13 @@ from collections.abc import Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from tickwheel.cluster import BrokerChannels, ClusterNode, KafkaTxnMarkerTransport
+from tickwheel.cluster import (
+    TXN_MARKERS,
+    TXN_VERIFICATION,
+    BrokerChannels,
+    ClusterNode,
+    KafkaTxnMarkerTransport,
+)
 from tickwheel.coordinator import CoordinatorLocator, CoordinatorNode, partition_for
 from tickwheel.coordinator.group import OFFSETS_TOPIC, GroupService
 from tickwheel.coordinator.transaction import (
@@ -56,8 +62,6 @@ from tickwheel.server.apis._common import ApiSpec, Response, reply
 from tickwheel.server.apis._internal_topics import chain_leadership, internal_topic_leader
 from tickwheel.server.apis._transaction_authorization import authorized_transaction_handler
 
-_MARKER_CLIENT_ID = "tickwheel-txn-markers-{}"
-_VERIFICATION_CLIENT_ID = "tickwheel-txn-verification-{}"
 _ADD_PARTITIONS_TO_TXN_VERSION = 5
 
 
@@ -186,12 +190,12 @@ def start_transactions(
             leader_of=_cluster_leader_lookup(cluster),
             transport=KafkaTxnMarkerTransport(
                 cluster.inter_broker_channels(
-                    _MARKER_CLIENT_ID.format(context.broker_id), config.request_timeout_ms
+                    TXN_MARKERS.client_id(context.broker_id), config.request_timeout_ms
                 )
             ),
             verification_transport=KafkaVerificationTransport(
                 cluster.inter_broker_channels(
-                    _VERIFICATION_CLIENT_ID.format(context.broker_id), config.request_timeout_ms
+                    TXN_VERIFICATION.client_id(context.broker_id), config.request_timeout_ms
                 )
             ),
         )

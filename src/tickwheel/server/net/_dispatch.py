@@ -74,7 +74,7 @@ class Dispatcher:
     ) -> None:
         self._context = context
         self._faults = faults
-        self._fault_effects = DispatchEffects(self._handle, fault_timer)
+        self._fault_effects = DispatchEffects(context, self._handle, fault_timer)
         self._specs = {spec.api_key: spec for spec in specs}
         self._versions = {key: spec.versions for key, spec in self._specs.items()}
         self._advertised = sorted((key, spec.advertised) for key, spec in self._specs.items())

@@ -5,20 +5,25 @@ happens to it; the doing needs the broker's parts, which the plan may not import
 handler (with the client's request quota, as any request), a wait of ``delay_ms`` on
 the broker's timing wheel (a ``FaultDelay`` timer of the broker's ``LoopTimers``, so a
 ``ManualClock`` decides when a delayed answer goes), the throttle of the connection
-(its ``throttle_time_ms`` and its muting, as client quotas throttle it), and the
-``CloseConnectionError`` that closes the connection.
+(its ``throttle_time_ms`` and its muting, as client quotas throttle it), the
+``CloseConnectionError`` that closes the connection, and the leader hints of the
+broker's own metadata (``server.apis.leader_hints``, as the handlers answer them).
 
 Concurrency: on the broker's event loop, like the dispatcher.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
+from kio.schema.errors import ErrorCode
+
 from tickwheel.faults import Answer
-from tickwheel.protocol import DecodedRequest, with_throttle_time
-from tickwheel.server.apis import CloseConnectionError
+from tickwheel.protocol import DecodedRequest, LeaderHints, with_throttle_time
+from tickwheel.replica import TopicPartition
+from tickwheel.server._context import BrokerContext
+from tickwheel.server.apis import CloseConnectionError, leader_hints
 from tickwheel.server.net._throttled_channel import wait_unmuted
 from tickwheel.server.quotas import throttle_channel
 from tickwheel.timer import SystemTimer
@@ -32,10 +37,12 @@ class DispatchEffects:
 
     def __init__(
         self,
+        context: BrokerContext,
         handle: Callable[[DecodedRequest], Awaitable[Answer]],
         timer: SystemTimer,
     ) -> None:
         self.handle = handle
+        self._context = context
         self._timer = timer
 
     async def wait_ms(self, delay_ms: int) -> None:
@@ -52,3 +59,7 @@ class DispatchEffects:
     def close(self, reason: str) -> Exception:
         """The error that closes the connection."""
         return CloseConnectionError(reason)
+
+    def leader_hints(self, pairs: Sequence[tuple[str, int]], error: ErrorCode) -> LeaderHints:
+        """The broker's leader hints for ``pairs`` answered ``error``."""
+        return leader_hints(self._context, ((TopicPartition(*pair), error) for pair in pairs))
