@@ -4,8 +4,9 @@ The log stores batches as opaque bytes (``_batch``). The parts that need the rec
 inside: the log cleaner, which keeps each key's latest record (``record_keys``,
 ``decode_records``, ``encode_record``); a leader append to a compacted topic, which
 refuses records without a key (``null_key_indexes``; INVALID_RECORD, as Kafka does);
-ListOffsets by time (``record_timestamps``); transaction markers (``_control``); and
-the coordinators, which read their state topics back record by record.
+the produce handler's schema validation, which reads the first bytes of each key and
+value (``record_prefixes``); ListOffsets by time (``record_timestamps``); transaction
+markers (``_control``); and the coordinators, which read their state topics back record by record.
 
 A record (KIP-98) is a zig-zag varint length, then:
 
@@ -217,6 +218,38 @@ def null_key_indexes(batch: bytes | memoryview, header: BatchHeader) -> list[int
         raise CorruptRecordError("a record runs past the end of its batch") from error
     if position != len(data):
         raise CorruptRecordError("the records do not fill their batch")
+    return found
+
+
+def record_prefixes(
+    batch: bytes | memoryview, header: BatchHeader, size_bytes: int
+) -> list[tuple[bytes | None, bytes | None]]:
+    """The first ``size_bytes`` bytes (fewer if shorter) of the key and of the value of
+    every record of a whole ``batch``, None for a null one.
+
+    Copies only those bytes: the schema validation of a produce runs it on every batch
+    of a validated topic, compressed ones included.
+    """
+    data = records_section(batch, header)
+    found: list[tuple[bytes | None, bytes | None]] = []
+    position = 0
+    try:
+        for _ in range(header.records_count):
+            length, position = _varint_at(data, position)
+            end = position + length
+            _, at = _varint_at(data, position + 1)
+            _, at = _varint_at(data, at)
+            key_length, at = _varint_at(data, at)
+            key = None
+            if key_length >= 0:
+                key = data[at : at + min(key_length, size_bytes)]
+                at += key_length
+            value_length, at = _varint_at(data, at)
+            value = None if value_length < 0 else data[at : at + min(value_length, size_bytes)]
+            found.append((key, value))
+            position = end
+    except IndexError as error:
+        raise CorruptRecordError("a record runs past the end of its batch") from error
     return found
 
 
