@@ -227,27 +227,33 @@ def record_prefixes(
     """The first ``size_bytes`` bytes (fewer if shorter) of the key and of the value of
     every record of a whole ``batch``, None for a null one.
 
-    Copies only those bytes: the schema validation of a produce runs it on every batch
-    of a validated topic, compressed ones included.
+    Copies only those bytes, and skips the timestamp and offset deltas without decoding
+    them: the schema validation of a produce runs it on every batch of a validated
+    topic, compressed ones included.
     """
     data = records_section(batch, header)
     found: list[tuple[bytes | None, bytes | None]] = []
+    append = found.append
     position = 0
     try:
         for _ in range(header.records_count):
-            length, position = _varint_at(data, position)
-            end = position + length
-            _, at = _varint_at(data, position + 1)
-            _, at = _varint_at(data, at)
-            key_length, at = _varint_at(data, at)
+            length, at = _varint_at(data, position)
+            position = at + length
+            at += 1  # The attributes.
+            while data[at] >= _VARINT_CONTINUATION:  # The timestamp delta.
+                at += 1
+            at += 1
+            while data[at] >= _VARINT_CONTINUATION:  # The offset delta.
+                at += 1
+            key_length, at = _varint_at(data, at + 1)
             key = None
             if key_length >= 0:
                 key = data[at : at + min(key_length, size_bytes)]
                 at += key_length
             value_length, at = _varint_at(data, at)
-            value = None if value_length < 0 else data[at : at + min(value_length, size_bytes)]
-            found.append((key, value))
-            position = end
+            append(
+                (key, None if value_length < 0 else data[at : at + min(value_length, size_bytes)])
+            )
     except IndexError as error:
         raise CorruptRecordError("a record runs past the end of its batch") from error
     return found
