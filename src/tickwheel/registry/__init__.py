@@ -15,6 +15,7 @@ write, through the same replica layer as every internal topic.
 - ``_access`` -- HTTP basic authentication against SCRAM users; the broker's ACLs.
 - ``_http`` -- the REST API (aiohttp on the broker's event loop).
 - ``_validator`` -- broker-side schema id validation of produced records.
+- ``_prefix_scan`` -- the validation's walk over records (compiled: ``_prefix_scan_build``).
 - ``_service`` -- the parts put together for the broker.
 """
 

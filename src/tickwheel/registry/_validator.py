@@ -23,20 +23,18 @@ this module needs of one: the subject from the topic, key or value, and record n
 holds refused ones, each with its index in its batch and why, as the log answers the
 keyless records of a compacted topic (Kafka's ``RecordValidationException``); the
 produce handler refuses the partition with them. Compressed batches are decompressed
-to read the prefixes (``tickwheel.record.record_prefixes``); control batches are not
-validated (clients may not write them: the log refuses them), and a batch whose
-records do not parse is left to the log, which refuses it as corrupt.
+to read the prefixes; control batches are not validated (clients may not write them:
+the log refuses them); a batch whose records do not parse is refused as such (record
+0), since the log, which takes batches as opaque bytes, would not look.
 
 Cost, per validated partition: the registry reads what ``_schemas`` holds that it has
-not read (one comparison of offsets when nothing); each distinct (key prefix, value
-prefix) pair of a batch -- nearly always one -- is judged once, and each id once per
-call, with the store's ``subjects_by_id`` (kept as each ``_schemas`` record is applied)
-and its record name (parsed once from its schema text, kept while the id names that
-same stored schema). What remains per record is the walk that finds its prefixes: pure
-Python, like the compacted topic's keyless check (``null_key_indexes``), about a
-microsecond per record -- several times what the broker spends on a record of a large
-batch it does not look into. A compiled twin of the walk, as the Spark source's record
-scan has, is what would bring it to a few nanoseconds.
+not read (one comparison of offsets when nothing); the prefix scan (``_prefix_scan``,
+compiled by the build: a few nanoseconds per record) answers each batch's distinct
+(key prefix, value prefix) pairs -- nearly always one -- and each pair is judged once,
+each id once per call, with the store's ``subjects_by_id`` (kept as each ``_schemas``
+record is applied) and its record name (parsed once from its schema text, kept while
+the id names that same stored schema). Only a refusal walks the records again
+(``tickwheel.record.record_prefixes``) to name them.
 
 Concurrency: event-loop thread only, like the registry it reads.
 """
@@ -46,9 +44,16 @@ from __future__ import annotations
 import json
 from typing import Final, Protocol
 
-from tickwheel.record import CONTROL_FLAG_MASK, RecordError, iter_batches, record_prefixes
+from tickwheel.record import (
+    CONTROL_FLAG_MASK,
+    RecordError,
+    iter_batches,
+    record_prefixes,
+    records_section,
+)
 from tickwheel.registry._avro import AVRO
 from tickwheel.registry._json_schema import JSON
+from tickwheel.registry._prefix_scan_build import distinct_prefixes
 from tickwheel.registry._records import SchemaValue
 from tickwheel.registry._registry import SchemaRegistry
 
@@ -106,26 +111,25 @@ class SchemaValidator:
         ``value``: the strategy of each validated field, None for one not validated."""
         self._registry.catch_up()
         view = memoryview(records)
-        try:
-            batches = [
-                record_prefixes(
-                    view[position : position + header.size_bytes], header, WIRE_PREFIX_BYTES
-                )
-                for position, header in iter_batches(records)
-                if not header.attributes & CONTROL_FLAG_MASK
-            ]
-        except RecordError:
-            return []  # The log refuses what does not parse.
         judged: dict[tuple[bool, int], str | None] = {}
-        for prefixes in batches:
-            # A batch's records nearly always share their prefixes: each distinct pair
-            # is judged once, and records are named only when a pair is refused.
+        for position, header in iter_batches(records):
+            if header.attributes & CONTROL_FLAG_MASK:
+                continue
+            batch = view[position : position + header.size_bytes]
+            try:
+                pairs = distinct_prefixes(
+                    records_section(batch, header), header.records_count, WIRE_PREFIX_BYTES
+                )
+            except (RecordError, IndexError, ValueError) as exc:
+                return [(0, f"the records of the batch do not parse: {exc}")]
+            # Each distinct pair is judged once; records are named only when one is refused.
             refused = {
                 pair: reason
-                for pair in set(prefixes)
+                for pair in pairs
                 if (reason := self._pair_refusal(topic, key, value, pair, judged)) is not None
             }
             if refused:
+                prefixes = record_prefixes(batch, header, WIRE_PREFIX_BYTES)
                 return [(i, refused[pair]) for i, pair in enumerate(prefixes) if pair in refused]
         return []
 
