@@ -212,6 +212,13 @@ def test_one_bad_record_refuses_its_whole_batch_compressed_or_not(
     assert consume_all(broker, topic) == []
 
 
+def refusal_reason(future: Any) -> str:
+    """The message kafka-python fails a refused record with."""
+    with pytest.raises(kafka.errors.InvalidRecordError) as raised:
+        future.get(TIMEOUT_S)
+    return str(raised.value.args[0])
+
+
 def test_kafka_python_reads_each_refused_records_reason(
     broker: BackgroundBroker, registry: Registry
 ) -> None:
@@ -224,12 +231,7 @@ def test_kafka_python_reads_each_refused_records_reason(
     ]
     producer.flush(TIMEOUT_S)
     producer.close()
-    reasons = []
-    for future in futures:
-        with pytest.raises(kafka.errors.InvalidRecordError) as raised:
-            future.get(TIMEOUT_S)
-        reasons.append(raised.value.args[0])
-    assert reasons == [
+    assert [refusal_reason(future) for future in futures] == [
         "the value has unknown magic byte 7 (expected 0)",
         f"the value's schema id {UNKNOWN_ID} is unknown to the schema registry",
         f"the value's schema id {other_id} is not registered under subject reasons-value",
@@ -296,15 +298,13 @@ def test_a_soft_deleted_subject_no_longer_admits_its_ids(
 
 
 def alter_error(broker: BackgroundBroker, topic: str, name: str, value: str) -> KafkaError | None:
+    """The error IncrementalAlterConfigs answers for setting ``name`` on ``topic``."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
-    try:
-        admin.incremental_alter_configs([resource])[resource].result(TIMEOUT_S)
-    except KafkaException as exc:
-        error: KafkaError = exc.args[0]
-        return error
-    return None
+    (answer,) = admin.incremental_alter_configs([resource]).values()
+    failure = answer.exception(TIMEOUT_S)
+    return None if failure is None else failure.args[0]
 
 
 def test_configs_are_altered_checked_and_described_with_their_types(
