@@ -4,9 +4,10 @@ The log stores batches as opaque bytes (``_batch``). The parts that need the rec
 inside: the log cleaner, which keeps each key's latest record (``record_keys``,
 ``decode_records``, ``encode_record``); a leader append to a compacted topic, which
 refuses records without a key (``null_key_indexes``; INVALID_RECORD, as Kafka does);
-the produce handler's schema validation, which reads the first bytes of each key and
-value (``record_prefixes``); ListOffsets by time (``record_timestamps``); transaction
-markers (``_control``); and the coordinators, which read their state topics back record by record.
+the produce handler's schema validation, which names the records whose key or value
+starts wrong (``record_prefixes``); ListOffsets by time (``record_timestamps``);
+transaction markers (``_control``); and the coordinators, which read their state topics
+back record by record.
 
 A record (KIP-98) is a zig-zag varint length, then:
 
@@ -228,8 +229,7 @@ def record_prefixes(
     every record of a whole ``batch``, None for a null one.
 
     Copies only those bytes, and skips the timestamp and offset deltas without decoding
-    them: the schema validation of a produce runs it on every batch of a validated
-    topic, compressed ones included.
+    them. Schema validation runs it on a batch it refuses, to name the refused records.
     """
     data = records_section(batch, header)
     found: list[tuple[bytes | None, bytes | None]] = []
