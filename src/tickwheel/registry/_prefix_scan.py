@@ -6,12 +6,13 @@ byte, the timestamp and offset deltas (varints), then the key and the value, eac
 its varint length (-1: null). Validation needs only the first bytes of each key and
 value -- the wire format's magic byte and schema id -- and a producer's batch nearly
 always holds one pair of them, so the walk answers the set of distinct pairs: a record
-whose prefixes are those of the record before it is compared in place and adds nothing.
+whose prefixes are those of the record before it adds nothing to the set.
 
 Written for mypyc, as the Spark source's record scan is: native ``int`` and ``bytes``,
 no closures; a tuple made only for a pair not seen just before. The build compiles it
 into a twin (``_prefix_scan_build`` tells which of the two runs): interpreted, the walk
-costs about a microsecond per record, compiled a few nanoseconds. Both builds behave the
+costs about a microsecond per record, compiled some 60 ns (most of it the slices of the
+prefixes it compares). Both builds behave the
 same and raise only ``IndexError`` (a record running past the section) and
 ``ValueError`` (a varint too long, or records that do not fill the section).
 
