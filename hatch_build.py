@@ -22,7 +22,8 @@ writes ``sources.sha256``, the hash of the sources compiled, beside them: the se
 uses the compiled build only while that hash matches the sources, so a stale build is
 never used.
 
-A few modules outside the core (``STANDALONE_TWINS``: the Spark source's record scan)
+A few modules outside the core (``STANDALONE_TWINS``: the Spark source's record scan,
+the schema validation's prefix scan)
 are compiled in the same group, each into a ``_mypyc`` folder beside it, with a hash
 file of its own (``<module>.sha256``, the hash of that one source): they import nothing
 of the core, and their package chooses between its two builds itself
@@ -53,7 +54,10 @@ PACKAGES = ("timer", "purgatory")
 TWIN = "_mypyc"
 GROUP = f"tickwheel.timer.{TWIN}.core"
 """mypyc's group name: its shared library is ``tickwheel/timer/_mypyc/core__mypyc``."""
-STANDALONE_TWINS = (Path("tickwheel") / "spark" / "_record_scan.py",)
+STANDALONE_TWINS = (
+    Path("tickwheel") / "spark" / "_record_scan.py",
+    Path("tickwheel") / "registry" / "_prefix_scan.py",
+)
 """Modules compiled as twins outside the core, as paths under ``src``."""
 BUILD_DIR = ROOT / "build" / "mypyc"
 COMPILE_TIMEOUT_S = 900

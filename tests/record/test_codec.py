@@ -17,6 +17,7 @@ from tickwheel.record import (
     parse_header,
     read_varint,
     record_keys,
+    record_prefixes,
     write_varint,
 )
 
@@ -44,6 +45,10 @@ def test_records_decode_as_encoded(
     assert [(r.offset_delta, r.key) for r in decoded] == record_keys(batch, header)
     assert null_key_indexes(batch, header) == [
         i for i, (key, _) in enumerate(records) if key is None
+    ]
+    assert record_prefixes(batch, header, 5) == [
+        (None if key is None else key[:5], None if value is None else value[:5])
+        for key, value in records
     ]
     for record in decoded:
         assert encode_record(record, record.timestamp_delta) == record.raw

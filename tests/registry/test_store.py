@@ -51,3 +51,26 @@ def test_levels_are_set_and_removed_per_subject_and_globally() -> None:
     store.apply(ConfigChange("a", "NONE"))
     store.apply(ConfigChange("a", None))
     assert store.compatibility == {None: "FULL"}
+
+
+def test_subjects_by_id_follows_live_versions_through_soft_and_hard_deletes() -> None:
+    store = SchemaStore()
+    store.apply(version("a", 1, 1))
+    store.apply(version("b", 1, 1))
+    store.apply(version("a", 2, 2, '"long"'))
+    assert store.subjects_by_id == {1: {"a", "b"}, 2: {"a"}}
+    store.apply(DeleteSubjectChange("a", 2))
+    assert store.subjects_by_id == {1: {"b"}}
+    store.apply(SchemaChange("b", 1, None))
+    assert store.subjects_by_id == {}
+    store.apply(version("a", 3, 1))
+    assert store.subjects_by_id == {1: {"a"}}
+
+
+def test_a_version_soft_deleted_alone_leaves_the_subjects_other_ids() -> None:
+    store = SchemaStore()
+    store.apply(version("a", 1, 1))
+    store.apply(version("a", 2, 2, '"long"'))
+    soft = SchemaValue("a", 1, 1, '"int"', deleted=True)
+    store.apply(SchemaChange("a", 1, soft))
+    assert store.subjects_by_id == {2: {"a"}}

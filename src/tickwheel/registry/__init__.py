@@ -14,6 +14,8 @@ write, through the same replica layer as every internal topic.
 - ``_registry`` -- the registry's operations.
 - ``_access`` -- HTTP basic authentication against SCRAM users; the broker's ACLs.
 - ``_http`` -- the REST API (aiohttp on the broker's event loop).
+- ``_validator`` -- broker-side schema id validation of produced records.
+- ``_prefix_scan`` -- the validation's walk over records (compiled: ``_prefix_scan_build``).
 - ``_service`` -- the parts put together for the broker.
 """
 
@@ -29,6 +31,7 @@ from tickwheel.registry._http import (
 from tickwheel.registry._records import SCHEMAS_TOPIC
 from tickwheel.registry._schemas_log import SCHEMAS_TOPIC_CONFIGS
 from tickwheel.registry._service import RegistryService
+from tickwheel.registry._validator import SchemaValidator
 
 __all__ = [
     "LISTENERS_PROPERTY",
@@ -42,5 +45,6 @@ __all__ = [
     "RegistryListener",
     "RegistryListenerError",
     "RegistryService",
+    "SchemaValidator",
     "parse_listeners",
 ]

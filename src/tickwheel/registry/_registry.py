@@ -1,7 +1,7 @@
 """``SchemaRegistry``: Confluent's registry operations over the ``_schemas`` topic.
 
 Reads answer from the ``SchemaStore`` after applying whatever the topic holds that was
-not read yet (``_catch_up``), so a registry answers what the topic says. A write checks
+not read yet (``catch_up``), so a registry answers what the topic says. A write checks
 its request against the store, appends its records to the topic, and answers only once
 it has read them back from the topic and applied them: what it answered is what every
 later read sees, and what a restart rebuilds. Writes are serialized by a lock, so the
@@ -84,14 +84,16 @@ class SchemaRegistry:
 
     def load(self) -> None:
         """Read the topic from its start (at broker start-up)."""
-        self._catch_up()
+        self.catch_up()
         _log.info(
             "schema registry loaded %d subjects, %d schemas",
             len(self.store.subjects),
             len(self.store.by_id),
         )
 
-    def _catch_up(self) -> None:
+    def catch_up(self) -> None:
+        """Apply what the ``_schemas`` topic holds that was not read yet (one comparison
+        of offsets when nothing)."""
         records = self._log.read_new()
         for offset, key, value in records:
             try:
@@ -109,7 +111,7 @@ class SchemaRegistry:
     # -- reads -----------------------------------------------------------------------
 
     def subjects(self, *, deleted: bool = False) -> list[str]:
-        self._catch_up()
+        self.catch_up()
         return sorted(
             subject
             for subject, versions in self.store.subjects.items()
@@ -117,7 +119,7 @@ class SchemaRegistry:
         )
 
     def versions(self, subject: str, *, deleted: bool = False) -> list[int]:
-        self._catch_up()
+        self.catch_up()
         return [v.version for v in self._versions(subject, deleted=deleted)]
 
     def _versions(self, subject: str, *, deleted: bool) -> list[SchemaValue]:
@@ -131,7 +133,7 @@ class SchemaRegistry:
 
     def version(self, subject: str, version: str, *, deleted: bool = False) -> SchemaValue:
         """Version ``version`` (a number, ``latest`` or -1) of ``subject``."""
-        self._catch_up()
+        self.catch_up()
         number = parse_version(version)
         versions = self._versions(subject, deleted=deleted)
         if number is None:
@@ -142,7 +144,7 @@ class SchemaRegistry:
         raise errors.version_not_found(subject, number)
 
     def schema(self, schema_id: int) -> SchemaValue:
-        self._catch_up()
+        self.catch_up()
         value = self.store.by_id.get(schema_id)
         if value is None:
             raise errors.schema_not_found(f"Schema {schema_id} not found")
@@ -182,7 +184,7 @@ class SchemaRegistry:
         deleted: bool = False,
     ) -> SchemaValue:
         """The version of ``subject`` that is ``request``'s schema."""
-        self._catch_up()
+        self.catch_up()
         parsed = self._parse(request)
         versions = self.store.subjects.get(subject)
         if not versions or not (deleted or any(not v.deleted for v in versions.values())):
@@ -206,26 +208,26 @@ class SchemaRegistry:
 
     def compatibility(self, subject: str | None) -> Compatibility:
         """The level ``subject`` follows: its own, else the global one, else BACKWARD."""
-        self._catch_up()
+        self.catch_up()
         level = self.store.compatibility.get(subject) if subject is not None else None
         level = level or self.store.compatibility.get(None)
         return Compatibility(level) if level else DEFAULT_COMPATIBILITY
 
     def subject_compatibility(self, subject: str) -> Compatibility:
         """The level set on ``subject`` itself (40408 if none)."""
-        self._catch_up()
+        self.catch_up()
         level = self.store.compatibility.get(subject)
         if level is None:
             raise errors.subject_config_not_found(subject)
         return Compatibility(level)
 
     def mode(self, subject: str | None) -> str:
-        self._catch_up()
+        self.catch_up()
         mode = self.store.modes.get(subject) if subject is not None else None
         return mode or self.store.modes.get(None) or READWRITE
 
     def subject_mode(self, subject: str) -> str:
-        self._catch_up()
+        self.catch_up()
         mode = self.store.modes.get(subject)
         if mode is None:
             raise errors.subject_mode_not_found(subject)
@@ -236,7 +238,7 @@ class SchemaRegistry:
     ) -> list[str]:
         """Why ``request`` is incompatible with ``version`` of ``subject`` (None: with
         the versions its level names); empty: compatible."""
-        self._catch_up()
+        self.catch_up()
         parsed = self._parse(request)
         if subject not in self.store.subjects and version is None:
             return []
@@ -258,7 +260,7 @@ class SchemaRegistry:
         """Register ``request`` under ``subject``: its existing version if already
         there, else a new version once it passes the subject's compatibility check."""
         async with self._write_lock:
-            self._catch_up()
+            self.catch_up()
             mode = self._writable(subject)
             parsed = self._parse(request)
             versions = self.store.subjects.get(subject, {})
@@ -267,7 +269,7 @@ class SchemaRegistry:
                     return value
             value = self._new_version(subject, request, parsed, mode=mode, normalize=normalize)
             await self._log.append([encode_schema(value)])
-            self._catch_up()
+            self.catch_up()
             self._parsed[value.schema_id] = parsed
             return self.store.subjects[subject][value.version]
 
@@ -328,7 +330,7 @@ class SchemaRegistry:
         """Soft-delete every version of ``subject`` (or, ``permanent``, remove the
         soft-deleted ones); the versions deleted."""
         async with self._write_lock:
-            self._catch_up()
+            self.catch_up()
             self._writable(subject)
             versions = self.store.subjects.get(subject)
             if not versions:
@@ -346,13 +348,13 @@ class SchemaRegistry:
                 if not deleted:
                     raise errors.subject_soft_deleted(subject)
                 await self._log.append([encode_delete_subject(subject, max(versions))])
-            self._catch_up()
+            self.catch_up()
             return deleted
 
     async def delete_version(self, subject: str, version: str, *, permanent: bool = False) -> int:
         """Soft-delete (or, ``permanent``, remove a soft-deleted) version of ``subject``."""
         async with self._write_lock:
-            self._catch_up()
+            self.catch_up()
             self._writable(subject)
             number = parse_version(version)
             versions = self.store.subjects.get(subject)
@@ -375,7 +377,7 @@ class SchemaRegistry:
                     raise errors.version_soft_deleted(subject, number)
                 soft = dataclasses.replace(value, deleted=True)
                 await self._log.append([encode_schema(soft)])
-            self._catch_up()
+            self.catch_up()
             return number
 
     async def set_compatibility(self, subject: str | None, level: str) -> Compatibility:
@@ -387,20 +389,20 @@ class SchemaRegistry:
             ) from None
         async with self._write_lock:
             await self._log.append([encode_config(subject, compatibility.value)])
-            self._catch_up()
+            self.catch_up()
         return compatibility
 
     async def delete_compatibility(self, subject: str | None) -> Compatibility:
         """Remove the level of ``subject`` (None: the global one); the level it had."""
         async with self._write_lock:
-            self._catch_up()
+            self.catch_up()
             previous = self.store.compatibility.get(subject)
             if previous is None:
                 if subject is not None:
                     raise errors.subject_config_not_found(subject)
                 return DEFAULT_COMPATIBILITY
             await self._log.append([encode_config(subject, None)])
-            self._catch_up()
+            self.catch_up()
         return Compatibility(previous)
 
     async def set_mode(self, subject: str | None, mode: str) -> str:
@@ -408,17 +410,17 @@ class SchemaRegistry:
             raise errors.invalid_mode(", ".join(MODES))
         async with self._write_lock:
             await self._log.append([encode_mode(subject, mode)])
-            self._catch_up()
+            self.catch_up()
         return mode
 
     async def delete_mode(self, subject: str) -> str:
         async with self._write_lock:
-            self._catch_up()
+            self.catch_up()
             previous = self.store.modes.get(subject)
             if previous is None:
                 raise errors.subject_mode_not_found(subject)
             await self._log.append([encode_mode(subject, None)])
-            self._catch_up()
+            self.catch_up()
         return previous
 
     # -- schemas ---------------------------------------------------------------------

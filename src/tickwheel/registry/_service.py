@@ -1,7 +1,8 @@
 """``RegistryService``: the schema registry a broker serves on ``schema.registry.listeners``.
 
 It puts the parts together: the ``_schemas`` topic (``SchemasLog``), the registry read
-from it (``SchemaRegistry``) and its REST API (``RegistryServer``). ``start`` reads the
+from it (``SchemaRegistry``), its REST API (``RegistryServer``) and the validator the
+produce handler checks validated topics' records with (``SchemaValidator``). ``start`` reads the
 whole topic (so a restarted broker answers the ids it answered before) and then
 listens; ``stop`` closes the listeners and their connections. The broker starts it
 after its logs are open and stops it before they close.
@@ -18,6 +19,7 @@ from tickwheel.registry._access import RegistryAccess
 from tickwheel.registry._http import RegistryListener, RegistryServer
 from tickwheel.registry._registry import SchemaRegistry
 from tickwheel.registry._schemas_log import SchemasLog
+from tickwheel.registry._validator import SchemaValidator
 from tickwheel.replica import ReplicaManager
 
 
@@ -42,6 +44,7 @@ class RegistryService:
             timeout_ms=write_timeout_ms,
         )
         self.registry = SchemaRegistry(schemas_log)
+        self.validator = SchemaValidator(self.registry)
         self._server = RegistryServer(self.registry, listeners, access=access, tls=tls)
 
     @property

@@ -6,6 +6,10 @@ references) wherever it is registered, so registering the same schema under anot
 subject answers the same id. ``next_id`` is one more than the greatest id ever applied,
 so ids stay unique across restarts: they are read back from the topic.
 
+``subjects_by_id`` indexes the subjects under which each id is a live (not
+soft-deleted) version, kept as each change is applied, so the broker's schema
+validation (``_validator``) asks one dict and one set per schema id.
+
 Compatibility levels and modes are kept per subject and globally (subject None).
 
 Concurrency: event-loop thread only; ``apply`` is the one way state changes.
@@ -46,6 +50,8 @@ class SchemaStore:
     modes: dict[str | None, str] = field(default_factory=dict)
     # How many versions (soft-deleted ones included) hold each id.
     uses: Counter[int] = field(default_factory=Counter)
+    # The subjects in which each id is a live version.
+    subjects_by_id: dict[int, set[str]] = field(default_factory=dict)
     max_id: int = 0
 
     @property
@@ -54,6 +60,26 @@ class SchemaStore:
 
     def apply(self, change: Change) -> None:
         """Apply one record's change."""
+        if not isinstance(change, (SchemaChange, DeleteSubjectChange)):
+            self._apply(change)
+            return
+        subject = change.subject
+        live_before = self._live_ids(subject)
+        self._apply(change)
+        live_after = self._live_ids(subject)
+        for schema_id in live_before - live_after:
+            holders = self.subjects_by_id[schema_id]
+            holders.discard(subject)
+            if not holders:
+                del self.subjects_by_id[schema_id]
+        for schema_id in live_after - live_before:
+            self.subjects_by_id.setdefault(schema_id, set()).add(subject)
+
+    def _live_ids(self, subject: str) -> set[int]:
+        versions = self.subjects.get(subject, {})
+        return {value.schema_id for value in versions.values() if not value.deleted}
+
+    def _apply(self, change: Change) -> None:
         match change:
             case SchemaChange(subject, version, None):
                 versions = self.subjects.get(subject, {})

@@ -30,7 +30,7 @@ from tickwheel.replica._isr import IsrManager, IsrWriter
 from tickwheel.replica._leader_and_isr import NO_LEADER, LeaderAndIsr
 from tickwheel.replica._leadership import become_follower, become_leader
 from tickwheel.replica._log_manager import LogDirError, LogDirInfo, LogManager, check_log_dir
-from tickwheel.replica._manager import PurgatoryConfig, ReplicaManager
+from tickwheel.replica._manager import PurgatoryConfig, ReplicaManager, refused_records
 from tickwheel.replica._partition import OffsetSnapshot, Partition, PartitionError, ReplicaState
 from tickwheel.replica._replication_quota import (
     UNBOUNDED_RATE,
@@ -102,5 +102,6 @@ __all__ = [
     "become_leader",
     "check_log_dir",
     "is_internal_topic",
+    "refused_records",
     "throttled_partitions",
 ]

@@ -154,6 +154,17 @@ def _without_records(result: FetchPartitionResult) -> FetchPartitionResult:
     return dataclasses.replace(result, data=dataclasses.replace(data, records=empty))
 
 
+def refused_records(error: RecordValidationError, log_start_offset: int) -> ProducePartitionResult:
+    """A partition's answer when a per-record rule refuses its records: INVALID_RECORD
+    with each refused record in ``record_errors`` and Kafka's summary as the message."""
+    return ProducePartitionResult(
+        error.error_code,
+        log_start_offset=log_start_offset,
+        error_message=str(error),
+        record_errors=error.record_errors,
+    )
+
+
 class ReplicaManager:
     """Hosts partitions and their logs; appends, reads and waits in the purgatories."""
 
@@ -502,13 +513,7 @@ class ReplicaManager:
         except PartitionError as exc:
             return ProducePartitionResult(exc.error_code, error_message=str(exc)), _NO_OFFSET
         except RecordValidationError as exc:
-            refused = ProducePartitionResult(
-                exc.error_code,
-                log_start_offset=partition.log.log_start_offset,
-                error_message=str(exc),
-                record_errors=exc.record_errors,
-            )
-            return refused, _NO_OFFSET
+            return refused_records(exc, partition.log.log_start_offset), _NO_OFFSET
         except (LogError, OSError) as exc:
             error = self._log_failure(tp, exc)
             return ProducePartitionResult(error, error_message=str(exc)), _NO_OFFSET

@@ -8,7 +8,8 @@ takes a free port; ``endpoint`` tells which; SSL and SASL_SSL listeners serve TL
 TLS client's certificate names its principal, ``_tls``; a SASL listener's connections
 log in through a ``SaslListener``, ``_sasl``), optionally serves metrics and the
 schema registry (``schema.registry.listeners``, read from its ``_schemas`` topic before
-it listens; ``tickwheel.registry``), starts the log cleaner's threads
+it listens; ``tickwheel.registry``; its validator checks the records of topics that
+validate schema ids), starts the log cleaner's threads
 (``log.cleaner.enable``; they compact logs with ``cleanup.policy=compact``, see
 ``tickwheel.log._cleaner``), and schedules the housekeeping on its ``Scheduler``:
 retention and flushing every ``log.retention.check.interval.ms``; the high watermark
@@ -491,6 +492,7 @@ class Broker:
             await self._registry.start()
         except RegistryListenerError as exc:
             raise ConfigError(str(exc)) from None
+        context.schema_validator = self._registry.validator
         _log.info(
             "schema registry on %s",
             ", ".join(

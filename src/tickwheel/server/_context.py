@@ -30,6 +30,13 @@ throttles take the throttled rates and each topic's throttled replicas
 node the registry file records them; in a cluster ZooKeeper does, and every broker,
 this one included, applies them when notified (``ClusterNode.alter_config``).
 
+Broker-side schema id validation: ``schema_validations`` holds what each topic that
+validates asks (its ``confluent.*.schema.validation`` configs, read once when the topic
+is loaded, created or altered), so a produce finds a topic that does not validate with
+one look-up; ``schema_validator`` is the schema registry's validator when the broker
+serves one (``schema.registry.listeners``, set by the broker as the registry starts),
+else None, and then no topic may turn validation on.
+
 Concurrency: used on the broker's event-loop thread only.
 """
 
@@ -41,7 +48,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from tickwheel.cluster import BROKER_ENTITY, GROUP_ENTITY, TOPIC_ENTITY, ClusterNode
 from tickwheel.coordinator.group import GroupService
@@ -66,6 +73,11 @@ from tickwheel.server._users import UserConfigs
 from tickwheel.server.config._broker import BrokerConfig, ConfigError
 from tickwheel.server.config._dynamic import DynamicBrokerConfig
 from tickwheel.server.config._groups import GroupConfigs
+from tickwheel.server.config._schema_validation import (
+    SCHEMA_VALIDATION_CONFIG_TYPES,
+    TopicSchemaValidation,
+    topic_schema_validation,
+)
 from tickwheel.server.quotas import (
     QUOTA_KEYS,
     ClientQuotas,
@@ -76,6 +88,9 @@ from tickwheel.server.quotas import (
     quota_text,
 )
 from tickwheel.share_delivery import SharePartitionManager
+
+if TYPE_CHECKING:
+    from tickwheel.registry import SchemaValidator
 
 _log = logging.getLogger(__name__)
 _ALTER_CONFIG_TIMEOUT_MS = 30_000
@@ -180,6 +195,12 @@ class BrokerState:
         # ``AclStore``), set by ``start_services`` too; None: every request is allowed.
         self.authorizer: AclAuthorizer | None = None
         self.acl_store: AclStore | None = None
+        # The schema registry's validator, set by the broker when it serves the registry.
+        self.schema_validator: SchemaValidator | None = None
+        # What each topic that validates schema ids asks, by topic name.
+        self.schema_validations: dict[str, TopicSchemaValidation] = {}
+        for info in topics.topics.values():
+            self._note_schema_validation(info.name, info.configs)
         self._own_cluster_id = parts.cluster_id
 
     @property
@@ -229,7 +250,35 @@ class BrokerState:
 
     def log_config(self, configs: Mapping[str, str]) -> LogConfig:
         """The ``LogConfig`` of a topic with overrides ``configs``; ValueError if invalid."""
-        return LogConfig.from_properties(self.topic_properties(configs))
+        return LogConfig.from_properties(
+            {
+                name: value
+                for name, value in self.topic_properties(configs).items()
+                if name not in SCHEMA_VALIDATION_CONFIG_TYPES
+            }
+        )
+
+    def check_schema_validation(self, configs: Mapping[str, str]) -> None:
+        """ValueError naming the config unless the schema validation settings among a
+        topic's overrides ``configs`` are valid and can be served by this broker."""
+        validation = topic_schema_validation(configs)
+        if validation is not None and self.schema_validator is None:
+            raise ValueError(
+                f"{validation.enabling_config}: this broker serves no schema registry to "
+                "validate against (schema.registry.listeners is unset)"
+            )
+
+    def _note_schema_validation(self, name: str, configs: Mapping[str, str]) -> None:
+        """Keep what topic ``name`` with overrides ``configs`` validates."""
+        try:
+            validation = topic_schema_validation(configs)
+        except ValueError as exc:
+            _log.error("topic %s: ignoring its schema validation configs: %s", name, exc)
+            validation = None
+        if validation is None:
+            self.schema_validations.pop(name, None)
+        else:
+            self.schema_validations[name] = validation
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace the overrides of topic ``name`` (already validated) and apply them."""
@@ -240,6 +289,7 @@ class BrokerState:
             return
         self.topics.set_configs(name, dict(configs))
         self.replica_manager.update_topic_config(name, self.log_config(configs))
+        self._note_schema_validation(name, configs)
         _log.info("topic %s: config overrides now %s", name, dict(configs))
 
     async def alter_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
@@ -408,6 +458,7 @@ class BrokerState:
             self._discard_partitions(name, 0, num_partitions)
             self.topics.topics.pop(name, None)
             raise
+        self._note_schema_validation(name, configs)
         _log.info("created topic %s with %d partitions", name, num_partitions)
 
     def auto_create_topic(self, name: str) -> bool:
@@ -447,6 +498,7 @@ class BrokerState:
     def delete_topic(self, name: str) -> None:
         """Delete ``name`` and its logs."""
         info = self.topics.delete(name)
+        self.schema_validations.pop(name, None)
         self.replica_manager.delete_partitions(
             TopicPartition(name, index) for index in range(info.num_partitions)
         )

@@ -27,14 +27,12 @@ Concurrency: decided once, at import; read-only after.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from tickwheel.timer._build import PURE_PYTHON_ENV, TWIN_PACKAGE
+from tickwheel.timer._build import PURE_PYTHON_ENV, TWIN_PACKAGE, select_standalone_twin
 
 SOURCE: Final = "_record_scan.py"
 TWIN_MODULE: Final = f"tickwheel.spark.{TWIN_PACKAGE}._record_scan"
@@ -45,19 +43,7 @@ HASH_FILE: Final = "_record_scan.sha256"
 def select(spark_dir: Path, environ: Mapping[str, str]) -> tuple[bool, str]:
     """Whether to use the twin, and the build's name, for the package at ``spark_dir``
     in a process with ``environ`` (see the module doc)."""
-    if environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
-        return False, f"pure Python, forced by {PURE_PYTHON_ENV}"
-    try:
-        built_from = (spark_dir / TWIN_PACKAGE / HASH_FILE).read_text().strip()
-    except OSError:
-        return False, "pure Python"
-    if built_from != hashlib.sha256((spark_dir / SOURCE).read_bytes()).hexdigest():
-        return False, "pure Python; the compiled build is stale: reinstall to rebuild it"
-    try:
-        importlib.import_module(TWIN_MODULE)
-    except Exception as exc:  # whatever stops the twin from loading: fall back
-        return False, f"pure Python; the compiled build does not load: {exc}"
-    return True, "compiled: mypyc"
+    return select_standalone_twin(spark_dir, SOURCE, TWIN_MODULE, environ)
 
 
 COMPILED, BUILD = select(Path(__file__).resolve().parent, os.environ)
@@ -68,4 +54,4 @@ if TYPE_CHECKING or not COMPILED:
 else:
     from tickwheel.spark._mypyc._record_scan import RecordScanError, scan_records
 
-__all__ = ["BUILD", "COMPILED", "RecordScanError", "scan_records"]
+__all__ = ["BUILD", "COMPILED", "PURE_PYTHON_ENV", "RecordScanError", "scan_records"]

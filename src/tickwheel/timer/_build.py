@@ -29,6 +29,10 @@ not a class of the other: a program must take everything from the public package
 (``tickwheel.timer``, ``tickwheel.purgatory``), never from a private module.
 ``BUILD`` tells which build is in use, for ``tickwheel --version``.
 
+A few modules outside the core have a compiled twin of their own (the Spark source's
+record scan, the schema validation's prefix scan): ``select_standalone_twin`` makes the
+same choice for one of them, from the hash of its one source beside its twin.
+
 This module is never compiled: it also holds ``mypyc_attr``, the decorator mypyc reads
 on the classes that interpreted code may subclass (``TimerTask``, ``DelayedOperation``
 and a few more), as ``mypy_extensions.mypyc_attr`` to the type checker and as a no-op
@@ -42,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -109,6 +113,30 @@ def _select() -> tuple[bool, str]:
     try:
         importlib.import_module(f"tickwheel.timer.{TWIN_PACKAGE}._task")
     except Exception as exc:  # whatever stops the twins from loading: fall back
+        return False, f"pure Python; the compiled build does not load: {exc}"
+    return True, "compiled: mypyc"
+
+
+def select_standalone_twin(
+    package_dir: Path, source: str, twin_module: str, environ: Mapping[str, str]
+) -> tuple[bool, str]:
+    """Whether to use ``twin_module``, the compiled twin of module ``source`` (a file
+    name) of the package at ``package_dir``, in a process with ``environ``, and the
+    build's name: the twin when it loads and was built from the source now present (its
+    hash, in ``_mypyc/<module>.sha256``), unless ``TICKWHEEL_PURE_PYTHON`` forces pure
+    Python."""
+    if environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return False, f"pure Python, forced by {PURE_PYTHON_ENV}"
+    module = source.removesuffix(".py")
+    try:
+        built_from = (package_dir / TWIN_PACKAGE / f"{module}.sha256").read_text().strip()
+    except OSError:
+        return False, "pure Python"
+    if built_from != hashlib.sha256((package_dir / source).read_bytes()).hexdigest():
+        return False, "pure Python; the compiled build is stale: reinstall to rebuild it"
+    try:
+        importlib.import_module(twin_module)
+    except Exception as exc:  # whatever stops the twin from loading: fall back
         return False, f"pure Python; the compiled build does not load: {exc}"
     return True, "compiled: mypyc"
 

@@ -195,6 +195,7 @@ def _validate(
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     try:
         context.log_config(configs)
+        context.check_schema_validation(configs)
     except ValueError as exc:
         raise TopicValidationError(ErrorCode.invalid_config, str(exc)) from None
     budget.take(num_partitions)

@@ -60,6 +60,7 @@ from tickwheel.server.config._kafka_broker_configs import (
     ConfigType,
     broker_config_key,
 )
+from tickwheel.server.config._schema_validation import SCHEMA_VALIDATION_CONFIG_TYPES
 
 
 def _broker_type(name: str) -> ConfigType:
@@ -134,7 +135,8 @@ def _describe(
                 name,
                 values[name],
                 dynamic.topic_chain(name, info.configs, values[name]),
-                TOPIC_CONFIG_TYPES.get(name, ConfigType.STRING),
+                TOPIC_CONFIG_TYPES.get(name)
+                or SCHEMA_VALIDATION_CONFIG_TYPES.get(name, ConfigType.STRING),
                 read_only=False,
                 synonyms=synonyms,
             )

@@ -11,6 +11,15 @@ partition whose records the log refuses one by one (a record without a key on a
 compacted topic) is answered INVALID_RECORD with each of them in ``record_errors``
 and Kafka's summary in ``error_message`` (v8+), as Kafka's ``LogValidator`` answers.
 
+Schema id validation (Confluent's ``confluent.key/value.schema.validation``, Redpanda's
+``redpanda.key/value.schema.id.validation``): the partitions of a topic that validates
+(``context.schema_validations``, one look-up per partition; none at all while no topic
+validates) have their records checked by the schema registry's ``SchemaValidator``
+before the append; records it refuses are answered in the same way as the log's
+(``refused_records``: INVALID_RECORD, ``record_errors``, ``error_message``), and none
+of that partition's records is appended. A validating topic on a broker that no longer
+serves a registry refuses its records with INVALID_RECORD and says so.
+
 Transactional batches (Kafka's ``handleProduceRequest`` and ``handleProduceAppend``): a
 request whose partitions' first batch is transactional but which names no
 ``transactional_id`` is refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and
@@ -63,7 +72,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9.request import ProduceRequest
 
 from tickwheel.coordinator.transaction import client_answer
-from tickwheel.log import NO_VERIFICATION_GUARD, VerificationGuard
+from tickwheel.log import NO_VERIFICATION_GUARD, RecordValidationError, VerificationGuard
 from tickwheel.protocol import (
     ApiKey,
     DecodedRequest,
@@ -72,7 +81,12 @@ from tickwheel.protocol import (
     encode_produce_response,
 )
 from tickwheel.record import TRANSACTIONAL_FLAG_MASK, iter_batches
-from tickwheel.replica import ACKS_NONE, ProducePartitionResult, TopicPartition
+from tickwheel.replica import (
+    ACKS_NONE,
+    ProducePartitionResult,
+    TopicPartition,
+    refused_records,
+)
 from tickwheel.security import AclOperation, ResourceType
 from tickwheel.server._authorization import authorize, authorized_names
 from tickwheel.server._context import BrokerContext
@@ -170,6 +184,38 @@ async def _verify(
     return guards, refused
 
 
+def _schema_validated(
+    context: BrokerContext, entries: dict[TopicPartition, bytes]
+) -> tuple[dict[TopicPartition, bytes], dict[TopicPartition, ProducePartitionResult]]:
+    """The partitions to append, and the answers of those whose records schema id
+    validation refuses."""
+    refused: dict[TopicPartition, ProducePartitionResult] = {}
+    if not context.schema_validations:
+        return entries, refused
+    for tp, records in entries.items():
+        validation = context.schema_validations.get(tp.topic)
+        if validation is None:
+            continue
+        hosted = context.replica_manager.get_partition(tp)
+        if hosted is None:
+            continue  # The append answers it.
+        validator = context.schema_validator
+        if validator is None:
+            refused[tp] = ProducePartitionResult(
+                ErrorCode.invalid_record,
+                error_message=f"topic {tp.topic} validates schema ids ("
+                f"{validation.enabling_config}) but this broker serves no schema registry "
+                "(schema.registry.listeners is unset)",
+            )
+            continue
+        errors = validator.record_errors(tp.topic, records, validation.key, validation.value)
+        if errors:
+            refused[tp] = refused_records(
+                RecordValidationError(errors), hosted.log.log_start_offset
+            )
+    return {tp: records for tp, records in entries.items() if tp not in refused}, refused
+
+
 async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Response:
     """Append, wait as ``acks`` requires, answer per partition."""
     body = request.body_as(ProduceRequest)
@@ -214,6 +260,8 @@ async def handle_produce(context: BrokerContext, request: DecodedRequest) -> Res
             )
             invalid.update(unverified)
             entries = {tp: records for tp, records in entries.items() if tp not in unverified}
+        entries, unregistered = _schema_validated(context, entries)
+        invalid.update(unregistered)
         pending: Pending[dict[TopicPartition, ProducePartitionResult]] = Pending()
         context.replica_manager.append_records(
             to_ms(body.timeout),

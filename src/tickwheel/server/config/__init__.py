@@ -6,7 +6,8 @@ built (a bad value is a ``ConfigError`` naming the property); ``parse_properties
 command line's ``NAME=VALUE`` pairs. Named listeners and their security protocols are
 ``_listeners``; settings changed at run time (DescribeConfigs, AlterConfigs,
 IncrementalAlterConfigs) are ``_dynamic`` and ``_admin``; per-group overrides of the
-group settings are ``_groups``.
+group settings are ``_groups``; the topic configs of broker-side schema id validation
+(Confluent's and Redpanda's names) are ``_schema_validation``.
 
 Concurrency: a ``BrokerConfig`` is frozen; the dynamic configs live on the broker's
 event loop (see each module).

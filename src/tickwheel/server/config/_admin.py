@@ -15,17 +15,18 @@ resource is applied unless all of it is valid:
    from the current value, override or default.
 3. The whole resulting config is validated: for a topic, each override on its own
    and then all of them over the broker's defaults through ``LogConfig`` (an unknown
-   name or bad value → INVALID_CONFIG naming the key); for a broker, in Kafka's order
-   and with Kafka's answers (``DynamicBrokerConfig.validateConfigs``): a name Kafka
-   does not define → INVALID_CONFIG; one that cannot change while the broker runs
-   (read-only) → INVALID_REQUEST "Cannot update these configs dynamically"; a
-   keystore or truststore setting without a listener prefix → INVALID_REQUEST; a
-   value not of the config's type, or one this broker cannot apply → INVALID_REQUEST
-   naming the key; a per-broker config (``sasl.kerberos.min.time.before.relogin``)
-   set as the cluster-wide default → INVALID_REQUEST. Every other config Kafka defines
-   as dynamic is accepted and stored, used by this broker or not;
-   for a group, unknown names or values outside the broker's bounds → INVALID_CONFIG
-   (``_group_configs``).
+   name or bad value → INVALID_CONFIG naming the key), the schema validation configs
+   (``_schema_validation``) all together, since Redpanda's names alias Confluent's;
+   for a broker, in Kafka's order and with Kafka's answers
+   (``DynamicBrokerConfig.validateConfigs``): a name Kafka does not define →
+   INVALID_CONFIG; one that cannot change while the broker runs (read-only) →
+   INVALID_REQUEST "Cannot update these configs dynamically"; a keystore or truststore
+   setting without a listener prefix → INVALID_REQUEST; a value not of the config's
+   type, or one this broker cannot apply → INVALID_REQUEST naming the key; a
+   per-broker config (``sasl.kerberos.min.time.before.relogin``) set as the
+   cluster-wide default → INVALID_REQUEST. Every other config Kafka defines as
+   dynamic is accepted and stored, used by this broker or not; for a group, unknown
+   names or values outside the broker's bounds → INVALID_CONFIG (``_group_configs``).
 4. Unless ``validate_only``, the ``BrokerContext`` applies it (live logs, the registry
    or ZooKeeper).
 
@@ -70,6 +71,7 @@ from tickwheel.server.config._kafka_broker_configs import (
     check_value,
     listener_base_name,
 )
+from tickwheel.server.config._schema_validation import SCHEMA_VALIDATION_CONFIG_TYPES
 
 _log = logging.getLogger(__name__)
 R = TypeVar("R", AlterConfigsResourceResponse, IncrementalResourceResponse)
@@ -224,6 +226,8 @@ def _is_integer(value: str) -> bool:
 def validate_topic_overrides(context: BrokerContext, overrides: Mapping[str, str]) -> None:
     """Raise INVALID_CONFIG naming the key unless ``overrides`` make a valid topic config."""
     for name, value in overrides.items():
+        if name in SCHEMA_VALIDATION_CONFIG_TYPES:
+            continue  # Checked together below: they are not the log's.
         if name in _NUMERIC_TOPIC_CONFIGS and not _is_integer(value):
             raise ConfigAlterError(
                 ErrorCode.invalid_config,
@@ -237,6 +241,7 @@ def validate_topic_overrides(context: BrokerContext, overrides: Mapping[str, str
             ) from None
     try:
         context.log_config(overrides)
+        context.check_schema_validation(overrides)
     except ValueError as exc:
         raise ConfigAlterError(ErrorCode.invalid_config, f"Invalid topic config: {exc}") from None
 
