@@ -7,7 +7,6 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
@@ -81,10 +80,14 @@ def registry(schema_registry_url: str) -> Iterator[SchemaRegistryClient]:
 
 
 def serialized(
-    registry: SchemaRegistryClient, schema: dict[str, Any], topic: str, value: dict[str, Any]
+    registry: SchemaRegistryClient,
+    schema: object,
+    topic: str,
+    value: object,
+    field: str = MessageField.VALUE,
 ) -> bytes:
     serialize = AvroSerializer(registry, json.dumps(schema))
-    framed = serialize(value, SerializationContext(topic, MessageField.VALUE))
+    framed = serialize(value, SerializationContext(topic, field))
     assert framed is not None
     return framed
 
@@ -93,11 +96,14 @@ def micros(moment: datetime) -> int:
     return (moment - EPOCH) // timedelta(microseconds=1)
 
 
-def avro_source(spark: SparkSession, kafka: KafkaHelper, url: str, topic: str) -> DataFrame:
+def avro_source(
+    spark: SparkSession, kafka: KafkaHelper, url: str, topic: str, key_format: str = "binary"
+) -> DataFrame:
     return (
         spark.read.format(FORMAT_NAME)
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
         .option("subscribe", topic)
+        .option("keyFormat", key_format)
         .option("valueFormat", "avro")
         .option("schema.registry.url", url)
         .load()
@@ -137,13 +143,21 @@ def test_avro_serializer_records_read_as_typed_columns(
             "place": {"city": "Lima", "zip": 15001},
         },
     ]
+    key_schema = {"type": "string"}
     kafka.produce(
         topic,
-        [Record(b"k", serialized(registry, CLICK, topic, click), 0) for click in clicks]
-        + [Record(b"gone", None, 0)],
+        [
+            Record(
+                serialized(registry, key_schema, topic, click["user"], MessageField.KEY),
+                serialized(registry, CLICK, topic, click),
+                0,
+            )
+            for click in clicks
+        ]
+        + [Record(serialized(registry, key_schema, topic, "gone", MessageField.KEY), None, 0)],
     )
 
-    frame = avro_source(spark, kafka, schema_registry_url, topic)
+    frame = avro_source(spark, kafka, schema_registry_url, topic, key_format="avro")
     rows = frame.orderBy("offset").select(
         "key",
         "offset",
@@ -161,6 +175,7 @@ def test_avro_serializer_records_read_as_typed_columns(
         F.col("value").isNull(),
     )
 
+    assert frame.schema["key"].dataType == StringType()
     assert frame.schema["value"].dataType.simpleString() == (
         "struct<user:string,count:int,score:double,tags:array<string>,"
         "attrs:map<string,bigint>,kind:string,day:date,at:timestamp,price:decimal(10,2),"
@@ -168,7 +183,7 @@ def test_avro_serializer_records_read_as_typed_columns(
     )
     assert [tuple(row) for row in rows.collect()] == [
         (
-            b"k",
+            "ada",
             0,
             "ada",
             3,
@@ -184,7 +199,7 @@ def test_avro_serializer_records_read_as_typed_columns(
             False,
         ),
         (
-            b"k",
+            "bob",
             1,
             "bob",
             -1,
@@ -199,7 +214,7 @@ def test_avro_serializer_records_read_as_typed_columns(
             15001,
             False,
         ),
-        (b"gone", 2, None, None, None, None, None, None, None, None, None, None, None, True),
+        ("gone", 2, None, None, None, None, None, None, None, None, None, None, None, True),
     ]
 
 

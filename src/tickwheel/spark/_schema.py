@@ -84,9 +84,9 @@ def check_sink_schema(
                 f" not {types[name].simpleString()}"
             )
     for name, allowed in _SINK_TYPES.items():
-        actual = types.get(name)
         if name in avro_columns:
             continue
+        actual = types.get(name)
         if actual is not None and not _matches(actual, allowed):
             names = " or ".join(t.simpleString() for t in allowed)
             raise SparkKafkaError(
