@@ -2,8 +2,10 @@
 
 Spark costs 10-20 s to start, so one session-scoped ``SparkSession`` serves every test
 (Spark's documented pattern). The broker is tickwheel's own, in the background on a
-free loopback port; ``TICKWHEEL_SPARK_BOOTSTRAP=host:port`` points the tests at another
-Kafka-compatible broker instead.
+free loopback port, serving the schema registry on another;
+``TICKWHEEL_SPARK_BOOTSTRAP=host:port`` points the tests at another Kafka-compatible
+broker instead (and ``TICKWHEEL_SPARK_REGISTRY=http://host:port`` at its registry; the
+tests that need one are skipped without it).
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ from tickwheel.spark._clients import close_cached_clients
 from .helpers import KafkaHelper
 
 EXTERNAL_BROKER_ENV = "TICKWHEEL_SPARK_BOOTSTRAP"
+EXTERNAL_REGISTRY_ENV = "TICKWHEEL_SPARK_REGISTRY"
 
 
 @pytest.fixture(scope="session")
-def bootstrap_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A running broker's bootstrap address."""
+def broker_addresses(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str | None]]:
+    """A running broker's bootstrap address and its schema registry's URL (None for an
+    external broker without ``TICKWHEEL_SPARK_REGISTRY``)."""
     external = os.environ.get(EXTERNAL_BROKER_ENV)
     if external:
-        yield external
+        yield external, os.environ.get(EXTERNAL_REGISTRY_ENV) or None
         return
     config = BrokerConfig.from_properties(
         {
@@ -37,10 +41,27 @@ def bootstrap_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
             "log.dirs": str(tmp_path_factory.mktemp("broker")),
             # The compacted-topic test waits for the cleaner (Kafka's default: 15 s).
             "log.cleaner.backoff.ms": "100",
+            "schema.registry.listeners": "http://127.0.0.1:0",
         }
     )
     with BackgroundBroker(config) as broker:
-        yield broker.bootstrap_servers
+        registry_url = f"http://127.0.0.1:{broker.schema_registry_ports[0]}"
+        yield broker.bootstrap_servers, registry_url
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers(broker_addresses: tuple[str, str | None]) -> str:
+    """A running broker's bootstrap address."""
+    return broker_addresses[0]
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url(broker_addresses: tuple[str, str | None]) -> str:
+    """The test broker's schema registry."""
+    url = broker_addresses[1]
+    if url is None:
+        pytest.skip(f"{EXTERNAL_BROKER_ENV} is set without {EXTERNAL_REGISTRY_ENV}")
+    return url
 
 
 @pytest.fixture(scope="session")

@@ -216,3 +216,50 @@ def test_unknown_options_that_spark_does_not_know_are_ignored_as_spark_does() ->
 def test_sink_refuses_java_serializers() -> None:
     with pytest.raises(SparkKafkaError, match=r"kafka\.key\.serializer is not supported"):
         SinkOptions.parse({**BASE, "kafka.key.serializer": "x.Y"})
+
+
+AVRO_SOURCE = {
+    **BASE,
+    "subscribe": "clicks",
+    "valueFormat": "avro",
+    "schema.registry.url": "http://r1:8081, http://r2:8081",
+}
+
+
+def test_avro_formats_read_one_topics_subjects_from_the_registry() -> None:
+    options = SourceOptions.parse(
+        {**AVRO_SOURCE, "schema.registry.basic.auth.user.info": "u:secret"}, streaming=True
+    )
+    formats = options.formats
+    assert formats.avro_columns() == ("value",)
+    assert formats.topic == "clicks"
+    assert formats.registry is not None
+    assert formats.registry.urls == ("http://r1:8081", "http://r2:8081")
+    assert "secret" not in repr(formats)
+    assert pickle.loads(pickle.dumps(options)) == options
+
+
+@pytest.mark.parametrize(
+    ("changes", "refusal"),
+    [
+        ({"valueFormat": "json"}, "valueFormat must be binary or avro"),
+        ({"schema.registry.url": ""}, "needs the option schema.registry.url"),
+        ({"schema.registry.url": "r1:8081"}, "not an http"),
+        ({"schema.registry.timeout": "1"}, "schema.registry.timeout is not supported"),
+        ({"subscribe": "a,b"}, "exactly one topic"),
+    ],
+)
+def test_avro_source_options_are_checked(changes: dict[str, str], refusal: str) -> None:
+    with pytest.raises(SparkKafkaError, match=refusal):
+        SourceOptions.parse({**AVRO_SOURCE, **changes}, streaming=False)
+
+
+def test_avro_sink_options_need_a_topic_and_match_their_format() -> None:
+    sink = {**BASE, "valueFormat": "avro", "schema.registry.url": "http://r:1"}
+    options = SinkOptions.parse({**sink, "topic": "t", "auto.register.schemas": "false"})
+    assert options.formats.avro_columns() == ("value",)
+    assert not options.auto_register
+    with pytest.raises(SparkKafkaError, match="set the option topic"):
+        SinkOptions.parse(sink)
+    with pytest.raises(SparkKafkaError, match=r"key\.schema needs keyFormat=avro"):
+        SinkOptions.parse({**sink, "topic": "t", "key.schema": '"string"'})

@@ -26,7 +26,7 @@ for read_committed readers (one transaction per task and micro-batch, see
 ``_exactly_once``). Spark refuses the name ``kafka`` for a Python data source: see
 ``KafkaDataSource``.
 
-Layering: imports pyspark, pyarrow, numpy and confluent-kafka, and of tickwheel only
+Layering: imports pyspark, pyarrow, numpy, fastavro and confluent-kafka, and of tickwheel only
 ``log`` (record batch framing and codecs), ``protocol`` (kio's schemas) and
 ``timer._build`` (the switch to pure Python and the twins' folder name).
 Module roles: ``_options`` (parse), ``_offsets`` (checkpoint offsets, admission
@@ -36,7 +36,10 @@ control), ``_clients`` (librdkafka clients), ``_reader`` (driver planning), ``_f
 the pure module; ``_consumer_fetch`` is the librdkafka fallback),
 ``_writer`` (sink), ``_produce`` (rows to records),
 ``_exactly_once`` (the transactional sink), ``_schema`` (columns), ``_source`` (the data
-source), ``_session`` (a loopback local session).
+source), ``_session`` (a loopback local session); for keys and values in the
+schema registry's Avro (``keyFormat``/``valueFormat=avro``), ``_registry_client`` (its
+REST calls), ``_avro_types`` (Avro and Spark types), ``_avro_read`` (typed columns) and
+``_avro_write`` (Confluent-framed records).
 """
 
 from tickwheel.spark._errors import SparkKafkaError

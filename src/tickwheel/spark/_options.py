@@ -31,6 +31,16 @@ name every partition: those it leaves out start at ``earliest`` and end at ``lat
 The options of Spark's connector this source does not implement (``SPARK_ONLY``) are
 refused with their name, never ignored; other unknown options are ignored, as Spark does.
 
+Keys and values are bytes unless ``keyFormat`` / ``valueFormat`` is ``avro`` (default
+``binary``): then they are Confluent-framed Avro whose schemas live in the schema
+registry at ``schema.registry.url`` (comma-separated URLs are tried in order), reached
+with ``schema.registry.basic.auth.user.info`` and ``schema.registry.ssl.ca.location``
+when set -- confluent-kafka's client settings under the prefix Confluent's Java
+serdes use. The subject is the topic's (``<topic>-key``, ``<topic>-value``:
+TopicNameStrategy), so a source with an Avro column reads one topic and a sink with one
+needs the option ``topic``. A sink registers its schema (derived from the column's type,
+or ``key.schema`` / ``value.schema``) unless ``auto.register.schemas=false``.
+
 Concurrency: immutable values; safe from any thread and process.
 """
 
@@ -39,7 +49,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tickwheel.spark._errors import SparkKafkaError
 from tickwheel.spark._offsets import (
@@ -101,6 +111,15 @@ _TIME_UNITS_MS = {
     "d": 86_400_000,
 }
 _NO_MATCH_STRATEGIES = {"error": None, "latest": LATEST}
+BINARY_FORMAT = "binary"
+AVRO_FORMAT = "avro"
+_RECORD_FORMATS = (BINARY_FORMAT, AVRO_FORMAT)
+REGISTRY_URL = "schema.registry.url"
+_REGISTRY_USER_INFO = "schema.registry.basic.auth.user.info"
+_REGISTRY_CA_LOCATION = "schema.registry.ssl.ca.location"
+_REGISTRY_PREFIX = "schema.registry."
+_REGISTRY_SETTINGS = (REGISTRY_URL, _REGISTRY_USER_INFO, _REGISTRY_CA_LOCATION)
+_REGISTRY_SCHEMES = ("http://", "https://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +141,60 @@ class Subscription:
         else:
             topics = [t for t in self.topics if t in partitions_by_topic]
         return sorted((t, p) for t in topics for p in range(partitions_by_topic[t]))
+
+    def only_topic(self) -> str | None:
+        """The one topic a topic list or assignment names, or None (several, a pattern)."""
+        topics = set(self.topics) | {topic for topic, _ in self.assigned}
+        return topics.pop() if self.pattern is None and len(topics) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryOptions:
+    """How to reach the schema registry: its URLs, tried in order, and Confluent's
+    client settings for basic authentication and a CA file."""
+
+    urls: tuple[str, ...]
+    user_info: str | None = field(default=None, repr=False)
+    ca_location: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFormats:
+    """How keys and values are encoded: ``binary`` (Kafka's bytes as they are) or
+    ``avro`` (Confluent-framed, their schemas in ``registry``), and the topic whose
+    subjects hold the schemas (set when a column is ``avro``)."""
+
+    key: str = BINARY_FORMAT
+    value: str = BINARY_FORMAT
+    registry: RegistryOptions | None = None
+    topic: str | None = None
+
+    def avro_columns(self) -> tuple[str, ...]:
+        """The names of the columns encoded as Avro: ``key``, ``value``, both or none."""
+        formats = (("key", self.key), ("value", self.value))
+        return tuple(column for column, encoding in formats if encoding == AVRO_FORMAT)
+
+    def registry_and_topic(self) -> tuple[RegistryOptions, str]:
+        """The registry and the topic of formats with an Avro column."""
+        if self.registry is None or self.topic is None:
+            raise SparkKafkaError("no Avro column: keyFormat and valueFormat are binary")
+        return self.registry, self.topic
+
+    @classmethod
+    def parse(cls, opts: Mapping[str, str], topic: str | None, topic_option: str) -> RecordFormats:
+        """``opts`` (lower-case keys) checked; ``topic`` is the one topic the query reads
+        or writes, if one, and ``topic_option`` how to name one in an error."""
+        key = _record_format(opts, "keyformat", "keyFormat")
+        value = _record_format(opts, "valueformat", "valueFormat")
+        formats = cls(key=key, value=value)
+        if not formats.avro_columns():
+            return formats
+        if topic is None:
+            raise SparkKafkaError(
+                f"keyFormat/valueFormat avro reads the schemas of one topic's subjects:"
+                f" {topic_option}"
+            )
+        return cls(key=key, value=value, registry=_registry_options(opts), topic=topic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +244,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
+    formats: RecordFormats = RecordFormats()
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -205,9 +279,11 @@ class SourceOptions:
                 f"option minOffsetsPerTrigger ({min_offsets}) is higher than"
                 f" maxOffsetsPerTrigger ({max_offsets})"
             )
+        client_config = _client_config(opts)
+        subscription = _subscription(opts)
         return cls(
-            client_config=_client_config(opts),
-            subscription=_subscription(opts),
+            client_config=client_config,
+            subscription=subscription,
             starting=starting,
             ending=ending,
             max_offsets_per_trigger=max_offsets,
@@ -225,6 +301,7 @@ class SourceOptions:
                 opts.get("kafkaconsumer.polltimeoutms", str(DEFAULT_POLL_TIMEOUT_MS)),
                 "kafkaConsumer.pollTimeoutMs",
             ),
+            formats=_source_formats(opts, subscription),
         )
 
 
@@ -233,12 +310,17 @@ class SinkOptions:
     """A Kafka sink's options, checked: the client settings, the topic every row goes
     to (the option ``topic``, which overrides a ``topic`` column, as in Spark), and
     ``exactlyOnce`` with the topic whose partition 0 carries its markers (tickwheel's
-    own; see ``_exactly_once``)."""
+    own; see ``_exactly_once``), and for Avro columns their formats, the schemas given
+    as options (``key.schema``, ``value.schema``) and ``auto.register.schemas``."""
 
     client_config: tuple[tuple[str, str], ...]
     topic: str | None
     exactly_once: bool = False
     marker_topic: str | None = None
+    formats: RecordFormats = RecordFormats()
+    key_schema: str | None = None
+    value_schema: str | None = None
+    auto_register: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -262,12 +344,71 @@ class SinkOptions:
                     f"option {CLIENT_PREFIX}{TRANSACTIONAL_ID} is not supported with"
                     " exactlyOnce=true: the sink derives it from the query and partition"
                 )
+        formats = RecordFormats.parse(opts, topic, "set the option topic")
+        schemas: dict[str, str | None] = {}
+        for column in ("key", "value"):
+            text = opts.get(f"{column}.schema")
+            if text is not None and column not in formats.avro_columns():
+                raise SparkKafkaError(f"option {column}.schema needs {column}Format=avro")
+            schemas[column] = text
         return cls(
             client_config=client_config,
             topic=topic,
             exactly_once=exactly_once,
             marker_topic=marker_topic,
+            formats=formats,
+            key_schema=schemas["key"],
+            value_schema=schemas["value"],
+            auto_register=_boolean(
+                opts, "auto.register.schemas", "auto.register.schemas", default=True
+            ),
         )
+
+
+def source_formats(options: Mapping[str, str]) -> RecordFormats:
+    """A source's key and value formats alone (what its schema depends on), checked."""
+    opts = {k.lower(): v for k, v in options.items()}
+    return _source_formats(opts, _subscription(opts))
+
+
+def _source_formats(opts: Mapping[str, str], subscription: Subscription) -> RecordFormats:
+    return RecordFormats.parse(
+        opts,
+        subscription.only_topic(),
+        "subscribe or assign exactly one topic (no subscribePattern)",
+    )
+
+
+def _record_format(opts: Mapping[str, str], key: str, name: str) -> str:
+    encoding = opts.get(key, BINARY_FORMAT).strip().lower()
+    if encoding not in _RECORD_FORMATS:
+        raise SparkKafkaError(
+            f"option {name} must be binary or avro, got {opts[key]!r}"
+            " (JSON Schema and Protobuf records are read as binary)"
+        )
+    return encoding
+
+
+def _registry_options(opts: Mapping[str, str]) -> RegistryOptions:
+    unknown = sorted(
+        key for key in opts if key.startswith(_REGISTRY_PREFIX) and key not in _REGISTRY_SETTINGS
+    )
+    if unknown:
+        raise SparkKafkaError(
+            f"option {unknown[0]} is not supported; the schema registry settings are"
+            f" {', '.join(_REGISTRY_SETTINGS)}"
+        )
+    urls = tuple(url.strip() for url in opts.get(REGISTRY_URL, "").split(",") if url.strip())
+    if not urls:
+        raise SparkKafkaError(f"keyFormat/valueFormat avro needs the option {REGISTRY_URL}")
+    for url in urls:
+        if not url.lower().startswith(_REGISTRY_SCHEMES):
+            raise SparkKafkaError(f"option {REGISTRY_URL}: {url!r} is not an http(s) URL")
+    return RegistryOptions(
+        urls=urls,
+        user_info=opts.get(_REGISTRY_USER_INFO),
+        ca_location=opts.get(_REGISTRY_CA_LOCATION),
+    )
 
 
 def _topic_option(opts: Mapping[str, str], key: str, name: str | None = None) -> str | None:

@@ -42,7 +42,10 @@ Batch (``KafkaBatchReader``): one ``OffsetRange`` per partition (or more, with
 the query.
 
 Both readers are pickled into executor tasks, which only call ``read()``; the
-``KafkaMetadata`` client is created lazily on the driver and never pickled.
+``KafkaMetadata`` client is created lazily on the driver and never pickled. A reader
+with Avro columns carries them as planned (``_avro_read.AvroColumn``: the subject's
+latest version when the query started) and the schema Spark planned with, and its
+tasks decode them into that schema.
 
 Concurrency: Spark calls a driver reader from one thread at a time; ``read()`` runs
 in executor worker processes on their own pickled copies.
@@ -63,7 +66,9 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+from pyspark.sql.types import StructType
 
+from tickwheel.spark._avro_read import AvroColumn, decode_batches
 from tickwheel.spark._clients import KafkaMetadata
 from tickwheel.spark._errors import SparkKafkaError
 from tickwheel.spark._fetch import OffsetRange, read_range
@@ -225,9 +230,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader over Kafka topic-partitions with admission control."""
 
     def __init__(
-        self, options: SourceOptions, *, clock_ms: Callable[[], int] = _wall_clock_ms
+        self,
+        options: SourceOptions,
+        *,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+        avro: tuple[AvroColumn, ...] = (),
+        schema: StructType | None = None,
     ) -> None:
         self._planner = _Planner(options)
+        self._avro = avro
+        self._schema = schema
         self._available_now_end: OffsetMap | None = None
         self._clock_ms = clock_ms
         # When the last batch was let through (Spark's connector starts from 0 too, so
@@ -295,7 +307,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self._planner.options, _offset_range(partition))
+        return _read(self._planner.options, partition, self._avro, self._schema)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the offsets are in Spark's checkpoint already."""
@@ -307,8 +319,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class KafkaBatchReader(DataSourceReader):
     """Reader of a fixed offset range per partition (``startingOffsets``..``endingOffsets``)."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(
+        self,
+        options: SourceOptions,
+        *,
+        avro: tuple[AvroColumn, ...] = (),
+        schema: StructType | None = None,
+    ) -> None:
         self._planner = _Planner(options)
+        self._avro = avro
+        self._schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
         planner = self._planner
@@ -319,7 +339,20 @@ class KafkaBatchReader(DataSourceReader):
         return planner.ranges(start, end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self._planner.options, _offset_range(partition))
+        return _read(self._planner.options, partition, self._avro, self._schema)
+
+
+def _read(
+    options: SourceOptions,
+    partition: InputPartition,
+    avro: tuple[AvroColumn, ...],
+    schema: StructType | None,
+) -> Iterator[pa.RecordBatch]:
+    """The records of ``partition``, Avro columns decoded into the planned ``schema``."""
+    batches = read_range(options, _offset_range(partition))
+    if not avro or schema is None:
+        return batches
+    return decode_batches(batches, avro, schema)
 
 
 def _offset_range(partition: InputPartition) -> OffsetRange:

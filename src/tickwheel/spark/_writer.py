@@ -22,6 +22,9 @@ id and batch id come from the task's local properties, which Spark sets on every
 of a micro-batch. Batch writes (``df.write``) refuse the option: without a query and a
 checkpoint there is no replay to make idempotent.
 
+Avro columns (``valueFormat=avro``) are encoded in the task before either mode
+produces them (``_avro_write``: the schema was registered on the driver).
+
 In both modes ``commit`` and ``abort`` on the driver only log: the tasks' writes are
 final (or, exactly-once, aborted) before the driver hears of them, and calling ``commit``
 again for a batch already committed (as a restart may) changes nothing.
@@ -44,6 +47,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from tickwheel.spark._avro_write import AvroEncoding, encode_batches
 from tickwheel.spark._clients import writer_producer
 from tickwheel.spark._errors import SparkKafkaError
 from tickwheel.spark._exactly_once import TaskPart, write_exactly_once
@@ -106,6 +110,13 @@ def write_part(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Kafka
     )
 
 
+def _encoded(
+    batches: Iterator[pa.RecordBatch], avro: tuple[AvroEncoding, ...]
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` with their Avro columns encoded (``_avro_write``), if any."""
+    return encode_batches(batches, avro) if avro else batches
+
+
 def _total(messages: Sequence[WriterCommitMessage | None]) -> int:
     return sum(int(m.records) for m in messages if isinstance(m, KafkaCommitMessage))
 
@@ -117,11 +128,12 @@ def _replayed(messages: Sequence[WriterCommitMessage | None]) -> int:
 class KafkaBatchWriter(DataSourceArrowWriter):
     """``df.write.format("tickwheel")``: append a DataFrame's rows to Kafka."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, *, avro: tuple[AvroEncoding, ...] = ()) -> None:
         self._options = options
+        self._avro = avro
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return write_batches(self._options, iterator)
+        return write_batches(self._options, _encoded(iterator, self._avro))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         logger.info("wrote %d records to Kafka", _total(messages))
@@ -136,13 +148,15 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
     """``writeStream.format("tickwheel")``: a Kafka sink per micro-batch, at-least-once
     or (``exactlyOnce=true``) exactly-once."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, *, avro: tuple[AvroEncoding, ...] = ()) -> None:
         self._options = options
+        self._avro = avro
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        batches = _encoded(iterator, self._avro)
         if self._options.exactly_once:
-            return write_part(self._options, iterator)
-        return write_batches(self._options, iterator)
+            return write_part(self._options, batches)
+        return write_batches(self._options, batches)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
         logger.info(
