@@ -6,7 +6,8 @@ change made to a block is the broker address: the documents' ``127.0.0.1:9092`` 
 their three-broker list) becomes the address of a broker started for the test. What a
 block needs decides where it runs, and under which marker:
 
-- it names ``tickwheel.spark``: a fixture broker and a local Spark session (``spark``);
+- it names ``tickwheel.spark``: a fixture broker (with its schema registry, as below)
+  and a local Spark session (``spark``);
 - it names the three-broker list: a ZooKeeper and three brokers (``cluster``);
 - it names ``SASL_SSL``: the Security page's walk-through (``secured``), against a
   broker made from that page itself -- its ``openssl`` commands make the
@@ -230,7 +231,8 @@ def test_block_against_a_cluster(block: Block, three_brokers: str) -> None:
 @pytest.mark.spark
 @pytest.mark.parametrize("block", _params("spark"))
 def test_block_with_spark(block: Block, tickwheel_broker: BackgroundBroker) -> None:
-    _run(block, tickwheel_broker.bootstrap_servers)
+    registry = f"http://127.0.0.1:{tickwheel_broker.schema_registry_ports[0]}"
+    _run(block, tickwheel_broker.bootstrap_servers, registry)
 
 
 def _document_fence(fence: re.Pattern[str], marker: str) -> str:

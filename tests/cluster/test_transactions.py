@@ -113,6 +113,29 @@ def _coordinator(cluster: LocalCluster, other_than: int = -1) -> tuple[int, str]
     return _find(cluster, TXN_ID, TRANSACTION_KEY, other_than)
 
 
+_COORDINATOR_NOT_READY = frozenset({E.not_coordinator, E.coordinator_load_in_progress})
+
+
+def _init_producer_id(servers: str, version: int) -> Any:
+    """InitProducerId for ``TXN_ID``, retried as a client retries while the coordinator
+    FindCoordinator named has not yet taken its ``__transaction_state`` partition."""
+    answers: list[Any] = []
+
+    def answered() -> bool:
+        answers[:] = [
+            wire_call(
+                servers,
+                INIT_PRODUCER_ID,
+                version,
+                {"transactional_id": TXN_ID, "transaction_timeout": TIMEOUT_MS},
+            )
+        ]
+        return answers[0].error_code not in _COORDINATOR_NOT_READY
+
+    wait_for(answered, "the coordinator to take the transactional id")
+    return answers[0]
+
+
 def _state(servers: str, transactional_id: str = TXN_ID) -> Any:
     body = wire_call(servers, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]})
     return body.transaction_states[0]
@@ -126,12 +149,7 @@ def test_a_new_coordinator_takes_over_an_open_transaction(txn_cluster: LocalClus
     leader = cluster.partition_state(TRANSACTION_STATE_TOPIC, state_partition)
     assert leader is not None
     assert leader.leader == coordinator
-    init = wire_call(
-        servers,
-        INIT_PRODUCER_ID,
-        4,
-        {"transactional_id": TXN_ID, "transaction_timeout": TIMEOUT_MS},
-    )
+    init = _init_producer_id(servers, 4)
     assert init.error_code == E.none
     added = wire_call(
         servers,
@@ -257,12 +275,7 @@ def _transaction_v2_through_another_leader(
 ) -> None:
     """A version 2 transaction whose partition (data-0) another broker leads: unadded
     at v11 it is refused, at v12 that broker adds it through the coordinator."""
-    started = wire_call(
-        coordinator_servers,
-        INIT_PRODUCER_ID,
-        5,
-        {"transactional_id": TXN_ID, "transaction_timeout": TIMEOUT_MS},
-    )
+    started = _init_producer_id(coordinator_servers, 5)
     assert started.error_code == E.none
     pid, epoch = int(started.producer_id), int(started.producer_epoch)
     (leader_broker,) = [b for b in cluster.brokers if b.broker_id == leader]

@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from tickwheel.server import BackgroundBroker, BrokerConfig
 from tickwheel.spark import local_session
 from tickwheel.spark._clients import close_cached_clients
+from tickwheel.spark._wire_fetch import close_wire_fetchers
 
 from .helpers import KafkaHelper
 
@@ -87,10 +88,11 @@ def spark(bootstrap_servers: str) -> Iterator[SparkSession]:
 @pytest.fixture(autouse=True)
 def _no_cached_clients_after_the_test() -> Iterator[None]:
     """Tests that read or write in this process (not through Spark's workers) leave
-    clients in the source's per-process caches: they are closed after each test, so
-    none outlives the broker it reads."""
+    clients and wire fetchers in the source's per-process caches: they are closed after
+    each test, so none outlives the broker it reads."""
     yield
     close_cached_clients()
+    close_wire_fetchers()
 
 
 @pytest.fixture

@@ -280,12 +280,23 @@ _fetchers: dict[ClientConfig, WireFetcher] = {}
 
 
 def wire_fetcher(client_config: ClientConfig) -> WireFetcher:
-    """This worker process's fetcher for ``client_config``."""
+    """This worker process's fetcher for ``client_config``, kept for the worker's life."""
     with _cache_lock:
         fetcher = _fetchers.get(client_config)
         if fetcher is None:
             fetcher = WireFetcher(client_config)
             _fetchers[client_config] = fetcher
-            # Kept for the worker's life; its sockets close when the process exits.
-            atexit.register(fetcher.close)
         return fetcher
+
+
+def close_wire_fetchers() -> None:
+    """Close and forget every fetcher this process keeps (a worker about to end, or a
+    process whose brokers are about to go); the next read opens new connections."""
+    with _cache_lock:
+        fetchers = list(_fetchers.values())
+        _fetchers.clear()
+    for fetcher in fetchers:
+        fetcher.close()
+
+
+atexit.register(close_wire_fetchers)
