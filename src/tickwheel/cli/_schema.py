@@ -11,14 +11,12 @@ does not answer; ``check`` exits 1 when the schema is incompatible.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tickwheel._json_http import HttpStatusError, json_call
 from tickwheel.cli._client import TIMEOUT_S, CommandError, run
 from tickwheel.cli._output import add_format_argument, emit
 
@@ -29,25 +27,17 @@ _SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 
 def _call(url: str, method: str, path: str, body: object = None) -> Any:
     """The JSON answer of ``method path``; a refusal raises ``CommandError``."""
-    request = urllib.request.Request(
-        url.rstrip("/") + path,
-        data=None if body is None else json.dumps(body).encode(),
-        method=method,
-        headers={"Content-Type": _CONTENT_TYPE, "Accept": _CONTENT_TYPE},
-    )
+    headers = {"Content-Type": _CONTENT_TYPE, "Accept": _CONTENT_TYPE}
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        with error:
-            text = error.read().decode(errors="replace")
-        try:
-            refusal = json.loads(text)
-            detail = f"error {refusal['error_code']}: {refusal['message']}"
-        except (ValueError, KeyError, TypeError):
-            detail = f"HTTP {error.code}: {text.strip()}"
+        return json_call(url.rstrip("/") + path, method, body, headers=headers, timeout_s=TIMEOUT_S)
+    except HttpStatusError as refusal:
+        document = refusal.document
+        if isinstance(document, dict) and {"error_code", "message"} <= document.keys():
+            detail = f"error {document['error_code']}: {document['message']}"
+        else:
+            detail = f"HTTP {refusal.status}: {refusal.text.strip()}"
         raise CommandError(detail) from None
-    except (urllib.error.URLError, OSError) as error:
+    except OSError as error:
         raise CommandError(f"no schema registry answered at {url}: {error}") from None
 
 

@@ -3,7 +3,7 @@
 The client side of the ``/faults`` routes a broker serves beside ``/metrics`` when
 ``tickwheel.faults.endpoint.enable=true``: what ``tickwheel fault`` and
 ``LocalCluster`` (whose brokers are other processes) use. Standard library only (one
-``urllib`` request per call, JSON in and out). A refusal raises ``FaultEndpointError``
+JSON request per call, ``json_call``). A refusal raises ``FaultEndpointError``
 with the endpoint's status and reason (a bad rule's reason names the field); an
 endpoint that does not answer raises it too, saying so.
 
@@ -13,10 +13,10 @@ Concurrency: no state but the address; safe from any thread.
 from __future__ import annotations
 
 import base64
-import json
 import urllib.error
-import urllib.request
 from typing import Any, Final
+
+from tickwheel._json_http import HttpStatusError, json_call
 
 _TIMEOUT_S: Final = 10.0
 
@@ -59,23 +59,17 @@ class FaultEndpointClient:
         self._call("DELETE", "/faults")
 
     def _call(self, method: str, path: str, body: object = None) -> Any:
-        request = urllib.request.Request(
-            self.url + path,
-            method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers=self._headers,
-        )
         try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as answer:
-                return json.loads(answer.read())
-        except urllib.error.HTTPError as refused:
-            with refused:
-                text = refused.read().decode(errors="replace")
-            try:
-                reason = str(json.loads(text)["error"])
-            except (ValueError, KeyError, TypeError):
-                reason = text.strip() or str(refused.reason)
-            raise FaultEndpointError(refused.code, reason) from None
+            return json_call(
+                self.url + path, method, body, headers=self._headers, timeout_s=_TIMEOUT_S
+            )
+        except HttpStatusError as refused:
+            document = refused.document
+            if isinstance(document, dict) and "error" in document:
+                reason = str(document["error"])
+            else:
+                reason = refused.text.strip() or refused.reason
+            raise FaultEndpointError(refused.status, reason) from None
         except OSError as exc:
             cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
             message = f"no fault endpoint answered at {self.url}: {cause}"

@@ -5,7 +5,7 @@ version (``GET /subjects/{s}/versions/latest``, the source's reader schema, on t
 driver), a schema by id (``GET /schemas/ids/{id}``, each record's writer schema, on the
 executors), and registering (``POST /subjects/{s}/versions``) or looking up
 (``POST /subjects/{s}``) the sink's schema, on the driver. They are JSON round trips
-through the standard library's ``urllib``: confluent-kafka's ``SchemaRegistryClient``
+through the standard library (``json_call``): confluent-kafka's ``SchemaRegistryClient``
 would bring httpx, authlib, cachetools and attrs into every executor for the same four
 requests. Each URL of ``schema.registry.url`` is tried in turn until one answers;
 ``schema.registry.basic.auth.user.info`` (``user:password``) is sent as HTTP basic
@@ -27,16 +27,14 @@ fetch it; both get the same schema); the calls are otherwise stateless.
 from __future__ import annotations
 
 import base64
-import json
 import ssl
 import threading
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final
 
+from tickwheel._json_http import HttpStatusError, json_call
 from tickwheel.spark._errors import SparkKafkaError
 from tickwheel.spark._options import RegistryOptions
 
@@ -132,10 +130,8 @@ def _request(
     """The JSON answer of the first URL that answers, or None for Confluent's
     not-found codes; raises ``SparkKafkaError`` for any other refusal, or none answering."""
     headers = {"Accept": _CONTENT_TYPE}
-    data = None
     if body is not None:
         headers["Content-Type"] = _CONTENT_TYPE
-        data = json.dumps(body).encode()
     if registry.user_info is not None:
         token = base64.b64encode(registry.user_info.encode()).decode()
         headers["Authorization"] = f"Basic {token}"
@@ -144,32 +140,31 @@ def _request(
         context = ssl.create_default_context(cafile=registry.ca_location)
     failures: list[str] = []
     for url in registry.urls:
-        request = urllib.request.Request(
-            url.rstrip("/") + path, data=data, headers=headers, method=method
-        )
         try:
-            with urllib.request.urlopen(
-                request, timeout=REQUEST_TIMEOUT_S, context=context
-            ) as response:
-                answer: dict[str, Any] = json.load(response)
-                return answer
-        except urllib.error.HTTPError as exc:
-            _raise_unless_not_found(url, method, path, exc)
+            answer: dict[str, Any] = json_call(
+                url.rstrip("/") + path,
+                method,
+                body,
+                headers=headers,
+                timeout_s=REQUEST_TIMEOUT_S,
+                context=context,
+            )
+        except HttpStatusError as refusal:
+            _raise_unless_not_found(url, method, path, refusal)
             return None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:
             failures.append(f"{url}: {getattr(exc, 'reason', exc)}")
+        else:
+            return answer
     raise SparkKafkaError(f"no schema registry answered {method} {path}: {'; '.join(failures)}")
 
 
-def _raise_unless_not_found(url: str, method: str, path: str, exc: urllib.error.HTTPError) -> None:
-    """Raise ``SparkKafkaError`` for an HTTP error other than Confluent's not-found."""
-    try:
-        body = json.loads(exc.read() or b"{}")
-    except ValueError:
-        body = {}
-    code = body.get("error_code", exc.code) if isinstance(body, dict) else exc.code
-    message = body.get("message", exc.reason) if isinstance(body, dict) else exc.reason
-    if exc.code != HTTPStatus.NOT_FOUND or code not in _NOT_FOUND_CODES:
+def _raise_unless_not_found(url: str, method: str, path: str, refusal: HttpStatusError) -> None:
+    """Raise ``SparkKafkaError`` for a refusal other than Confluent's not-found."""
+    document = refusal.document if isinstance(refusal.document, dict) else {}
+    code = document.get("error_code", refusal.status)
+    message = document.get("message", refusal.reason)
+    if refusal.status != HTTPStatus.NOT_FOUND or code not in _NOT_FOUND_CODES:
         raise SparkKafkaError(
             f"the schema registry {url} refused {method} {path}: {message} (error {code})"
         )
